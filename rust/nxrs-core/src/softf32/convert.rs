@@ -1,0 +1,137 @@
+//! Conversions between integers and binary32.
+
+use super::{round_pack, shift_right_jam64, F32, HIDDEN_BIT, SIGN_BIT};
+
+/// How a float-to-integer conversion treats a fraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntRounding {
+    /// Toward zero (C's cast; the seed's `f32_int`).
+    TowardZero,
+    /// To nearest, ties to even (IEEE `convertToIntegerTiesToEven`).
+    NearestEven,
+}
+
+impl F32 {
+    /// The `i32`, correctly rounded (to nearest, ties to even).
+    pub fn from_i32(x: i32) -> F32 {
+        F32::from_i64(i64::from(x))
+    }
+
+    /// The `i64`, correctly rounded (to nearest, ties to even).
+    pub fn from_i64(x: i64) -> F32 {
+        if x == 0 {
+            return F32::ZERO;
+        }
+        let magnitude = x.unsigned_abs();
+        // Put the leading one at bit 63, then keep 31 bits (leading one at bit 30) plus sticky.
+        let leading_zeros = magnitude.leading_zeros();
+        let sig = shift_right_jam64(magnitude << leading_zeros, 33) as u32;
+        round_pack(x < 0, 190 - leading_zeros as i32, sig)
+    }
+
+    /// Truncates toward zero to an `i32`: the seed's `f32_int`. NaN and values outside the `i32`
+    /// range give `i32::MIN`, x86's "integer indefinite" (what `cvttss2si` returns).
+    pub fn to_i32_trunc(self) -> i32 {
+        self.to_i32(IntRounding::TowardZero)
+    }
+
+    /// Truncates toward zero to an `i64`. NaN and out-of-range values give `i64::MIN`.
+    pub fn to_i64_trunc(self) -> i64 {
+        self.to_i64(IntRounding::TowardZero)
+    }
+
+    /// Converts to `i32` with the given rounding. NaN and out-of-range values give `i32::MIN`.
+    pub fn to_i32(self, rounding: IntRounding) -> i32 {
+        self.to_int(32, rounding) as i32
+    }
+
+    /// Converts to `i64` with the given rounding. NaN and out-of-range values give `i64::MIN`.
+    pub fn to_i64(self, rounding: IntRounding) -> i64 {
+        self.to_int(64, rounding)
+    }
+
+    /// Converts to a signed integer of `width` bits (32 or 64), returned sign-extended in an i64.
+    fn to_int(self, width: u32, rounding: IntRounding) -> i64 {
+        let indefinite = i64::MIN >> (64 - width);
+        if self.is_nan() {
+            return indefinite;
+        }
+        let exp = self.biased_exp();
+        let sig = if exp == 0 {
+            self.frac()
+        } else {
+            self.frac() | HIDDEN_BIT
+        };
+        // value = sig * 2^(exp - 150); the unbiased exponent of the leading bit is exp - 127.
+        if exp - 127 >= width as i32 - 1 {
+            // |value| >= 2^(width-1): only -2^(width-1) fits, and that is the indefinite pattern.
+            return indefinite;
+        }
+        let magnitude = if exp >= 150 {
+            // An integer already (at most 2^62 here): exact.
+            u64::from(sig) << (exp - 150)
+        } else {
+            let shift = (150 - exp) as u32;
+            if shift > 32 {
+                0 // |value| < 2^-8: the fraction is below one half, so every mode gives 0.
+            } else {
+                let integer = u64::from(sig) >> shift;
+                let fraction = u64::from(sig) & ((1 << shift) - 1);
+                let half = 1 << (shift - 1);
+                let round_up = match rounding {
+                    IntRounding::TowardZero => false,
+                    IntRounding::NearestEven => {
+                        fraction > half || (fraction == half && integer & 1 == 1)
+                    }
+                };
+                integer + u64::from(round_up)
+            }
+        };
+        // magnitude < 2^(width-1) here, so the negation and the cast cannot overflow.
+        if self.0 & SIGN_BIT != 0 {
+            -(magnitude as i64)
+        } else {
+            magnitude as i64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_int_rounds_to_nearest_even() {
+        assert_eq!(F32::from_i32(1).to_bits(), 0x3F80_0000);
+        assert_eq!(F32::from_i32(-6).to_bits(), 0xC0C0_0000);
+        // 2^24 + 1 is a tie between 2^24 and 2^24 + 2: even is 2^24.
+        assert_eq!(F32::from_i32(16_777_217).to_bits(), 0x4B80_0000);
+        assert_eq!(F32::from_i32(16_777_219).to_bits(), 0x4B80_0002);
+        assert_eq!(F32::from_i32(i32::MIN).to_bits(), 0xCF00_0000);
+        assert_eq!(F32::from_i64(i64::MIN).to_bits(), 0xDF00_0000);
+        assert_eq!(F32::from_i64(i64::MAX).to_bits(), 0x5F00_0000);
+    }
+
+    #[test]
+    fn truncation() {
+        assert_eq!(F32::from_bits(0x3FF0_0000).to_i32_trunc(), 1); // 1.875
+        assert_eq!(F32::from_bits(0xBFF0_0000).to_i32_trunc(), -1);
+        assert_eq!(F32::from_bits(0x0000_0001).to_i32_trunc(), 0);
+        assert_eq!(F32::from_bits(0xCF00_0000).to_i32_trunc(), i32::MIN); // -2^31 fits
+        assert_eq!(F32::from_bits(0x4F00_0000).to_i32_trunc(), i32::MIN); // 2^31 does not
+        assert_eq!(F32::DEFAULT_NAN.to_i64_trunc(), i64::MIN);
+        assert_eq!(
+            F32::from_bits(0x5EFF_FFFF).to_i64_trunc(),
+            0x7FFF_FF80_0000_0000
+        );
+    }
+
+    #[test]
+    fn nearest_even() {
+        let r = IntRounding::NearestEven;
+        assert_eq!(F32::from_bits(0x3F00_0000).to_i32(r), 0); // 0.5
+        assert_eq!(F32::from_bits(0x3FC0_0000).to_i32(r), 2); // 1.5
+        assert_eq!(F32::from_bits(0x4020_0000).to_i32(r), 2); // 2.5
+        assert_eq!(F32::from_bits(0xBF40_0000).to_i32(r), -1); // -0.75
+    }
+}

@@ -1,0 +1,5 @@
+//! Python bindings for nxrs-core: the `nxrs._nxrs` extension module.
+use pyo3::prelude::*;
+
+#[pymodule]
+mod _nxrs {}
