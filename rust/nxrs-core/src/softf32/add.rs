@@ -2,16 +2,20 @@
 
 use super::{propagate_nan, round_pack, shift_right_jam32, F32, MAX_FINITE_EXP};
 
-impl F32 {
-    /// `self + rhs`, correctly rounded.
-    pub fn add(self, rhs: F32) -> F32 {
+/// `a + b`, correctly rounded.
+impl core::ops::Add for F32 {
+    type Output = F32;
+    fn add(self, rhs: F32) -> F32 {
         add_signed(self, rhs)
     }
+}
 
-    /// `self - rhs`, correctly rounded: the sum with `rhs` negated (NaN operands keep their sign,
-    /// as on x86, because the negation is applied only to non-NaN operands).
-    pub fn sub(self, rhs: F32) -> F32 {
-        let negated = if rhs.is_nan() { rhs } else { rhs.neg() };
+/// `a - b`, correctly rounded: the sum with `b` negated (a NaN `b` keeps its sign, as on x86,
+/// because the negation is applied only to non-NaN operands).
+impl core::ops::Sub for F32 {
+    type Output = F32;
+    fn sub(self, rhs: F32) -> F32 {
+        let negated = if rhs.is_nan() { rhs } else { -rhs };
         add_signed(self, negated)
     }
 }
@@ -92,35 +96,35 @@ mod tests {
 
     #[test]
     fn one_plus_one_is_two() {
-        assert_eq!(F32::ONE.add(F32::ONE).to_bits(), 0x4000_0000);
+        assert_eq!((F32::ONE + F32::ONE).to_bits(), 0x4000_0000);
     }
 
     #[test]
     fn signed_zeros() {
-        assert_eq!(F32::NEG_ZERO.add(F32::NEG_ZERO), F32::NEG_ZERO);
-        assert_eq!(F32::NEG_ZERO.add(F32::ZERO), F32::ZERO);
-        assert_eq!(F32::ONE.sub(F32::ONE), F32::ZERO);
-        assert_eq!(F32::ZERO.sub(F32::ZERO), F32::ZERO);
-        assert_eq!(F32::NEG_ZERO.sub(F32::ZERO), F32::NEG_ZERO);
+        assert_eq!((F32::NEG_ZERO + F32::NEG_ZERO), F32::NEG_ZERO);
+        assert_eq!((F32::NEG_ZERO + F32::ZERO), F32::ZERO);
+        assert_eq!((F32::ONE - F32::ONE), F32::ZERO);
+        assert_eq!((F32::ZERO - F32::ZERO), F32::ZERO);
+        assert_eq!((F32::NEG_ZERO - F32::ZERO), F32::NEG_ZERO);
     }
 
     #[test]
     fn infinities() {
-        assert_eq!(F32::INFINITY.sub(F32::INFINITY), F32::DEFAULT_NAN);
-        assert_eq!(F32::INFINITY.add(f(0x3F80_0000)), F32::INFINITY);
-        assert_eq!(f(0x7F7F_FFFF).add(f(0x7F7F_FFFF)), F32::INFINITY);
+        assert_eq!((F32::INFINITY - F32::INFINITY), F32::DEFAULT_NAN);
+        assert_eq!((F32::INFINITY + f(0x3F80_0000)), F32::INFINITY);
+        assert_eq!((f(0x7F7F_FFFF) + f(0x7F7F_FFFF)), F32::INFINITY);
     }
 
     #[test]
     fn subnormals_add_exactly() {
-        assert_eq!(f(1).add(f(1)).to_bits(), 2);
-        assert_eq!(f(0x007F_FFFF).add(f(1)).to_bits(), 0x0080_0000);
-        assert_eq!(f(0x0080_0000).sub(f(1)).to_bits(), 0x007F_FFFF);
+        assert_eq!((f(1) + f(1)).to_bits(), 2);
+        assert_eq!((f(0x007F_FFFF) + f(1)).to_bits(), 0x0080_0000);
+        assert_eq!((f(0x0080_0000) - f(1)).to_bits(), 0x007F_FFFF);
     }
 
     #[test]
     fn nan_propagates_first_operand_quieted() {
-        assert_eq!(f(0x7F80_0001).add(f(0xFFC0_0002)).to_bits(), 0x7FC0_0001);
-        assert_eq!(F32::ONE.sub(f(0x7FC0_0005)).to_bits(), 0x7FC0_0005);
+        assert_eq!((f(0x7F80_0001) + f(0xFFC0_0002)).to_bits(), 0x7FC0_0001);
+        assert_eq!((F32::ONE - f(0x7FC0_0005)).to_bits(), 0x7FC0_0005);
     }
 }

@@ -30,7 +30,7 @@ impl F32 {
     /// is the default NaN: true), and wherever `x - y` overflows. The seed uses it for ReLU, ReLU's
     /// derivative and the softmax maximum, so reproducing the seed needs exactly this.
     pub fn le_by_sign_of_difference(self, rhs: F32) -> bool {
-        let d = self.sub(rhs);
+        let d = self - rhs;
         d.is_sign_negative() || d.is_zero()
     }
 

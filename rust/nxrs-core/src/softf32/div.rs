@@ -2,9 +2,10 @@
 
 use super::{propagate_nan, round_pack, Unpacked, F32, SIGN_BIT};
 
-impl F32 {
-    /// `self / rhs`, correctly rounded. `x / 0` is a signed infinity for nonzero `x`.
-    pub fn div(self, rhs: F32) -> F32 {
+/// `a / b`, correctly rounded. `x / 0` is a signed infinity for nonzero `x`.
+impl core::ops::Div for F32 {
+    type Output = F32;
+    fn div(self, rhs: F32) -> F32 {
         let sign = (self.0 ^ rhs.0) & SIGN_BIT;
         if self.is_nan() || rhs.is_nan() {
             return propagate_nan(self, rhs);
@@ -55,21 +56,21 @@ mod tests {
 
     #[test]
     fn exact_and_inexact_quotients() {
-        assert_eq!(f(0x40C0_0000).div(f(0x4000_0000)).to_bits(), 0x4040_0000); // 6 / 2 = 3
-        assert_eq!(F32::ONE.div(f(0x4040_0000)).to_bits(), 0x3EAA_AAAB); // 1/3
+        assert_eq!((f(0x40C0_0000) / f(0x4000_0000)).to_bits(), 0x4040_0000); // 6 / 2 = 3
+        assert_eq!((F32::ONE / f(0x4040_0000)).to_bits(), 0x3EAA_AAAB); // 1/3
     }
 
     #[test]
     fn specials() {
-        assert_eq!(F32::ONE.div(F32::NEG_ZERO), F32::NEG_INFINITY);
-        assert_eq!(F32::ZERO.div(F32::ZERO), F32::DEFAULT_NAN);
-        assert_eq!(F32::INFINITY.div(F32::INFINITY), F32::DEFAULT_NAN);
-        assert_eq!(F32::ONE.div(F32::NEG_INFINITY), F32::NEG_ZERO);
+        assert_eq!((F32::ONE / F32::NEG_ZERO), F32::NEG_INFINITY);
+        assert_eq!((F32::ZERO / F32::ZERO), F32::DEFAULT_NAN);
+        assert_eq!((F32::INFINITY / F32::INFINITY), F32::DEFAULT_NAN);
+        assert_eq!((F32::ONE / F32::NEG_INFINITY), F32::NEG_ZERO);
     }
 
     #[test]
     fn subnormal_quotient() {
         // 2^-126 / 4 = 2^-128.
-        assert_eq!(f(0x0080_0000).div(f(0x4080_0000)).to_bits(), 0x0020_0000);
+        assert_eq!((f(0x0080_0000) / f(0x4080_0000)).to_bits(), 0x0020_0000);
     }
 }

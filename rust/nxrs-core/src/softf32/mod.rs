@@ -75,11 +75,6 @@ impl F32 {
         self.0 & SIGN_BIT != 0
     }
 
-    /// Flips the sign bit (of NaNs too), as IEEE `negate` does.
-    pub const fn neg(self) -> F32 {
-        F32(self.0 ^ SIGN_BIT)
-    }
-
     /// Clears the sign bit (of NaNs too), as IEEE `abs` does.
     pub const fn abs(self) -> F32 {
         F32(self.0 & !SIGN_BIT)
@@ -94,11 +89,18 @@ impl F32 {
     }
 }
 
-/// A finite, nonzero operand split into sign, biased exponent and a 24-bit significand with the
+/// `-x` flips the sign bit (of NaNs too), as IEEE `negate` does.
+impl core::ops::Neg for F32 {
+    type Output = F32;
+    fn neg(self) -> F32 {
+        F32(self.0 ^ SIGN_BIT)
+    }
+}
+
+/// A finite, nonzero operand's magnitude split into biased exponent and a 24-bit significand with the
 /// hidden bit at bit 23: `value = sig * 2^(exp - 150)`. Subnormals are normalised, which gives
 /// them an exponent below 1.
 struct Unpacked {
-    negative: bool,
     exp: i32,
     sig: u32,
 }
@@ -106,7 +108,6 @@ struct Unpacked {
 impl Unpacked {
     /// Unpacks a finite nonzero value (the callers have handled zeros, infinities and NaNs).
     fn normalized(x: F32) -> Unpacked {
-        let negative = x.is_sign_negative();
         let (exp, sig) = match x.biased_exp() {
             0 => {
                 // Subnormal: shift the leading one up to the hidden-bit position.
@@ -115,7 +116,7 @@ impl Unpacked {
             }
             exp => (exp, x.frac() | HIDDEN_BIT),
         };
-        Unpacked { negative, exp, sig }
+        Unpacked { exp, sig }
     }
 }
 
@@ -178,41 +179,6 @@ fn round_pack(negative: bool, exp: i32, sig: u32) -> F32 {
 const fn propagate_nan(a: F32, b: F32) -> F32 {
     let nan = if a.is_nan() { a } else { b };
     F32(nan.0 | QUIET_BIT)
-}
-
-impl core::ops::Add for F32 {
-    type Output = F32;
-    fn add(self, rhs: F32) -> F32 {
-        F32::add(self, rhs)
-    }
-}
-
-impl core::ops::Sub for F32 {
-    type Output = F32;
-    fn sub(self, rhs: F32) -> F32 {
-        F32::sub(self, rhs)
-    }
-}
-
-impl core::ops::Mul for F32 {
-    type Output = F32;
-    fn mul(self, rhs: F32) -> F32 {
-        F32::mul(self, rhs)
-    }
-}
-
-impl core::ops::Div for F32 {
-    type Output = F32;
-    fn div(self, rhs: F32) -> F32 {
-        F32::div(self, rhs)
-    }
-}
-
-impl core::ops::Neg for F32 {
-    type Output = F32;
-    fn neg(self) -> F32 {
-        F32::neg(self)
-    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,10 @@
 
 use super::{propagate_nan, round_pack, shift_right_jam64, Unpacked, F32, SIGN_BIT};
 
-impl F32 {
-    /// `self * rhs`, correctly rounded.
-    pub fn mul(self, rhs: F32) -> F32 {
+/// `a * b`, correctly rounded.
+impl core::ops::Mul for F32 {
+    type Output = F32;
+    fn mul(self, rhs: F32) -> F32 {
         let sign = (self.0 ^ rhs.0) & SIGN_BIT;
         if self.is_nan() || rhs.is_nan() {
             return propagate_nan(self, rhs);
@@ -43,23 +44,23 @@ mod tests {
 
     #[test]
     fn small_products() {
-        assert_eq!(f(0x4040_0000).mul(f(0x4000_0000)).to_bits(), 0x40C0_0000); // 3 * 2 = 6
-        assert_eq!(f(0xBF80_0000).mul(F32::ZERO), F32::NEG_ZERO);
-        assert_eq!(F32::ZERO.mul(F32::INFINITY), F32::DEFAULT_NAN);
+        assert_eq!((f(0x4040_0000) * f(0x4000_0000)).to_bits(), 0x40C0_0000); // 3 * 2 = 6
+        assert_eq!((f(0xBF80_0000) * F32::ZERO), F32::NEG_ZERO);
+        assert_eq!((F32::ZERO * F32::INFINITY), F32::DEFAULT_NAN);
     }
 
     #[test]
     fn underflow_to_subnormal_and_zero() {
         // 2^-126 * 2^-1 = 2^-127, a subnormal.
-        assert_eq!(f(0x0080_0000).mul(f(0x3F00_0000)).to_bits(), 0x0040_0000);
+        assert_eq!((f(0x0080_0000) * f(0x3F00_0000)).to_bits(), 0x0040_0000);
         // min subnormal * 0.5 is a tie between 0 and the min subnormal: rounds to even 0.
-        assert_eq!(f(0x0000_0001).mul(f(0x3F00_0000)).to_bits(), 0);
+        assert_eq!((f(0x0000_0001) * f(0x3F00_0000)).to_bits(), 0);
         // min subnormal * 0.75 rounds up to the min subnormal.
-        assert_eq!(f(0x0000_0001).mul(f(0x3F40_0000)).to_bits(), 1);
+        assert_eq!((f(0x0000_0001) * f(0x3F40_0000)).to_bits(), 1);
     }
 
     #[test]
     fn overflow_to_infinity() {
-        assert_eq!(f(0x7F7F_FFFF).mul(f(0xC000_0000)), F32::NEG_INFINITY);
+        assert_eq!((f(0x7F7F_FFFF) * f(0xC000_0000)), F32::NEG_INFINITY);
     }
 }
