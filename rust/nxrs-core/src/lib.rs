@@ -3,5 +3,24 @@
 //! All training arithmetic runs on [`softf32::F32`], IEEE 754 binary32 implemented with integer
 //! operations in a fixed order, so a run gives the same bits on every CPU and under every compiler
 //! flag. This crate has no Python in it; `nxrs-py` wraps it.
+//!
+//! - [`softf32`]: the arithmetic.
+//! - [`math`]: the seed program's `exp`, `log`, Newton `sqrt` and sign-of-difference `le`.
+//! - [`mlp`], [`adam`], [`trainer`]: the model, the optimiser, and the state they advance.
+//! - [`dataset`]: samples and labels, and the seed's synthetic data.
+//! - [`hash`]: the seed's state hash and the full-state hash.
+//! - [`nxck`]: checkpoint files.
 
+pub mod adam;
+pub mod dataset;
+pub mod error;
+pub mod hash;
+pub mod math;
+pub mod mlp;
+pub mod nxck;
 pub mod softf32;
+pub mod trainer;
+
+pub use error::{Error, Result};
+pub use softf32::F32;
+pub use trainer::{TrainState, Trainer, TrainerConfig};

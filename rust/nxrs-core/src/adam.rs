@@ -1,0 +1,81 @@
+//! Adam, exactly as the seed's `adam1` and `train_run` apply it.
+
+use crate::math::seed_sqrt;
+use crate::softf32::F32;
+
+/// Adam's hyperparameters, as binary32 values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdamConfig {
+    pub lr: F32,
+    pub beta1: F32,
+    pub beta2: F32,
+    pub eps: F32,
+}
+
+impl AdamConfig {
+    /// The seed's values, built as it builds them: `1/100`, `9/10`, `999/1000`, `1/100000000`.
+    pub fn seed() -> AdamConfig {
+        let ratio = |n, d| F32::from_i32(n) / F32::from_i32(d);
+        AdamConfig {
+            lr: ratio(1, 100),
+            beta1: ratio(9, 10),
+            beta2: ratio(999, 1000),
+            eps: ratio(1, 100_000_000),
+        }
+    }
+}
+
+/// The bias-correction divisors of one step, `1 - beta1^t` and `1 - beta2^t`.
+#[derive(Clone, Copy, Debug)]
+pub struct BiasCorrection {
+    pub bc1: F32,
+    pub bc2: F32,
+}
+
+impl AdamConfig {
+    /// Advances the running powers `beta1^t`, `beta2^t` by one step (the seed keeps them as
+    /// running products, updated once per step before the update) and returns the divisors.
+    pub fn advance(&self, b1t: &mut F32, b2t: &mut F32) -> BiasCorrection {
+        *b1t = *b1t * self.beta1;
+        *b2t = *b2t * self.beta2;
+        BiasCorrection {
+            bc1: F32::ONE - *b1t,
+            bc2: F32::ONE - *b2t,
+        }
+    }
+
+    /// The seed's `adam1` over one tensor:
+    /// `m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= (lr m/bc1) / (seed_sqrt(v/bc2) + eps)`.
+    pub fn update(
+        &self,
+        params: &mut [F32],
+        grads: &[F32],
+        m: &mut [F32],
+        v: &mut [F32],
+        bc: BiasCorrection,
+    ) {
+        let one_minus_beta1 = F32::ONE - self.beta1;
+        let one_minus_beta2 = F32::ONE - self.beta2;
+        for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(m).zip(v) {
+            *m = self.beta1 * *m + one_minus_beta1 * g;
+            *v = self.beta2 * *v + one_minus_beta2 * (g * g);
+            let m_hat = *m / bc.bc1;
+            let v_hat = *v / bc.bc2;
+            *p = *p - (self.lr * m_hat) / (seed_sqrt(v_hat) + self.eps);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_hyperparameters_are_the_nearest_binary32() {
+        let c = AdamConfig::seed();
+        assert_eq!(c.lr.to_bits(), 0x3C23_D70A); // 0.01
+        assert_eq!(c.beta1.to_bits(), 0x3F66_6666); // 0.9
+        assert_eq!(c.beta2.to_bits(), 0x3F7F_BE77); // 0.999
+        assert_eq!(c.eps.to_bits(), 0x322B_CC77); // 1e-8
+    }
+}

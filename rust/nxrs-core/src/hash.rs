@@ -1,0 +1,94 @@
+//! State hashes: the seed's `hstate`, and nxrs's hash over the whole training state.
+
+use crate::trainer::TrainState;
+
+/// The seed's `hstate`, bit for bit: an FNV-1-style mix over the weight and bias tensors,
+/// `acc = ((acc ^ v) * 16777619) mod 2^56` from `1469598103`.
+///
+/// It reproduces the seed's quirk: every weight matrix is walked for as many cells as the first
+/// one has (the seed walks `W2` for `NH*NIN = 60` cells though it holds 40; the 20 cells past its
+/// end are zero memory). Cells beyond a matrix's end count as 0, and a longer matrix is cut off.
+/// It sees neither the Adam moments nor the scalars: see [`state_hash`] for that.
+pub fn seed_hash(state: &TrainState) -> u64 {
+    const MASK_56: u64 = (1 << 56) - 1;
+    let walked_weight_cells = state.params[0].len();
+    let mut acc: u64 = 1_469_598_103;
+    for (k, tensor) in state.params.iter().enumerate() {
+        let cells = if k % 2 == 0 {
+            walked_weight_cells
+        } else {
+            tensor.len()
+        };
+        for c in 0..cells {
+            let v = tensor.get(c).map_or(0, |x| x.to_bits());
+            acc = ((acc ^ u64::from(v)).wrapping_mul(16_777_619)) & MASK_56;
+        }
+    }
+    acc
+}
+
+/// The full-state hash: 64-bit FNV-1a over a canonical encoding of everything a checkpoint
+/// holds, so that any changed bit of any weight, moment or scalar changes it.
+///
+/// Encoding (all little-endian): `u32` tensor count; per tensor in checkpoint order
+/// (`W1 b1 W2 b2 ... mW1 vW1 mb1 vb1 ...`) its `u32` cell count then its cells' `u32` bit
+/// patterns; `u32` scalar count (3); the scalars as `i64`: epoch, `b1t` bits, `b2t` bits.
+/// FNV-1a multiplies by an odd prime modulo 2^64 after each byte, a bijection, so two encodings
+/// of equal length that differ in any byte always hash differently.
+pub fn state_hash(state: &TrainState) -> u64 {
+    let mut h = Fnv1a64::new();
+    let tensors = state.tensors();
+    h.write(&(tensors.len() as u32).to_le_bytes());
+    for (_, cells) in &tensors {
+        h.write(&(cells.len() as u32).to_le_bytes());
+        for cell in cells.iter() {
+            h.write(&cell.to_bits().to_le_bytes());
+        }
+    }
+    let scalars = state.scalars();
+    h.write(&(scalars.len() as u32).to_le_bytes());
+    for s in scalars {
+        h.write(&s.to_le_bytes());
+    }
+    h.finish()
+}
+
+/// 64-bit FNV-1a.
+struct Fnv1a64(u64);
+
+impl Fnv1a64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn new() -> Fnv1a64 {
+        Fnv1a64(Self::OFFSET_BASIS)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a64_known_vectors() {
+        // Published FNV-1a test vectors.
+        let hash = |s: &[u8]| {
+            let mut h = Fnv1a64::new();
+            h.write(s);
+            h.finish()
+        };
+        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}
