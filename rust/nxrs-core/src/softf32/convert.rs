@@ -1,6 +1,6 @@
 //! Conversions between integers and binary32.
 
-use super::{round_pack, shift_right_jam64, F32, HIDDEN_BIT, SIGN_BIT};
+use super::{round_pack, shift_right_jam64, F32, HIDDEN_BIT, QUIET_BIT, SIGN_BIT};
 
 /// How a float-to-integer conversion treats a fraction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,31 @@ impl F32 {
         let leading_zeros = magnitude.leading_zeros();
         let sig = shift_right_jam64(magnitude << leading_zeros, 33) as u32;
         round_pack(x < 0, 190 - leading_zeros as i32, sig)
+    }
+
+    /// The binary64 value with these bits, rounded to nearest even (as x86 `cvtsd2ss`: a NaN
+    /// keeps its sign and the top 22 bits of its payload, quieted). This is how hyperparameters
+    /// given as Python floats become binary32 without any native float operation.
+    pub fn from_f64_bits(bits: u64) -> F32 {
+        let negative = bits >> 63 != 0;
+        let sign = if negative { SIGN_BIT } else { 0 };
+        let exp = ((bits >> 52) & 0x7FF) as i32;
+        let frac = bits & ((1 << 52) - 1);
+        if exp == 0x7FF {
+            return if frac == 0 {
+                F32(sign | F32::INFINITY.0)
+            } else {
+                F32(sign | F32::INFINITY.0 | QUIET_BIT | (frac >> 29) as u32)
+            };
+        }
+        if exp == 0 && frac == 0 {
+            return F32(sign);
+        }
+        // value = sig * 2^(exp - 1075) with the leading one at bit 52 (binary64 subnormals,
+        // exponent field 0, are far below the binary32 range and round to zero).
+        let (exp, sig) = if exp == 0 { (1, frac) } else { (exp, frac | 1 << 52) };
+        // Keep 31 bits (leading one at bit 30) plus sticky: value = sig31 * 2^(exp - 896 - 157).
+        round_pack(negative, exp - 896, shift_right_jam64(sig, 22) as u32)
     }
 
     /// Truncates toward zero to an `i32`: the seed's `f32_int`. NaN and values outside the `i32`
@@ -110,6 +135,19 @@ mod tests {
         assert_eq!(F32::from_i32(i32::MIN).to_bits(), 0xCF00_0000);
         assert_eq!(F32::from_i64(i64::MIN).to_bits(), 0xDF00_0000);
         assert_eq!(F32::from_i64(i64::MAX).to_bits(), 0x5F00_0000);
+    }
+
+    #[test]
+    fn from_f64_bits_rounds_to_nearest_even() {
+        let f = |x: u64| F32::from_f64_bits(x).to_bits();
+        assert_eq!(f(0x3FF0_0000_0000_0000), 0x3F80_0000); // 1.0
+        assert_eq!(f(0x3F84_7AE1_47AE_147B), 0x3C23_D70A); // 0.01
+        assert_eq!(f(0x3E45_798E_E230_8C3A), 0x322B_CC77); // 1e-8
+        assert_eq!(f(0x36A0_0000_0000_0000), 0x0000_0001); // 2^-149
+        assert_eq!(f(0x3690_0000_0000_0000), 0x0000_0000); // 2^-150: tie, to even 0
+        assert_eq!(f(0x47EF_FFFF_F000_0000), 0x7F80_0000); // rounds past f32::MAX
+        assert_eq!(f(0xFFF8_0000_0000_0001), 0xFFC0_0000); // NaN payload's low bits dropped
+        assert_eq!(f(0x8000_0000_0000_0000), 0x8000_0000); // -0
     }
 
     #[test]
