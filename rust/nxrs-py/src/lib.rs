@@ -1,5 +1,30 @@
-//! Python bindings for nxrs-core: the `nxrs._nxrs` extension module.
-use pyo3::prelude::*;
+//! Python bindings for nxrs-core: the `nxrs._nxrs` extension module. Translation only: every
+//! computation lives in nxrs-core.
+
+mod errors;
+mod softf32;
+mod trainer;
+
+use pyo3::pymodule;
 
 #[pymodule]
-mod _nxrs {}
+mod _nxrs {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::errors::{
+        BadMagicError, CheckpointError, ChecksumError, ConfigError, HeaderError, InputError,
+        LengthError, MismatchError, NxrsError, UnsupportedVersionError,
+    };
+    #[pymodule_export]
+    use crate::softf32::{
+        f32_binary, f32_compare, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,
+    };
+    #[pymodule_export]
+    use crate::trainer::{seed_dataset, PyTrainer};
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))
+    }
+}

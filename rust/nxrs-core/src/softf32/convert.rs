@@ -49,7 +49,11 @@ impl F32 {
         }
         // value = sig * 2^(exp - 1075) with the leading one at bit 52 (binary64 subnormals,
         // exponent field 0, are far below the binary32 range and round to zero).
-        let (exp, sig) = if exp == 0 { (1, frac) } else { (exp, frac | 1 << 52) };
+        let (exp, sig) = if exp == 0 {
+            (1, frac)
+        } else {
+            (exp, frac | 1 << 52)
+        };
         // Keep 31 bits (leading one at bit 30) plus sticky: value = sig31 * 2^(exp - 896 - 157).
         round_pack(negative, exp - 896, shift_right_jam64(sig, 22) as u32)
     }

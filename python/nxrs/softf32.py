@@ -1,0 +1,149 @@
+"""softf32 over numpy arrays: IEEE 754 binary32 done with integer operations only.
+
+Every function takes float32 arrays (or Python scalars), broadcasts them like numpy, and returns
+a new array. Results are bit-identical to x86 SSE float32 arithmetic (round to nearest even,
+subnormals kept), including NaN results: an operation on a NaN returns the first NaN operand,
+quieted; an invalid operation (``0 * inf``, ``inf - inf``, ``sqrt(-1)``) returns the default NaN
+``0xFFC00000``.
+
+>>> import numpy as np
+>>> from nxrs import softf32
+>>> softf32.div(np.float32(1), np.float32(3)).view(np.uint32) == np.uint32(0x3EAAAAAB)
+True
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from nxrs import _nxrs
+
+Float32Like = Union[float, np.floating, npt.NDArray[np.float32]]
+IntLike = Union[int, np.integer, npt.NDArray[np.integer]]
+Rounding = Literal["trunc", "nearest"]
+
+__all__ = [
+    "abs",
+    "add",
+    "div",
+    "eq",
+    "from_int",
+    "le",
+    "lt",
+    "mul",
+    "neg",
+    "seed_exp",
+    "seed_le",
+    "seed_log",
+    "seed_sqrt",
+    "sqrt",
+    "sub",
+    "to_i32",
+    "to_i64",
+]
+
+
+def _f32(a: Float32Like) -> npt.NDArray[np.float32]:
+    array = np.asarray(a)
+    if array.dtype != np.float32 and not (array.ndim == 0 and isinstance(a, (int, float))):
+        raise TypeError(f"softf32 takes float32 values, not {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _pair(a: Float32Like, b: Float32Like) -> tuple[npt.NDArray[np.float32], ...]:
+    x, y = np.broadcast_arrays(_f32(a), _f32(b))
+    return np.ascontiguousarray(x), np.ascontiguousarray(y)
+
+
+def add(a: Float32Like, b: Float32Like) -> npt.NDArray[np.float32]:
+    """``a + b``, correctly rounded."""
+    return _nxrs.f32_binary("add", *_pair(a, b))
+
+
+def sub(a: Float32Like, b: Float32Like) -> npt.NDArray[np.float32]:
+    """``a - b``, correctly rounded."""
+    return _nxrs.f32_binary("sub", *_pair(a, b))
+
+
+def mul(a: Float32Like, b: Float32Like) -> npt.NDArray[np.float32]:
+    """``a * b``, correctly rounded."""
+    return _nxrs.f32_binary("mul", *_pair(a, b))
+
+
+def div(a: Float32Like, b: Float32Like) -> npt.NDArray[np.float32]:
+    """``a / b``, correctly rounded."""
+    return _nxrs.f32_binary("div", *_pair(a, b))
+
+
+def sqrt(a: Float32Like) -> npt.NDArray[np.float32]:
+    """The correctly rounded square root (``sqrt(-0) = -0``)."""
+    return _nxrs.f32_unary("sqrt", _f32(a))
+
+
+def neg(a: Float32Like) -> npt.NDArray[np.float32]:
+    """Flips the sign bit (of NaNs too)."""
+    return _nxrs.f32_unary("neg", _f32(a))
+
+
+def abs(a: Float32Like) -> npt.NDArray[np.float32]:  # noqa: A001 - numpy's name
+    """Clears the sign bit (of NaNs too)."""
+    return _nxrs.f32_unary("abs", _f32(a))
+
+
+def eq(a: Float32Like, b: Float32Like) -> npt.NDArray[np.bool_]:
+    """IEEE ``==`` (false for NaN; ``-0 == +0``)."""
+    return _nxrs.f32_compare("eq", *_pair(a, b))
+
+
+def lt(a: Float32Like, b: Float32Like) -> npt.NDArray[np.bool_]:
+    """IEEE ``<`` (false for NaN)."""
+    return _nxrs.f32_compare("lt", *_pair(a, b))
+
+
+def le(a: Float32Like, b: Float32Like) -> npt.NDArray[np.bool_]:
+    """IEEE ``<=`` (false for NaN)."""
+    return _nxrs.f32_compare("le", *_pair(a, b))
+
+
+def to_i32(a: Float32Like, rounding: Rounding = "trunc") -> npt.NDArray[np.int32]:
+    """float32 to int32, truncating (the seed's ``f32_int``) or to nearest even.
+
+    NaN and values outside the int32 range give ``-2**31`` (x86's "integer indefinite").
+    """
+    return _nxrs.f32_to_i32(_f32(a), rounding)
+
+
+def to_i64(a: Float32Like, rounding: Rounding = "trunc") -> npt.NDArray[np.int64]:
+    """float32 to int64; NaN and out-of-range values give ``-2**63``."""
+    return _nxrs.f32_to_i64(_f32(a), rounding)
+
+
+def from_int(a: IntLike) -> npt.NDArray[np.float32]:
+    """Integers (int32 or int64) to float32, rounded to nearest even."""
+    array = np.asarray(a)
+    if not np.issubdtype(array.dtype, np.signedinteger) or array.dtype.itemsize > 8:
+        raise TypeError(f"from_int takes int32 or int64 values, not {array.dtype}")
+    return _nxrs.f32_from_i64(np.ascontiguousarray(array, dtype=np.int64))
+
+
+def seed_sqrt(a: Float32Like) -> npt.NDArray[np.float32]:
+    """The seed program's square root: 16 Newton steps from ``y = x`` (not correctly rounded)."""
+    return _nxrs.f32_unary("seed_sqrt", _f32(a))
+
+
+def seed_exp(a: Float32Like) -> npt.NDArray[np.float32]:
+    """The seed program's ``exp``: range reduction plus an 8-term Taylor series."""
+    return _nxrs.f32_unary("seed_exp", _f32(a))
+
+
+def seed_log(a: Float32Like) -> npt.NDArray[np.float32]:
+    """The seed program's ``log``: exponent split plus a 7-term atanh series."""
+    return _nxrs.f32_unary("seed_log", _f32(a))
+
+
+def seed_le(a: Float32Like, b: Float32Like) -> npt.NDArray[np.bool_]:
+    """The seed program's ``f32_le``: ``a - b`` has its sign bit set or is zero (not IEEE ``<=``)."""
+    return _nxrs.f32_compare("seed_le", *_pair(a, b))

@@ -1,0 +1,134 @@
+//! softf32 against the host CPU on all 2^32 inputs of its one-operand operations: `sqrt`,
+//! `to_i32_trunc`, `to_i32(NearestEven)` and `from_i32`. Each test spreads the inputs over all
+//! cores (`std::thread::scope`) and prints its wall time.
+//!
+//! The reference is `tests/support/native.rs` (on x86_64, `sqrtss`, whose NaN bits softf32 must
+//! match) and, for the conversions, Rust's `as` with NaN and out-of-range inputs mapped to
+//! `i32::MIN` as softf32 and x86 do.
+#![allow(clippy::float_arithmetic)] // the reference results are computed with native f32
+
+#[path = "support/native.rs"]
+mod native;
+
+use nxrs_core::softf32::{IntRounding, F32};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Writes a line to stderr directly: libtest swallows `eprintln!` output of a passing test.
+fn say(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+}
+
+/// Checks `ok(x)` for every `u32` `x`, and reports the first few failing inputs through
+/// `describe`. Threads claim blocks of 2^24 inputs in turn, so uneven costs (a NaN is cheaper than
+/// a normal) still balance.
+fn exhaustive(name: &str, ok: impl Fn(u32) -> bool + Sync, describe: impl Fn(u32) -> String) {
+    const BLOCK: u64 = 1 << 24;
+    let start = Instant::now();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next_block = AtomicU64::new(0);
+    let failures = Mutex::new((0u64, Vec::new()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let first = next_block.fetch_add(BLOCK, Ordering::Relaxed);
+                if first > u64::from(u32::MAX) {
+                    break;
+                }
+                let (first, last) = (first as u32, (first + BLOCK - 1) as u32);
+                let mut count = 0u64;
+                let mut examples = Vec::new();
+                for x in first..=last {
+                    if !ok(x) {
+                        count += 1;
+                        if examples.len() < 10 {
+                            examples.push(x);
+                        }
+                    }
+                }
+                if count > 0 {
+                    let mut failures = failures.lock().unwrap();
+                    failures.0 += count;
+                    failures.1.extend(examples);
+                }
+            });
+        }
+    });
+    let (count, mut examples) = failures.into_inner().unwrap();
+    say(&format!(
+        "exhaustive {name}: 2^32 inputs in {:.1} s on {threads} threads, {count} mismatches",
+        start.elapsed().as_secs_f64()
+    ));
+    examples.sort_unstable();
+    examples.truncate(20);
+    let listing: Vec<String> = examples.into_iter().map(describe).collect();
+    assert!(
+        count == 0,
+        "{name}: {count} of 2^32 inputs differ, first ones:\n{}",
+        listing.join("\n")
+    );
+}
+
+#[test]
+fn sqrt_all_inputs() {
+    let soft = |a: u32| F32::from_bits(a).sqrt().to_bits();
+    exhaustive(
+        "sqrt",
+        |a| native::same_result(native::sqrt(a), soft(a)),
+        |a| {
+            format!(
+                "  sqrt({a:08X}): native {:08X}, softf32 {:08X}",
+                native::sqrt(a),
+                soft(a)
+            )
+        },
+    );
+}
+
+fn check_to_i32(name: &str, round: fn(f32) -> f32, soft: fn(F32) -> i32) {
+    let expected = |a: u32| native::to_i32_via_as(black_box(a), round);
+    let actual = |a: u32| soft(F32::from_bits(a));
+    exhaustive(
+        name,
+        |a| expected(a) == actual(a),
+        |a| {
+            format!(
+                "  {name}({a:08X}): expected {:#X}, softf32 {:#X}",
+                expected(a),
+                actual(a)
+            )
+        },
+    );
+}
+
+#[test]
+fn to_i32_trunc_all_inputs() {
+    check_to_i32("to_i32_trunc", |x| x, F32::to_i32_trunc);
+}
+
+#[test]
+fn to_i32_nearest_even_all_inputs() {
+    check_to_i32("to_i32(NearestEven)", f32::round_ties_even, |x| {
+        x.to_i32(IntRounding::NearestEven)
+    });
+}
+
+#[test]
+fn from_i32_all_inputs() {
+    let expected = |i: u32| (black_box(i as i32) as f32).to_bits();
+    let actual = |i: u32| F32::from_i32(i as i32).to_bits();
+    exhaustive(
+        "from_i32",
+        |i| expected(i) == actual(i),
+        |i| {
+            format!(
+                "  from_i32({:#X}): native {:08X}, softf32 {:08X}",
+                i as i32,
+                expected(i),
+                actual(i)
+            )
+        },
+    );
+}

@@ -1,0 +1,101 @@
+//! The Python exception family, and the translation of core errors into it.
+//!
+//! ```text
+//! NxrsError
+//! ├── ConfigError          a trainer configuration that cannot be built
+//! ├── InputError           a sample, label or dataset that does not fit the model
+//! └── CheckpointError      a checkpoint that cannot be loaded
+//!     ├── BadMagicError            not an NXCK file
+//!     ├── UnsupportedVersionError  a format version this build cannot read
+//!     ├── LengthError              truncated, or longer than its header says
+//!     ├── MismatchError            a checkpoint of a different model
+//!     ├── HeaderError              a header field out of range or inconsistent
+//!     └── ChecksumError            stored and computed checksums differ
+//! ```
+//! Operating-system failures are Python's own `OSError` subclasses (`FileNotFoundError`, ...)
+//! with the path as `filename`.
+
+use nxrs_core::Error;
+use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    nxrs,
+    NxrsError,
+    PyException,
+    "Base class of every error nxrs raises."
+);
+pyo3::create_exception!(
+    nxrs,
+    ConfigError,
+    NxrsError,
+    "A trainer configuration that cannot be built."
+);
+pyo3::create_exception!(
+    nxrs,
+    InputError,
+    NxrsError,
+    "A sample, label or dataset that does not fit the model."
+);
+pyo3::create_exception!(
+    nxrs,
+    CheckpointError,
+    NxrsError,
+    "A checkpoint that cannot be loaded."
+);
+pyo3::create_exception!(
+    nxrs,
+    BadMagicError,
+    CheckpointError,
+    "The file is not an NXCK checkpoint."
+);
+pyo3::create_exception!(
+    nxrs,
+    UnsupportedVersionError,
+    CheckpointError,
+    "An NXCK format version this build cannot read."
+);
+pyo3::create_exception!(
+    nxrs,
+    LengthError,
+    CheckpointError,
+    "The file is truncated, or longer than its header says."
+);
+pyo3::create_exception!(
+    nxrs,
+    MismatchError,
+    CheckpointError,
+    "The checkpoint describes a different model."
+);
+pyo3::create_exception!(
+    nxrs,
+    HeaderError,
+    CheckpointError,
+    "A header field is out of range or inconsistent."
+);
+pyo3::create_exception!(
+    nxrs,
+    ChecksumError,
+    CheckpointError,
+    "Stored and computed checksums differ."
+);
+
+/// Converts a core error into its Python exception.
+pub fn to_py(err: Error) -> PyErr {
+    let message = err.to_string();
+    match err {
+        Error::Config(_) => ConfigError::new_err(message),
+        Error::Input(_) => InputError::new_err(message),
+        Error::Io { path, source, .. } => {
+            // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...).
+            let errno = source.raw_os_error().unwrap_or(0);
+            PyOSError::new_err((errno, message, path.to_string_lossy().into_owned()))
+        }
+        Error::BadMagic { .. } => BadMagicError::new_err(message),
+        Error::UnsupportedVersion(_) => UnsupportedVersionError::new_err(message),
+        Error::Length { .. } => LengthError::new_err(message),
+        Error::Mismatch(_) => MismatchError::new_err(message),
+        Error::Header(_) => HeaderError::new_err(message),
+        Error::Checksum { .. } => ChecksumError::new_err(message),
+    }
+}
