@@ -55,9 +55,7 @@ def test_golden_file_matches_reference(computed_golden):
 
 
 def test_golden_file_text_is_canonical(computed_golden):
-    assert Path(seed_ref.GOLDEN_PATH).read_text() == seed_ref.dump_golden(
-        computed_golden
-    )
+    assert Path(seed_ref.GOLDEN_PATH).read_text() == seed_ref.dump_golden(computed_golden)
 
 
 def test_golden_shape(computed_golden):

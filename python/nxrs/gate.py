@@ -115,7 +115,9 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
     )
     verdict = "GREEN" if green else "RED"
     tail = (
-        " -- checkpoint + EXACT resume proven; sovereign training survives preemption" if green else ""
+        " -- checkpoint + EXACT resume proven; sovereign training survives preemption"
+        if green
+        else ""
     )
     out.write(f"NX-F32-TRAIN-CKPT verdict={verdict} passes={report.passes}/{report.total}{tail}\n")
     return green

@@ -88,7 +88,7 @@ def neg(a: Float32Like) -> npt.NDArray[np.float32]:
     return _nxrs.f32_unary("neg", _f32(a))
 
 
-def abs(a: Float32Like) -> npt.NDArray[np.float32]:  # noqa: A001 - numpy's name
+def abs(a: Float32Like) -> npt.NDArray[np.float32]:
     """Clears the sign bit (of NaNs too)."""
     return _nxrs.f32_unary("abs", _f32(a))
 
@@ -145,5 +145,8 @@ def seed_log(a: Float32Like) -> npt.NDArray[np.float32]:
 
 
 def seed_le(a: Float32Like, b: Float32Like) -> npt.NDArray[np.bool_]:
-    """The seed program's ``f32_le``: ``a - b`` has its sign bit set or is zero (not IEEE ``<=``)."""
+    """The seed program's ``f32_le``: ``a - b`` has its sign bit set or is zero.
+
+    Not IEEE ``<=``: it differs for NaNs, infinities and overflowing differences.
+    """
     return _nxrs.f32_compare("seed_le", *_pair(a, b))

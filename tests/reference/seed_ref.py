@@ -194,10 +194,7 @@ def seed_exp(x: np.float32) -> np.float32:
     x = np.float32(x)
     with np.errstate(all="ignore"):
         t = x * _LOG2E
-        if seed_le(_ZERO, t):
-            n = f32_int(t + _HALF)
-        else:
-            n = f32_int(t - _HALF)
+        n = f32_int(t + _HALF) if seed_le(_ZERO, t) else f32_int(t - _HALF)
         arg = (t - f32_of(n)) * _LN2
         p2f = _ONE
         term = _ONE
@@ -307,9 +304,7 @@ class State:
     def copy(self) -> State:
         """A deep copy."""
         kw: dict[str, Any] = {n: getattr(self, n).copy() for n in BUFFER_NAMES}
-        return State(
-            **kw, epoch=self.epoch, b1t=np.float32(self.b1t), b2t=np.float32(self.b2t)
-        )
+        return State(**kw, epoch=self.epoch, b1t=np.float32(self.b1t), b2t=np.float32(self.b2t))
 
 
 def mk_state(seed: int) -> State:
@@ -481,9 +476,7 @@ def train_step(state: State, x: F32Array, y: int) -> None:
     pk.store(state)
 
 
-def train_run(
-    state: State, X: F32Array, Y: npt.NDArray[np.int64], target_epoch: int
-) -> None:
+def train_run(state: State, X: F32Array, Y: npt.NDArray[np.int64], target_epoch: int) -> None:
     """Seed ``train_run`` (in place): while epoch < target, one pass over the NSAMP
     samples in order, then epoch += 1. Does nothing if epoch >= target.
     """
@@ -536,9 +529,7 @@ def state_hash_bytes(state: State) -> bytes:
         out += struct.pack("<I", a.size)
         out += a.astype("<f4").tobytes()
     out += struct.pack("<I", 3)
-    out += struct.pack(
-        "<qqq", int(state.epoch), f32_bits(state.b1t), f32_bits(state.b2t)
-    )
+    out += struct.pack("<qqq", int(state.epoch), f32_bits(state.b1t), f32_bits(state.b2t))
     return bytes(out)
 
 
@@ -558,13 +549,9 @@ def v1_bytes(state: State) -> bytes:
     bits), then every buffer's cells as u32 LE bit patterns in BUFFER_NAMES order.
     """
     out = bytearray(V1_HEADER.pack(NXCK_MAGIC, len(BUFFER_NAMES), 3))
-    out += struct.pack(
-        "<qqq", int(state.epoch), f32_bits(state.b1t), f32_bits(state.b2t)
-    )
+    out += struct.pack("<qqq", int(state.epoch), f32_bits(state.b1t), f32_bits(state.b2t))
     for name in BUFFER_NAMES:
-        out += (
-            np.asarray(getattr(state, name), dtype=np.float32).astype("<f4").tobytes()
-        )
+        out += np.asarray(getattr(state, name), dtype=np.float32).astype("<f4").tobytes()
     return bytes(out)
 
 
@@ -592,16 +579,12 @@ def state_from_v1_bytes(data: bytes) -> State:
     epoch, b1t_bits, b2t_bits = struct.unpack_from("<qqq", data, V1_HEADER.size)
     for nm, b in (("b1t", b1t_bits), ("b2t", b2t_bits)):
         if not 0 <= b <= 0xFFFFFFFF:
-            raise ValueError(
-                f"NXCK v1: {nm} scalar 0x{b & (2**64 - 1):x} is not f32 bits"
-            )
+            raise ValueError(f"NXCK v1: {nm} scalar 0x{b & (2**64 - 1):x} is not f32 bits")
     off = V1_HEADER.size + 24
     bufs: dict[str, F32Array] = {}
     for name in BUFFER_NAMES:
         n = BUFFER_SIZES[name]
-        bufs[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).astype(
-            np.float32
-        )
+        bufs[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).astype(np.float32)
         off += 4 * n
     return State(
         **bufs,
@@ -672,9 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     """``--write``: (re)write the fixture; default / ``--check``: compare with it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--write", action="store_true", help="write tests/golden/seed.json"
-    )
+    mode.add_argument("--write", action="store_true", help="write tests/golden/seed.json")
     mode.add_argument("--check", action="store_true", help="compare (the default)")
     ap.add_argument("--path", type=Path, default=GOLDEN_PATH)
     args = ap.parse_args(argv)

@@ -1,1 +1,327 @@
-fn main() {}
+//! Nanoseconds per operation of softf32 beside the CPU's native f32 and Berkeley SoftFloat 3e.
+//!
+//! `cargo bench -p nxrs-core --bench softf32` benches native and softf32. To add the SoftFloat
+//! column (the C library through the `softfloat-sys` crate, 8086-SSE specialisation, rounding to
+//! nearest even), build with the `nxrs_softfloat` cfg, which needs cmake and a C compiler:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg nxrs_softfloat" cargo bench -p nxrs-core --bench softf32
+//! ```
+//!
+//! Every implementation runs over the same arrays of 4096 operands (fixed seed): normal values
+//! within 2^±20 of one, random signs (`sqrt` takes their magnitudes), and random `i32`s of every
+//! magnitude for `from_i32`. Before timing, the bench checks that all implementations give the
+//! same bits on those arrays. Criterion measures each (op, implementation); then a short
+//! `Instant`-timed loop over the same kernels prints a table of ns/op and the ratios
+//! softf32/SoftFloat and softf32/native, which criterion does not print.
+//!
+//! "native" is one scalar SSE instruction per operation (inline assembly, see
+//! `tests/support/native.rs`), so it is neither vectorised nor folded away; SoftFloat is called
+//! through the FFI, one call per operation, as any user of the C library does.
+#![allow(clippy::float_arithmetic)] // the native column is native f32 arithmetic, on purpose
+#![allow(unexpected_cfgs)] // `nxrs_softfloat` comes from RUSTFLAGS (see Cargo.toml)
+
+#[path = "../tests/support/native.rs"]
+mod native;
+
+use criterion::{Criterion, Throughput};
+use nxrs_core::softf32::F32;
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const LEN: usize = 4096;
+
+/// One implementation of one operation over whole arrays: `out[i] = op(a[i], b[i])` (unary
+/// operations ignore `b`). The per-element operation is inlined into the loop; the indirection
+/// is once per array.
+type Kernel = Box<dyn Fn(&[u32], &[u32], &mut [u32])>;
+
+fn kernel(op: impl Fn(u32, u32) -> u32 + 'static) -> Kernel {
+    Box::new(move |a, b, out| {
+        for ((x, y), o) in a.iter().zip(b).zip(out.iter_mut()) {
+            *o = op(*x, *y);
+        }
+    })
+}
+
+fn soft(bits: u32) -> F32 {
+    F32::from_bits(bits)
+}
+
+/// The implementations compared, in column order.
+fn implementations() -> Vec<&'static str> {
+    let mut names = vec!["native", "softf32"];
+    if cfg!(nxrs_softfloat) {
+        names.push("SoftFloat");
+    }
+    names
+}
+
+#[cfg(nxrs_softfloat)]
+mod softfloat {
+    use softfloat_sys::float32_t;
+
+    pub fn set_rounding_to_nearest_even() {
+        // SAFETY: writes SoftFloat's (thread-local) rounding mode.
+        unsafe {
+            softfloat_sys::softfloat_roundingMode_write_helper(
+                softfloat_sys::softfloat_round_near_even,
+            )
+        };
+    }
+
+    fn f(v: u32) -> float32_t {
+        float32_t { v }
+    }
+
+    // SAFETY (all): SoftFloat's functions are pure functions of their by-value arguments.
+    pub fn add(a: u32, b: u32) -> u32 {
+        unsafe { softfloat_sys::f32_add(f(a), f(b)).v }
+    }
+    pub fn sub(a: u32, b: u32) -> u32 {
+        unsafe { softfloat_sys::f32_sub(f(a), f(b)).v }
+    }
+    pub fn mul(a: u32, b: u32) -> u32 {
+        unsafe { softfloat_sys::f32_mul(f(a), f(b)).v }
+    }
+    pub fn div(a: u32, b: u32) -> u32 {
+        unsafe { softfloat_sys::f32_div(f(a), f(b)).v }
+    }
+    pub fn sqrt(a: u32) -> u32 {
+        unsafe { softfloat_sys::f32_sqrt(f(a)).v }
+    }
+    pub fn from_i32(i: u32) -> u32 {
+        unsafe { softfloat_sys::i32_to_f32(i as i32).v }
+    }
+    pub fn to_i32_trunc(a: u32) -> u32 {
+        unsafe { softfloat_sys::f32_to_i32_r_minMag(f(a), false) as i32 as u32 }
+    }
+}
+
+/// Operation name, which operand arrays it reads, and its kernels in [`implementations`] order.
+struct Op {
+    name: &'static str,
+    integer_input: bool,
+    kernels: Vec<Kernel>,
+}
+
+fn ops() -> Vec<Op> {
+    let op = |name, integer_input, kernels| Op {
+        name,
+        integer_input,
+        kernels,
+    };
+    #[allow(unused_mut)]
+    let mut ops = vec![
+        op(
+            "add",
+            false,
+            vec![
+                kernel(native::add),
+                kernel(|a, b| (soft(a) + soft(b)).to_bits()),
+            ],
+        ),
+        op(
+            "sub",
+            false,
+            vec![
+                kernel(native::sub),
+                kernel(|a, b| (soft(a) - soft(b)).to_bits()),
+            ],
+        ),
+        op(
+            "mul",
+            false,
+            vec![
+                kernel(native::mul),
+                kernel(|a, b| (soft(a) * soft(b)).to_bits()),
+            ],
+        ),
+        op(
+            "div",
+            false,
+            vec![
+                kernel(native::div),
+                kernel(|a, b| (soft(a) / soft(b)).to_bits()),
+            ],
+        ),
+        op(
+            "sqrt",
+            false,
+            vec![
+                kernel(|a, _| native::sqrt(a & 0x7FFF_FFFF)),
+                kernel(|a, _| soft(a).abs().sqrt().to_bits()),
+            ],
+        ),
+        op(
+            "from_i32",
+            true,
+            vec![
+                kernel(|i, _| (i as i32 as f32).to_bits()),
+                kernel(|i, _| F32::from_i32(i as i32).to_bits()),
+            ],
+        ),
+        op(
+            "to_i32_trunc",
+            false,
+            vec![
+                kernel(|a, _| native::to_i32_via_as(a, |x| x) as u32),
+                kernel(|a, _| soft(a).to_i32_trunc() as u32),
+            ],
+        ),
+    ];
+    #[cfg(nxrs_softfloat)]
+    {
+        let extra: [Kernel; 7] = [
+            kernel(softfloat::add),
+            kernel(softfloat::sub),
+            kernel(softfloat::mul),
+            kernel(softfloat::div),
+            kernel(|a, _| softfloat::sqrt(a & 0x7FFF_FFFF)),
+            kernel(|i, _| softfloat::from_i32(i)),
+            kernel(|a, _| softfloat::to_i32_trunc(a)),
+        ];
+        for (op, k) in ops.iter_mut().zip(extra) {
+            op.kernels.push(k);
+        }
+    }
+    ops
+}
+
+/// The operand arrays: floats `a` and `b`, and integers.
+struct Operands {
+    a: Vec<u32>,
+    b: Vec<u32>,
+    ints: Vec<u32>,
+}
+
+impl Operands {
+    fn of(&self, op: &Op) -> (&[u32], &[u32]) {
+        if op.integer_input {
+            (&self.ints, &self.b)
+        } else {
+            (&self.a, &self.b)
+        }
+    }
+}
+
+fn operands() -> Operands {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x05EE_DF32);
+    let mut normal = || {
+        let r = rng.next_u64();
+        let exp = 127 - 20 + (r % 41) as u32;
+        ((r >> 32) as u32 & 0x807F_FFFF) | exp << 23
+    };
+    let a = (0..LEN).map(|_| normal()).collect();
+    let b = (0..LEN).map(|_| normal()).collect();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x05EE_D132);
+    let ints = (0..LEN)
+        .map(|_| {
+            let r = rng.next_u64();
+            (r as u32) >> (r >> 59) // every magnitude from 2^0 to 2^32
+        })
+        .collect();
+    Operands { a, b, ints }
+}
+
+fn main() {
+    #[cfg(nxrs_softfloat)]
+    softfloat::set_rounding_to_nearest_even();
+    let names = implementations();
+    let ops = ops();
+    let operands = operands();
+
+    // The implementations must agree bit for bit on these arrays, or the timings compare
+    // different work.
+    for op in &ops {
+        let (x, y) = operands.of(op);
+        let results: Vec<Vec<u32>> = op
+            .kernels
+            .iter()
+            .map(|k| {
+                let mut out = vec![0; LEN];
+                k(x, y, &mut out);
+                out
+            })
+            .collect();
+        for (name, result) in names.iter().zip(&results) {
+            assert!(
+                result == &results[0],
+                "{}: {name} differs from native",
+                op.name
+            );
+        }
+    }
+
+    let mut criterion = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let mut out = vec![0u32; LEN];
+    for op in &ops {
+        let (x, y) = operands.of(op);
+        let mut group = criterion.benchmark_group(op.name);
+        group.throughput(Throughput::Elements(LEN as u64));
+        for (name, k) in names.iter().zip(&op.kernels) {
+            group.bench_function(*name, |bencher| {
+                bencher.iter(|| k(black_box(x), black_box(y), black_box(&mut out)));
+            });
+        }
+        group.finish();
+    }
+    criterion.final_summary();
+
+    // Only under `cargo bench` (which passes --bench), not when `cargo test` runs the bench once.
+    if std::env::args().any(|arg| arg == "--bench") {
+        ratio_table(&names, &ops, &operands);
+    }
+}
+
+/// Times every kernel with `Instant` (best of 25 runs of 64 passes over the arrays) and prints
+/// ns per operation and the ratios.
+fn ratio_table(names: &[&str], ops: &[Op], operands: &Operands) {
+    const PASSES: usize = 64;
+    let mut out = vec![0u32; LEN];
+    let mut time = |k: &Kernel, x: &[u32], y: &[u32]| {
+        (0..25)
+            .map(|_| {
+                let start = Instant::now();
+                for _ in 0..PASSES {
+                    k(black_box(x), black_box(y), black_box(&mut out));
+                }
+                start.elapsed().as_secs_f64() * 1e9 / (PASSES * LEN) as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    println!();
+    println!(
+        "softf32 summary: ns per operation, best of 25 timed runs over the same {LEN} operands"
+    );
+    let mut header = format!("{:<14}", "op");
+    for name in names {
+        header += &format!("{name:>11}");
+    }
+    header += &format!("{:>20}", "softf32/native");
+    if names.len() > 2 {
+        header += &format!("{:>20}", "softf32/SoftFloat");
+    }
+    println!("{header}");
+    for op in ops {
+        let (x, y) = operands.of(op);
+        let ns: Vec<f64> = op.kernels.iter().map(|k| time(k, x, y)).collect();
+        let mut line = format!("{:<14}", op.name);
+        for t in &ns {
+            line += &format!("{t:>11.2}");
+        }
+        line += &format!("{:>20.2}", ns[1] / ns[0]);
+        if let Some(softfloat) = ns.get(2) {
+            line += &format!("{:>20.2}", ns[1] / softfloat);
+        }
+        println!("{line}");
+    }
+    if names.len() == 2 {
+        println!("(SoftFloat column: build with RUSTFLAGS=\"--cfg nxrs_softfloat\", see the bench's header)");
+    }
+}

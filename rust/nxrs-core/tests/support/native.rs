@@ -11,6 +11,7 @@
 //!
 //! On other targets these are plain Rust operations, whose NaN bit patterns Rust does not specify:
 //! [`NAN_BITS_EXACT`] is then false and callers compare NaN results as a class.
+#![allow(dead_code)] // each including file uses a different part
 
 /// Whether NaN results of these functions have the x86 SSE bit patterns softf32 produces.
 pub const NAN_BITS_EXACT: bool = cfg!(target_arch = "x86_64");

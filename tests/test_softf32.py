@@ -1,0 +1,147 @@
+"""nxrs.softf32 against numpy float32 (x86 SSE arithmetic), bit for bit, and the seed's own
+functions against the independent numpy reference."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from nxrs import softf32
+
+# Every bit pattern is a float32; the edges are drawn on purpose so each class shows up often.
+EDGES = [
+    0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x00800000, 0x00800001,
+    0x3F800000, 0xBF800000, 0x3F800001, 0x4B800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+    0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FBFFFFF, 0x33800000, 0x34000000,
+]  # fmt: skip
+bit_patterns = st.one_of(st.sampled_from(EDGES), st.integers(0, 2**32 - 1))
+arrays = hnp.arrays(np.uint32, st.integers(1, 64), elements=bit_patterns)
+
+
+def as_f32(bits: npt.NDArray[np.uint32]) -> npt.NDArray[np.float32]:
+    return bits.view(np.float32)
+
+
+def assert_same_bits(got: npt.NDArray[np.float32], want: npt.NDArray[np.float32]) -> None:
+    """Bit-identical, except that NaNs compare as a class (numpy's SIMD loops may hand the
+    operands to the CPU in either order, which picks a different NaN payload)."""
+    assert got.dtype == np.float32 and got.shape == want.shape
+    both_nan = np.isnan(got) & np.isnan(want)
+    g, w = got.view(np.uint32), want.view(np.uint32)
+    bad = ~both_nan & (g != w)
+    assert not bad.any(), [(hex(a), hex(b)) for a, b in zip(g[bad][:5], w[bad][:5])]
+
+
+def pairs(n: int) -> st.SearchStrategy[tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]]:
+    element = hnp.arrays(np.uint32, n, elements=bit_patterns)
+    return st.tuples(element, element)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 64).flatmap(pairs))
+def test_binary_ops_match_numpy(ab: tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]) -> None:
+    a, b = as_f32(ab[0]), as_f32(ab[1])
+    with np.errstate(all="ignore"):
+        for ours, theirs in [
+            (softf32.add, np.add),
+            (softf32.sub, np.subtract),
+            (softf32.mul, np.multiply),
+            (softf32.div, np.divide),
+        ]:
+            assert_same_bits(ours(a, b), theirs(a, b))
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays)
+def test_unary_ops_match_numpy(bits: npt.NDArray[np.uint32]) -> None:
+    a = as_f32(bits)
+    with np.errstate(all="ignore"):
+        assert_same_bits(softf32.sqrt(a), np.sqrt(a))
+    assert np.array_equal(softf32.neg(a).view(np.uint32), bits ^ np.uint32(0x80000000))
+    assert np.array_equal(softf32.abs(a).view(np.uint32), bits & np.uint32(0x7FFFFFFF))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 64).flatmap(pairs))
+def test_comparisons_match_numpy(ab: tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]) -> None:
+    a, b = as_f32(ab[0]), as_f32(ab[1])
+    assert np.array_equal(softf32.eq(a, b), a == b)
+    assert np.array_equal(softf32.lt(a, b), a < b)
+    assert np.array_equal(softf32.le(a, b), a <= b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays)
+def test_truncation_matches_numpy_where_defined(bits: npt.NDArray[np.uint32]) -> None:
+    a = as_f32(bits)
+    got = softf32.to_i32(a)
+    with np.errstate(invalid="ignore"):  # signalling NaNs raise "invalid" when widened
+        in_range = np.isfinite(a) & (np.abs(a.astype(np.float64)) < 2.0**31)
+    assert np.array_equal(got[in_range], np.trunc(a[in_range]).astype(np.int32))
+    # NaN and out of range: x86's "integer indefinite".
+    assert (got[~in_range] == np.iinfo(np.int32).min).all()
+    nearest = softf32.to_i32(a, "nearest")
+    assert np.array_equal(nearest[in_range], np.rint(a[in_range]).astype(np.int32))
+
+
+@settings(max_examples=300, deadline=None)
+@given(hnp.arrays(np.int64, st.integers(1, 64)))
+def test_from_int_matches_numpy(ints: npt.NDArray[np.int64]) -> None:
+    assert np.array_equal(
+        softf32.from_int(ints).view(np.uint32), ints.astype(np.float32).view(np.uint32)
+    )
+    small = ints.astype(np.int32)
+    assert np.array_equal(
+        softf32.from_int(small).view(np.uint32), small.astype(np.float32).view(np.uint32)
+    )
+
+
+def test_broadcasting_and_scalars() -> None:
+    out = softf32.add(np.arange(3, dtype=np.float32), np.float32(0.5))
+    assert out.tolist() == [0.5, 1.5, 2.5]
+    assert softf32.mul(np.ones((2, 3), np.float32), np.ones(3, np.float32)).shape == (2, 3)
+
+
+def test_rejects_other_dtypes() -> None:
+    with pytest.raises(TypeError, match="float32"):
+        softf32.add(np.ones(2), np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="int32 or int64"):
+        softf32.from_int(np.ones(2, np.uint64))
+
+
+# The seed's own functions against the independent reference. Inputs cover the ranges training
+# sees (exp of non-positive logit differences, log of probabilities, sqrt of second moments) and
+# arbitrary bit patterns.
+@settings(max_examples=200, deadline=None)
+@given(bits=hnp.arrays(np.uint32, st.integers(1, 16), elements=bit_patterns))
+def test_seed_functions_match_reference(bits: npt.NDArray[np.uint32], seed_ref: ModuleType) -> None:
+    a = as_f32(bits)
+    finite = a[np.isfinite(a)]
+    with np.errstate(all="ignore"):
+        for ours, theirs in [
+            (softf32.seed_sqrt, seed_ref.seed_sqrt),
+            (softf32.seed_exp, seed_ref.seed_exp),
+            (softf32.seed_log, seed_ref.seed_log),
+        ]:
+            want = np.array([theirs(x) for x in finite], dtype=np.float32)
+            assert_same_bits(ours(finite), want)
+        le = softf32.seed_le(finite, finite[::-1])
+        assert le.tolist() == [seed_ref.seed_le(x, y) for x, y in zip(finite, finite[::-1])]
+
+
+@pytest.mark.parametrize("lo,hi", [(-90.0, 0.0), (1e-30, 1.0), (0.0, 1e-3)])
+def test_seed_functions_on_training_ranges(lo: float, hi: float, seed_ref: ModuleType) -> None:
+    a = np.linspace(lo, hi, 2001, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for ours, theirs in [
+            (softf32.seed_sqrt, seed_ref.seed_sqrt),
+            (softf32.seed_exp, seed_ref.seed_exp),
+            (softf32.seed_log, seed_ref.seed_log),
+        ]:
+            want = np.array([theirs(x) for x in a], dtype=np.float32)
+            assert_same_bits(ours(a), want)

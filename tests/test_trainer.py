@@ -1,0 +1,175 @@
+"""nxrs.Trainer against the independent numpy reference and its golden values, bit for bit."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import nxrs
+import pytest
+
+EPOCHS = ["1", "400", "800"]
+
+
+def bits(a: Any) -> list[int]:
+    return [int(v) for v in np.asarray(a, dtype=np.float32).reshape(-1).view(np.uint32)]
+
+
+def f32_bits(x: float) -> int:
+    return int(np.float32(x).view(np.uint32))
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    return nxrs.seed_dataset()
+
+
+def test_dataset_is_the_seeds(data: tuple[np.ndarray, np.ndarray], seed_ref: ModuleType) -> None:
+    x, y = data
+    ref_x, ref_y = seed_ref.dataset()
+    assert x.dtype == np.float32 and y.dtype == np.int64
+    assert bits(x) == bits(ref_x)
+    assert y.tolist() == ref_y.tolist()
+
+
+def test_hyperparameters_are_the_seeds_divisions() -> None:
+    h = nxrs.Trainer().hyperparameters
+    f = np.float32
+    assert f32_bits(h["lr"]) == f32_bits(f(1) / f(100))
+    assert f32_bits(h["beta1"]) == f32_bits(f(9) / f(10))
+    assert f32_bits(h["beta2"]) == f32_bits(f(999) / f(1000))
+    assert f32_bits(h["eps"]) == f32_bits(f(1) / f(100000000))
+
+
+def test_init_matches_reference(golden: dict[str, Any], seed_ref: ModuleType) -> None:
+    for seed, key in [(1, "init"), (99, "fresh_init")]:
+        t = nxrs.Trainer(seed=seed)
+        assert t.hash() == golden[key]["seed_hash"]
+        assert t.state_hash() == golden[key]["state_hash"]
+        ref = seed_ref.mk_state(seed)
+        for name, array in t.state_dict().items():
+            assert bits(array) == bits(getattr(ref, name)), name
+
+
+def test_first_steps_match_reference_tensor_by_tensor(
+    data: tuple[np.ndarray, np.ndarray], seed_ref: ModuleType
+) -> None:
+    """Every cell of every tensor after each of the first 24 steps (3 epochs)."""
+    x, y = data
+    t = nxrs.Trainer(seed=1)
+    ref = seed_ref.mk_state(1)
+    for step in range(24):
+        s = step % len(y)
+        t.step(x[s], int(y[s]))
+        seed_ref.train_step(ref, x[s], int(y[s]))
+        for name, array in t.state_dict().items():
+            assert bits(array) == bits(getattr(ref, name)), f"step {step}, tensor {name}"
+        assert f32_bits(t.b1t) == f32_bits(ref.b1t) and f32_bits(t.b2t) == f32_bits(ref.b2t)
+
+
+def test_first_step_matches_golden(
+    data: tuple[np.ndarray, np.ndarray], golden: dict[str, Any]
+) -> None:
+    x, y = data
+    t = nxrs.Trainer(seed=1)
+    t.step(x[0], int(y[0]))
+    first = golden["first_step"]
+    state = t.state_dict()
+    assert bits(state["W1"]) == first["W1_bits"]
+    assert bits(state["W2"]) == first["W2_bits"]
+    assert t.state_hash() == first["state_hash"]
+
+
+def test_epochs_match_golden(
+    data: tuple[np.ndarray, np.ndarray], golden: dict[str, Any], tmp_path: Path
+) -> None:
+    x, y = data
+    t = nxrs.Trainer(seed=1)
+    for epoch in EPOCHS:
+        t.train_until(x, y, int(epoch))
+        want = golden["epochs"][epoch]
+        assert t.epoch == int(epoch)
+        assert t.hash() == want["seed_hash"]
+        assert t.state_hash() == want["state_hash"]
+        assert f32_bits(t.b1t) == want["b1t_bits"] and f32_bits(t.b2t) == want["b2t_bits"]
+        path = tmp_path / f"epoch{epoch}.ckpt"
+        t.save(path, format="v1")
+        content = path.read_bytes()
+        assert len(content) == want["v1_len"]
+        assert hashlib.sha256(content).hexdigest() == want["v1_sha256"]
+
+
+def test_v1_bytes_equal_the_references(
+    data: tuple[np.ndarray, np.ndarray], seed_ref: ModuleType, tmp_path: Path
+) -> None:
+    x, y = data
+    t = nxrs.Trainer(seed=1)
+    t.train_until(x, y, 2)
+    ref = seed_ref.mk_state(1)
+    seed_ref.train_run(ref, *seed_ref.dataset(), 2)
+    t.save(tmp_path / "a.ckpt", format="v1")
+    assert (tmp_path / "a.ckpt").read_bytes() == seed_ref.v1_bytes(ref)
+
+
+def test_python_steps_equal_train_until(data: tuple[np.ndarray, np.ndarray]) -> None:
+    x, y = data
+    by_steps = nxrs.Trainer(seed=1)
+    losses = [by_steps.step(x[s], int(y[s])) for _ in range(10) for s in range(len(y))]
+    by_epochs = nxrs.Trainer(seed=1)
+    by_epochs.train_until(x, y, 10)
+    assert by_steps.hash() == by_epochs.hash()
+    assert by_steps.epoch == 0 and by_epochs.epoch == 10  # step() never counts epochs
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_split_run_through_v1_equals_uninterrupted(
+    data: tuple[np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    x, y = data
+    whole = nxrs.Trainer(seed=1)
+    whole.train_until(x, y, 60)
+    first = nxrs.Trainer(seed=1)
+    first.train_until(x, y, 25)
+    first.save(tmp_path / "mid.ckpt", format="v1")
+    resumed = nxrs.Trainer.load(tmp_path / "mid.ckpt")
+    resumed.train_until(x, y, 60)
+    assert resumed.state_hash() == whole.state_hash()
+
+
+def test_state_dict_is_a_copy_with_model_shapes() -> None:
+    t = nxrs.Trainer(seed=1)
+    state = t.state_dict()
+    assert list(state) == [
+        "W1",
+        "b1",
+        "W2",
+        "b2",
+        "mW1",
+        "vW1",
+        "mb1",
+        "vb1",
+        "mW2",
+        "vW2",
+        "mb2",
+        "vb2",
+    ]
+    assert state["W1"].shape == (10, 6) and state["vW2"].shape == (4, 10)
+    assert state["b1"].shape == (10,) and state["mb2"].shape == (4,)
+    before = t.state_hash()
+    state["W1"][:] = 7
+    assert t.state_hash() == before
+
+
+def test_other_sizes_train(data: tuple[np.ndarray, np.ndarray]) -> None:
+    x, y = data
+    t = nxrs.Trainer(seed=3, sizes=[6, 5, 7, 4])
+    assert t.sizes == [6, 5, 7, 4]
+    t.train_until(x, y, 3)
+    assert t.state_dict()["W3"].shape == (4, 7)
+
+
+def test_repr() -> None:
+    assert repr(nxrs.Trainer()).startswith("Trainer(sizes=[6, 10, 4], epoch=0, state_hash=0x")
