@@ -159,7 +159,7 @@ fn ops() -> Vec<Op> {
             "from_i32",
             true,
             vec![
-                kernel(|i, _| (i as i32 as f32).to_bits()),
+                kernel(|i, _| native::from_i32(i as i32)),
                 kernel(|i, _| F32::from_i32(i as i32).to_bits()),
             ],
         ),
@@ -167,7 +167,7 @@ fn ops() -> Vec<Op> {
             "to_i32_trunc",
             false,
             vec![
-                kernel(|a, _| native::to_i32_via_as(a, |x| x) as u32),
+                kernel(|a, _| native::to_i32_trunc(a) as u32),
                 kernel(|a, _| soft(a).to_i32_trunc() as u32),
             ],
         ),

@@ -374,6 +374,16 @@ fn float_to_int() {
                 x.to_i32(IntRounding::NearestEven).into(),
             ),
             (
+                "to_i32_trunc vs cvttss2si",
+                native::to_i32_trunc(a).into(),
+                x.to_i32_trunc().into(),
+            ),
+            (
+                "to_i32(NearestEven) vs cvtss2si",
+                native::to_i32_nearest(a).into(),
+                x.to_i32(IntRounding::NearestEven).into(),
+            ),
+            (
                 "to_i64_trunc",
                 native::to_i64_via_as(a, trunc),
                 x.to_i64_trunc(),
@@ -391,7 +401,7 @@ fn float_to_int() {
             });
         }
     }
-    check.finish(4 * SINGLES);
+    check.finish(6 * SINGLES);
 }
 
 #[test]
@@ -406,10 +416,12 @@ fn int_to_float() {
             format!("  from_i64({i:#X}): native {expected:08X}, softf32 {actual:08X}")
         });
         let i = i as i32;
-        let expected = (i as f32).to_bits();
+        let (via_as, via_cpu) = ((i as f32).to_bits(), native::from_i32(i));
         let actual = F32::from_i32(i).to_bits();
-        check.case(expected == actual, || {
-            format!("  from_i32({i:#X}): native {expected:08X}, softf32 {actual:08X}")
+        check.case(via_as == actual && via_cpu == actual, || {
+            format!(
+                "  from_i32({i:#X}): `as` {via_as:08X}, CPU {via_cpu:08X}, softf32 {actual:08X}"
+            )
         });
     }
     check.finish(2 * SINGLES);

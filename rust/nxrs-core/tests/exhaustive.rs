@@ -2,9 +2,9 @@
 //! `to_i32_trunc`, `to_i32(NearestEven)` and `from_i32`. Each test spreads the inputs over all
 //! cores (`std::thread::scope`) and prints its wall time.
 //!
-//! The reference is `tests/support/native.rs` (on x86_64, `sqrtss`, whose NaN bits softf32 must
-//! match) and, for the conversions, Rust's `as` with NaN and out-of-range inputs mapped to
-//! `i32::MIN` as softf32 and x86 do.
+//! The references are in `tests/support/native.rs`: on x86_64, `sqrtss` (whose NaN bits softf32
+//! must match) and, for the conversions, both Rust's `as` (with NaN and out-of-range inputs mapped
+//! to `i32::MIN`, as softf32 and x86 do) and the CPU's `cvttss2si`, `cvtss2si` and `cvtsi2ss`.
 #![allow(clippy::float_arithmetic)] // the reference results are computed with native f32
 
 #[path = "support/native.rs"]
@@ -87,47 +87,53 @@ fn sqrt_all_inputs() {
     );
 }
 
-fn check_to_i32(name: &str, round: fn(f32) -> f32, soft: fn(F32) -> i32) {
-    let expected = |a: u32| native::to_i32_via_as(black_box(a), round);
+/// Checks a float-to-`i32` conversion against two references: Rust's `as` (after `round`) with
+/// NaN and out-of-range inputs mapped to `i32::MIN`, and the CPU's own conversion instruction.
+fn check_to_i32(name: &str, round: fn(f32) -> f32, native: fn(u32) -> i32, soft: fn(F32) -> i32) {
+    let via_as = |a: u32| native::to_i32_via_as(black_box(a), round);
     let actual = |a: u32| soft(F32::from_bits(a));
     exhaustive(
         name,
-        |a| expected(a) == actual(a),
+        |a| via_as(a) == actual(a) && native(a) == actual(a),
         |a| {
-            format!(
-                "  {name}({a:08X}): expected {:#X}, softf32 {:#X}",
-                expected(a),
-                actual(a)
-            )
+            let (e, n, s) = (via_as(a), native(a), actual(a));
+            format!("  {name}({a:08X}): `as` gives {e:#X}, the CPU {n:#X}, softf32 {s:#X}")
         },
     );
 }
 
 #[test]
 fn to_i32_trunc_all_inputs() {
-    check_to_i32("to_i32_trunc", |x| x, F32::to_i32_trunc);
+    check_to_i32(
+        "to_i32_trunc",
+        |x| x,
+        native::to_i32_trunc,
+        F32::to_i32_trunc,
+    );
 }
 
 #[test]
 fn to_i32_nearest_even_all_inputs() {
-    check_to_i32("to_i32(NearestEven)", f32::round_ties_even, |x| {
-        x.to_i32(IntRounding::NearestEven)
-    });
+    check_to_i32(
+        "to_i32(NearestEven)",
+        f32::round_ties_even,
+        native::to_i32_nearest,
+        |x| x.to_i32(IntRounding::NearestEven),
+    );
 }
 
 #[test]
 fn from_i32_all_inputs() {
-    let expected = |i: u32| (black_box(i as i32) as f32).to_bits();
+    let via_as = |i: u32| (black_box(i as i32) as f32).to_bits();
     let actual = |i: u32| F32::from_i32(i as i32).to_bits();
     exhaustive(
         "from_i32",
-        |i| expected(i) == actual(i),
+        |i| via_as(i) == actual(i) && native::from_i32(i as i32) == actual(i),
         |i| {
+            let (e, n, s) = (via_as(i), native::from_i32(i as i32), actual(i));
             format!(
-                "  from_i32({:#X}): native {:08X}, softf32 {:08X}",
-                i as i32,
-                expected(i),
-                actual(i)
+                "  from_i32({:#X}): `as` gives {e:08X}, the CPU {n:08X}, softf32 {s:08X}",
+                i as i32
             )
         },
     );

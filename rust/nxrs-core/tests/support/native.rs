@@ -61,6 +61,64 @@ pub fn sqrt(a: u32) -> u32 {
     x.to_bits()
 }
 
+/// `cvttss2si` (`truncate`) or `cvtss2si` (MXCSR's rounding: nearest even). NaN and
+/// out-of-range values give `i32::MIN`, x86's "integer indefinite".
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn cvt_f32_to_i32(x: f32, truncate: bool) -> i32 {
+    let out: i32;
+    // SAFETY: one scalar SSE instruction on registers; SSE is part of the x86_64 baseline.
+    unsafe {
+        if truncate {
+            core::arch::asm!("cvttss2si {out:e}, {x}", out = lateout(reg) out, x = in(xmm_reg) x,
+                options(pure, nomem, nostack));
+        } else {
+            core::arch::asm!("cvtss2si {out:e}, {x}", out = lateout(reg) out, x = in(xmm_reg) x,
+                options(pure, nomem, nostack));
+        }
+    }
+    out
+}
+
+/// `cvtsi2ss`: rounds to nearest even (MXCSR).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn cvt_i32_to_f32(i: i32) -> f32 {
+    let out: f32;
+    // SAFETY: one scalar SSE instruction on registers; SSE is part of the x86_64 baseline.
+    unsafe {
+        // cvtsi2ss keeps the destination's upper lanes: clearing it first breaks the dependency
+        // on whatever the register held before.
+        core::arch::asm!("xorps {out}, {out}", "cvtsi2ss {out}, {i:e}", out = out(xmm_reg) out,
+            i = in(reg) i, options(pure, nomem, nostack));
+    }
+    out
+}
+
+/// x86's truncating `f32 -> i32` on bits (elsewhere the `as`-derived equivalent).
+pub fn to_i32_trunc(a: u32) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    return cvt_f32_to_i32(f32::from_bits(a), true);
+    #[cfg(not(target_arch = "x86_64"))]
+    return to_i32_via_as(a, |x| x);
+}
+
+/// x86's nearest-even `f32 -> i32` on bits (elsewhere the `as`-derived equivalent).
+pub fn to_i32_nearest(a: u32) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    return cvt_f32_to_i32(f32::from_bits(a), false);
+    #[cfg(not(target_arch = "x86_64"))]
+    return to_i32_via_as(a, f32::round_ties_even);
+}
+
+/// `i32 -> f32` as bits, one instruction on x86 (elsewhere `as`).
+pub fn from_i32(i: i32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    return cvt_i32_to_f32(i).to_bits();
+    #[cfg(not(target_arch = "x86_64"))]
+    return (std::hint::black_box(i) as f32).to_bits();
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 mod portable {
     use std::hint::black_box;
