@@ -223,6 +223,9 @@ impl PyTrainer {
     }
 }
 
+/// Features (samples, features) and labels (samples,), as numpy arrays.
+type Samples<'py> = (Bound<'py, numpy::PyArray2<f32>>, Bound<'py, PyArray1<i64>>);
+
 /// The seed's synthetic dataset as (x float32 (samples, features), y int64 (samples,)).
 #[pyfunction]
 #[pyo3(signature = (samples = 8, features = 6, classes = 4))]
@@ -231,7 +234,7 @@ pub fn seed_dataset(
     samples: usize,
     features: usize,
     classes: usize,
-) -> PyResult<(Bound<'_, numpy::PyArray2<f32>>, Bound<'_, PyArray1<i64>>)> {
+) -> PyResult<Samples<'_>> {
     if features == 0 || classes == 0 {
         return Err(InputError::new_err("features and classes must be positive"));
     }
