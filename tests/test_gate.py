@@ -23,8 +23,8 @@ def test_gate_command_is_green(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[-1].startswith("NX-F32-TRAIN-CKPT verdict=GREEN passes=4/4")
-    assert sum(line.startswith(" [PASS] T") for line in lines) == 4
+    assert lines[-1].startswith("NX-F32-TRAIN-CKPT verdict=GREEN passes=6/6")
+    assert sum(line.startswith(" [PASS] T") for line in lines) == 6
     # The seed's numbers: its T1 hash and its 1404-byte checkpoint.
     assert "final state hash=37947003673214337" in proc.stdout
     assert "saved 1404 bytes" in proc.stdout
@@ -39,7 +39,7 @@ def test_gate_is_red_when_the_reference_disagrees(monkeypatch: pytest.MonkeyPatc
     out = io.StringIO()
     assert gate.run_gate(out) is False
     assert "[FAIL] T1" in out.getvalue()
-    assert out.getvalue().splitlines()[-1] == "NX-F32-TRAIN-CKPT verdict=RED passes=3/4"
+    assert out.getvalue().splitlines()[-1] == "NX-F32-TRAIN-CKPT verdict=RED passes=5/6"
 
 
 def test_gate_expectations_are_the_references(golden: dict[str, Any]) -> None:

@@ -10,11 +10,23 @@ checkpoint and resumed ends byte-identical to an uninterrupted one.
 >>> t.train_until(x, y, epoch=2)
 >>> t.epoch
 2
+
+Checkpoints (NXCK v2 by default) are written crash-safely and read zero-copy:
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "run.nxck")
+>>> t.save(path)
+>>> with nxrs.open(path) as ck:
+...     ck.scalars["epoch"], ck["W1"].shape
+(2, (10, 6))
+>>> nxrs.Trainer.load(path).state_hash() == t.state_hash()
+True
 """
 
 from nxrs import softf32
 from nxrs._nxrs import (
     BadMagicError,
+    Checkpoint,
     CheckpointError,
     ChecksumError,
     ConfigError,
@@ -26,14 +38,21 @@ from nxrs._nxrs import (
     Trainer,
     UnsupportedVersionError,
     __version__,
+    open,
     seed_dataset,
+    sweep_temp_files,
 )
+from nxrs.manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 
 __all__ = [
     "BadMagicError",
+    "Checkpoint",
+    "CheckpointEntry",
     "CheckpointError",
+    "CheckpointManager",
     "ChecksumError",
     "ConfigError",
+    "CorruptCheckpointWarning",
     "HeaderError",
     "InputError",
     "LengthError",
@@ -42,6 +61,8 @@ __all__ = [
     "Trainer",
     "UnsupportedVersionError",
     "__version__",
+    "open",
     "seed_dataset",
     "softf32",
+    "sweep_temp_files",
 ]

@@ -1,13 +1,14 @@
 """Type stubs of the compiled extension ``nxrs._nxrs`` (Rust, PyO3)."""
 
 from os import PathLike
-from typing import Literal, final
+from typing import Any, Literal, final
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
     "BadMagicError",
+    "Checkpoint",
     "CheckpointError",
     "ChecksumError",
     "ConfigError",
@@ -19,13 +20,16 @@ __all__ = [
     "Trainer",
     "UnsupportedVersionError",
     "__version__",
+    "checkpoint_format",
     "f32_binary",
     "f32_compare",
     "f32_from_i64",
     "f32_to_i32",
     "f32_to_i64",
     "f32_unary",
+    "open",
     "seed_dataset",
+    "sweep_temp_files",
 ]
 __version__: str
 
@@ -95,13 +99,26 @@ class Trainer:
         exactly. Nothing happens if the trainer is already at or past ``epoch``. The GIL is
         released while training; Ctrl-C is honoured between chunks of steps.
         """
-    def save(self, path: str | PathLike[str], *, format: Literal["v1"] = "v1") -> None:
-        """Writes the whole training state to ``path`` ("v1": the seed's NXCK layout)."""
+    def save(self, path: str | PathLike[str], *, format: Literal["v1", "v2"] = "v2") -> None:
+        """Writes the whole training state to ``path``, crash-safely.
+
+        A temporary file in the same directory is written, fsynced and renamed over ``path``,
+        then the directory is fsynced: after a crash at any instant ``path`` is the complete old
+        file or the complete new one. "v2" (the default) is self-describing and checksummed;
+        "v1" is the seed program's layout.
+        """
     @classmethod
     def load(cls, path: str | PathLike[str]) -> Trainer:
-        """A trainer restored from a checkpoint (a v1 file is read as the seed model)."""
+        """A trainer rebuilt from a checkpoint, every checksum verified.
+
+        A v2 file carries its configuration; a v1 file is read as the seed model.
+        """
     def restore(self, path: str | PathLike[str]) -> None:
-        """Replaces this trainer's whole state with the checkpoint's; on error nothing changes."""
+        """Replaces this trainer's whole state with the checkpoint's (v1 or v2).
+
+        A v2 file must hold this trainer's configuration (MismatchError otherwise). On any error
+        nothing changes.
+        """
     def hash(self) -> int:
         """The seed program's state hash (``hstate``) of the weights."""
     def state_hash(self) -> int:
@@ -123,6 +140,59 @@ class Trainer:
     @property
     def hyperparameters(self) -> dict[str, float]:
         """Adam's lr, beta1, beta2, eps as the binary32 values in use."""
+
+@final
+class Checkpoint:
+    """An open, validated NXCK v2 checkpoint (from ``nxrs.open``).
+
+    ``ck[name]`` is a read-only float32 array viewing the memory-mapped file without copying;
+    each array keeps the mapping alive, so it stays valid after ``close()``. Saving over the file
+    does not change what open arrays show (saves replace the file, never rewrite it).
+
+    >>> with nxrs.open("run.nxck") as ck:  # doctest: +SKIP
+    ...     w1 = ck["W1"]
+    """
+
+    @property
+    def path(self) -> str:
+        """The file's path."""
+    @property
+    def is_mapped(self) -> bool:
+        """Whether tensors view a memory mapping."""
+    @property
+    def config(self) -> dict[str, Any]:
+        """sizes, lr/beta1/beta2/eps (floats and ``*_bits``), math."""
+    @property
+    def scalars(self) -> dict[str, int]:
+        """epoch, b1t_bits, b2t_bits."""
+    def tensor_table(self) -> list[dict[str, Any]]:
+        """name, dtype, shape, offset, nbytes, crc32c of each tensor, in file order."""
+    def keys(self) -> list[str]:
+        """Tensor names in file order."""
+    def __len__(self) -> int: ...
+    def __contains__(self, key: str, /) -> bool: ...
+    def __getitem__(self, key: str, /) -> npt.NDArray[np.float32]:
+        """A read-only view of the tensor (KeyError for an unknown name)."""
+    def verify(self) -> None:
+        """Checks every tensor's CRC-32C (ChecksumError naming the first bad tensor)."""
+    def verify_tensor(self, name: str) -> None:
+        """Checks one tensor's CRC-32C."""
+    def to_trainer(self) -> Trainer:
+        """A Trainer with this checkpoint's configuration and state (copied)."""
+    def close(self) -> None:
+        """Stops access through this object; arrays already taken stay valid."""
+    def __enter__(self) -> Checkpoint: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+def open(path: str | PathLike[str], *, verify: bool = True) -> Checkpoint:
+    """Opens an NXCK v2 file: maps it, validates the header and (unless ``verify=False``) every
+    tensor's CRC-32C. Raises a CheckpointError subclass naming what is wrong and where."""
+
+def checkpoint_format(path: str | PathLike[str]) -> int:
+    """The NXCK format version of a file (1 or 2), from its first bytes."""
+
+def sweep_temp_files(directory: str | PathLike[str]) -> list[str]:
+    """Removes temporary files left by interrupted saves whose writer is gone; returns them."""
 
 def seed_dataset(
     samples: int = 8, features: int = 6, classes: int = 4

@@ -1,4 +1,8 @@
-"""The ``nxrs`` command line: ``nxrs gate`` runs the seed's checkpoint/resume proof."""
+"""The ``nxrs`` command line.
+
+- ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
+- ``nxrs inspect FILE [--verify]``: what a checkpoint holds and whether it is intact.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,22 @@ from pathlib import Path
 
 import nxrs
 from nxrs.gate import run_gate
+from nxrs.inspection import inspect_checkpoint
 
 
 def _gate(args: argparse.Namespace) -> int:
     return 0 if run_gate(sys.stdout, args.workdir) else 1
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    try:
+        problems = inspect_checkpoint(args.file, sys.stdout)
+    except (nxrs.NxrsError, OSError) as err:
+        print(f"nxrs inspect: {args.file}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    if problems:
+        print(f"{problems} tensor(s) failed their checksum", file=sys.stderr)
+    return 1 if args.verify and problems else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory for the checkpoint file (default: a fresh temporary directory)",
     )
     gate.set_defaults(run=_gate)
+    inspect = commands.add_parser(
+        "inspect",
+        help="print a checkpoint's format, configuration, scalars and tensor table",
+    )
+    inspect.add_argument("file", type=Path)
+    inspect.add_argument(
+        "--verify",
+        action="store_true",
+        help="exit non-zero on any problem (a file that does not parse always does)",
+    )
+    inspect.set_defaults(run=_inspect)
     return parser
 
 

@@ -107,6 +107,28 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
         "continuation)",
     )
 
+    # Beyond the seed: the same round trip and resume through NXCK v2 (self-describing,
+    # checksummed), and a damaged v2 file refused without touching the trainer.
+    with _directory(workdir) as d:
+        path = Path(d) / "nx_train.v2.nxck"
+        b.save(path)  # v2, the default
+        size = path.stat().st_size
+        d2 = nxrs.Trainer.load(path)
+        roundtrip = d2.hash() == h_mid and d2.state_hash() == full_mid
+        d2.train_until(x, y, EPOCHS)
+        report.check(
+            roundtrip and d2.hash() == h_a and d2.state_hash() == a.state_hash(),
+            f"T5 V2 ROUNDTRIP+RESUME: saved {size} bytes (v2); loaded full-state hash == "
+            f"pre-save ({full_mid:#018x}); resumed to {EPOCHS}: hash={d2.hash()}, full-state "
+            f"hash {d2.state_hash():#018x} == uninterrupted",
+        )
+        refused = _refuses_damage(path, nxrs.Trainer(seed=FRESH_SEED))
+        report.check(
+            refused,
+            "T6 CORRUPT V2 REFUSED: a flipped bit in a tensor -> ChecksumError, a truncated "
+            "file -> LengthError; the trainer loaded into is unchanged",
+        )
+
     green = report.passes == report.total
     out.write(
         "\n CHECKPOINT/RESUME: full training state (weights + Adam m/v + bias-correction powers"
@@ -121,6 +143,30 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
     )
     out.write(f"NX-F32-TRAIN-CKPT verdict={verdict} passes={report.passes}/{report.total}{tail}\n")
     return green
+
+
+def _refuses_damage(path: Path, victim: nxrs.Trainer) -> bool:
+    """Whether a bit flip in the last tensor and a truncation of ``path`` are both refused with
+    the right exception, leaving ``victim`` as it was."""
+    good = path.read_bytes()
+    before = victim.state_hash()
+    flipped = bytearray(good)
+    flipped[-1] ^= 0x10  # the last byte is tensor data (vb2's last cell)
+    cases: list[tuple[bytes, type[nxrs.CheckpointError]]] = [
+        (bytes(flipped), nxrs.ChecksumError),
+        (good[: len(good) // 2], nxrs.LengthError),
+    ]
+    damaged = path.with_name(path.name + ".damaged")
+    for content, expected in cases:
+        damaged.write_bytes(content)
+        try:
+            victim.restore(damaged)
+            return False
+        except expected:
+            pass
+        except nxrs.NxrsError:
+            return False
+    return victim.state_hash() == before
 
 
 def _bits(value: float) -> int:

@@ -86,10 +86,12 @@ pub fn to_py(err: Error) -> PyErr {
     match err {
         Error::Config(_) => ConfigError::new_err(message),
         Error::Input(_) => InputError::new_err(message),
-        Error::Io { path, source, .. } => {
-            // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...).
+        Error::Io { op, path, source } => {
+            // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...) and
+            // prints as "[Errno 2] reading: No such file or directory (os error 2): 'path'".
             let errno = source.raw_os_error().unwrap_or(0);
-            PyOSError::new_err((errno, message, path.to_string_lossy().into_owned()))
+            let strerror = format!("{op}: {source}");
+            PyOSError::new_err((errno, strerror, path.to_string_lossy().into_owned()))
         }
         Error::BadMagic { .. } => BadMagicError::new_err(message),
         Error::UnsupportedVersion(_) => UnsupportedVersionError::new_err(message),

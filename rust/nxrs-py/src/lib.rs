@@ -1,6 +1,7 @@
 //! Python bindings for nxrs-core: the `nxrs._nxrs` extension module. Translation only: every
 //! computation lives in nxrs-core.
 
+mod checkpoint;
 mod errors;
 mod softf32;
 mod trainer;
@@ -11,6 +12,8 @@ use pyo3::pymodule;
 mod _nxrs {
     use pyo3::prelude::*;
 
+    #[pymodule_export]
+    use crate::checkpoint::{checkpoint_format, open, sweep_temp_files, PyCheckpoint};
     #[pymodule_export]
     use crate::errors::{
         BadMagicError, CheckpointError, ChecksumError, ConfigError, HeaderError, InputError,

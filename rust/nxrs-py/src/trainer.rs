@@ -17,7 +17,7 @@ fn f32_of(x: f64) -> F32 {
     F32::from_f64_bits(x.to_bits())
 }
 
-fn float_of(x: F32) -> f64 {
+pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
 }
 
@@ -36,6 +36,12 @@ fn label(y: i64, classes: usize) -> PyResult<usize> {
 #[pyclass(module = "nxrs", name = "Trainer")]
 pub struct PyTrainer {
     inner: Trainer,
+}
+
+impl PyTrainer {
+    pub(crate) fn from_core(inner: Trainer) -> PyTrainer {
+        PyTrainer { inner }
+    }
 }
 
 #[pymethods]
@@ -104,39 +110,42 @@ impl PyTrainer {
         Ok(())
     }
 
-    /// Writes the whole training state to `path` (format "v1": the seed's layout).
-    #[pyo3(signature = (path, *, format = "v1"))]
+    /// Writes the whole training state to `path`, crash-safely: a temporary file in the same
+    /// directory, fsync, rename over `path`, fsync of the directory. "v2" (the default) is the
+    /// self-describing, checksummed format; "v1" is the seed program's layout.
+    #[pyo3(signature = (path, *, format = "v2"))]
     fn save(&self, py: Python<'_>, path: PathBuf, format: &str) -> PyResult<()> {
-        match format {
-            "v1" => {
-                let inner = &self.inner;
-                py.detach(|| nxck::v1::save(inner, &path)).map_err(to_py)
+        let save = match format {
+            "v1" => nxck::v1::save,
+            "v2" => nxck::v2::save,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown checkpoint format {other:?} (known: 'v1', 'v2')"
+                )))
             }
-            other => Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown checkpoint format {other:?} (known: 'v1')"
-            ))),
-        }
+        };
+        let inner = &self.inner;
+        py.detach(|| save(inner, &path)).map_err(to_py)
     }
 
-    /// A trainer restored from a checkpoint. A v1 file carries no configuration, so it is read
-    /// as the seed model with the default hyperparameters; for another model build the trainer
-    /// and call `restore`.
+    /// A trainer rebuilt from a checkpoint, all checksums verified. A v2 file carries its own
+    /// configuration; a v1 file has none and is read as the seed model with the default
+    /// hyperparameters (for another model, build the trainer and call `restore`).
     #[classmethod]
     fn load(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
         path: PathBuf,
     ) -> PyResult<Self> {
-        let mut inner = Trainer::new(&TrainerConfig::seed_model(), 1).map_err(to_py)?;
-        py.detach(|| nxck::v1::load(&mut inner, &path))
-            .map_err(to_py)?;
+        let inner = py.detach(|| nxck::load_trainer(&path)).map_err(to_py)?;
         Ok(PyTrainer { inner })
     }
 
-    /// Replaces this trainer's whole state with the checkpoint's; on error nothing changes.
+    /// Replaces this trainer's whole state with the checkpoint's (v1 or v2; a v2 file must hold
+    /// this trainer's configuration). On any error nothing changes.
     fn restore(&mut self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let inner = &mut self.inner;
-        py.detach(|| nxck::v1::load(inner, &path)).map_err(to_py)
+        py.detach(|| nxck::restore(inner, &path)).map_err(to_py)
     }
 
     /// The seed program's state hash (`hstate`) of the weights.

@@ -6,11 +6,14 @@
 //! every buffer's cells as u32 binary32 bit patterns, buffers in checkpoint order
 //! ```
 //! All little-endian. Unlike the seed's `ckpt_load`, [`decode`] checks the counts against the
-//! model and the file's length against the counts before it reads any cell.
+//! model and the file's length against the counts before it reads any cell, and it rejects a
+//! v2 file (whose bytes 4..8 are the versioned-format marker) as `UnsupportedVersion(2)`.
+//! Unlike the seed's writer, [`save`] replaces the file crash-safely ([`super::writer`]).
 
-use super::{read_file, write_file, MAGIC};
+use super::payload::{Payload, Piece};
+use super::writer::{write_atomically, WriteStrategy};
+use super::{cells, detect, read_file, Format, MAGIC};
 use crate::error::{Error, Result};
-use crate::softf32::F32;
 use crate::trainer::{TrainState, Trainer};
 use std::path::Path;
 
@@ -19,21 +22,25 @@ const SCALARS: usize = 3;
 
 /// The v1 bytes of a state.
 pub fn encode(state: &TrainState) -> Vec<u8> {
+    payload(state).to_vec()
+}
+
+/// The v1 file as pieces: the header and scalars, then the tensors borrowed from `state`.
+fn payload(state: &TrainState) -> Payload<'_> {
     let tensors = state.tensors();
-    let cells: usize = tensors.iter().map(|(_, t)| t.len()).sum();
-    let mut out = Vec::with_capacity(HEADER_LEN + 8 * SCALARS + 4 * cells);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&(tensors.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(SCALARS as u32).to_le_bytes());
+    let mut head = Vec::with_capacity(HEADER_LEN + 8 * SCALARS);
+    head.extend_from_slice(&MAGIC);
+    head.extend_from_slice(&(tensors.len() as u32).to_le_bytes());
+    head.extend_from_slice(&(SCALARS as u32).to_le_bytes());
     for s in state.scalars() {
-        out.extend_from_slice(&s.to_le_bytes());
+        head.extend_from_slice(&s.to_le_bytes());
     }
-    for (_, t) in &tensors {
-        for cell in t.iter() {
-            out.extend_from_slice(&cell.to_bits().to_le_bytes());
-        }
+    let mut payload = Payload::default();
+    payload.push(Piece::Bytes(head));
+    for (_, cells) in tensors {
+        payload.push(Piece::Cells(cells));
     }
-    out
+    payload
 }
 
 /// The exact length of a v1 file holding tensors of these cell counts.
@@ -55,10 +62,8 @@ pub fn decode(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
             what: "the file ends inside the 12-byte v1 header".into(),
         });
     }
-    if bytes[..4] != MAGIC {
-        return Err(Error::BadMagic {
-            found: bytes[..4].to_vec(),
-        });
+    if detect(bytes)? == Format::V2 {
+        return Err(Error::UnsupportedVersion(2));
     }
     let (n_buf, n_scalar) = (u32_at(4), u32_at(8));
     if n_buf as usize != lens.len() || n_scalar as usize != SCALARS {
@@ -84,17 +89,16 @@ pub fn decode(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
     }
     state.set_scalars(scalars)?;
     for tensor in state.tensors_mut() {
-        for cell in tensor.iter_mut() {
-            *cell = F32::from_bits(u32_at(offset));
-            offset += 4;
-        }
+        let len = 4 * tensor.len();
+        *tensor = cells::decode_le(&bytes[offset..offset + len]);
+        offset += len;
     }
     Ok(state)
 }
 
-/// Saves the trainer's state as a v1 file.
+/// Saves the trainer's state as a v1 file, crash-safely.
 pub fn save(trainer: &Trainer, path: &Path) -> Result<()> {
-    write_file(path, &encode(trainer.state()))
+    write_atomically(path, &payload(trainer.state()), WriteStrategy::default())
 }
 
 /// Loads a v1 file into the trainer (which gives the layout); the trainer is unchanged on error.

@@ -1,0 +1,108 @@
+//! NXCK v2: a self-describing, checksummed checkpoint whose tensors can be used in place.
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "NXCK"
+//!      4     4  u32 0xFFFF_FFFF, the versioned-format marker (a v1 file's buffer count here)
+//!      8     4  u32 version = 2
+//!     12     4  u32 header_len, bytes of the JSON header
+//!     16     8  u64 file_len, bytes of the whole file
+//!     24     4  u32 flags = 0
+//!     28     4  u32 header CRC-32C over bytes 0..28 followed by the JSON header
+//!     32     .  JSON header: config, scalars, tensor table (names, shapes, offsets, CRC-32Cs)
+//!      .     .  tensors, each at a 64-byte-aligned offset, zero padding (< 64 bytes) between
+//! ```
+//! All little-endian. `docs/FORMAT.md` is the specification; this module implements it:
+//! [`save`] and friends write (crash-safely, through [`super::writer`]), [`Checkpoint`] reads
+//! (memory-mapped, validated before any number in the file is trusted).
+
+mod decode;
+mod encode;
+
+pub use decode::{Checkpoint, TensorInfo, Verify};
+pub use encode::{encode, save, save_state, save_state_with};
+
+use serde::{Deserialize, Serialize};
+
+/// Bytes 4..8 of every versioned NXCK file. In v1 these bytes are the buffer count, and no
+/// loadable v1 file has 2^32 - 1 buffers (see `docs/FORMAT.md`).
+pub const VERSIONED_MARKER: u32 = 0xFFFF_FFFF;
+/// The format version this module reads and writes.
+pub const VERSION: u32 = 2;
+/// Length of the fixed binary prelude before the JSON header.
+pub const PRELUDE_LEN: usize = 32;
+/// Every tensor's data starts at a multiple of this (a cache line; any SIMD width).
+pub const ALIGN: usize = 64;
+/// Largest JSON header a reader accepts (and a writer produces).
+pub const MAX_HEADER_LEN: usize = 64 << 20;
+/// The `math` of the seed's arithmetic: its exp, log and Newton sqrt on softf32.
+pub const MATH_SEED: &str = "seed";
+/// The one dtype of version 2: IEEE binary32, little-endian.
+pub const DTYPE_F32: &str = "f32";
+
+/// Byte offsets of the prelude's fields.
+mod prelude {
+    pub const MARKER: usize = 4;
+    pub const VERSION: usize = 8;
+    pub const HEADER_LEN: usize = 12;
+    pub const FILE_LEN: usize = 16;
+    pub const FLAGS: usize = 24;
+    pub const HEADER_CRC: usize = 28;
+}
+
+/// The integer scalars of a v2 file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scalars {
+    /// Completed epochs, `>= 0`.
+    pub epoch: i64,
+    /// Bit pattern of `beta1^t`.
+    pub b1t_bits: u32,
+    /// Bit pattern of `beta2^t`.
+    pub b2t_bits: u32,
+}
+
+/// The JSON header. Field order here is the order a writer emits; readers ignore keys they do
+/// not know (later versions may add fields whose absence changes nothing for older readers).
+#[derive(Debug, Serialize, Deserialize)]
+struct HeaderJson {
+    config: ConfigJson,
+    scalars: Scalars,
+    tensors: Vec<TensorJson>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ConfigJson {
+    sizes: Vec<u64>,
+    math: String,
+    adam: AdamJson,
+}
+
+/// Adam's hyperparameters as binary32 bit patterns: decimal text could not round-trip them
+/// exactly in every language.
+#[derive(Debug, Serialize, Deserialize)]
+struct AdamJson {
+    lr_bits: u32,
+    beta1_bits: u32,
+    beta2_bits: u32,
+    eps_bits: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TensorJson {
+    name: String,
+    dtype: String,
+    shape: Vec<u64>,
+    offset: u64,
+    nbytes: u64,
+    crc32c: u32,
+}
+
+/// `n` rounded up to a multiple of [`ALIGN`].
+fn align_up(n: u64) -> u64 {
+    n.div_ceil(ALIGN as u64) * ALIGN as u64
+}
+
+/// CRC-32C of a header: prelude bytes 0..28, then the JSON.
+fn header_crc(prelude: &[u8], json: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&prelude[..prelude::HEADER_CRC]), json)
+}

@@ -1,0 +1,107 @@
+//! Both readers on hostile bytes: arbitrary bytes, mutated valid files, and mutated headers
+//! behind a valid checksum. Whatever the bytes, a reader returns (`Ok` or `Err`); a panic fails
+//! the property. The cargo-fuzz targets in `fuzz/` run the same entry points unbounded.
+
+mod nxck_support;
+
+use nxck_support::*;
+use nxrs_core::nxck::mapped::FileBytes;
+use nxrs_core::nxck::v2::{Checkpoint, Verify, PRELUDE_LEN};
+use nxrs_core::nxck::{self, v1};
+use nxrs_core::TrainState;
+use proptest::prelude::*;
+use std::sync::OnceLock;
+
+/// Everything a reader can be asked about `bytes`.
+fn read_everything(bytes: &[u8], template: &TrainState) {
+    let _ = nxck::detect(bytes);
+    let _ = v1::decode(bytes, template);
+    for verify in [Verify::Full, Verify::HeaderOnly] {
+        if let Ok(ck) = Checkpoint::from_bytes(FileBytes::from_vec(bytes.to_vec()), verify) {
+            let _ = ck.verify_all();
+            for t in ck.tensors() {
+                assert_eq!(ck.data(t).len(), t.nbytes);
+            }
+            let _ = ck.to_state();
+        }
+    }
+}
+
+struct Files {
+    template: TrainState,
+    v1: Vec<u8>,
+    v2: Vec<u8>,
+}
+
+fn files() -> &'static Files {
+    static FILES: OnceLock<Files> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let t = trained(2);
+        Files {
+            template: t.state().clone(),
+            v1: v1::encode(t.state()),
+            v2: v2_bytes(&t),
+        }
+    })
+}
+
+/// Up to 8 byte overwrites and an optional truncation of `base`.
+fn mutated(base: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
+    let n = base.len();
+    let edits = proptest::collection::vec((0..n, any::<u8>()), 1..=8);
+    (edits, proptest::option::of(0..=n)).prop_map(move |(edits, cut)| {
+        let mut b = base.to_vec();
+        for (at, byte) in edits {
+            b[at] = byte;
+        }
+        b.truncate(cut.unwrap_or(n));
+        b
+    })
+}
+
+/// Bytes JSON is made of, so that mutations reach past the parser into the validation.
+const JSON_BYTES: &[u8] = b"0123456789-+.eE,:[]{}\" abfilnrstu";
+
+proptest! {
+    #![proptest_config(cases(5000))]
+
+    #[test]
+    fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        read_everything(&bytes, &files().template);
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_valid_beginning(
+        v2 in any::<bool>(),
+        tail in proptest::collection::vec(any::<u8>(), 0..400),
+    ) {
+        let f = files();
+        let mut bytes = if v2 { f.v2[..12].to_vec() } else { f.v1[..12].to_vec() };
+        bytes.extend_from_slice(&tail);
+        read_everything(&bytes, &f.template);
+    }
+
+    #[test]
+    fn mutated_v1_files(bytes in mutated(&files().v1)) {
+        read_everything(&bytes, &files().template);
+    }
+
+    #[test]
+    fn mutated_v2_files(bytes in mutated(&files().v2)) {
+        read_everything(&bytes, &files().template);
+    }
+
+    #[test]
+    fn mutated_v2_headers_with_valid_checksums(
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), 0..JSON_BYTES.len()), 1..=6),
+    ) {
+        let f = files();
+        let mut bytes = f.v2.clone();
+        let json = PRELUDE_LEN..PRELUDE_LEN + header_len(&bytes);
+        for (at, k) in edits {
+            bytes[json.start + at.index(json.len())] = JSON_BYTES[k];
+        }
+        fix_header_crc(&mut bytes);
+        read_everything(&bytes, &f.template);
+    }
+}

@@ -1,0 +1,242 @@
+//! The crash-safe writer: temporary files beside the target and gone after a save, leftovers of
+//! dead writers swept, mapped readers of the old file undisturbed, and `SIGKILL` at random
+//! instants of a save leaving the old file or the new one.
+
+mod nxck_support;
+
+use nxck_support::*;
+use nxrs_core::adam::AdamConfig;
+use nxrs_core::error::Error;
+use nxrs_core::nxck::v2::{self, Checkpoint, Verify};
+use nxrs_core::nxck::writer::{self, is_temp_file_name, sweep_temp_files};
+use nxrs_core::nxck::{self, v1};
+use nxrs_core::{TrainState, TrainerConfig, F32};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// A state of `[inputs, outputs]` with cells derived from `salt` (no softf32 work to build it).
+fn state(inputs: usize, outputs: usize, salt: u32) -> (TrainerConfig, TrainState) {
+    let config = TrainerConfig {
+        sizes: vec![inputs, outputs],
+        adam: AdamConfig::seed(),
+    };
+    let cells = |n: usize, k: u32| -> Vec<F32> {
+        (0..n as u32)
+            .map(|i| F32::from_bits(i.wrapping_mul(0x9E37_79B9) ^ salt ^ k))
+            .collect()
+    };
+    let n = inputs * outputs;
+    let mut s = TrainState::fresh(vec![cells(n, 1), cells(outputs, 2)]);
+    s.m = vec![cells(n, 3), cells(outputs, 4)];
+    s.v = vec![cells(n, 5), cells(outputs, 6)];
+    s.epoch = i64::from(salt);
+    (config, s)
+}
+
+fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| is_temp_file_name(n))
+        .collect()
+}
+
+/// A temporary name in `dir` written by host `host` (8 hex digits) and process `pid`.
+fn leftover(dir: &Path, host: &str, pid: u32, age: Duration) -> PathBuf {
+    let path = dir.join(format!(".ck.nxck.nxck-tmp.{host}.{pid}.0123456789abcdef"));
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_modified(SystemTime::now() - age).unwrap();
+    path
+}
+
+/// The pid of a process that has exited (and been reaped).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn saves_write_a_temporary_file_beside_the_target_and_sweep_dead_writers_leftovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("ck.nxck");
+    let (config, big) = state(1024, 1024, 1); // 12.6 MB
+                                              // Watch the directory while saves run: the temporary file appears there, nowhere else.
+    let done = AtomicBool::new(false);
+    let seen = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(name) = temp_files(dir.path()).pop() {
+                    return Some(name);
+                }
+            }
+            None
+        });
+        for _ in 0..20 {
+            v2::save_state(&config, &big, &target).unwrap();
+            if watcher.is_finished() {
+                break;
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        watcher.join().unwrap()
+    });
+    let seen = seen.expect("no temporary file was ever seen beside the target");
+    assert!(seen.starts_with(".ck.nxck.nxck-tmp."), "{seen}");
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+    assert_eq!(
+        Checkpoint::open(&target, Verify::Full).unwrap().to_state(),
+        big
+    );
+
+    // Leftovers: this host's tag is in the name the watcher saw.
+    let host = seen.split('.').rev().nth(2).unwrap().to_string();
+    let hour = Duration::from_secs(3600);
+    let dead = leftover(dir.path(), &host, dead_pid(), Duration::ZERO);
+    let alive = leftover(dir.path(), &host, std::process::id(), Duration::ZERO);
+    let other_host = leftover(dir.path(), "00000000", dead_pid(), Duration::ZERO);
+    let not_temp = dir.path().join("ck.nxck-tmp.keep");
+    std::fs::write(&not_temp, b"x").unwrap();
+    assert_eq!(sweep_temp_files(dir.path()).unwrap(), vec![dead]);
+    assert!(alive.exists() && other_host.exists() && not_temp.exists());
+
+    // Old enough, any writer's leftover goes, and a save sweeps too.
+    std::fs::File::options()
+        .write(true)
+        .open(&other_host)
+        .unwrap()
+        .set_modified(SystemTime::now() - hour)
+        .unwrap();
+    let dead = leftover(dir.path(), &host, dead_pid(), Duration::ZERO);
+    let (small_config, small) = state(3, 2, 2);
+    v2::save_state(&small_config, &small, &target).unwrap();
+    assert!(!other_host.exists() && !dead.exists());
+    assert!(alive.exists() && not_temp.exists());
+}
+
+#[test]
+fn saving_over_a_mapped_checkpoint_leaves_the_readers_bytes_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("ck.nxck");
+    let (config, old) = state(64, 32, 1);
+    let (_, new) = state(64, 32, 2);
+    v2::save_state(&config, &old, &target).unwrap();
+    let mapped = Checkpoint::open(&target, Verify::HeaderOnly).unwrap();
+    assert!(mapped.is_mapped());
+    let w1_before = mapped.tensor_bytes("W1").unwrap().to_vec();
+    for strategy in [
+        writer::WriteStrategy::Buffered,
+        writer::WriteStrategy::Mapped,
+    ] {
+        v2::save_state_with(&config, &new, &target, strategy).unwrap();
+        assert_eq!(mapped.tensor_bytes("W1").unwrap(), &w1_before[..]);
+        mapped.verify_all().unwrap();
+        assert_eq!(mapped.to_state(), old);
+        assert_eq!(
+            Checkpoint::open(&target, Verify::Full).unwrap().to_state(),
+            new
+        );
+    }
+
+    // v1 saves go through the same writer.
+    let t = trained(1);
+    let v1_path = dir.path().join("seed.v1");
+    v1::save(&t, &v1_path).unwrap();
+    let reader = nxck::mapped::FileBytes::open(&v1_path).unwrap();
+    v1::save(&trained(2), &v1_path).unwrap();
+    assert_eq!(v1::decode(&reader, t.state()).unwrap(), t.state().clone());
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn failed_saves_leave_no_temporary_file_and_name_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, s) = state(3, 2, 1);
+    // The target is a non-empty directory: the rename fails after the data was written.
+    let target = dir.path().join("taken");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("f"), b"x").unwrap();
+    let err = v2::save_state(&config, &s, &target).unwrap_err();
+    assert!(
+        matches!(&err, Error::Io { path, .. } if path == &target),
+        "{err}"
+    );
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+    // A missing directory.
+    let err = v2::save_state(&config, &s, &dir.path().join("no/such/dir/ck")).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    // Small files (a manager's pointer) go through the same writer.
+    let pointer = dir.path().join("latest");
+    writer::write_file_atomically(&pointer, b"ck-000100.nxck\n").unwrap();
+    assert_eq!(std::fs::read(&pointer).unwrap(), b"ck-000100.nxck\n");
+}
+
+/// The environment variable that turns [`crash_child`] into a save loop.
+#[cfg(unix)]
+const CRASH_TARGET: &str = "NXRS_NXCK_CRASH_TARGET";
+/// What the child prints when its save loop starts.
+#[cfg(unix)]
+const CHILD_READY: &str = "nxrs crash child: saving";
+
+/// Run by [`sigkill_at_any_instant_leaves_the_old_or_the_new_file`] in a child process: saves
+/// two alternating states over the target until it is killed. Does nothing otherwise.
+#[cfg(unix)]
+#[test]
+#[ignore = "helper process of sigkill_at_any_instant_leaves_the_old_or_the_new_file"]
+fn crash_child() {
+    let Some(target) = std::env::var_os(CRASH_TARGET) else {
+        return;
+    };
+    let states = [state(512, 2048, 1), state(512, 2048, 2)]; // 12.6 MB each
+    println!("{CHILD_READY}");
+    for k in 0.. {
+        let (config, s) = &states[k % 2];
+        v2::save_state(config, s, Path::new(&target)).unwrap();
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn sigkill_at_any_instant_leaves_the_old_or_the_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("ck.nxck");
+    let epochs = [1, 2]; // the two states' epochs
+    let (config, first) = state(512, 2048, 1);
+    v2::save_state(&config, &first, &target).unwrap();
+    let mut leftovers_seen = 0;
+    for round in 0u64..40 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash_child", "--ignored", "--nocapture"])
+            .env(CRASH_TARGET, &target)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let ready = stdout
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l == CHILD_READY);
+        assert!(ready, "the child process did not start saving");
+        // Spread the kills over the first few saves (each takes 10-20 ms).
+        std::thread::sleep(Duration::from_micros(round * 7_919 % 40_000));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let ck = Checkpoint::open(&target, Verify::Full)
+            .unwrap_or_else(|e| panic!("round {round}: the target is not a whole file: {e}"));
+        assert!(epochs.contains(&ck.scalars().epoch));
+        leftovers_seen += temp_files(dir.path()).len();
+        if round >= 10 && leftovers_seen > 0 {
+            break;
+        }
+    }
+    assert!(leftovers_seen > 0, "no kill landed inside a save");
+    // The killed writers are dead: the next save sweeps all their leftovers.
+    let (config, s) = state(3, 2, 3);
+    v2::save_state(&config, &s, &target).unwrap();
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+}

@@ -1,0 +1,266 @@
+//! `nxrs.open(path)`: a validated NXCK v2 file whose tensors come out as read-only numpy arrays
+//! that view the mapped file in place.
+
+use crate::errors::to_py;
+use crate::trainer::{float_of, PyTrainer};
+use numpy::ndarray::{ArrayView, IxDyn};
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
+use nxrs_core::nxck;
+use nxrs_core::nxck::v2::{Checkpoint, TensorInfo, Verify};
+use nxrs_core::Trainer;
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// An open NXCK v2 checkpoint.
+///
+/// The file is memory-mapped and its header validated on open (and, unless `verify=False`,
+/// every tensor's CRC-32C). `ck[name]` is a read-only numpy array viewing the file without
+/// copying; every such array keeps the mapping alive, so it stays valid after `close()` or the
+/// end of a `with` block (which only stop further access through this object). Saving over the
+/// file meanwhile does not change what the arrays show: saves replace the file, never rewrite it.
+#[pyclass(module = "nxrs", name = "Checkpoint", frozen)]
+pub struct PyCheckpoint {
+    inner: Checkpoint,
+    path: PathBuf,
+    closed: AtomicBool,
+}
+
+impl PyCheckpoint {
+    fn open_inner(&self) -> PyResult<&Checkpoint> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PyValueError::new_err(format!(
+                "checkpoint {} is closed",
+                self.path.display()
+            )));
+        }
+        Ok(&self.inner)
+    }
+
+    fn tensor(&self, name: &str) -> PyResult<&TensorInfo> {
+        self.open_inner()?
+            .tensor(name)
+            .ok_or_else(|| PyKeyError::new_err(name.to_owned()))
+    }
+}
+
+/// Opens and validates an NXCK v2 file (see `Checkpoint`).
+#[pyfunction]
+#[pyo3(signature = (path, *, verify = true))]
+pub fn open(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<PyCheckpoint> {
+    let mode = if verify {
+        Verify::Full
+    } else {
+        Verify::HeaderOnly
+    };
+    let inner = py.detach(|| Checkpoint::open(&path, mode)).map_err(to_py)?;
+    Ok(PyCheckpoint {
+        inner,
+        path,
+        closed: AtomicBool::new(false),
+    })
+}
+
+#[pymethods]
+impl PyCheckpoint {
+    /// The file's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Whether tensors are views of a memory mapping (False only where mapping failed and the
+    /// file was read into memory instead).
+    #[getter]
+    fn is_mapped(&self) -> PyResult<bool> {
+        Ok(self.open_inner()?.is_mapped())
+    }
+
+    /// The trainer configuration: layer sizes, Adam's hyperparameters (as binary32 values and as
+    /// bit patterns), and the arithmetic ("seed").
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let ck = self.open_inner()?;
+        let config = ck.config();
+        let dict = PyDict::new(py);
+        dict.set_item("sizes", config.sizes.clone())?;
+        let a = config.adam;
+        for (name, value) in [
+            ("lr", a.lr),
+            ("beta1", a.beta1),
+            ("beta2", a.beta2),
+            ("eps", a.eps),
+        ] {
+            dict.set_item(name, float_of(value))?;
+            dict.set_item(format!("{name}_bits"), value.to_bits())?;
+        }
+        dict.set_item("math", ck.math())?;
+        Ok(dict)
+    }
+
+    /// The integer scalars: epoch, b1t_bits, b2t_bits.
+    #[getter]
+    fn scalars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.open_inner()?.scalars();
+        let dict = PyDict::new(py);
+        dict.set_item("epoch", s.epoch)?;
+        dict.set_item("b1t_bits", s.b1t_bits)?;
+        dict.set_item("b2t_bits", s.b2t_bits)?;
+        Ok(dict)
+    }
+
+    /// The tensor table in file order: dicts with name, dtype, shape, offset, nbytes, crc32c.
+    fn tensor_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = PyList::empty(py);
+        for t in self.open_inner()?.tensors() {
+            let row = PyDict::new(py);
+            row.set_item("name", &t.name)?;
+            row.set_item("dtype", &t.dtype)?;
+            row.set_item("shape", t.shape.clone())?;
+            row.set_item("offset", t.offset)?;
+            row.set_item("nbytes", t.nbytes)?;
+            row.set_item("crc32c", t.crc32c)?;
+            rows.append(row)?;
+        }
+        Ok(rows)
+    }
+
+    /// Tensor names in file order.
+    fn keys(&self) -> PyResult<Vec<String>> {
+        Ok(self
+            .open_inner()?
+            .tensors()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect())
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.open_inner()?.tensors().len())
+    }
+
+    fn __contains__(&self, name: &str) -> PyResult<bool> {
+        Ok(self.open_inner()?.tensor(name).is_some())
+    }
+
+    /// A read-only float32 array of the tensor, viewing the mapped file (no copy).
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        name: &str,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let this = slf.get();
+        let info = this.tensor(name)?;
+        let bytes = this.inner.data(info);
+        let array = match view_cells(bytes) {
+            Some(cells) => {
+                let view = ArrayView::from_shape(IxDyn(&info.shape), cells)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                // SAFETY: the cells live in `this.inner`'s bytes (a read-only mapping or a heap
+                // buffer never reallocated), which stay at the same address for as long as the
+                // `Checkpoint` Python object lives; the array holds a reference to that object
+                // as its base, so the object outlives the array.
+                unsafe { PyArrayDyn::borrow_from_array(&view, slf.clone().into_any()) }
+            }
+            // Unaligned bytes or a big-endian host: decode a copy.
+            None => {
+                let cells: Vec<f32> = bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                PyArray1::from_vec(slf.py(), cells).reshape(info.shape.clone())?
+            }
+        };
+        // The mapping is read-only: a writable view would crash the process when written.
+        array.call_method1("setflags", (false,))?;
+        Ok(array)
+    }
+
+    /// Checks every tensor's CRC-32C (ChecksumError naming the first bad tensor).
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        let ck = self.open_inner()?;
+        py.detach(|| ck.verify_all()).map_err(to_py)
+    }
+
+    /// Checks one tensor's CRC-32C.
+    fn verify_tensor(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let ck = self.open_inner()?;
+        self.tensor(name)?;
+        py.detach(|| ck.verify_tensor(name)).map_err(to_py)
+    }
+
+    /// A Trainer holding this checkpoint's configuration and state (a copy).
+    fn to_trainer(&self, py: Python<'_>) -> PyResult<PyTrainer> {
+        let ck = self.open_inner()?;
+        let trainer = py
+            .detach(|| {
+                let mut trainer = Trainer::new(ck.config(), 1)?;
+                trainer.set_state(ck.to_state())?;
+                Ok::<_, nxrs_core::Error>(trainer)
+            })
+            .map_err(to_py)?;
+        Ok(PyTrainer::from_core(trainer))
+    }
+
+    /// Stops access through this object. Arrays already taken stay valid: they keep the mapping.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close();
+    }
+
+    fn __repr__(&self) -> String {
+        let s = self.inner.scalars();
+        format!(
+            "Checkpoint({:?}, sizes={:?}, epoch={}, tensors={})",
+            self.path.display().to_string(),
+            self.inner.config().sizes,
+            s.epoch,
+            self.inner.tensors().len()
+        )
+    }
+}
+
+/// The bytes as binary32 cells in place, where the host is little-endian and they are aligned.
+fn view_cells(bytes: &[u8]) -> Option<&[f32]> {
+    if cfg!(target_endian = "little") {
+        bytemuck::try_cast_slice(bytes).ok()
+    } else {
+        None
+    }
+}
+
+/// The NXCK format version of the file at `path` (1 or 2), from its first 12 bytes.
+#[pyfunction]
+pub fn checkpoint_format(path: PathBuf) -> PyResult<u32> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(12);
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(12).read_to_end(&mut head))
+        .map_err(|source| {
+            to_py(nxrs_core::Error::Io {
+                op: "reading",
+                path: path.clone(),
+                source,
+            })
+        })?;
+    match nxck::detect(&head).map_err(to_py)? {
+        nxck::Format::V1 => Ok(1),
+        nxck::Format::V2 => Ok(2),
+    }
+}
+
+/// Removes temporary files that interrupted saves left in `directory` (only those whose writer
+/// is gone); returns their paths.
+#[pyfunction]
+pub fn sweep_temp_files(directory: PathBuf) -> PyResult<Vec<PathBuf>> {
+    nxrs_core::nxck::writer::sweep_temp_files(&directory).map_err(to_py)
+}
