@@ -39,13 +39,20 @@ impl Mlp {
                 "layer size {bad} is outside 1..={MAX_LAYER_SIZE} (sizes {sizes:?})"
             )));
         }
-        let mlp = Mlp { sizes };
-        let total: usize = mlp.param_lens().iter().sum();
-        if total > MAX_PARAMETERS {
+        // Checked arithmetic: sizes come from users and checkpoint headers.
+        let total = sizes
+            .windows(2)
+            .try_fold(0usize, |sum, pair| {
+                let layer = pair[0].checked_mul(pair[1])?.checked_add(pair[1])?;
+                sum.checked_add(layer)
+            })
+            .filter(|&total| total <= MAX_PARAMETERS);
+        if total.is_none() {
             return Err(Error::Config(format!(
-                "{total} parameters exceed the limit of {MAX_PARAMETERS}"
+                "the layer sizes {sizes:?} need more than {MAX_PARAMETERS} parameters"
             )));
         }
+        let mlp = Mlp { sizes };
         Ok(mlp)
     }
 

@@ -110,6 +110,23 @@ impl TrainState {
     }
 }
 
+/// Checks that `state` has the model's tensors: each parameter's length, and moments alike.
+fn check_tensor_lens(mlp: &Mlp, state: &TrainState) -> Result<()> {
+    let params = mlp.param_lens();
+    let expected: Vec<usize> = params
+        .iter()
+        .copied()
+        .chain(params.iter().flat_map(|&n| [n, n]))
+        .collect();
+    if state.tensor_lens() != expected {
+        return Err(Error::Mismatch(format!(
+            "tensor sizes {:?} do not fit the model's {expected:?}",
+            state.tensor_lens()
+        )));
+    }
+    Ok(())
+}
+
 /// Names of the tensors in checkpoint order for `n_params` parameter tensors.
 pub fn tensor_names(n_params: usize) -> Vec<String> {
     let param = |k: usize| format!("{}{}", if k % 2 == 0 { "W" } else { "b" }, k / 2 + 1);
@@ -148,6 +165,26 @@ impl Trainer {
         })
     }
 
+    /// A trainer continuing `state` (e.g. read from a checkpoint), without initialising weights
+    /// that would be overwritten anyway. The state's tensors must have the model's sizes.
+    pub fn from_state(config: &TrainerConfig, state: TrainState) -> Result<Trainer> {
+        let mlp = Mlp::new(config.sizes.clone())?;
+        check_tensor_lens(&mlp, &state)?;
+        let grads = state
+            .params
+            .iter()
+            .map(|p| vec![F32::ZERO; p.len()])
+            .collect();
+        let scratch = Scratch::new(&mlp);
+        Ok(Trainer {
+            mlp,
+            adam: config.adam,
+            state,
+            grads,
+            scratch,
+        })
+    }
+
     pub fn config(&self) -> TrainerConfig {
         TrainerConfig {
             sizes: self.mlp.sizes().to_vec(),
@@ -165,13 +202,7 @@ impl Trainer {
 
     /// Replaces the whole training state; its tensors must have this model's sizes.
     pub fn set_state(&mut self, state: TrainState) -> Result<()> {
-        let expected = TrainState::fresh(self.mlp.init_params(0)).tensor_lens();
-        if state.tensor_lens() != expected {
-            return Err(Error::Mismatch(format!(
-                "tensor sizes {:?} do not fit the model's {expected:?}",
-                state.tensor_lens()
-            )));
-        }
+        check_tensor_lens(&self.mlp, &state)?;
         self.state = state;
         Ok(())
     }

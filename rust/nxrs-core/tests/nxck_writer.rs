@@ -11,6 +11,8 @@ use nxrs_core::nxck::v2::{self, Checkpoint, Verify};
 use nxrs_core::nxck::writer::{self, is_temp_file_name, sweep_temp_files};
 use nxrs_core::nxck::{self, v1};
 use nxrs_core::{TrainState, TrainerConfig, F32};
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +35,11 @@ fn state(inputs: usize, outputs: usize, salt: u32) -> (TrainerConfig, TrainState
     s.v = vec![cells(n, 5), cells(outputs, 6)];
     s.epoch = i64::from(salt);
     (config, s)
+}
+
+/// Writes a line to stderr directly: libtest swallows `eprintln!` output of a passing test.
+fn say(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
 }
 
 fn temp_files(dir: &Path) -> Vec<String> {
@@ -206,8 +213,19 @@ fn sigkill_at_any_instant_leaves_the_old_or_the_new_file() {
     let epochs = [1, 2]; // the two states' epochs
     let (config, first) = state(512, 2048, 1);
     v2::save_state(&config, &first, &target).unwrap();
+    // Kill instants are random (a printed seed; fixed under CI so a run can be repeated).
+    let seed = if std::env::var_os("CI").is_some() {
+        0x6b69_6c6c
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    const KILLS: usize = 50;
     let mut leftovers_seen = 0;
-    for round in 0u64..40 {
+    for round in 0..KILLS {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "crash_child", "--ignored", "--nocapture"])
             .env(CRASH_TARGET, &target)
@@ -221,19 +239,22 @@ fn sigkill_at_any_instant_leaves_the_old_or_the_new_file() {
             .map_while(Result::ok)
             .any(|l| l == CHILD_READY);
         assert!(ready, "the child process did not start saving");
-        // Spread the kills over the first few saves (each takes 10-20 ms).
-        std::thread::sleep(Duration::from_micros(round * 7_919 % 40_000));
+        // Anywhere in the first few saves (each takes 10-20 ms).
+        std::thread::sleep(Duration::from_micros(rng.next_u64() % 40_000));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
 
-        let ck = Checkpoint::open(&target, Verify::Full)
-            .unwrap_or_else(|e| panic!("round {round}: the target is not a whole file: {e}"));
+        let ck = Checkpoint::open(&target, Verify::Full).unwrap_or_else(|e| {
+            panic!("kill {round} (seed {seed:#x}): the target is not a whole file: {e}")
+        });
         assert!(epochs.contains(&ck.scalars().epoch));
-        leftovers_seen += temp_files(dir.path()).len();
-        if round >= 10 && leftovers_seen > 0 {
-            break;
-        }
+        // A temporary file here means the kill landed inside a save (the next save sweeps it).
+        leftovers_seen += usize::from(!temp_files(dir.path()).is_empty());
     }
+    say(&format!(
+        "crash test (seed {seed:#x}): survived {KILLS} SIGKILLs, the target validated after \
+         every one; {leftovers_seen} of them landed inside a save (a temporary file was left)"
+    ));
     assert!(leftovers_seen > 0, "no kill landed inside a save");
     // The killed writers are dead: the next save sweeps all their leftovers.
     let (config, s) = state(3, 2, 3);

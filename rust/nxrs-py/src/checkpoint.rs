@@ -194,11 +194,7 @@ impl PyCheckpoint {
     fn to_trainer(&self, py: Python<'_>) -> PyResult<PyTrainer> {
         let ck = self.open_inner()?;
         let trainer = py
-            .detach(|| {
-                let mut trainer = Trainer::new(ck.config(), 1)?;
-                trainer.set_state(ck.to_state())?;
-                Ok::<_, nxrs_core::Error>(trainer)
-            })
+            .detach(|| Trainer::from_state(ck.config(), ck.to_state()))
             .map_err(to_py)?;
         Ok(PyTrainer::from_core(trainer))
     }

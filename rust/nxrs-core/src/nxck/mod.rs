@@ -83,9 +83,7 @@ pub fn load_trainer(path: &Path) -> Result<Trainer> {
         }
         Format::V2 => {
             let checkpoint = Checkpoint::from_bytes(bytes, Verify::Full)?;
-            let mut trainer = Trainer::new(checkpoint.config(), 1)?;
-            trainer.set_state(checkpoint.to_state())?;
-            Ok(trainer)
+            Trainer::from_state(checkpoint.config(), checkpoint.to_state())
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Crash-safe replacement of a file: after a crash or `SIGKILL` at any instant, the target is
 //! either its complete old contents or the complete new ones.
 //!
-//! [`write_atomically`] never writes into the target. It
+//! A save (of either version, or [`write_file_atomically`]) never writes into the target. It
 //! 1. sweeps leftover temporary files of dead writers from the target's directory,
 //! 2. creates a new temporary file *in the target's directory* (same filesystem, so step 4 is a
 //!    rename, not a copy) with a name that cannot be mistaken for a checkpoint,
