@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
 import nxrs
 
 F32Array = npt.NDArray[np.float32]

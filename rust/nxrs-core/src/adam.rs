@@ -25,6 +25,18 @@ impl AdamConfig {
     }
 }
 
+impl AdamConfig {
+    /// The hyperparameters by name, in the order lr, beta1, beta2, eps.
+    pub fn named(&self) -> [(&'static str, F32); 4] {
+        [
+            ("lr", self.lr),
+            ("beta1", self.beta1),
+            ("beta2", self.beta2),
+            ("eps", self.eps),
+        ]
+    }
+}
+
 /// The bias-correction divisors of one step, `1 - beta1^t` and `1 - beta2^t`.
 #[derive(Clone, Copy, Debug)]
 pub struct BiasCorrection {

@@ -149,20 +149,7 @@ impl Trainer {
     /// A trainer at the seed's starting point: weights from the seed's `mk_state(seed)`.
     pub fn new(config: &TrainerConfig, seed: i64) -> Result<Trainer> {
         let mlp = Mlp::new(config.sizes.clone())?;
-        let state = TrainState::fresh(mlp.init_params(seed));
-        let grads = state
-            .params
-            .iter()
-            .map(|p| vec![F32::ZERO; p.len()])
-            .collect();
-        let scratch = Scratch::new(&mlp);
-        Ok(Trainer {
-            mlp,
-            adam: config.adam,
-            state,
-            grads,
-            scratch,
-        })
+        Trainer::from_state(config, TrainState::fresh(mlp.init_params(seed)))
     }
 
     /// A trainer continuing `state` (e.g. read from a checkpoint), without initialising weights

@@ -86,13 +86,7 @@ impl PyCheckpoint {
         let config = ck.config();
         let dict = PyDict::new(py);
         dict.set_item("sizes", config.sizes.clone())?;
-        let a = config.adam;
-        for (name, value) in [
-            ("lr", a.lr),
-            ("beta1", a.beta1),
-            ("beta2", a.beta2),
-            ("eps", a.eps),
-        ] {
+        for (name, value) in config.adam.named() {
             dict.set_item(name, float_of(value))?;
             dict.set_item(format!("{name}_bits"), value.to_bits())?;
         }

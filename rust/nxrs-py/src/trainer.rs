@@ -209,14 +209,8 @@ impl PyTrainer {
     /// Adam's hyperparameters as binary32 values: lr, beta1, beta2, eps.
     #[getter]
     fn hyperparameters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let a = self.inner.config().adam;
         let dict = PyDict::new(py);
-        for (name, value) in [
-            ("lr", a.lr),
-            ("beta1", a.beta1),
-            ("beta2", a.beta2),
-            ("eps", a.eps),
-        ] {
+        for (name, value) in self.inner.config().adam.named() {
             dict.set_item(name, float_of(value))?;
         }
         Ok(dict)
