@@ -126,15 +126,6 @@ fn check_same_config(file: &TrainerConfig, trainer: &TrainerConfig) -> Result<()
     )))
 }
 
-/// Reads a whole file, naming the path in the error.
-pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Io {
-        op: "reading",
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@
 
 use super::payload::{Payload, Piece};
 use super::writer::{write_atomically, WriteStrategy};
-use super::{cells, detect, read_file, Format, MAGIC};
+use super::{cells, detect, Format, MAGIC};
 use crate::error::{Error, Result};
 use crate::trainer::{TrainState, Trainer};
 use std::path::Path;
@@ -99,12 +99,6 @@ pub fn decode(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
 /// Saves the trainer's state as a v1 file, crash-safely.
 pub fn save(trainer: &Trainer, path: &Path) -> Result<()> {
     write_atomically(path, &payload(trainer.state()), WriteStrategy::default())
-}
-
-/// Loads a v1 file into the trainer (which gives the layout); the trainer is unchanged on error.
-pub fn load(trainer: &mut Trainer, path: &Path) -> Result<()> {
-    let state = decode(&read_file(path)?, trainer.state())?;
-    trainer.set_state(state)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Crash-safe replacement of a file: after a crash or `SIGKILL` at any instant, the target is
 //! either its complete old contents or the complete new ones.
 //!
-//! A save (of either version, or [`write_file_atomically`]) never writes into the target. It
+//! A save (of either version) never writes into the target. It
 //! 1. sweeps leftover temporary files of dead writers from the target's directory,
 //! 2. creates a new temporary file *in the target's directory* (same filesystem, so step 4 is a
 //!    rename, not a copy) with a name that cannot be mistaken for a checkpoint,
@@ -13,9 +13,9 @@
 //! moves the name, so the old bytes stay intact for it until it closes them.
 //!
 //! Only when `write_atomically` has returned is the new file durable; a checkpoint manager must
-//! move any "latest" pointer only after that (and write the pointer with this function too).
+//! delete older checkpoints (or move any "latest" pointer) only after that.
 
-use super::payload::{Payload, Piece};
+use super::payload::Payload;
 use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -43,13 +43,6 @@ const TEMP_MARKER: &str = ".nxck-tmp.";
 
 /// At most this many bytes of the target's name go into a temporary name (NAME_MAX is 255).
 const MAX_NAME_IN_TEMP: usize = 128;
-
-/// Replaces `target` with `bytes`, crash-safely (for small files such as a manager's pointer).
-pub fn write_file_atomically(target: &Path, bytes: &[u8]) -> Result<()> {
-    let mut payload = Payload::default();
-    payload.push(Piece::Bytes(bytes.to_vec()));
-    write_atomically(target, &payload, WriteStrategy::default())
-}
 
 /// Replaces `target` with `payload`'s bytes, crash-safely (see the module documentation).
 pub(crate) fn write_atomically(
