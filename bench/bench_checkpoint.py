@@ -12,10 +12,12 @@ that safetensors, numpy, torch and the raw write store. Every save is timed from
 "+fsync" rows then ``fsync`` the file(s) and the directory, as ``Trainer.save`` does itself
 (temporary file, fsync, rename, directory fsync). Reads are timed with a warm page cache and, when
 ``/proc/sys/vm/drop_caches`` is writable, cold (``sync; echo 3 > drop_caches`` before every run).
-What each read row does with the tensors is in its name: "copy" ends with private numpy arrays
-(``np.array`` of each view), "touch" reads one 4-byte word of every 4 KiB page of the zero-copy
-views (faults every page in, copies nothing). MB/s is the tensor bytes (the same for every row)
-over the time; 1 MB = 10**6 bytes.
+Each row runs once untimed before its timed runs (a VM may back fresh memory lazily: the first
+touch of memory, page cache included, can cost several times a later one). What each read row
+does with the tensors is in its name: "copy" ends with private numpy arrays (``np.array`` of each
+view), "touch" reads one 4-byte word of every 4 KiB page of the zero-copy views (faults every page
+in, copies nothing). MB/s is the tensor bytes (the same for every row) over the time; 1 MB = 10**6
+bytes.
 """
 
 from __future__ import annotations
@@ -109,6 +111,25 @@ def same_bits(got: dict[str, Any], want: StateDict) -> bool:
     return True
 
 
+def first_touch_note() -> str:
+    """Cost of touching fresh memory twice (a VM may back guest memory lazily)."""
+    n = 256 * 2**20
+    rates = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        a = np.ones(n // 4, dtype=np.float32)
+        rates.append(n / (time.perf_counter() - t0) / 1e9)
+        del a
+    reporting = Path("/sys/module/page_reporting").is_dir()
+    note = f"fill of 256 MiB of fresh memory {rates[0]:.1f} GB/s, again at once {rates[1]:.1f} GB/s"
+    if reporting:
+        note += (
+            "; free page reporting is on (freed guest memory goes back to the host within"
+            " seconds and costs the first rate again when reused)"
+        )
+    return note
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -168,14 +189,15 @@ class Timing:
 def time_op(op: Op, repeats: int, cold: bool) -> Timing:
     best = float("inf")
     ok: bool | None = None
-    for i in range(repeats):
+    for i in range(-1, repeats):  # run -1: untimed warm-up
         op.prepare()
         if cold:
             drop_caches()
         t0 = time.perf_counter()
         result = op.run()
         dt = time.perf_counter() - t0
-        best = min(best, dt)
+        if i >= 0:
+            best = min(best, dt)
         if i == repeats - 1 and op.check is not None:
             ok = op.check(result)
         del result
@@ -431,6 +453,7 @@ def latency_section(path: Path, runs: int, cold_ok: bool, cold_runs: int) -> lis
             t0 = time.perf_counter()
             ck.verify()
             ver.append(time.perf_counter() - t0)
+    del ck  # the mapping must go, or drop_caches cannot evict its pages
     lines.append(
         f"  ck.verify() alone (CRC-32C of every tensor, mapping already open), warm: best "
         f"{min(ver) * 1e3:.1f} ms = {size / min(ver) / 1e9:.2f} GB/s"
@@ -542,7 +565,8 @@ def run_size(
     )
     faster = nx.seconds < stf.seconds and (pt is None or nx.seconds < pt.seconds)
     print(
-        f"    faster than safetensors+fsync ({stf.seconds / nx.seconds:.2f}x)"
+        f"    nxrs faster than safetensors+fsync (their time / nxrs's: "
+        f"{stf.seconds / nx.seconds:.2f}x)"
         + (f" and torch.save+fsync ({pt.seconds / nx.seconds:.2f}x)" if pt else "")
         + f": {'MET' if faster else 'NOT MET'}"
     )
@@ -617,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         print("machine")
         print(f"  platform    : {platform.platform()}")
         print(f"  cpu         : {cpu_model()} ({os.cpu_count()} logical CPUs)")
-        print(f"  memory      : {meminfo_kb('MemTotal') / 1e6:.1f} GB")
+        print(f"  memory      : {meminfo_kb('MemTotal') / 1e6:.1f} GB; {first_touch_note()}")
         print(f"  python      : {platform.python_implementation()} {platform.python_version()}")
         print(f"  numpy       : {np.__version__}")
         print(f"  nxrs        : {nxrs.__version__}")
@@ -640,7 +664,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("  drop_caches : not permitted: only warm-cache reads")
         mode = "quick, N=1" if args.quick else f"best of N={repeats}"
-        print(f"timing: time.perf_counter, {mode}; MB/s = tensor bytes / time, 1 MB = 1e6 B")
+        print(
+            f"timing: time.perf_counter, {mode} after one untimed warm-up run of each row;"
+            " MB/s = tensor bytes / time, 1 MB = 1e6 B"
+        )
         print("'vs nxrs' = time / time of the row marked * (> 1: nxrs faster)")
         print(
             "'round trip' = what was read is bit-identical to the trainer's state (Trainer.load:"
