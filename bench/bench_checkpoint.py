@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import nxrs
+from _machine import cpu_model
 
 F32Array = npt.NDArray[np.float32]
 StateDict = dict[str, F32Array]
@@ -128,16 +129,6 @@ def first_touch_note() -> str:
             " seconds and costs the first rate again when reused)"
         )
     return note
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def mount_of(path: Path) -> tuple[str, str, str]:

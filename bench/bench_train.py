@@ -37,13 +37,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import nxrs  # noqa: E402
+from _machine import cpu_model  # noqa: E402
 from nxrs.gate import run_gate  # noqa: E402
 from reference import seed_ref  # noqa: E402
 
 EPOCHS = 800
 NSAMP = 8
 STEPS = EPOCHS * NSAMP  # 6400
-GATE_STEPS = (EPOCHS + EPOCHS // 2 + EPOCHS // 2) * NSAMP  # T1 800 + T2 400 + T3 400 epochs
+# T1 800 epochs, T2 400, T3 400 more, T5 400 more from the v2 checkpoint.
+GATE_STEPS = (EPOCHS + 3 * (EPOCHS // 2)) * NSAMP
 SEED = 1
 WARMUP_EPOCHS = 5
 TORCH_SKIPPED = (
@@ -165,16 +167,6 @@ def torch_rows(
 # ---------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="one timed run per row (N=1)")
@@ -202,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = [
         Row(
-            "nxrs gate (run_gate, T1-T4)",
+            "nxrs gate (run_gate, T1-T6)",
             GATE_STEPS,
             fast_n,
             lambda: None,
@@ -268,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = "quick, N=1" if args.quick else f"best of N={fast_n} (nxrs) / N={slow_n} (numpy, torch)"
     print(f"timing: time.perf_counter, warm-up excluded, {mode}")
     print(f"run: {EPOCHS} epochs x {NSAMP} samples = {STEPS} per-sample Adam steps")
-    print(f"     (the gate trains 800 + 400 + 400 epochs = {GATE_STEPS} steps, plus a checkpoint)")
+    print(f"     (the gate trains 800 + 3 x 400 epochs = {GATE_STEPS} steps, plus checkpoints)")
     print()
     w = max(len(r.name) for r in rows)
     print(f"{'name':<{w}}  {'time (ms)':>11}  {'steps/s':>11}  {'vs train_until':>14}")
