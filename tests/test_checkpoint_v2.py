@@ -9,10 +9,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import nxrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import nxrs
 
 
 def trained(seed: int = 1, sizes: tuple[int, ...] = (6, 10, 4), epochs: int = 3) -> nxrs.Trainer:

@@ -6,8 +6,9 @@ import pickle
 from pathlib import Path
 
 import numpy as np
-import nxrs
 import pytest
+
+import nxrs
 
 EXCEPTIONS = [
     nxrs.NxrsError,

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import nxrs
 import pytest
+
+import nxrs
 from nxrs import gate
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
 from nxrs import softf32
 
 # Every bit pattern is a float32; the edges are drawn on purpose so each class shows up often.
@@ -104,6 +105,8 @@ def test_from_int_matches_numpy(ints: npt.NDArray[np.int64]) -> None:
 def test_broadcasting_and_scalars() -> None:
     out = softf32.add(np.arange(3, dtype=np.float32), np.float32(0.5))
     assert out.tolist() == [0.5, 1.5, 2.5]
+    scalar = softf32.sqrt(np.float32(4))
+    assert scalar.shape == () and scalar.dtype == np.float32 and scalar == 2
     assert softf32.mul(np.ones((2, 3), np.float32), np.ones(3, np.float32)).shape == (2, 3)
 
 
@@ -126,8 +129,8 @@ def assert_seed_functions_match(a: npt.NDArray[np.float32], seed_ref: ModuleType
         ]:
             want = np.array([theirs(x) for x in a], dtype=np.float32)
             assert_same_bits(ours(a), want)
-    le = softf32.seed_le(a, a[::-1])
-    assert le.tolist() == [seed_ref.seed_le(x, y) for x, y in zip(a, a[::-1])]
+        le = softf32.seed_le(a, a[::-1])
+        assert le.tolist() == [seed_ref.seed_le(x, y) for x, y in zip(a, a[::-1])]
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,8 +8,9 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import nxrs
 import pytest
+
+import nxrs
 
 EPOCHS = ["1", "400", "800"]
 

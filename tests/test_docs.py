@@ -1,0 +1,18 @@
+"""The examples in the package's docstrings run and give what they show."""
+
+from __future__ import annotations
+
+import doctest
+from types import ModuleType
+
+import pytest
+
+import nxrs
+import nxrs.manager
+import nxrs.softf32
+
+
+@pytest.mark.parametrize("module", [nxrs, nxrs.softf32, nxrs.manager], ids=lambda m: m.__name__)
+def test_docstring_examples(module: ModuleType) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
