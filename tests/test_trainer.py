@@ -161,3 +161,15 @@ def test_other_sizes_train(data: tuple[np.ndarray, np.ndarray]) -> None:
 
 def test_repr() -> None:
     assert repr(nxrs.Trainer()).startswith("Trainer(sizes=[6, 10, 4], epoch=0, state_hash=0x")
+
+
+def test_strided_inputs_equal_contiguous(data: tuple[np.ndarray, np.ndarray]) -> None:
+    x, y = data
+    strided_x = np.repeat(x, 2, axis=1)[:, ::2]  # a non-contiguous view of the same values
+    assert not strided_x.flags.c_contiguous and np.array_equal(strided_x, x)
+    a, b = nxrs.Trainer(), nxrs.Trainer()
+    a.step(x[1], int(y[1]))
+    b.step(strided_x[1], int(y[1]))
+    a.train_until(x, y, 2)
+    b.train_until(strided_x, y, 2)
+    assert a.state_hash() == b.state_hash()

@@ -21,8 +21,9 @@ pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
 }
 
-fn features(x: &[f32]) -> Vec<F32> {
-    x.iter().map(|v| F32::from_bits(v.to_bits())).collect()
+/// The cells of a float32 array of any layout (strided views included), in logical order.
+fn cells<'a>(x: impl IntoIterator<Item = &'a f32>) -> Vec<F32> {
+    x.into_iter().map(|v| F32::from_bits(v.to_bits())).collect()
 }
 
 fn label(y: i64, classes: usize) -> PyResult<usize> {
@@ -71,7 +72,7 @@ impl PyTrainer {
 
     /// One Adam step on one sample; returns the sample's loss before the update.
     fn step(&mut self, py: Python<'_>, x: PyReadonlyArray1<'_, f32>, y: i64) -> PyResult<f64> {
-        let x = features(x.as_slice()?);
+        let x = cells(x.as_array());
         let y = label(y, self.inner.mlp().classes())?;
         let inner = &mut self.inner;
         let loss = py.detach(|| inner.step(&x, y)).map_err(to_py)?;
@@ -92,12 +93,7 @@ impl PyTrainer {
             .iter()
             .map(|&l| label(l, classes))
             .collect::<PyResult<Vec<_>>>()?;
-        let x_array = x.as_array();
-        let inputs: Vec<F32> = x_array
-            .iter()
-            .map(|v| F32::from_bits(v.to_bits()))
-            .collect();
-        let data = Dataset::new(x.shape()[1], inputs, labels).map_err(to_py)?;
+        let data = Dataset::new(x.shape()[1], cells(x.as_array()), labels).map_err(to_py)?;
         // Whole epochs in chunks, with the GIL released; Ctrl-C is honoured between chunks.
         let epochs_per_chunk = (STEPS_PER_SIGNAL_CHECK / data.len().max(1)).max(1) as i64;
         while self.inner.state().epoch < epoch {
