@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import nxrs
 from _machine import cpu_model
+
+import nxrs
 
 F32Array = npt.NDArray[np.float32]
 StateDict = dict[str, F32Array]

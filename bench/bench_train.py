@@ -36,10 +36,11 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import nxrs  # noqa: E402
 from _machine import cpu_model  # noqa: E402
-from nxrs.gate import run_gate  # noqa: E402
 from reference import seed_ref  # noqa: E402
+
+import nxrs  # noqa: E402
+from nxrs.gate import run_gate  # noqa: E402
 
 EPOCHS = 800
 NSAMP = 8
