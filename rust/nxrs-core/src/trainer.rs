@@ -43,11 +43,10 @@ pub struct TrainState {
 impl TrainState {
     /// A state at the seed's starting point: `params`, zero moments, epoch 0, powers 1.
     pub fn fresh(params: Vec<Vec<F32>>) -> TrainState {
-        let zeros: Vec<Vec<F32>> = params.iter().map(|p| vec![F32::ZERO; p.len()]).collect();
         TrainState {
+            m: zeroed_like(&params),
+            v: zeroed_like(&params),
             params,
-            m: zeros.clone(),
-            v: zeros,
             epoch: 0,
             b1t: F32::ONE,
             b2t: F32::ONE,
@@ -110,6 +109,16 @@ impl TrainState {
     }
 }
 
+/// Zero tensors of the sizes of `tensors`. Allocated zeroed (`calloc`), not filled: a large
+/// one is fresh pages that cost nothing until first written (`vec![F32::ZERO; n]` would write
+/// every cell, F32 not being a primitive that `vec!` knows to `calloc`).
+fn zeroed_like(tensors: &[Vec<F32>]) -> Vec<Vec<F32>> {
+    tensors
+        .iter()
+        .map(|t| bytemuck::zeroed_vec(t.len()))
+        .collect()
+}
+
 /// Checks that `state` has the model's tensors: each parameter's length, and moments alike.
 fn check_tensor_lens(mlp: &Mlp, state: &TrainState) -> Result<()> {
     let params = mlp.param_lens();
@@ -157,11 +166,7 @@ impl Trainer {
     pub fn from_state(config: &TrainerConfig, state: TrainState) -> Result<Trainer> {
         let mlp = Mlp::new(config.sizes.clone())?;
         check_tensor_lens(&mlp, &state)?;
-        let grads = state
-            .params
-            .iter()
-            .map(|p| vec![F32::ZERO; p.len()])
-            .collect();
+        let grads = zeroed_like(&state.params);
         let scratch = Scratch::new(&mlp);
         Ok(Trainer {
             mlp,

@@ -1,7 +1,8 @@
 //! Throughput of NXCK v2 saves (both write strategies) and loads on a ~100 MB state.
 //! A measurement, not a check: ignored by default. Run it with
 //! `cargo test -p nxrs-core --release --test nxck_throughput -- --ignored --nocapture`
-//! (`NXRS_BENCH_DIR` picks the directory, default: a temporary one).
+//! (`NXRS_BENCH_DIR` picks the directory, default: a temporary one; `NXRS_BENCH_GB=1` uses a
+//! ~1 GB state, `[4096, 20480]`, instead).
 
 use nxrs_core::adam::AdamConfig;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify};
@@ -9,10 +10,16 @@ use nxrs_core::nxck::writer::WriteStrategy;
 use nxrs_core::{TrainState, TrainerConfig, F32};
 use std::time::{Duration, Instant};
 
-/// `[2048, 4096]`: 8.4 M parameters, 3 tensors' worth of cells each: 100.7 MB of data.
+/// `[2048, 4096]`: 8.4 M parameters, 3 tensors' worth of cells each: 100.7 MB of data
+/// (`[4096, 20480]`, 1007 MB, with `NXRS_BENCH_GB=1`).
 fn big_state() -> (TrainerConfig, TrainState) {
+    let (n_in, n_out) = if std::env::var_os("NXRS_BENCH_GB").is_some() {
+        (4096, 20480)
+    } else {
+        (2048, 4096)
+    };
     let config = TrainerConfig {
-        sizes: vec![2048, 4096],
+        sizes: vec![n_in, n_out],
         adam: AdamConfig::seed(),
     };
     let cells = |n: usize, salt: u32| -> Vec<F32> {
@@ -20,9 +27,9 @@ fn big_state() -> (TrainerConfig, TrainState) {
             .map(|i| F32::from_bits(i.wrapping_mul(0x9E37_79B9) ^ salt))
             .collect()
     };
-    let mut state = TrainState::fresh(vec![cells(2048 * 4096, 1), cells(4096, 2)]);
-    state.m = vec![cells(2048 * 4096, 3), cells(4096, 4)];
-    state.v = vec![cells(2048 * 4096, 5), cells(4096, 6)];
+    let mut state = TrainState::fresh(vec![cells(n_in * n_out, 1), cells(n_out, 2)]);
+    state.m = vec![cells(n_in * n_out, 3), cells(n_out, 4)];
+    state.v = vec![cells(n_in * n_out, 5), cells(n_out, 6)];
     (config, state)
 }
 
@@ -31,12 +38,24 @@ fn mb_per_s(bytes: u64, d: Duration) -> u128 {
     u128::from(bytes) / d.as_micros().max(1)
 }
 
-fn best_of<T>(reps: usize, mut f: impl FnMut() -> T) -> Duration {
+fn best_of<T>(reps: usize, f: impl FnMut() -> T) -> Duration {
+    best_of_prepared(reps, || {}, f)
+}
+
+/// The best of `reps` runs of `f`, each after an untimed `prepare`.
+fn best_of_prepared<T>(
+    reps: usize,
+    mut prepare: impl FnMut(),
+    mut f: impl FnMut() -> T,
+) -> Duration {
     (0..reps)
         .map(|_| {
+            prepare();
             let t = Instant::now();
-            std::hint::black_box(f());
-            t.elapsed()
+            let result = std::hint::black_box(f());
+            let elapsed = t.elapsed();
+            drop(result); // freeing a large result is not part of the operation
+            elapsed
         })
         .min()
         .expect("reps > 0")
@@ -61,7 +80,12 @@ fn save_and_load_throughput() {
         WriteStrategy::Buffered,
         WriteStrategy::Mapped,
     ] {
-        let d = best_of(3, || {
+        // As bench/bench_checkpoint.py: from nothing on disk, nothing dirty.
+        let prepare = || {
+            let _ = std::fs::remove_file(&path);
+            sync_all_filesystems();
+        };
+        let d = best_of_prepared(3, prepare, || {
             v2::save_state_with(&config, &state, &path, strategy).unwrap();
         });
         println!(
@@ -84,7 +108,23 @@ fn save_and_load_throughput() {
     let d = best_of(3, || checkpoint.to_state());
     println!("to_state: {:?}, {} MB/s", d, mb_per_s(len, d));
     assert_eq!(checkpoint.to_state(), state);
-    // Includes Trainer::new, whose softf32 initialisation is then replaced by the file's state.
-    let d = best_of(1, || nxrs_core::nxck::load_trainer(&path).unwrap());
+    let d = best_of(3, || checkpoint.to_state_verified().unwrap());
+    println!("to_state_verified (CRCs on a second thread): {d:?}");
+    let mut states: Vec<TrainState> = (0..3).map(|_| state.clone()).collect();
+    let d = best_of(3, || {
+        nxrs_core::Trainer::from_state(&config, states.pop().unwrap()).unwrap()
+    });
+    println!("Trainer::from_state: {d:?}");
+    drop(states);
+    let d = best_of(3, || nxrs_core::nxck::load_trainer(&path).unwrap());
     println!("nxck::load_trainer: {d:?}");
+}
+
+/// `sync(2)`: no dirty pages left to slow down the next save.
+fn sync_all_filesystems() {
+    #[cfg(unix)]
+    // SAFETY: sync takes no arguments and cannot fail.
+    unsafe {
+        libc::sync()
+    };
 }

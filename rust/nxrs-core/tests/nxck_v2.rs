@@ -73,6 +73,18 @@ proptest! {
     fn round_trip_in_memory_is_exact_and_deterministic((config, state) in config_and_state()) {
         let bytes = v2::encode(&config, &state).unwrap();
         prop_assert_eq!(&bytes, &v2::encode(&config, &state.clone()).unwrap());
+        // The layout does not depend on the data (the CRCs): the same state with other cells
+        // has the same header_len, hence the same offsets and file length.
+        let mut other = state.clone();
+        for t in other.tensors_mut() {
+            t.iter_mut().for_each(|c| *c = F32::from_bits(!c.to_bits()));
+        }
+        let other_bytes = v2::encode(&config, &other).unwrap();
+        prop_assert_eq!(header_len(&other_bytes), header_len(&bytes));
+        prop_assert_eq!(other_bytes.len(), bytes.len());
+        let (json, padding) = split_header(&bytes);
+        prop_assert!(padding.iter().all(|&b| b == b' '));
+        prop_assert!(!json.contains(&b' '), "compact JSON");
         for verify in [Verify::Full, Verify::HeaderOnly] {
             let ck = open(&bytes, verify).unwrap();
             prop_assert_eq!(ck.config(), &config);
@@ -138,6 +150,90 @@ fn the_seed_model_file_layout() {
     assert_eq!(&stored[4..8], &cells[1].to_bits().to_le_bytes());
     assert_eq!(ck.tensors()[0].offset, data_start(&bytes));
     assert_eq!(ck.scalars().b1t_bits, t.state().b1t.to_bits());
+}
+
+/// The header's JSON text and the bytes after it (up to `header_len`).
+fn split_header(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let header = &bytes[PRELUDE_LEN..PRELUDE_LEN + header_len(bytes)];
+    let mut values = serde_json::Deserializer::from_slice(header).into_iter::<Value>();
+    values.next().unwrap().unwrap();
+    header.split_at(values.byte_offset())
+}
+
+/// nxrs lays a file out with the widest CRC (10 digits) in every table entry and pads the real
+/// header with spaces: one space per digit that a CRC has fewer than 10.
+#[test]
+fn the_header_is_compact_json_padded_with_spaces_to_a_data_independent_length() {
+    let t = trained(2);
+    let bytes = v2_bytes(&t);
+    let (json, padding) = split_header(&bytes);
+    let header = header_value(&bytes);
+    let missing_digits: usize = header["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| 10 - e["crc32c"].as_u64().unwrap().to_string().len())
+        .sum();
+    assert!(missing_digits > 0, "this file should have padding");
+    assert_eq!(padding, vec![b' '; missing_digits]);
+    assert!(!json.contains(&b' '));
+    assert_eq!(
+        header_len(&bytes),
+        json.len() + padding.len(),
+        "header_len counts the padding"
+    );
+    // The same model and scalars with other data: same layout, other CRCs.
+    let mut zeros = t.state().clone();
+    zeros
+        .tensors_mut()
+        .into_iter()
+        .for_each(|c| c.fill(F32::ZERO));
+    let other = v2::encode(&t.config(), &zeros).unwrap();
+    assert_eq!(header_len(&other), header_len(&bytes));
+    assert_eq!(other.len(), bytes.len());
+    assert_ne!(header_value(&other)["tensors"], header["tensors"]);
+}
+
+/// The bytes after the JSON value are part of the header: covered by header_crc, and, with a
+/// valid checksum, accepted only if they are JSON whitespace (RFC 8259: a JSON text may end in
+/// whitespace); anything else there is a `Header` error.
+#[test]
+fn the_headers_padding_is_checksummed_and_must_be_json_whitespace() {
+    let bytes = v2_bytes(&trained(2));
+    let end = PRELUDE_LEN + header_len(&bytes);
+    let padding_at = end - split_header(&bytes).1.len();
+    assert!(padding_at < end);
+    let with_last = |byte: u8, fix_crc: bool| {
+        let mut b = bytes.clone();
+        b[end - 1] = byte;
+        if fix_crc {
+            fix_header_crc(&mut b);
+        }
+        b
+    };
+    // Any change is caught by the header's checksum first.
+    for byte in [b'\n', b'x', 0] {
+        assert!(matches!(
+            open_err(&with_last(byte, false)),
+            Error::Checksum { what, .. } if what == "header"
+        ));
+    }
+    // Other JSON whitespace reads the same.
+    for byte in [b'\n', b'\t', b'\r'] {
+        let ck = open(&with_last(byte, true), Verify::Full).unwrap();
+        assert_eq!(ck.to_state(), trained(2).state().clone());
+    }
+    // Anything else does not.
+    for byte in [b'x', b'0', b'}', 0, 0xFF] {
+        let err = open_err(&with_last(byte, true));
+        assert!(
+            matches!(&err, Error::Header(m) if m.contains("JSON header")),
+            "{byte:#04x}: {err}"
+        );
+    }
+    // A header with more padding (the data further back) reads the same too.
+    let ck = open(&rewrite(&bytes, |_| {}), Verify::Full).unwrap();
+    assert_eq!(ck.to_state(), trained(2).state().clone());
 }
 
 #[test]
@@ -439,6 +535,31 @@ fn load_trainer_and_restore_read_both_versions_and_resume_exactly() {
     // Another model's trainer is rebuilt from the file's own configuration.
     let loaded = nxck::load_trainer(&p3).unwrap();
     assert_eq!(loaded.config(), other.config());
+}
+
+/// `load_trainer` and `restore` check every tensor's CRC-32C (while copying it out) and report
+/// the damaged tensor; `restore` then leaves the trainer unchanged.
+#[test]
+fn load_trainer_and_restore_reject_a_damaged_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.v2");
+    let t = trained(2);
+    let mut bytes = v2_bytes(&t);
+    let vw2 = open(&bytes, Verify::HeaderOnly)
+        .unwrap()
+        .tensor("vW2")
+        .unwrap()
+        .clone();
+    bytes[vw2.offset + 7] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let is_vw2 = |e: &Error| matches!(e, Error::Checksum { what, .. } if what == "tensor vW2");
+    let err = nxck::load_trainer(&path).unwrap_err();
+    assert!(is_vw2(&err), "{err}");
+    let mut target = trained(1);
+    let before = target.state().clone();
+    let err = nxck::restore(&mut target, &path).unwrap_err();
+    assert!(is_vw2(&err), "{err}");
+    assert_eq!(target.state(), &before);
 }
 
 #[test]

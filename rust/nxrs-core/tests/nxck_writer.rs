@@ -158,6 +158,26 @@ fn saving_over_a_mapped_checkpoint_leaves_the_readers_bytes_intact() {
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 }
 
+/// A file of several 8 MiB writeback chunks, with tensors straddling chunk boundaries, is
+/// written byte for byte as `encode` makes it, by both strategies, over an existing file.
+#[test]
+fn files_larger_than_a_writeback_chunk_are_written_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("big.nxck");
+    let (config, s) = state(700, 2048, 3); // 3 x 5.7 MB tensors: 17.2 MB
+    let expected = v2::encode(&config, &s).unwrap();
+    assert!(expected.len() > 2 * (8 << 20));
+    for strategy in [
+        writer::WriteStrategy::Buffered,
+        writer::WriteStrategy::Mapped,
+    ] {
+        v2::save_state_with(&config, &s, &target, strategy).unwrap();
+        assert!(std::fs::read(&target).unwrap() == expected, "{strategy:?}");
+    }
+    assert_eq!(nxck::load_trainer(&target).unwrap().state(), &s);
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+}
+
 #[test]
 fn failed_saves_leave_no_temporary_file_and_name_the_path() {
     let dir = tempfile::tempdir().unwrap();

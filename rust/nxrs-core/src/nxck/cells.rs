@@ -28,10 +28,7 @@ pub(crate) fn for_each_le_chunk<E>(
 /// The memory of `cells` as bytes. On a little-endian host these are the cells' LE encoding.
 #[cfg(target_endian = "little")]
 fn native_bytes(cells: &[F32]) -> &[u8] {
-    // SAFETY: F32 is `#[repr(transparent)]` over u32, so `cells` is `4 * len` initialised bytes
-    // with no padding; u8 has alignment 1; the returned slice borrows `cells`, so the memory
-    // outlives it and cannot be mutated while it lives.
-    unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), std::mem::size_of_val(cells)) }
+    bytemuck::cast_slice(cells)
 }
 
 /// The portable path: converts bounded chunks into a scratch buffer (big-endian hosts).
@@ -59,23 +56,57 @@ pub(crate) fn crc32c(cells: &[F32]) -> u32 {
     crc
 }
 
-/// Copies the cells' little-endian bytes into `out`, which must be exactly `4 * cells.len()`.
-pub(crate) fn copy_le_into(cells: &[F32], out: &mut [u8]) {
-    let mut at = 0;
-    let _: Result<(), std::convert::Infallible> = for_each_le_chunk(cells, |bytes| {
-        out[at..at + bytes.len()].copy_from_slice(bytes);
-        at += bytes.len();
-        Ok(())
-    });
-}
-
 /// Cells from little-endian bytes; a trailing partial cell (never produced by a validated
 /// header) is ignored.
+///
+/// The buffer is allocated zeroed (`calloc`: large ones are fresh pages, not written twice),
+/// then on a little-endian host the bytes are copied straight in (`memcpy`).
 pub(crate) fn decode_le(bytes: &[u8]) -> Vec<F32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| F32::from_bits(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-        .collect()
+    let mut cells: Vec<F32> = bytemuck::zeroed_vec(bytes.len() / 4);
+    advise_huge_pages(&mut cells);
+    #[cfg(target_endian = "little")]
+    {
+        let n = 4 * cells.len();
+        bytemuck::cast_slice_mut::<F32, u8>(&mut cells).copy_from_slice(&bytes[..n]);
+    }
+    #[cfg(not(target_endian = "little"))]
+    decode_le_into(bytes, &mut cells);
+    cells
+}
+
+/// Asks Linux to back a large new tensor with transparent huge pages (`MADV_HUGEPAGE`, the hint
+/// numpy gives its large arrays) before it is first written. Where THP is enabled "on madvise"
+/// (a common default), this makes a fresh 1 GB state fault in 2 MiB at a time instead of
+/// 4 KiB: decoding one takes half the time. Only whole pages inside the allocation are
+/// advised; the hint changes no contents. Nothing elsewhere, or for tensors under 4 MiB.
+fn advise_huge_pages(cells: &mut [F32]) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let len = std::mem::size_of_val(cells);
+        if len < 4 << 20 {
+            return;
+        }
+        let start = (cells.as_mut_ptr() as usize).next_multiple_of(PAGE);
+        let end = (cells.as_mut_ptr() as usize + len) / PAGE * PAGE;
+        // SAFETY: [start, end) is whole pages inside `cells`' allocation, which we own mutably;
+        // MADV_HUGEPAGE only sets how future page faults there are served, never the contents.
+        // A failure (THP not built in) leaves ordinary pages: nothing to report.
+        let _ =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cells;
+    }
+}
+
+/// The portable path of [`decode_le`]: cell by cell (big-endian hosts).
+#[cfg_attr(target_endian = "little", allow(dead_code))]
+fn decode_le_into(bytes: &[u8], cells: &mut [F32]) {
+    for (cell, b) in cells.iter_mut().zip(bytes.chunks_exact(4)) {
+        *cell = F32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    }
 }
 
 #[cfg(test)]
@@ -105,9 +136,11 @@ mod tests {
         assert_eq!(fast, portable);
         assert_eq!(&fast[4..8], &cells[1].to_bits().to_le_bytes());
         assert_eq!(decode_le(&fast), cells);
+        let mut portable_cells = vec![F32::ZERO; cells.len()];
+        decode_le_into(&fast, &mut portable_cells);
+        assert_eq!(portable_cells, cells);
+        // A trailing partial cell is ignored.
+        assert_eq!(decode_le(&fast[..9]), &cells[..2]);
         assert_eq!(crc32c(&cells), crc32c::crc32c(&fast));
-        let mut copied = vec![0; fast.len()];
-        copy_le_into(&cells, &mut copied);
-        assert_eq!(copied, fast);
     }
 }

@@ -82,8 +82,10 @@ pub fn load_trainer(path: &Path) -> Result<Trainer> {
             Ok(trainer)
         }
         Format::V2 => {
-            let checkpoint = Checkpoint::from_bytes(bytes, Verify::Full)?;
-            Trainer::from_state(checkpoint.config(), checkpoint.to_state())
+            // Verified while copied: the same checks as `Verify::Full`, in one pass.
+            let checkpoint = Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?;
+            let state = checkpoint.to_state_verified()?;
+            Trainer::from_state(checkpoint.config(), state)
         }
     }
 }
@@ -96,9 +98,10 @@ pub fn restore(trainer: &mut Trainer, path: &Path) -> Result<()> {
     let state = match detect(&bytes)? {
         Format::V1 => v1::decode(&bytes, trainer.state())?,
         Format::V2 => {
-            let checkpoint = Checkpoint::from_bytes(bytes, Verify::Full)?;
+            let checkpoint = Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?;
+            let state = checkpoint.to_state_verified()?;
             check_same_config(checkpoint.config(), &trainer.config())?;
-            checkpoint.to_state()
+            state
         }
     };
     trainer.set_state(state)

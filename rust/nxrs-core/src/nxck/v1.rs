@@ -35,8 +35,7 @@ fn payload(state: &TrainState) -> Payload<'_> {
     for s in state.scalars() {
         head.extend_from_slice(&s.to_le_bytes());
     }
-    let mut payload = Payload::default();
-    payload.push(Piece::Bytes(head));
+    let mut payload = Payload::new(head);
     for (_, cells) in tensors {
         payload.push(Piece::Cells(cells));
     }

@@ -5,7 +5,9 @@
 //! 1. sweeps leftover temporary files of dead writers from the target's directory,
 //! 2. creates a new temporary file *in the target's directory* (same filesystem, so step 4 is a
 //!    rename, not a copy) with a name that cannot be mistaken for a checkpoint,
-//! 3. writes the whole file into it and `fsync`s it (data durable before it gets the name),
+//! 3. writes the whole file into it and `fsync`s it (data durable before it gets the name); the
+//!    order of the writes inside it does not matter, since nothing sees it before step 4 (v2's
+//!    head, which holds the tensors' checksums, is written last),
 //! 4. renames it over the target (atomic: readers see the old file or the new one), and
 //! 5. `fsync`s the directory (the rename itself durable) before returning.
 //!
@@ -18,16 +20,19 @@
 use super::payload::Payload;
 use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// How the temporary file gets its bytes. Both give identical files; the switch exists so the
-/// two can be benchmarked against each other.
+/// two can be benchmarked against each other. Both write everything after the head first, in
+/// order, starting the disk writes every 8 MiB on Linux, while the tensors' CRC-32Cs are
+/// computed on a second thread; then the head (prelude and header), which carries them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WriteStrategy {
-    /// Large `write` calls from a 1 MiB `BufWriter` (tensors bypass the buffer on little-endian
-    /// hosts: one `write` per tensor). The default: faster in our measurement (see FORMAT.md).
+    /// `write` calls of up to 8 MiB straight from the state's memory (on little-endian hosts;
+    /// small pieces go through a 1 MiB `BufWriter`). The default: faster in our measurement
+    /// (see FORMAT.md).
     #[default]
     Buffered,
     /// `set_len` the temporary file, map it writable, copy the pieces in, `msync`.
@@ -80,12 +85,51 @@ pub(crate) fn write_atomically(
     sync_dir(dir)
 }
 
-fn write_buffered(file: &File, payload: &Payload<'_>) -> std::io::Result<()> {
-    let mut out = BufWriter::with_capacity(1 << 20, file);
-    payload.write_to(&mut out)?;
-    out.flush()
+/// Runs `write_body` (which writes everything after the head) while the tensors' CRC-32Cs are
+/// computed on a second thread, and returns the head's bytes, which carry them. Both threads
+/// only read the state's memory; the CRCs take about a third of the time of copying the same
+/// bytes into the page cache, so they are hidden behind it.
+///
+/// The head is written after the body: the temporary file is invisible until it is renamed,
+/// and it is only renamed after the `fsync`, so the order of writes inside it does not matter.
+fn with_checksums(
+    payload: &Payload<'_>,
+    write_body: impl FnOnce() -> std::io::Result<()>,
+) -> std::io::Result<Vec<u8>> {
+    if !payload.needs_checksums() {
+        write_body()?;
+        return Ok(payload.head(&[]));
+    }
+    let cells = payload.cells();
+    let (body, crcs) = std::thread::scope(|s| {
+        let crcs = s.spawn(|| Payload::checksums(&cells));
+        let body = write_body();
+        let crcs = crcs
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (body, crcs)
+    });
+    body?;
+    Ok(payload.head(&crcs))
 }
 
+/// Seeks past the head, streams the body through a 1 MiB buffer (tensors bypass it on
+/// little-endian hosts), then writes the head at offset 0.
+fn write_buffered(file: &File, payload: &Payload<'_>) -> std::io::Result<()> {
+    let head = with_checksums(payload, || {
+        let start = payload.head_len() as u64;
+        let mut sink = file;
+        sink.seek(SeekFrom::Start(start))?;
+        let mut out = BufWriter::with_capacity(1 << 20, Writeback::new(sink, file, start));
+        payload.write_body_to(&mut out)?;
+        out.flush()
+    })?;
+    let mut file = file;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(&head)
+}
+
+/// Sizes the file, maps it writable, copies the body in, then the head, and `msync`s.
 fn write_mapped(file: &File, payload: &Payload<'_>) -> std::io::Result<()> {
     let len = payload.len();
     file.set_len(len)?;
@@ -95,8 +139,82 @@ fn write_mapped(file: &File, payload: &Payload<'_>) -> std::io::Result<()> {
     // SAFETY: the file was just created by us with `create_new` under a unique name that no
     // other nxrs process opens; nothing else resizes it while the mapping lives.
     let mut map = unsafe { memmap2::MmapMut::map_mut(file)? };
-    payload.fill(&mut map);
+    let start = payload.head_len();
+    let (head_part, body) = map.split_at_mut(start);
+    let head = with_checksums(payload, || {
+        let mut out = Writeback::new(body, file, start as u64);
+        payload.write_body_to(&mut out)
+    })?;
+    head_part.copy_from_slice(&head);
     map.flush()
+}
+
+/// Bytes between two requests to start writing back what was written (Linux).
+const WRITEBACK_CHUNK: u64 = 8 << 20;
+
+/// Sequential writes into `sink` (the file, or a writable mapping of it), which stands for the
+/// file from byte `pos` on, in calls of at most [`WRITEBACK_CHUNK`] bytes. On Linux, each
+/// completed chunk is handed to the kernel's writeback at once
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which starts the disk writes without waiting for
+/// them), so that the disk works while the next chunks are copied and the final `fsync` finds
+/// most of the data written already. Elsewhere the chunks are only writes.
+struct Writeback<'f, W> {
+    sink: W,
+    file: &'f File,
+    /// The file position of the next byte.
+    pos: u64,
+    /// Start of the bytes not yet handed to writeback.
+    unsent: u64,
+}
+
+impl<'f, W: Write> Writeback<'f, W> {
+    fn new(sink: W, file: &'f File, pos: u64) -> Writeback<'f, W> {
+        Writeback {
+            sink,
+            file,
+            pos,
+            unsent: pos,
+        }
+    }
+}
+
+impl<W: Write> Write for Writeback<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = WRITEBACK_CHUNK - (self.pos - self.unsent);
+        let n = buf.len().min(room as usize);
+        let written = self.sink.write(&buf[..n])?;
+        self.pos += written as u64;
+        if self.pos - self.unsent >= WRITEBACK_CHUNK {
+            start_writeback(self.file, self.unsent, self.pos - self.unsent);
+            self.unsent = self.pos;
+        }
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.sink.flush()
+    }
+}
+
+/// Asks the kernel to start writing `len` bytes of `file` at `offset` to the disk, without
+/// waiting (Linux; nothing elsewhere). Only a hint: the `fsync` after the last write is what
+/// makes the file durable, so a failure here is ignored (`fsync` reports any I/O error).
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (offset.try_into(), len.try_into()) else {
+            return;
+        };
+        // SAFETY: a plain system call on an open file descriptor; it reads no user memory.
+        let _ = unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (file, offset, len);
+    }
 }
 
 /// `fsync` of a directory, which makes a rename in it durable (POSIX; a no-op elsewhere, where

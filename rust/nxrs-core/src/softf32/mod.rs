@@ -32,6 +32,13 @@ pub use convert::IntRounding;
 #[repr(transparent)]
 pub struct F32(u32);
 
+// SAFETY: F32 is `#[repr(transparent)]` over u32: no padding, every bit pattern is a valid
+// value, and all-zero bits are `F32::ZERO`. (Checkpoints view cells as bytes and allocate
+// zeroed tensors through these.)
+unsafe impl bytemuck::Zeroable for F32 {}
+// SAFETY: as above; F32 is also `Copy` and `'static`.
+unsafe impl bytemuck::Pod for F32 {}
+
 const SIGN_BIT: u32 = 0x8000_0000;
 const EXP_MASK: u32 = 0x7F80_0000;
 const FRAC_MASK: u32 = 0x007F_FFFF;

@@ -199,6 +199,22 @@ impl Checkpoint {
         state
     }
 
+    /// [`Checkpoint::to_state`] with every tensor's CRC-32C checked, as [`Verify::Full`] does.
+    /// The checksums are computed on a second thread while this one copies the tensors out
+    /// (both only read the file's bytes), so the check costs little more than the copy. The
+    /// error is the one [`Checkpoint::verify_all`] gives.
+    pub fn to_state_verified(&self) -> Result<TrainState> {
+        let (verified, state) = std::thread::scope(|s| {
+            let verifier = s.spawn(|| self.verify_all());
+            let state = self.to_state();
+            let verified = verifier
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (verified, state)
+        });
+        verified.map(|()| state)
+    }
+
     /// The JSON header's bytes, as stored (for inspection tools).
     pub fn header_json(&self) -> &[u8] {
         let len = read_u32(&self.bytes, prelude::HEADER_LEN) as usize;

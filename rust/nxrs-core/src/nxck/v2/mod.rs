@@ -5,11 +5,12 @@
 //!      0     4  magic "NXCK"
 //!      4     4  u32 0xFFFF_FFFF, the versioned-format marker (a v1 file's buffer count here)
 //!      8     4  u32 version = 2
-//!     12     4  u32 header_len, bytes of the JSON header
+//!     12     4  u32 header_len, bytes of the JSON header (the JSON, then optional spaces)
 //!     16     8  u64 file_len, bytes of the whole file
 //!     24     4  u32 flags = 0
 //!     28     4  u32 header CRC-32C over bytes 0..28 followed by the JSON header
-//!     32     .  JSON header: config, scalars, tensor table (names, shapes, offsets, CRC-32Cs)
+//!     32     .  JSON header: config, scalars, tensor table (names, shapes, offsets, CRC-32Cs),
+//!               padded with spaces by nxrs so that its length does not depend on the CRCs
 //!      .     .  tensors, each at a 64-byte-aligned offset, zero padding (< 64 bytes) between
 //! ```
 //! All little-endian. `docs/FORMAT.md` is the specification; this module implements it:
@@ -63,14 +64,14 @@ pub struct Scalars {
 
 /// The JSON header. Field order here is the order a writer emits; readers ignore keys they do
 /// not know (later versions may add fields whose absence changes nothing for older readers).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct HeaderJson {
     config: ConfigJson,
     scalars: Scalars,
     tensors: Vec<TensorJson>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct ConfigJson {
     sizes: Vec<u64>,
     math: String,
@@ -79,7 +80,7 @@ struct ConfigJson {
 
 /// Adam's hyperparameters as binary32 bit patterns: decimal text could not round-trip them
 /// exactly in every language.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct AdamJson {
     lr_bits: u32,
     beta1_bits: u32,
@@ -87,7 +88,7 @@ struct AdamJson {
     eps_bits: u32,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct TensorJson {
     name: String,
     dtype: String,
