@@ -7,10 +7,10 @@
 //!
 //! The layout follows Berkeley SoftFloat 3: each operation unpacks its operands, deals with the
 //! special cases, computes an exact-enough significand with guard bits, and hands it to the one
-//! shared [`round_pack`] step.
+//! shared `round_pack` step.
 //!
 //! # Internal significand convention
-//! Between the operation and [`round_pack`], a finite result is `sig * 2^(exp - 127 - 30)`: the
+//! Between the operation and `round_pack`, a finite result is `sig * 2^(exp - 127 - 30)`: the
 //! significand carries the hidden bit at bit 30 and seven guard bits (6..0) below the 23 fraction
 //! bits; bit 0 is "sticky" (ORed with everything shifted out). A subnormal result has `exp == 1`
 //! and bit 30 clear, so `((exp - 1) << 23) + (sig >> 7)` packs normals and subnormals alike.
