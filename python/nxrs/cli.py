@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,8 @@ def _gate(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     try:
         problems = inspect_checkpoint(args.file, sys.stdout)
+    except BrokenPipeError:
+        raise  # the reader of our output went away (e.g. `| head`): not the file's fault
     except (nxrs.NxrsError, OSError) as err:
         print(f"nxrs inspect: {args.file}: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
@@ -40,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     gate = commands.add_parser(
         "gate",
-        help="run the seed's checkpoint/resume proof (T1-T4); exit 0 when GREEN",
+        help="run the seed's checkpoint/resume proof (T1-T4) and the v2 checks (T5-T6)",
     )
     gate.add_argument(
         "--workdir",
@@ -71,4 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Output piped into a command that stopped reading: quietly stop, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

@@ -27,8 +27,9 @@ def _inspect_v2(path: Path, out: TextIO) -> int:
     with open(path, verify=False) as ck:
         config, scalars = ck.config, ck.scalars
         out.write("format   NXCK v2 (self-describing, CRC-32C checksums, 64-byte aligned)\n")
+        # Shortest decimal that reads back as the same binary32, then the exact bits.
         hyper = " ".join(
-            f"{k}={config[k]!r} ({config[k + '_bits']:#010x})"
+            f"{k}={np.float32(config[k])!s} ({config[k + '_bits']:#010x})"
             for k in ("lr", "beta1", "beta2", "eps")
         )
         out.write(f"config   sizes={config['sizes']} {hyper} math={config['math']}\n")
