@@ -232,7 +232,7 @@ def test_inspect_v2(saved: tuple[nxrs.Trainer, Path]) -> None:
     proc = run_cli("inspect", str(path), "--verify")
     assert proc.returncode == 0, proc.stderr
     assert "NXCK v2" in proc.stdout and "sizes=[6, 10, 4]" in proc.stdout
-    assert "epoch=3" in proc.stdout
+    assert "epoch=3" in proc.stdout and "lr=0.01 (0x3c23d70a)" in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("  W1 ")]
     assert rows and rows[0][-1] == "ok"
 
