@@ -104,18 +104,6 @@ def test_corrupt_v1_files_raise_and_change_nothing(
         assert victim.state_hash() == before, f"case {k} changed the trainer"
 
 
-def test_every_truncation_is_a_length_error(
-    trained: tuple[nxrs.Trainer, Path], tmp_path: Path
-) -> None:
-    _, good_path = trained
-    good = good_path.read_bytes()
-    path = tmp_path / "cut.ckpt"
-    for length in range(len(good)):
-        path.write_bytes(good[:length])
-        with pytest.raises(nxrs.LengthError):
-            nxrs.Trainer.load(path)
-
-
 def test_model_mismatch(trained: tuple[nxrs.Trainer, Path]) -> None:
     _, path = trained
     other = nxrs.Trainer(sizes=[6, 9, 4])
