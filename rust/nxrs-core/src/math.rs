@@ -40,6 +40,24 @@ pub fn seed_sqrt(x: F32) -> F32 {
     y
 }
 
+/// [`seed_sqrt`] of `N` values at once, bit for bit the same per value. Each lane runs exactly
+/// the seed's sequence of operations; the Newton steps are only interleaved across lanes, so the
+/// CPU overlaps independent divisions instead of waiting on one dependency chain at a time.
+pub fn seed_sqrt_lanes<const N: usize>(x: [F32; N]) -> [F32; N] {
+    let mut y = x;
+    for _ in 0..16 {
+        for (y, &x) in y.iter_mut().zip(&x) {
+            *y = (*y + x / *y) / CONSTANTS.two;
+        }
+    }
+    for (y, &x) in y.iter_mut().zip(&x) {
+        if x.is_zero() {
+            *y = F32::ZERO;
+        }
+    }
+    y
+}
+
 /// The seed's `f32_exp`: `x = n ln2 + r` with `n` the nearest integer to `x log2e` (rounded half
 /// away from zero by adding ±1/2 and truncating), `e^r` by an 8-term Taylor series, and `2^n`
 /// built from exponent bits (0 below the normal range; `n` above it is clamped to 127).
@@ -96,6 +114,27 @@ mod tests {
     fn sqrt_of_perfect_squares_and_zero() {
         assert_eq!(seed_sqrt(F32::from_i32(4)), F32::from_i32(2));
         assert_eq!(seed_sqrt(F32::NEG_ZERO), F32::ZERO);
+    }
+
+    #[test]
+    fn sqrt_lanes_equal_one_at_a_time() {
+        // Zeros, subnormals, tiny and huge values, non-converging inputs, NaN and infinities.
+        let bits = [
+            0x0000_0000u32,
+            0x8000_0000,
+            0x0000_0001,
+            0x0012_3456,
+            0x3F80_0000,
+            0x4080_0000,
+            0x2F80_0000,
+            0x7F7F_FFFF,
+            0x7FC0_0000,
+            0x7F80_0000,
+            0xBF80_0000,
+            0x3A83_126F,
+        ];
+        let x = bits.map(F32::from_bits);
+        assert_eq!(seed_sqrt_lanes(x), x.map(seed_sqrt));
     }
 
     #[test]
