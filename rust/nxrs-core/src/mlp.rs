@@ -95,13 +95,6 @@ impl Mlp {
             .collect()
     }
 
-    /// Names of the parameter tensors, `W1, b1, W2, b2, ...` (1-based like the seed's).
-    pub fn param_names(&self) -> Vec<String> {
-        (1..=self.layers())
-            .flat_map(|l| [format!("W{l}"), format!("b{l}")])
-            .collect()
-    }
-
     /// The seed's deterministic initialisation (`mk_state`): patterned weights, zero biases.
     pub fn init_params(&self, seed: i64) -> Vec<Vec<F32>> {
         let fifty = F32::from_i32(50);
@@ -264,7 +257,6 @@ mod tests {
     fn seed_model_layout() {
         let mlp = Mlp::seed_model();
         assert_eq!(mlp.param_lens(), vec![60, 10, 40, 4]);
-        assert_eq!(mlp.param_names(), vec!["W1", "b1", "W2", "b2"]);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::hash;
 use crate::mlp::{Mlp, Scratch};
+use crate::nxck::tensors;
 use crate::softf32::F32;
 
 /// What a [`Trainer`] is built from: the layer sizes and Adam's hyperparameters.
@@ -136,12 +137,12 @@ fn check_tensor_lens(mlp: &Mlp, state: &TrainState) -> Result<()> {
     Ok(())
 }
 
-/// Names of the tensors in checkpoint order for `n_params` parameter tensors.
+/// Names of the tensors in checkpoint order for `n_params` parameter tensors (two per layer).
 pub fn tensor_names(n_params: usize) -> Vec<String> {
-    let param = |k: usize| format!("{}{}", if k % 2 == 0 { "W" } else { "b" }, k / 2 + 1);
-    let params = (0..n_params).map(param);
-    let moments = (0..n_params).flat_map(|k| [format!("m{}", param(k)), format!("v{}", param(k))]);
-    params.chain(moments).collect()
+    let layers = n_params / 2;
+    (0..tensors::count(layers))
+        .map(|k| tensors::name(k, layers))
+        .collect()
 }
 
 /// An MLP with its Adam state: the seed's `train_run` as an object.

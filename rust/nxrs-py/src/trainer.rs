@@ -5,7 +5,7 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUnty
 use nxrs_core::adam::AdamConfig;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::nxck;
-use nxrs_core::{TrainState, Trainer, TrainerConfig, F32};
+use nxrs_core::{Trainer, TrainerConfig, F32};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -19,6 +19,11 @@ fn f32_of(x: f64) -> F32 {
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
+}
+
+/// binary32 cells as native f32 values: the same bits (a copy, no arithmetic).
+fn floats(cells: &[F32]) -> Vec<f32> {
+    bytemuck::cast_slice(cells).to_vec()
 }
 
 /// The cells of a float32 array of any layout (strided views included), in logical order.
@@ -157,23 +162,12 @@ impl PyTrainer {
     /// Copies of every tensor of the state, by name, in checkpoint order.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        let mlp = self.inner.mlp();
-        let state: &TrainState = self.inner.state();
-        for (k, (name, cells)) in state.tensors().into_iter().enumerate() {
-            let values: Vec<f32> = cells.iter().map(|c| f32::from_bits(c.to_bits())).collect();
-            let array = PyArray1::from_vec(py, values);
+        let state = self.inner.state();
+        let shapes = nxck::model_tensors(self.inner.mlp());
+        for ((name, cells), (_, shape)) in state.tensors().into_iter().zip(shapes) {
             // Weight matrices (and their moments) come out as (outputs, inputs).
-            let param = if k < state.params.len() {
-                k
-            } else {
-                (k - state.params.len()) / 2
-            };
-            if param % 2 == 0 {
-                let (outputs, inputs) = mlp.weight_shape(param / 2);
-                dict.set_item(name, array.reshape([outputs, inputs])?)?;
-            } else {
-                dict.set_item(name, array)?;
-            }
+            let array = PyArray1::from_vec(py, floats(cells)).reshape(shape)?;
+            dict.set_item(name, array)?;
         }
         Ok(dict)
     }
@@ -238,11 +232,7 @@ pub fn seed_dataset(
         return Err(InputError::new_err("features and classes must be positive"));
     }
     let data = Dataset::seed(samples, features, classes);
-    let x: Vec<f32> = data
-        .inputs()
-        .iter()
-        .map(|c| f32::from_bits(c.to_bits()))
-        .collect();
+    let x = floats(data.inputs());
     let y: Vec<i64> = data.labels().iter().map(|&l| l as i64).collect();
     let x = PyArray1::from_vec(py, x).reshape([samples, features])?;
     Ok((x, PyArray1::from_vec(py, y)))

@@ -12,7 +12,7 @@
 mod cells;
 pub mod mapped;
 mod payload;
-mod tensors;
+pub(crate) mod tensors;
 pub mod v1;
 pub mod v2;
 pub mod writer;

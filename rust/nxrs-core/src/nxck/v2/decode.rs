@@ -215,12 +215,6 @@ impl Checkpoint {
         verified.map(|()| state)
     }
 
-    /// The JSON header's bytes, as stored (for inspection tools).
-    pub fn header_json(&self) -> &[u8] {
-        let len = read_u32(&self.bytes, prelude::HEADER_LEN) as usize;
-        &self.bytes[PRELUDE_LEN..PRELUDE_LEN + len]
-    }
-
     /// The whole file.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes
