@@ -47,7 +47,8 @@ class CheckpointManager:
     moment leaves at least the last good checkpoint. ``latest()`` returns the newest checkpoint
     that validates (header and every checksum); a corrupt or partial newer file is reported with a
     ``CorruptCheckpointWarning`` and skipped, never loaded. Temporary files left by interrupted
-    saves are swept when the manager opens the directory and on every save.
+    saves are swept when the manager opens the directory, and by every save (``Trainer.save``
+    sweeps the target's directory before it writes).
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, keep: int = 3, prefix: str = "step"):
@@ -74,7 +75,6 @@ class CheckpointManager:
         trainer.save(path)
         for old in self.list()[: -self.keep]:
             old.path.unlink(missing_ok=True)
-        sweep_temp_files(self.directory)
         return path
 
     def list(self) -> list[CheckpointEntry]:
