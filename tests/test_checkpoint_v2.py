@@ -60,6 +60,7 @@ def test_round_trip_any_configuration(
             view = ck[name]
             assert view.shape == array.shape and np.array_equal(bits(view), bits(array))
         assert ck.scalars["epoch"] == epochs
+        assert ck.to_trainer().state_hash() == t.state_hash()
     first = path.read_bytes()
     t.save(path)
     assert path.read_bytes() == first  # the same state always gives the same bytes
@@ -176,6 +177,8 @@ def test_a_flip_in_tensor_data_names_the_tensor(
     lazy.verify_tensor("W1")
     with pytest.raises(nxrs.ChecksumError, match="mW2"):
         lazy.verify()
+    with pytest.raises(nxrs.ChecksumError, match="mW2"):
+        lazy.to_trainer()  # never a trainer from unverified bytes
 
 
 @settings(max_examples=300, deadline=None)

@@ -178,7 +178,10 @@ class Checkpoint:
     def verify_tensor(self, name: str) -> None:
         """Checks one tensor's CRC-32C."""
     def to_trainer(self) -> Trainer:
-        """A Trainer with this checkpoint's configuration and state (copied)."""
+        """A Trainer with this checkpoint's configuration and state (copied).
+
+        Opened with ``verify=False``, the checksums are checked now (ChecksumError).
+        """
     def close(self) -> None:
         """Stops access through this object; arrays already taken stay valid."""
     def __enter__(self) -> Checkpoint: ...

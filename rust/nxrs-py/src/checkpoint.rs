@@ -25,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct PyCheckpoint {
     inner: Checkpoint,
     path: PathBuf,
+    /// Whether every tensor's CRC-32C was checked on open (`verify=True`).
+    verified: bool,
     closed: AtomicBool,
 }
 
@@ -59,6 +61,7 @@ pub fn open(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<PyCheckpoin
     Ok(PyCheckpoint {
         inner,
         path,
+        verified: verify,
         closed: AtomicBool::new(false),
     })
 }
@@ -184,11 +187,20 @@ impl PyCheckpoint {
         py.detach(|| ck.verify_tensor(name)).map_err(to_py)
     }
 
-    /// A Trainer holding this checkpoint's configuration and state (a copy).
+    /// A Trainer holding this checkpoint's configuration and state (a copy). Opened with
+    /// `verify=False`, the tensors' checksums are checked now (ChecksumError): a trainer never
+    /// starts from unverified bytes.
     fn to_trainer(&self, py: Python<'_>) -> PyResult<PyTrainer> {
         let ck = self.open_inner()?;
         let trainer = py
-            .detach(|| Trainer::from_state(ck.config(), ck.to_state()))
+            .detach(|| {
+                let state = if self.verified {
+                    ck.to_state()
+                } else {
+                    ck.to_state_verified()?
+                };
+                Trainer::from_state(ck.config(), state)
+            })
             .map_err(to_py)?;
         Ok(PyTrainer::from_core(trainer))
     }
