@@ -9,6 +9,7 @@
 //! - [`mlp`], [`adam`], [`trainer`]: the model, the optimiser, and the state they advance.
 //! - [`dataset`]: samples and labels, and the seed's synthetic data.
 //! - [`hash`]: the seed's state hash and the full-state hash.
+//! - [`rng`]: the random streams of initialisation, shuffling and splitting.
 //! - [`nxck`]: checkpoint files.
 
 pub mod adam;
@@ -18,6 +19,7 @@ pub mod hash;
 pub mod math;
 pub mod mlp;
 pub mod nxck;
+pub mod rng;
 pub mod softf32;
 pub mod trainer;
 
