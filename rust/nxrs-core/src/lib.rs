@@ -9,6 +9,7 @@
 //! - [`mlp`], [`adam`], [`trainer`]: the model, the optimiser, and the state they advance.
 //! - [`dataset`]: samples and labels, and the seed's synthetic data.
 //! - [`hash`]: the seed's state hash and the full-state hash.
+//! - [`schedule`]: learning-rate schedules.
 //! - [`rng`]: the random streams of initialisation, shuffling and splitting.
 //! - [`nxck`]: checkpoint files.
 
@@ -20,6 +21,7 @@ pub mod math;
 pub mod mlp;
 pub mod nxck;
 pub mod rng;
+pub mod schedule;
 pub mod softf32;
 pub mod trainer;
 
