@@ -4,27 +4,40 @@
 //! operations in a fixed order, so a run gives the same bits on every CPU and under every compiler
 //! flag. This crate has no Python in it; `nxrs-py` wraps it.
 //!
-//! - [`softf32`]: the arithmetic.
-//! - [`math`]: the seed program's `exp`, `log`, Newton `sqrt` and sign-of-difference `le`.
-//! - [`mlp`], [`adam`], [`trainer`]: the model, the optimiser, and the state they advance.
-//! - [`dataset`]: samples and labels, and the seed's synthetic data.
-//! - [`hash`]: the seed's state hash and the full-state hash.
-//! - [`schedule`]: learning-rate schedules.
+//! Dependencies run one way:
+//! [`softf32`] -> [`arith`] -> [`math`] -> [`mlp`], [`loss`], [`optim`], [`schedule`], [`rng`]
+//! -> [`config`], [`state`], [`dataset`] -> [`hash`], [`nxck`] -> [`trainer`].
+//!
+//! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over.
+//! - [`math`]: the two settings of `exp`, `log`, `sqrt` and `le` (the seed's and IEEE's).
+//! - [`mlp`], [`loss`]: the model's forward and backward passes and its losses.
+//! - [`optim`], [`schedule`]: Adam, AdamW, SGD, clipping; learning-rate schedules.
 //! - [`rng`]: the random streams of initialisation, shuffling and splitting.
+//! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data.
+//! - [`hash`]: the seed's state hash and the full-state hash.
 //! - [`nxck`]: checkpoint files.
+//! - [`trainer`]: the training loop, evaluation and prediction.
+//!
+//! `docs/TRAINING.md` defines every bit a run computes.
 
-pub mod adam;
+pub mod arith;
+pub mod config;
 pub mod dataset;
 pub mod error;
 pub mod hash;
+pub mod loss;
 pub mod math;
 pub mod mlp;
 pub mod nxck;
+pub mod optim;
 pub mod rng;
 pub mod schedule;
 pub mod softf32;
+pub mod state;
 pub mod trainer;
 
+pub use config::TrainerConfig;
 pub use error::{Error, Result};
 pub use softf32::F32;
-pub use trainer::{TrainState, Trainer, TrainerConfig};
+pub use state::TrainState;
+pub use trainer::Trainer;

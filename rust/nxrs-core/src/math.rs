@@ -1,11 +1,73 @@
-//! The seed program's own elementary functions, reproduced operation for operation.
+//! The elementary functions of the two arithmetic settings (`docs/TRAINING.md`, section 2).
 //!
-//! These are not the correctly rounded functions of a math library: they are the seed's
-//! algorithms (its series, its constants built by division, its Newton loop), because every bit
-//! of a training run depends on them. [`F32::sqrt`] is the correctly rounded square root.
+//! - [`Math::Seed`]: the seed program's own functions, reproduced operation for operation: its
+//!   Taylor `exp`, series `log`, 16-step Newton `sqrt` and sign-of-difference `le`. They are not
+//!   correctly rounded; every bit of the seed's run depends on them.
+//! - [`Math::Ieee`]: correctly rounded `exp`, `log` and `sqrt` ([`F32::exp`], [`F32::ln`],
+//!   [`F32::sqrt`]) and IEEE `<=`.
+//!
+//! The seed's functions are written over [`Real`] from its basic operations, so every backend
+//! runs the same sequence of them. The correctly rounded `exp` and `log` are integer algorithms on
+//! the bit pattern: every backend calls the one softf32 implementation.
 
+use crate::arith::Real;
 use crate::softf32::F32;
 use std::sync::LazyLock;
+
+/// Which elementary functions a run uses; recorded in every checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Math {
+    Seed,
+    Ieee,
+}
+
+impl Math {
+    /// Both settings, for listing them in messages.
+    pub const ALL: [Math; 2] = [Math::Seed, Math::Ieee];
+
+    /// The name in configurations and checkpoints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Math::Seed => "seed",
+            Math::Ieee => "ieee",
+        }
+    }
+
+    /// The setting called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Math> {
+        Math::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    pub fn exp<R: Real>(self, x: R) -> R {
+        match self {
+            Math::Seed => seed_exp(x),
+            Math::Ieee => R::from_f32(x.to_f32().exp()),
+        }
+    }
+
+    pub fn log<R: Real>(self, x: R) -> R {
+        match self {
+            Math::Seed => seed_log(x),
+            Math::Ieee => R::from_f32(x.to_f32().ln()),
+        }
+    }
+
+    /// The square roots of `N` values (lanes let the seed's Newton loop overlap its divisions).
+    pub fn sqrt_lanes<R: Real, const N: usize>(self, x: [R; N]) -> [R; N] {
+        match self {
+            Math::Seed => seed_sqrt_lanes(x),
+            Math::Ieee => x.map(R::sqrt),
+        }
+    }
+
+    /// The comparison of ReLU, its derivative and the softmax maximum.
+    pub fn le<R: Real>(self, x: R, y: R) -> bool {
+        match self {
+            Math::Seed => seed_le(x, y),
+            Math::Ieee => x.ieee_le(y),
+        }
+    }
+}
 
 /// The seed builds its constants with divisions at run time; they are computed once here.
 struct Constants {
@@ -23,19 +85,20 @@ static CONSTANTS: LazyLock<Constants> = LazyLock::new(|| Constants {
 });
 
 /// The seed's `f32_le(x, y)`: `x - y` is negative or zero (see [`F32::le_by_sign_of_difference`]).
-pub fn seed_le(x: F32, y: F32) -> bool {
-    x.le_by_sign_of_difference(y)
+pub fn seed_le<R: Real>(x: R, y: R) -> bool {
+    x.to_f32().le_by_sign_of_difference(y.to_f32())
 }
 
 /// The seed's `f32_sqrt`: 16 Newton steps `y = (y + x/y) / 2` from `y = x`; `±0` gives `+0`.
 /// Not correctly rounded, and for small `x` not converged: it is what the seed's Adam uses.
-pub fn seed_sqrt(x: F32) -> F32 {
-    if x.is_zero() {
-        return F32::ZERO;
+pub fn seed_sqrt<R: Real>(x: R) -> R {
+    if x.to_f32().is_zero() {
+        return R::ZERO;
     }
+    let two = R::from_f32(CONSTANTS.two);
     let mut y = x;
     for _ in 0..16 {
-        y = (y + x / y) / CONSTANTS.two;
+        y = (y + x / y) / two;
     }
     y
 }
@@ -43,16 +106,17 @@ pub fn seed_sqrt(x: F32) -> F32 {
 /// [`seed_sqrt`] of `N` values at once, bit for bit the same per value. Each lane runs exactly
 /// the seed's sequence of operations; the Newton steps are only interleaved across lanes, so the
 /// CPU overlaps independent divisions instead of waiting on one dependency chain at a time.
-pub fn seed_sqrt_lanes<const N: usize>(x: [F32; N]) -> [F32; N] {
+pub fn seed_sqrt_lanes<R: Real, const N: usize>(x: [R; N]) -> [R; N] {
+    let two = R::from_f32(CONSTANTS.two);
     let mut y = x;
     for _ in 0..16 {
         for (y, &x) in y.iter_mut().zip(&x) {
-            *y = (*y + x / *y) / CONSTANTS.two;
+            *y = (*y + x / *y) / two;
         }
     }
     for (y, &x) in y.iter_mut().zip(&x) {
-        if x.is_zero() {
-            *y = F32::ZERO;
+        if x.to_f32().is_zero() {
+            *y = R::ZERO;
         }
     }
     y
@@ -64,46 +128,44 @@ pub fn seed_sqrt_lanes<const N: usize>(x: [F32; N]) -> [F32; N] {
 ///
 /// The seed's `f32_int` truncates toward zero; where `x log2e ± 1/2` is NaN or beyond the i64
 /// range, nxrs takes x86's 64-bit `cvttss2si` answer, `i64::MIN`, so the result is 0.
-pub fn seed_exp(x: F32) -> F32 {
+pub fn seed_exp<R: Real>(x: R) -> R {
     let c = &*CONSTANTS;
-    let t = x * c.log2e;
-    let n = if seed_le(F32::ZERO, t) {
-        (t + c.half).to_i64_trunc()
-    } else {
-        (t - c.half).to_i64_trunc()
-    };
-    let r = (t - F32::from_i64(n)) * c.ln2;
-    let mut sum = F32::ONE;
-    let mut term = F32::ONE;
+    let t = x * R::from_f32(c.log2e);
+    let half = R::from_f32(c.half);
+    let rounded = if seed_le(R::ZERO, t) { t + half } else { t - half };
+    let n = rounded.to_f32().to_i64_trunc();
+    let r = (t - R::from_i64(n)) * R::from_f32(c.ln2);
+    let mut sum = R::ONE;
+    let mut term = R::ONE;
     for k in 1..=8 {
-        term = (term * r) / F32::from_i32(k);
+        term = (term * r) / R::from_i64(k);
         sum = sum + term;
     }
     let biased = n.saturating_add(127);
     if biased <= 0 {
-        return F32::ZERO;
+        return R::ZERO;
     }
     let biased = biased.min(254) as u32;
-    sum * F32::from_bits(biased << 23)
+    sum * R::from_f32(F32::from_bits(biased << 23))
 }
 
 /// The seed's `f32_log`: `x = 2^e m` with `m` in [1, 2) read from the bit pattern (the sign bit is
 /// ignored, as in the seed), `ln m = 2 atanh(u)`, `u = (m-1)/(m+1)`, by a 7-term series after
 /// the first, then `e ln2 + 2 atanh(u)`.
-pub fn seed_log(x: F32) -> F32 {
+pub fn seed_log<R: Real>(x: R) -> R {
     let c = &*CONSTANTS;
-    let bits = x.to_bits();
-    let e = ((bits >> 23) & 0xFF) as i32 - 127;
-    let m = F32::from_bits((bits & 0x007F_FFFF) | 0x3F80_0000);
-    let u = (m - F32::ONE) / (m + F32::ONE);
+    let bits = x.to_f32().to_bits();
+    let e = i64::from((bits >> 23) & 0xFF) - 127;
+    let m = R::from_f32(F32::from_bits((bits & 0x007F_FFFF) | 0x3F80_0000));
+    let u = (m - R::ONE) / (m + R::ONE);
     let u2 = u * u;
     let mut term = u;
     let mut sum = u;
     for k in 1..=7 {
         term = term * u2;
-        sum = sum + term / F32::from_i32(2 * k + 1);
+        sum = sum + term / R::from_i64(2 * k + 1);
     }
-    F32::from_i32(e) * c.ln2 + c.two * sum
+    R::from_i64(e) * R::from_f32(c.ln2) + R::from_f32(c.two) * sum
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
-//! The multilayer perceptron of the seed, with its sizes as parameters.
+//! The multilayer perceptron (`docs/TRAINING.md`, sections 4 and 5): layer sizes, initialisation,
+//! and one sample's forward and backward pass, written once over [`Real`].
 //!
-//! Layers `[n0, n1, ..., nL]`: every layer computes `pre = b + W a` (accumulated from the bias,
-//! input by input, in order), hidden layers apply ReLU, the last layer is a softmax with
-//! cross-entropy loss. The seed model is `[6, 10, 4]`. Forward and backward follow the seed's
-//! `fwd` and `bwd` operation for operation, because the order of float operations is part of the
-//! result.
+//! Layers `[n0, n1, ..., nL]`: every layer computes `z = b + W a` (accumulated from the bias,
+//! input by input, in order), hidden layers apply ReLU, the last layer feeds the loss. The order
+//! of float operations is part of the result; it is the seed's `fwd` and `bwd`.
 
+use crate::arith::Real;
 use crate::error::{Error, Result};
-use crate::math::{seed_exp, seed_le, seed_log};
+use crate::loss::{Loss, Target};
+use crate::math::Math;
+use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 
 /// Largest size of one layer, and of all parameters together. They bound what a configuration
@@ -18,7 +20,52 @@ pub const MAX_PARAMETERS: usize = 1 << 28;
 /// The seed initialises layer `l`'s weight `k` (row-major) as
 /// `(((k * mul + seed) % modulus) - modulus / 2) / 50`, with `(mul, modulus)` = (7, 13) for the
 /// first layer and (5, 11) for the second; deeper layers reuse the last pattern.
-const INIT_PATTERNS: [(i64, i64); 2] = [(7, 13), (5, 11)];
+const INIT_PATTERNS: [(i128, i128); 2] = [(7, 13), (5, 11)];
+
+/// One layer's parameters (or anything shaped like them: gradients, optimiser moments).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layer<R = F32> {
+    /// `outputs x inputs`, row-major.
+    pub w: Vec<R>,
+    pub b: Vec<R>,
+}
+
+impl<R: Real> Layer<R> {
+    /// A layer of zeros with `shape`'s sizes.
+    pub fn zeros(outputs: usize, inputs: usize) -> Layer<R> {
+        Layer {
+            w: vec![R::ZERO; outputs * inputs],
+            b: vec![R::ZERO; outputs],
+        }
+    }
+}
+
+/// How the weights start (biases always start at +0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Init {
+    /// The seed's `mk_state` pattern.
+    Seed,
+    /// Uniform on `[-a, a)`, `a = sqrt(6 / inputs)` (He et al., for ReLU networks).
+    He,
+    /// Uniform on `[-a, a)`, `a = sqrt(6 / (inputs + outputs))` (Glorot and Bengio).
+    Glorot,
+}
+
+impl Init {
+    pub const ALL: [Init; 3] = [Init::Seed, Init::He, Init::Glorot];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Init::Seed => "seed",
+            Init::He => "he",
+            Init::Glorot => "glorot",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Init> {
+        Init::ALL.into_iter().find(|i| i.name() == name)
+    }
+}
 
 /// Layer sizes of an MLP, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +74,7 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// An MLP with the given layer sizes (inputs first, classes last).
+    /// An MLP with the given layer sizes (inputs first, outputs last).
     pub fn new(sizes: Vec<usize>) -> Result<Mlp> {
         if sizes.len() < 2 {
             return Err(Error::Config(format!(
@@ -52,15 +99,7 @@ impl Mlp {
                 "the layer sizes {sizes:?} need more than {MAX_PARAMETERS} parameters"
             )));
         }
-        let mlp = Mlp { sizes };
-        Ok(mlp)
-    }
-
-    /// The seed's model: 6 inputs, 10 ReLU hidden units, 4 classes.
-    pub fn seed_model() -> Mlp {
-        Mlp {
-            sizes: vec![6, 10, 4],
-        }
+        Ok(Mlp { sizes })
     }
 
     pub fn sizes(&self) -> &[usize] {
@@ -71,7 +110,7 @@ impl Mlp {
         self.sizes[0]
     }
 
-    pub fn classes(&self) -> usize {
+    pub fn outputs(&self) -> usize {
         self.sizes[self.sizes.len() - 1]
     }
 
@@ -85,131 +124,195 @@ impl Mlp {
         (self.sizes[l + 1], self.sizes[l])
     }
 
-    /// Cell counts of the parameter tensors in order `W1, b1, W2, b2, ...`.
-    pub fn param_lens(&self) -> Vec<usize> {
+    /// Zero tensors shaped like the parameters.
+    pub fn zeros<R: Real>(&self) -> Vec<Layer<R>> {
         (0..self.layers())
-            .flat_map(|l| {
+            .map(|l| {
                 let (outputs, inputs) = self.weight_shape(l);
-                [outputs * inputs, outputs]
+                Layer::zeros(outputs, inputs)
             })
             .collect()
     }
 
-    /// The seed's deterministic initialisation (`mk_state`): patterned weights, zero biases.
-    pub fn init_params(&self, seed: i64) -> Vec<Vec<F32>> {
-        let fifty = F32::from_i32(50);
+    /// The initial parameters: weights by `init` from `seed`, biases +0.
+    pub fn init_params(&self, init: Init, seed: i64) -> Vec<Layer> {
         (0..self.layers())
-            .flat_map(|l| {
+            .map(|l| {
                 let (outputs, inputs) = self.weight_shape(l);
-                let (mul, modulus) = INIT_PATTERNS[l.min(INIT_PATTERNS.len() - 1)];
-                let weights = (0..outputs * inputs)
-                    .map(|k| {
-                        let cell = (k as i64 * mul + seed) % modulus - modulus / 2;
-                        F32::from_i64(cell) / fifty
-                    })
-                    .collect();
-                [weights, vec![F32::ZERO; outputs]]
+                let w = match init {
+                    Init::Seed => seed_pattern(l, outputs * inputs, seed),
+                    Init::He => uniform(l, outputs * inputs, seed, inputs),
+                    Init::Glorot => uniform(l, outputs * inputs, seed, inputs + outputs),
+                };
+                Layer {
+                    w,
+                    b: vec![F32::ZERO; outputs],
+                }
             })
             .collect()
     }
 }
 
-/// Per-sample working memory of forward and backward, allocated once per trainer.
+/// The seed's `mk_state` weights of layer `l`, in exact integer arithmetic (i128: `k * mul + seed`
+/// cannot overflow for any `i64` seed), `%` and `/` truncating as in the seed's language.
+fn seed_pattern(l: usize, cells: usize, seed: i64) -> Vec<F32> {
+    let fifty = F32::from_i32(50);
+    let (mul, modulus) = INIT_PATTERNS[l.min(INIT_PATTERNS.len() - 1)];
+    (0..cells)
+        .map(|k| {
+            let cell = (k as i128 * mul + i128::from(seed)) % modulus - modulus / 2;
+            F32::from_i64(cell as i64) / fifty // |cell| < modulus
+        })
+        .collect()
+}
+
+/// Weights uniform on `[-a, a)` with `a = sqrt(6 / fan)`: each draw's top 24 bits give an integer
+/// `k` in `[-2^23, 2^23)`, and the weight is `(k * 2^-23) * a` (the first product exact).
+fn uniform(l: usize, cells: usize, seed: i64, fan: usize) -> Vec<F32> {
+    let a = (F32::from_i32(6) / F32::from_i64(fan as i64)).sqrt();
+    let two_pow_minus_23 = F32::from_bits((127 - 23) << 23);
+    let mut stream = Stream::new(seed, Domain::Init, l as u64);
+    (0..cells)
+        .map(|_| {
+            let k = (stream.next_u64() >> 40) as i64 - (1 << 23);
+            (F32::from_i64(k) * two_pow_minus_23) * a
+        })
+        .collect()
+}
+
+/// One sample's working memory for forward and backward, allocated once per trainer.
 #[derive(Clone, Debug)]
-pub struct Scratch {
-    /// Pre-activations of every layer (the last one holds the logits).
-    pre: Vec<Vec<F32>>,
+pub struct Scratch<R> {
+    /// Pre-activations of every layer (the last one holds the model's raw outputs `z`).
+    pre: Vec<Vec<R>>,
     /// ReLU outputs of the hidden layers.
-    hidden: Vec<Vec<F32>>,
-    /// Softmax probabilities.
-    probs: Vec<F32>,
+    hidden: Vec<Vec<R>>,
+    /// The model's outputs (probabilities or values).
+    pub outputs: Vec<R>,
     /// The loss gradient with respect to the current layer's pre-activations, and the one being
     /// accumulated for the layer below.
-    delta: Vec<F32>,
-    delta_below: Vec<F32>,
+    delta: Vec<R>,
+    delta_below: Vec<R>,
 }
 
-impl Scratch {
-    pub fn new(mlp: &Mlp) -> Scratch {
+impl<R: Real> Scratch<R> {
+    pub fn new(mlp: &Mlp) -> Scratch<R> {
         let widest = mlp.sizes.iter().copied().max().unwrap_or(0);
+        let last = mlp.sizes.len() - 1;
         Scratch {
-            pre: mlp.sizes[1..].iter().map(|&n| vec![F32::ZERO; n]).collect(),
-            hidden: mlp.sizes[1..mlp.sizes.len() - 1]
-                .iter()
-                .map(|&n| vec![F32::ZERO; n])
-                .collect(),
-            probs: vec![F32::ZERO; mlp.classes()],
+            pre: mlp.sizes[1..].iter().map(|&n| vec![R::ZERO; n]).collect(),
+            hidden: mlp.sizes[1..last].iter().map(|&n| vec![R::ZERO; n]).collect(),
+            outputs: vec![R::ZERO; mlp.outputs()],
             delta: Vec::with_capacity(widest),
             delta_below: Vec::with_capacity(widest),
         }
     }
+
+    /// The last layer's pre-activations of the last forward pass.
+    pub fn z(&self) -> &[R] {
+        &self.pre[self.pre.len() - 1]
+    }
+}
+
+/// Whether backward writes a sample's gradient or adds it to what is there: the first sample of
+/// a block starts the block's sum, the others are added in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accumulate {
+    Write,
+    Add,
 }
 
 impl Mlp {
-    /// The seed's `fwd`: returns the cross-entropy loss `-log p[label]` and leaves the
-    /// activations and probabilities in `scratch`. `params` is `W1, b1, W2, b2, ...`.
-    pub fn forward(&self, params: &[Vec<F32>], x: &[F32], label: usize, s: &mut Scratch) -> F32 {
-        for l in 0..self.layers() {
+    /// The forward pass up to the last layer's pre-activations (left in `s.z()`): the seed's
+    /// `fwd`, with ReLU by the setting's `le`.
+    pub fn forward<R: Real>(&self, math: Math, params: &[Layer<R>], x: &[R], s: &mut Scratch<R>) {
+        for (l, layer) in params.iter().enumerate() {
             let (outputs, inputs) = self.weight_shape(l);
-            let (weights, bias) = (&params[2 * l], &params[2 * l + 1]);
             let hidden_layers = s.hidden.len();
             let (below, this) = s.hidden.split_at_mut(l.min(hidden_layers));
-            let input: &[F32] = if l == 0 { x } else { &below[l - 1] };
-            for j in 0..outputs {
-                let row = &weights[j * inputs..(j + 1) * inputs];
-                let a = row
+            let input: &[R] = if l == 0 { x } else { &below[l - 1] };
+            for o in 0..outputs {
+                let row = &layer.w[o * inputs..(o + 1) * inputs];
+                let z = row
                     .iter()
                     .zip(input)
-                    .fold(bias[j], |acc, (&w, &xi)| acc + w * xi);
-                s.pre[l][j] = a;
+                    .fold(layer.b[o], |acc, (&w, &a)| acc + w * a);
+                s.pre[l][o] = z;
                 if l + 1 < self.layers() {
-                    this[0][j] = relu(a);
+                    this[0][o] = if math.le(z, R::ZERO) { R::ZERO } else { z };
                 }
             }
         }
-        softmax(&s.pre[self.layers() - 1], &mut s.probs);
-        -seed_log(s.probs[label])
     }
 
-    /// The seed's `bwd`: writes the gradients of the loss for the sample `forward` just saw into
-    /// `grads` (same layout as `params`).
-    pub fn backward(
+    /// Forward, loss and backward for one sample: returns its loss and writes or adds
+    /// (`accumulate`) its gradient into `grads` (shaped like the parameters).
+    #[allow(clippy::too_many_arguments)] // each is a distinct input of the definition
+    pub fn sample_gradient<R: Real>(
         &self,
-        params: &[Vec<F32>],
-        x: &[F32],
-        label: usize,
-        s: &mut Scratch,
-        grads: &mut [Vec<F32>],
-    ) {
-        // Softmax + cross-entropy: dL/dlogit = p - onehot(label).
-        s.delta.clear();
-        s.delta.extend_from_slice(&s.probs);
-        s.delta[label] = s.probs[label] - F32::ONE;
+        math: Math,
+        loss: Loss,
+        params: &[Layer<R>],
+        x: &[R],
+        target: Target<'_, R>,
+        s: &mut Scratch<R>,
+        grads: &mut [Layer<R>],
+        accumulate: Accumulate,
+    ) -> R {
+        self.forward(math, params, x, s);
+        let last = self.layers() - 1;
+        let value = loss.forward(math, &s.pre[last], target, &mut s.outputs, &mut s.delta);
+        self.backward(math, params, x, s, grads, accumulate);
+        value
+    }
 
+    /// The seed's `bwd` from `s.delta` (the gradient with respect to the last pre-activations).
+    fn backward<R: Real>(
+        &self,
+        math: Math,
+        params: &[Layer<R>],
+        x: &[R],
+        s: &mut Scratch<R>,
+        grads: &mut [Layer<R>],
+        accumulate: Accumulate,
+    ) {
         for l in (0..self.layers()).rev() {
             let (outputs, inputs) = self.weight_shape(l);
-            let input: &[F32] = if l == 0 { x } else { &s.hidden[l - 1] };
-            let weights = &params[2 * l];
-            let (grad_w, grad_b) = split_pair(grads, 2 * l);
-            // The seed starts the accumulation from +0 (so a lone -0 term becomes +0).
+            let input: &[R] = if l == 0 { x } else { &s.hidden[l - 1] };
+            let weights = &params[l].w;
+            let grad = &mut grads[l];
+            // The seed starts this accumulation from +0 (so a lone -0 term becomes +0).
             s.delta_below.clear();
-            s.delta_below
-                .resize(if l > 0 { inputs } else { 0 }, F32::ZERO);
+            s.delta_below.resize(if l > 0 { inputs } else { 0 }, R::ZERO);
             for o in 0..outputs {
                 let d = s.delta[o];
-                grad_b[o] = d;
-                for j in 0..inputs {
-                    grad_w[o * inputs + j] = d * input[j];
-                    if l > 0 {
-                        s.delta_below[j] = s.delta_below[j] + weights[o * inputs + j] * d;
+                let row = o * inputs..(o + 1) * inputs;
+                match accumulate {
+                    Accumulate::Write => {
+                        grad.b[o] = d;
+                        for (g, &a) in grad.w[row].iter_mut().zip(input) {
+                            *g = d * a;
+                        }
+                    }
+                    Accumulate::Add => {
+                        grad.b[o] = grad.b[o] + d;
+                        for (g, &a) in grad.w[row].iter_mut().zip(input) {
+                            *g = *g + d * a;
+                        }
+                    }
+                }
+                if l > 0 {
+                    let row = &weights[o * inputs..(o + 1) * inputs];
+                    for (below, &w) in s.delta_below.iter_mut().zip(row) {
+                        *below = *below + w * d;
                     }
                 }
             }
             if l > 0 {
-                // ReLU's derivative by the seed's rule: zero where pre <= 0 (sign of difference).
-                for (d, &pre) in s.delta_below.iter_mut().zip(&s.pre[l - 1]) {
-                    if seed_le(pre, F32::ZERO) {
-                        *d = F32::ZERO;
+                // ReLU's derivative: zero where the pre-activation was <= 0 by the setting's le.
+                for (d, &z) in s.delta_below.iter_mut().zip(&s.pre[l - 1]) {
+                    if math.le(z, R::ZERO) {
+                        *d = R::ZERO;
                     }
                 }
                 std::mem::swap(&mut s.delta, &mut s.delta_below);
@@ -218,46 +321,9 @@ impl Mlp {
     }
 }
 
-/// The seed's ReLU: `0` where `seed_le(a, 0)`, else `a`.
-fn relu(a: F32) -> F32 {
-    if seed_le(a, F32::ZERO) {
-        F32::ZERO
-    } else {
-        a
-    }
-}
-
-/// The seed's softmax: the maximum by `seed_le` (a later equal logit wins), `e = exp(l - max)`
-/// summed from +0 in order, then each `e / sum`.
-fn softmax(logits: &[F32], probs: &mut [F32]) {
-    let max = logits[1..]
-        .iter()
-        .fold(logits[0], |mx, &l| if seed_le(mx, l) { l } else { mx });
-    let mut sum = F32::ZERO;
-    for (p, &l) in probs.iter_mut().zip(logits) {
-        *p = seed_exp(l - max);
-        sum = sum + *p;
-    }
-    for p in probs.iter_mut() {
-        *p = *p / sum;
-    }
-}
-
-/// Mutable access to `tensors[i]` and `tensors[i + 1]` at once.
-fn split_pair(tensors: &mut [Vec<F32>], i: usize) -> (&mut [F32], &mut [F32]) {
-    let (first, rest) = tensors[i..].split_at_mut(1);
-    (&mut first[0], &mut rest[0])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seed_model_layout() {
-        let mlp = Mlp::seed_model();
-        assert_eq!(mlp.param_lens(), vec![60, 10, 40, 4]);
-    }
 
     #[test]
     fn rejects_bad_sizes() {
@@ -267,11 +333,32 @@ mod tests {
     }
 
     #[test]
-    fn init_follows_the_seed_formula() {
-        let params = Mlp::seed_model().init_params(1);
+    fn seed_init_follows_the_seed_formula() {
+        let params = Mlp::new(vec![6, 10, 4]).unwrap().init_params(Init::Seed, 1);
         // W1[0] = ((0*7 + 1) % 13 - 6) / 50 = -5/50; W2[3] = ((3*5 + 1) % 11 - 5) / 50 = 0.
-        assert_eq!(params[0][0], F32::from_i32(-5) / F32::from_i32(50));
-        assert_eq!(params[2][3], F32::ZERO);
-        assert!(params[1].iter().all(|&b| b == F32::ZERO));
+        assert_eq!(params[0].w[0], F32::from_i32(-5) / F32::from_i32(50));
+        assert_eq!(params[1].w[3], F32::ZERO);
+        assert!(params.iter().all(|l| l.b.iter().all(|&b| b == F32::ZERO)));
+    }
+
+    #[test]
+    fn seed_init_is_exact_for_extreme_seeds() {
+        // k = 0: (i64::MAX % 13) - 6 = (9223372036854775807 mod 13 = 7) - 6 = 1 (C remainder);
+        // i64::MIN: -9223372036854775808 rem 13 = -8, minus 6 = -14.
+        let mlp = Mlp::new(vec![2, 1]).unwrap();
+        let fifty = F32::from_i32(50);
+        let w = |seed| mlp.init_params(Init::Seed, seed)[0].w[0];
+        assert_eq!(w(i64::MAX), F32::from_i32(1) / fifty);
+        assert_eq!(w(i64::MIN), F32::from_i32(-14) / fifty);
+    }
+
+    #[test]
+    fn uniform_init_stays_in_its_range() {
+        let mlp = Mlp::new(vec![6, 50]).unwrap();
+        let a = (F32::from_i32(6) / F32::from_i32(6)).sqrt(); // He: sqrt(6 / 6) = 1
+        let w = &mlp.init_params(Init::He, 3)[0].w;
+        assert!(w.iter().all(|&x| x.ieee_lt(a) && (-a).ieee_le(x)));
+        assert_ne!(w, &mlp.init_params(Init::He, 4)[0].w);
+        assert_ne!(w, &mlp.init_params(Init::Glorot, 3)[0].w);
     }
 }

@@ -1,188 +1,123 @@
-//! The training state and the trainer that advances it, step by step, as the seed's `train_run`.
+//! The trainer: a configuration, its model and the state it advances, step by step and epoch by
+//! epoch, as `docs/TRAINING.md` defines them; the training loop, with a callback between steps
+//! that can stop it (Ctrl-C, progress, checkpoints); evaluation and prediction.
 
-use crate::adam::AdamConfig;
-use crate::dataset::Dataset;
+use crate::arith::Real;
+use crate::config::TrainerConfig;
+use crate::dataset::{Dataset, Targets};
 use crate::error::{Error, Result};
 use crate::hash;
-use crate::mlp::{Mlp, Scratch};
-use crate::nxck::tensors;
+use crate::loss::{argmax, Loss, Target};
+use crate::math::Math;
+use crate::mlp::{Accumulate, Layer, Mlp, Scratch};
+use crate::optim::{clip_by_global_norm, StepScalars};
+use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
+use crate::state::{zeroed_like, TrainState};
+use std::ops::ControlFlow;
 
-/// What a [`Trainer`] is built from: the layer sizes and Adam's hyperparameters.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrainerConfig {
-    pub sizes: Vec<usize>,
-    pub adam: AdamConfig,
+/// Where a run stops (besides a callback asking it to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// When `epoch` epochs are complete (nothing happens if they already are).
+    Epoch(i64),
+    /// When `step` optimiser steps have been taken in total.
+    Step(i64),
 }
 
-impl TrainerConfig {
-    /// The seed's model `[6, 10, 4]` with the seed's Adam hyperparameters.
-    pub fn seed_model() -> TrainerConfig {
-        TrainerConfig {
-            sizes: Mlp::seed_model().sizes().to_vec(),
-            adam: AdamConfig::seed(),
-        }
-    }
+/// What the callback of [`Trainer::run`] hears about.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// A step is done; the state's counters already count it.
+    Step(StepReport),
+    /// An epoch is done (after its last step's event).
+    EpochEnd(EpochReport),
 }
 
-/// Everything a run needs to continue exactly: the parameters, Adam's moments, the epoch and
-/// the running bias-correction powers. This is what a checkpoint holds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrainState {
-    /// `W1, b1, W2, b2, ...`
-    pub params: Vec<Vec<F32>>,
-    /// Adam's first and second moments, one tensor per parameter tensor.
-    pub m: Vec<Vec<F32>>,
-    pub v: Vec<Vec<F32>>,
-    /// Completed epochs (the seed's `scalars[0]`).
+#[derive(Clone, Copy, Debug)]
+pub struct StepReport {
+    /// The step's loss: the mean of its samples' losses.
+    pub loss: F32,
+    /// Samples in the step's batch.
+    pub samples: usize,
+}
+
+/// The training loss and accuracy of one epoch, over the samples this run saw (all of them,
+/// unless the run began mid-epoch from a checkpoint). Information: not part of the state.
+#[derive(Clone, Copy, Debug)]
+pub struct EpochReport {
+    /// The epoch's index (0-based); `epoch + 1` epochs are now complete.
     pub epoch: i64,
-    /// `beta1^t` and `beta2^t` after `t` steps (the seed's `scalars[1]`, `scalars[2]`).
-    pub b1t: F32,
-    pub b2t: F32,
+    /// `(Σ sample losses in order) / f32(samples)`.
+    pub loss: F32,
+    /// Correctly classified samples (classification only).
+    pub correct: Option<usize>,
+    pub samples: usize,
 }
 
-impl TrainState {
-    /// A state at the seed's starting point: `params`, zero moments, epoch 0, powers 1.
-    pub fn fresh(params: Vec<Vec<F32>>) -> TrainState {
-        TrainState {
-            m: zeroed_like(&params),
-            v: zeroed_like(&params),
-            params,
-            epoch: 0,
-            b1t: F32::ONE,
-            b2t: F32::ONE,
-        }
-    }
-
-    /// All tensors in checkpoint order with their names:
-    /// `W1 b1 W2 b2 ... mW1 vW1 mb1 vb1 mW2 vW2 ...` (the seed's 12 buffers for its model).
-    pub fn tensors(&self) -> Vec<(String, &[F32])> {
-        let names = tensor_names(self.params.len());
-        let moments = self
-            .m
-            .iter()
-            .zip(&self.v)
-            .flat_map(|(m, v)| [m.as_slice(), v.as_slice()]);
-        let cells = self.params.iter().map(Vec::as_slice).chain(moments);
-        names.into_iter().zip(cells).collect()
-    }
-
-    /// The tensors of [`TrainState::tensors`], mutable, in the same order.
-    pub fn tensors_mut(&mut self) -> Vec<&mut Vec<F32>> {
-        let moments = self
-            .m
-            .iter_mut()
-            .zip(self.v.iter_mut())
-            .flat_map(|(m, v)| [m, v]);
-        self.params.iter_mut().chain(moments).collect()
-    }
-
-    /// The seed's three scalars: epoch, and the bit patterns of `b1t` and `b2t`.
-    pub fn scalars(&self) -> [i64; 3] {
-        [
-            self.epoch,
-            i64::from(self.b1t.to_bits()),
-            i64::from(self.b2t.to_bits()),
-        ]
-    }
-
-    /// Sets the scalars from the seed's encoding, checking that each is in range.
-    pub fn set_scalars(&mut self, [epoch, b1t, b2t]: [i64; 3]) -> Result<()> {
-        let bits = |name: &str, value: i64| {
-            u32::try_from(value).map(F32::from_bits).map_err(|_| {
-                Error::Header(format!(
-                    "scalar {name} = {value} is not a binary32 bit pattern"
-                ))
-            })
-        };
-        if epoch < 0 {
-            return Err(Error::Header(format!("scalar epoch = {epoch} is negative")));
-        }
-        self.b1t = bits("b1t", b1t)?;
-        self.b2t = bits("b2t", b2t)?;
-        self.epoch = epoch;
-        Ok(())
-    }
-
-    /// Cell counts in checkpoint order.
-    pub fn tensor_lens(&self) -> Vec<usize> {
-        self.tensors().iter().map(|(_, t)| t.len()).collect()
-    }
+/// Loss and accuracy of a model on a data set.
+#[derive(Clone, Copy, Debug)]
+pub struct Evaluation {
+    /// `(Σ sample losses in order) / f32(samples)`.
+    pub loss: F32,
+    pub correct: Option<usize>,
+    pub samples: usize,
 }
 
-/// Zero tensors of the sizes of `tensors`. Allocated zeroed (`calloc`), not filled: a large
-/// one is fresh pages that cost nothing until first written (`vec![F32::ZERO; n]` would write
-/// every cell, F32 not being a primitive that `vec!` knows to `calloc`).
-fn zeroed_like(tensors: &[Vec<F32>]) -> Vec<Vec<F32>> {
-    tensors
-        .iter()
-        .map(|t| bytemuck::zeroed_vec(t.len()))
-        .collect()
+/// Per-batch working memory.
+#[derive(Clone, Debug)]
+struct Work {
+    scratch: Scratch<F32>,
+    /// The batch's gradient (the first block's sum, then the total, then the mean).
+    total: Vec<Layer>,
+    /// The sum of a block after the first.
+    block: Vec<Layer>,
 }
 
-/// Checks that `state` has the model's tensors: each parameter's length, and moments alike.
-fn check_tensor_lens(mlp: &Mlp, state: &TrainState) -> Result<()> {
-    let params = mlp.param_lens();
-    let expected: Vec<usize> = params
-        .iter()
-        .copied()
-        .chain(params.iter().flat_map(|&n| [n, n]))
-        .collect();
-    if state.tensor_lens() != expected {
-        return Err(Error::Mismatch(format!(
-            "tensor sizes {:?} do not fit the model's {expected:?}",
-            state.tensor_lens()
-        )));
-    }
-    Ok(())
+/// Sums of one batch: the sample losses and correct predictions.
+struct BatchSums {
+    loss: F32,
+    correct: usize,
 }
 
-/// Names of the tensors in checkpoint order for `n_params` parameter tensors (two per layer).
-pub fn tensor_names(n_params: usize) -> Vec<String> {
-    let layers = n_params / 2;
-    (0..tensors::count(layers))
-        .map(|k| tensors::name(k, layers))
-        .collect()
-}
-
-/// An MLP with its Adam state: the seed's `train_run` as an object.
+/// An MLP with its optimiser state.
 #[derive(Clone, Debug)]
 pub struct Trainer {
+    config: TrainerConfig,
     mlp: Mlp,
-    adam: AdamConfig,
     state: TrainState,
-    grads: Vec<Vec<F32>>,
-    scratch: Scratch,
+    work: Work,
 }
 
 impl Trainer {
-    /// A trainer at the seed's starting point: weights from the seed's `mk_state(seed)`.
-    pub fn new(config: &TrainerConfig, seed: i64) -> Result<Trainer> {
-        let mlp = Mlp::new(config.sizes.clone())?;
-        Trainer::from_state(config, TrainState::fresh(mlp.init_params(seed)))
+    /// A trainer at the start of a run: weights from the configuration's `init` and `seed`.
+    pub fn new(config: TrainerConfig) -> Result<Trainer> {
+        let mlp = config.validate()?;
+        let params = mlp.init_params(config.init, config.seed);
+        let state = TrainState::fresh(params, config.optimizer.kind.has_second_moments());
+        Trainer::from_state(config, state)
     }
 
-    /// A trainer continuing `state` (e.g. read from a checkpoint), without initialising weights
-    /// that would be overwritten anyway. The state's tensors must have the model's sizes.
-    pub fn from_state(config: &TrainerConfig, state: TrainState) -> Result<Trainer> {
-        let mlp = Mlp::new(config.sizes.clone())?;
-        check_tensor_lens(&mlp, &state)?;
-        let grads = zeroed_like(&state.params);
-        let scratch = Scratch::new(&mlp);
+    /// A trainer continuing `state` (e.g. read from a checkpoint). The state's tensors must have
+    /// the model's sizes.
+    pub fn from_state(config: TrainerConfig, state: TrainState) -> Result<Trainer> {
+        let mlp = config.validate()?;
+        state.check_fits(&mlp, config.optimizer.kind.has_second_moments())?;
+        let work = Work {
+            scratch: Scratch::new(&mlp),
+            total: state.params.iter().map(zeroed_like).collect(),
+            block: Vec::new(),
+        };
         Ok(Trainer {
+            config,
             mlp,
-            adam: config.adam,
             state,
-            grads,
-            scratch,
+            work,
         })
     }
 
-    pub fn config(&self) -> TrainerConfig {
-        TrainerConfig {
-            sizes: self.mlp.sizes().to_vec(),
-            adam: self.adam,
-        }
+    pub fn config(&self) -> &TrainerConfig {
+        &self.config
     }
 
     pub fn mlp(&self) -> &Mlp {
@@ -195,53 +130,9 @@ impl Trainer {
 
     /// Replaces the whole training state; its tensors must have this model's sizes.
     pub fn set_state(&mut self, state: TrainState) -> Result<()> {
-        check_tensor_lens(&self.mlp, &state)?;
+        let second_moments = self.config.optimizer.kind.has_second_moments();
+        state.check_fits(&self.mlp, second_moments)?;
         self.state = state;
-        Ok(())
-    }
-
-    /// One Adam step on one sample (the body of the seed's inner loop); returns the sample's
-    /// loss before the update. Does not change the epoch.
-    pub fn step(&mut self, x: &[F32], label: usize) -> Result<F32> {
-        self.check_sample(x.len(), label)?;
-        Ok(self.step_unchecked(x, label))
-    }
-
-    fn step_unchecked(&mut self, x: &[F32], label: usize) -> F32 {
-        let params = &self.state.params;
-        let loss = self.mlp.forward(params, x, label, &mut self.scratch);
-        self.mlp
-            .backward(params, x, label, &mut self.scratch, &mut self.grads);
-        let s = &mut self.state;
-        let bc = self.adam.advance(&mut s.b1t, &mut s.b2t);
-        for (k, grads) in self.grads.iter().enumerate() {
-            self.adam
-                .update(&mut s.params[k], grads, &mut s.m[k], &mut s.v[k], bc);
-        }
-        loss
-    }
-
-    /// The seed's `train_run`: whole epochs over `data`, every sample in order, until the epoch
-    /// counter reaches `target_epoch` (nothing happens if it already has). Resuming a restored
-    /// state with the same target continues the interrupted run exactly.
-    pub fn train_until(&mut self, data: &Dataset, target_epoch: i64) -> Result<()> {
-        if data.features() != self.mlp.inputs() {
-            return Err(Error::Input(format!(
-                "samples have {} features, the model takes {}",
-                data.features(),
-                self.mlp.inputs()
-            )));
-        }
-        if let Some(&label) = data.labels().iter().find(|&&y| y >= self.mlp.classes()) {
-            return Err(self.label_error(label));
-        }
-        while self.state.epoch < target_epoch {
-            for s in 0..data.len() {
-                let (x, label) = data.sample(s);
-                self.step_unchecked(x, label);
-            }
-            self.state.epoch += 1;
-        }
         Ok(())
     }
 
@@ -255,24 +146,309 @@ impl Trainer {
         hash::state_hash(&self.state)
     }
 
-    fn check_sample(&self, features: usize, label: usize) -> Result<()> {
-        if features != self.mlp.inputs() {
+    /// Checks that `data` fits the model and its loss: the feature count, labels inside
+    /// `0..outputs` (cross-entropy) or one target value per output (MSE).
+    pub fn check_data(&self, data: &Dataset) -> Result<()> {
+        if data.features() != self.mlp.inputs() {
             return Err(Error::Input(format!(
-                "a sample has {features} features, the model takes {}",
+                "samples have {} features, the model takes {}",
+                data.features(),
                 self.mlp.inputs()
             )));
         }
-        if label >= self.mlp.classes() {
-            return Err(self.label_error(label));
+        let outputs = self.mlp.outputs();
+        match (self.config.loss, data.targets()) {
+            (Loss::CrossEntropy, Targets::Labels(labels)) => {
+                match labels.iter().position(|&y| y >= outputs) {
+                    None => Ok(()),
+                    Some(s) => Err(Error::Input(format!(
+                        "label {} of sample {s} is outside 0..{outputs} (the model's classes)",
+                        labels[s]
+                    ))),
+                }
+            }
+            (Loss::Mse, Targets::Values { width, .. }) if *width == outputs => Ok(()),
+            (Loss::Mse, Targets::Values { width, .. }) => Err(Error::Input(format!(
+                "targets have {width} values per sample, the model has {outputs} outputs"
+            ))),
+            (Loss::CrossEntropy, Targets::Values { .. }) => Err(Error::Input(
+                "a cross-entropy model is trained on integer class labels, not float targets"
+                    .into(),
+            )),
+            (Loss::Mse, Targets::Labels(_)) => Err(Error::Input(
+                "an mse model is trained on float targets, not class labels".into(),
+            )),
         }
-        Ok(())
     }
 
-    fn label_error(&self, label: usize) -> Error {
-        Error::Input(format!(
-            "label {label} is outside 0..{} (the model's classes)",
-            self.mlp.classes()
-        ))
+    /// One optimiser step on the given samples of `data` (in that order), outside the epoch
+    /// structure: the step counter advances, `epoch` and `batch` do not. Returns the step's loss.
+    pub fn step(&mut self, data: &Dataset, samples: &[usize]) -> Result<F32> {
+        self.check_data(data)?;
+        if samples.is_empty() {
+            return Err(Error::Input("a step needs at least one sample".into()));
+        }
+        if let Some(&s) = samples.iter().find(|&&s| s >= data.len()) {
+            return Err(Error::Input(format!(
+                "sample index {s} is outside the data set's {} samples",
+                data.len()
+            )));
+        }
+        let sums = self.step_unchecked(data, samples);
+        self.state.step += 1;
+        Ok(sums.loss / F32::from_i64(samples.len() as i64))
+    }
+
+    /// Trains on `data` from the state's position (epoch, batch) until `until`, or until
+    /// `on_event` breaks (it is called after every step and at the end of every epoch, with
+    /// the trainer in a consistent state that a checkpoint can save). Returns whether the run
+    /// reached `until`.
+    pub fn run(
+        &mut self,
+        data: &Dataset,
+        until: Until,
+        mut on_event: impl FnMut(&Trainer, &Event) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        self.check_data(data)?;
+        let batches = self.batches_per_epoch(data)?;
+        let batch_size = self.config.batch_size;
+        let mut epoch_sums: Option<(BatchSums, usize)> = None;
+        while !self.reached(until) {
+            let order = self.sample_order(data.len());
+            let first = self.state.batch as usize;
+            for b in first..batches {
+                let samples = &order[b * batch_size..((b + 1) * batch_size).min(data.len())];
+                let sums = self.step_unchecked(data, samples);
+                let loss = sums.loss / F32::from_i64(samples.len() as i64);
+                epoch_sums = Some(match epoch_sums {
+                    None => (sums, samples.len()),
+                    Some((acc, n)) => (
+                        BatchSums {
+                            loss: acc.loss + sums.loss,
+                            correct: acc.correct + sums.correct,
+                        },
+                        n + samples.len(),
+                    ),
+                });
+                self.state.step += 1;
+                self.state.batch += 1;
+                let epoch_done = b + 1 == batches;
+                if epoch_done {
+                    self.state.epoch += 1;
+                    self.state.batch = 0;
+                }
+                let step = Event::Step(StepReport {
+                    loss,
+                    samples: samples.len(),
+                });
+                if on_event(self, &step).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                if epoch_done {
+                    let (sums, n) = epoch_sums.take().expect("a step was summed");
+                    let end = Event::EpochEnd(EpochReport {
+                        epoch: self.state.epoch - 1,
+                        loss: sums.loss / F32::from_i64(n as i64),
+                        correct: self.classifies().then_some(sums.correct),
+                        samples: n,
+                    });
+                    if on_event(self, &end).is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+                if self.reached(until) {
+                    return Ok(ControlFlow::Continue(()));
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The seed's `train_run`: whole epochs until `epoch` epochs are complete.
+    pub fn train_until(&mut self, data: &Dataset, epoch: i64) -> Result<()> {
+        self.run(data, Until::Epoch(epoch), |_, _| ControlFlow::Continue(()))
+            .map(|_| ())
+    }
+
+    /// The model's loss (and accuracy, for classification) on `data`. Changes nothing.
+    pub fn evaluate(&self, data: &Dataset) -> Result<Evaluation> {
+        self.check_data(data)?;
+        let mut scratch = Scratch::new(&self.mlp);
+        let mut delta = Vec::new();
+        let mut loss_sum: Option<F32> = None;
+        let mut correct = 0;
+        for s in 0..data.len() {
+            let (x, target) = data.sample(s);
+            self.mlp
+                .forward(self.config.math, &self.state.params, x, &mut scratch);
+            let z = scratch.z().to_vec();
+            let loss =
+                self.config
+                    .loss
+                    .forward(self.config.math, &z, target, &mut scratch.outputs, &mut delta);
+            loss_sum = Some(loss_sum.map_or(loss, |sum| sum + loss));
+            correct += usize::from(is_correct(self.config.math, &scratch.outputs, target));
+        }
+        let loss = loss_sum.expect("data sets are not empty") / F32::from_i64(data.len() as i64);
+        Ok(Evaluation {
+            loss,
+            correct: self.classifies().then_some(correct),
+            samples: data.len(),
+        })
+    }
+
+    /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values
+    /// (MSE), `outputs` per sample, row-major. Changes nothing.
+    pub fn predict(&self, inputs: &[F32]) -> Result<Vec<F32>> {
+        let features = self.mlp.inputs();
+        if inputs.len() % features != 0 {
+            return Err(Error::Input(format!(
+                "{} feature values do not make rows of {features}",
+                inputs.len()
+            )));
+        }
+        let mut scratch = Scratch::new(&self.mlp);
+        let mut out = Vec::with_capacity(inputs.len() / features * self.mlp.outputs());
+        for x in inputs.chunks(features) {
+            self.mlp
+                .forward(self.config.math, &self.state.params, x, &mut scratch);
+            let z = scratch.z().to_vec();
+            self.config
+                .loss
+                .outputs(self.config.math, &z, &mut scratch.outputs);
+            out.extend_from_slice(&scratch.outputs);
+        }
+        Ok(out)
+    }
+
+    fn classifies(&self) -> bool {
+        self.config.loss == Loss::CrossEntropy
+    }
+
+    fn reached(&self, until: Until) -> bool {
+        match until {
+            Until::Epoch(epoch) => self.state.epoch >= epoch,
+            Until::Step(step) => self.state.step >= step,
+        }
+    }
+
+    /// Batches per epoch of `data`; the state's position must lie inside an epoch of it.
+    fn batches_per_epoch(&self, data: &Dataset) -> Result<usize> {
+        let batches = self.config.batches_per_epoch(data.len());
+        if batches == 0 {
+            return Err(Error::Input(format!(
+                "drop_last with {} samples and batch_size {} leaves no batch",
+                data.len(),
+                self.config.batch_size
+            )));
+        }
+        if self.state.batch as u64 >= batches as u64 {
+            return Err(Error::Mismatch(format!(
+                "the state is at batch {} of its epoch, but an epoch of these {} samples has \
+                 only {batches} batches: this is not the data set it was trained on",
+                self.state.batch,
+                data.len()
+            )));
+        }
+        Ok(batches)
+    }
+
+    /// The order of the current epoch's samples: the identity, or the epoch's permutation.
+    fn sample_order(&self, samples: usize) -> Vec<usize> {
+        if self.config.shuffle {
+            Stream::new(self.config.seed, Domain::Shuffle, self.state.epoch as u64)
+                .permutation(samples)
+        } else {
+            (0..samples).collect()
+        }
+    }
+
+    /// Gradient of the batch `samples` (blocked sums, then the mean), optional clipping, then
+    /// the optimiser's update. Advances `b1t`, `b2t` but no counters.
+    fn step_unchecked(&mut self, data: &Dataset, samples: &[usize]) -> BatchSums {
+        let config = &self.config;
+        let (math, loss_kind) = (config.math, config.loss);
+        let params = &self.state.params;
+        let work = &mut self.work;
+        let mut sums: Option<BatchSums> = None;
+        for (k, block) in samples.chunks(config.block_len()).enumerate() {
+            if k == 1 && work.block.is_empty() {
+                work.block = params.iter().map(zeroed_like).collect();
+            }
+            let into = if k == 0 { &mut work.total } else { &mut work.block };
+            for (i, &s) in block.iter().enumerate() {
+                let (x, target) = data.sample(s);
+                let accumulate = if i == 0 {
+                    Accumulate::Write
+                } else {
+                    Accumulate::Add
+                };
+                let loss = self.mlp.sample_gradient(
+                    math,
+                    loss_kind,
+                    params,
+                    x,
+                    target,
+                    &mut work.scratch,
+                    into,
+                    accumulate,
+                );
+                let correct = is_correct(math, &work.scratch.outputs, target);
+                sums = Some(match sums {
+                    None => BatchSums {
+                        loss,
+                        correct: usize::from(correct),
+                    },
+                    Some(acc) => BatchSums {
+                        loss: acc.loss + loss,
+                        correct: acc.correct + usize::from(correct),
+                    },
+                });
+            }
+            if k > 0 {
+                for (total, block) in work.total.iter_mut().zip(&work.block) {
+                    add_assign(&mut total.w, &block.w);
+                    add_assign(&mut total.b, &block.b);
+                }
+            }
+        }
+        let batch = F32::from_i64(samples.len() as i64);
+        for layer in work.total.iter_mut() {
+            for g in layer.w.iter_mut().chain(layer.b.iter_mut()) {
+                *g = *g / batch;
+            }
+        }
+        if let Some(max_norm) = config.clip_norm {
+            clip_by_global_norm(&mut work.total, max_norm);
+        }
+        let s = &mut self.state;
+        let lr = config.schedule.rate(config.optimizer.lr, s.step as u64);
+        let scalars = StepScalars::advance(&config.optimizer, lr, &mut s.b1t, &mut s.b2t);
+        for (l, grad) in work.total.iter().enumerate() {
+            let (p, m) = (&mut s.params[l], &mut s.m[l]);
+            let (vw, vb): (&mut [F32], &mut [F32]) = match s.v.get_mut(l) {
+                Some(v) => (&mut v.w, &mut v.b),
+                None => (&mut [], &mut []),
+            };
+            let update = |p: &mut [F32], g: &[F32], m: &mut [F32], v: &mut [F32]| {
+                config.optimizer.update(math, &scalars, p, g, m, v);
+            };
+            update(&mut p.w, &grad.w, &mut m.w, vw);
+            update(&mut p.b, &grad.b, &mut m.b, vb);
+        }
+        sums.expect("a batch has at least one sample")
+    }
+}
+
+/// Whether the maximum of the probabilities `p` (section 10's rule) is the sample's label.
+fn is_correct(math: Math, p: &[F32], target: Target<'_, F32>) -> bool {
+    matches!(target, Target::Class(label) if argmax(math, p) == label)
+}
+
+/// `total[i] = total[i] + x[i]`: a block's sum added to the blocks before it.
+fn add_assign<R: Real>(total: &mut [R], x: &[R]) {
+    for (t, &x) in total.iter_mut().zip(x) {
+        *t = *t + x;
     }
 }
 
@@ -281,25 +457,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_tensor_names_in_checkpoint_order() {
-        let names = tensor_names(4);
-        let expected = "W1 b1 W2 b2 mW1 vW1 mb1 vb1 mW2 vW2 mb2 vb2";
-        assert_eq!(names.join(" "), expected);
+    fn training_until_a_past_epoch_does_nothing() {
+        let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
+        let before = t.state_hash();
+        t.train_until(&Dataset::seed(8, 6, 4).unwrap(), 0).unwrap();
+        assert_eq!(t.state_hash(), before);
     }
 
     #[test]
     fn step_checks_its_input() {
-        let mut t = Trainer::new(&TrainerConfig::seed_model(), 1).unwrap();
-        assert!(matches!(t.step(&[F32::ZERO; 5], 0), Err(Error::Input(_))));
-        assert!(matches!(t.step(&[F32::ZERO; 6], 4), Err(Error::Input(_))));
-        assert!(t.step(&[F32::ZERO; 6], 3).is_ok());
-    }
-
-    #[test]
-    fn training_until_a_past_epoch_does_nothing() {
-        let mut t = Trainer::new(&TrainerConfig::seed_model(), 1).unwrap();
-        let before = t.state_hash();
-        t.train_until(&Dataset::seed(8, 6, 4), 0).unwrap();
-        assert_eq!(t.state_hash(), before);
+        let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
+        let data = Dataset::seed(8, 6, 4).unwrap();
+        let wrong = Dataset::seed(8, 5, 4).unwrap();
+        assert!(matches!(t.step(&wrong, &[0]), Err(Error::Input(_))));
+        assert!(matches!(t.step(&data, &[8]), Err(Error::Input(_))));
+        assert!(matches!(t.step(&data, &[]), Err(Error::Input(_))));
+        assert!(t.step(&data, &[0]).is_ok());
+        assert_eq!(t.state().step, 1);
     }
 }

@@ -1,0 +1,180 @@
+//! Output layers and their losses (`docs/TRAINING.md`, section 5): softmax with cross-entropy
+//! for classification, identity with mean squared error for regression. Each computes one
+//! sample's loss and the gradient of that loss with respect to the last layer's outputs.
+
+use crate::arith::Real;
+use crate::math::Math;
+
+/// The loss a model is trained with; recorded in every checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// Softmax outputs, integer class labels.
+    CrossEntropy,
+    /// Identity outputs, float targets (one per output).
+    Mse,
+}
+
+/// One sample's target.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a, R> {
+    Class(usize),
+    Values(&'a [R]),
+}
+
+impl Loss {
+    pub const ALL: [Loss; 2] = [Loss::CrossEntropy, Loss::Mse];
+
+    /// The name in configurations and checkpoints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::CrossEntropy => "cross_entropy",
+            Loss::Mse => "mse",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Loss> {
+        Loss::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The sample's loss. Leaves the model's outputs (probabilities or values) in `outputs` and
+    /// the gradient with respect to `z` (the last layer's pre-activations) in `delta`.
+    pub fn forward<R: Real>(
+        self,
+        math: Math,
+        z: &[R],
+        target: Target<'_, R>,
+        outputs: &mut [R],
+        delta: &mut Vec<R>,
+    ) -> R {
+        match (self, target) {
+            (Loss::CrossEntropy, Target::Class(label)) => {
+                let loss = softmax_cross_entropy(math, z, label, outputs);
+                delta.clear();
+                delta.extend_from_slice(outputs);
+                delta[label] = outputs[label] - R::ONE;
+                loss
+            }
+            (Loss::Mse, Target::Values(t)) => {
+                outputs.copy_from_slice(z);
+                mean_squared_error(z, t, delta)
+            }
+            _ => unreachable!("targets are checked against the loss when the data is bound"),
+        }
+    }
+
+    /// The model's outputs for `z`: probabilities (cross-entropy) or `z` itself (MSE).
+    pub fn outputs<R: Real>(self, math: Math, z: &[R], outputs: &mut [R]) {
+        match self {
+            Loss::CrossEntropy => {
+                softmax(math, z, outputs);
+            }
+            Loss::Mse => outputs.copy_from_slice(z),
+        }
+    }
+}
+
+/// The index of the largest value by the setting's rule: the seed's `le` lets a later equal
+/// value win; IEEE `<` keeps the first maximum and never picks a NaN after the first value.
+pub fn argmax<R: Real>(math: Math, z: &[R]) -> usize {
+    let mut best = 0;
+    for (o, &value) in z.iter().enumerate().skip(1) {
+        let better = match math {
+            Math::Seed => math.le(z[best], value),
+            Math::Ieee => z[best].ieee_lt(value),
+        };
+        if better {
+            best = o;
+        }
+    }
+    best
+}
+
+/// `e_o = exp(z_o - max)`, summed from +0 in order, then `p_o = e_o / sum`. Returns the sum
+/// and the maximum.
+fn softmax<R: Real>(math: Math, z: &[R], p: &mut [R]) -> (R, R) {
+    let max = z[argmax(math, z)];
+    let mut sum = R::ZERO;
+    for (p, &zo) in p.iter_mut().zip(z) {
+        *p = math.exp(zo - max);
+        sum = sum + *p;
+    }
+    for p in p.iter_mut() {
+        *p = *p / sum;
+    }
+    (sum, max)
+}
+
+/// The seed's loss is `-log p_label`; the IEEE setting computes `log(sum) - (z_label - max)`,
+/// which stays finite when `p_label` underflows to 0.
+fn softmax_cross_entropy<R: Real>(math: Math, z: &[R], label: usize, p: &mut [R]) -> R {
+    let (sum, max) = softmax(math, z, p);
+    match math {
+        Math::Seed => -math.log(p[label]),
+        Math::Ieee => math.log(sum) - (z[label] - max),
+    }
+}
+
+/// `(Σ d_o^2 from +0) / K` with `d = z - t`; the gradient is `d_o * (2 / K)`.
+fn mean_squared_error<R: Real>(z: &[R], t: &[R], delta: &mut Vec<R>) -> R {
+    let outputs = R::from_i64(z.len() as i64);
+    let scale = R::from_i64(2) / outputs;
+    let mut sum = R::ZERO;
+    delta.clear();
+    for (&zo, &to) in z.iter().zip(t) {
+        let d = zo - to;
+        sum = sum + d * d;
+        delta.push(d * scale);
+    }
+    sum / outputs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::softf32::F32;
+
+    fn f(x: i32) -> F32 {
+        F32::from_i32(x)
+    }
+
+    #[test]
+    fn mse_of_small_integers_is_exact() {
+        // z = (3, 1), t = (1, 1): d = (2, 0), loss = 4 / 2 = 2, gradient = (2 * 1, 0).
+        let (z, t) = ([f(3), f(1)], [f(1), f(1)]);
+        let (mut out, mut delta) = ([F32::ZERO; 2], Vec::new());
+        let loss = Loss::Mse.forward(Math::Ieee, &z, Target::Values(&t), &mut out, &mut delta);
+        assert_eq!(loss, f(2));
+        assert_eq!(delta, vec![f(2), F32::ZERO]);
+        assert_eq!(out, z);
+    }
+
+    #[test]
+    fn equal_logits_give_uniform_probabilities_and_log_k_loss() {
+        let z = [f(5); 4];
+        let (mut p, mut delta) = ([F32::ZERO; 4], Vec::new());
+        let loss =
+            Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(2), &mut p, &mut delta);
+        let quarter = F32::ONE / f(4);
+        assert_eq!(p, [quarter; 4]);
+        assert_eq!(loss, f(4).ln());
+        assert_eq!(delta[2], quarter - F32::ONE);
+    }
+
+    #[test]
+    fn ieee_loss_stays_finite_when_the_probability_underflows() {
+        let z = [f(0), f(-200)];
+        let (mut p, mut delta) = ([F32::ZERO; 2], Vec::new());
+        let loss =
+            Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(1), &mut p, &mut delta);
+        assert_eq!(p[1], F32::ZERO);
+        // log(1 + e^-200) rounds to 0 in binary32, so the loss is exactly 200.
+        assert_eq!(loss, f(200));
+    }
+
+    #[test]
+    fn argmax_ties_follow_the_setting() {
+        let z = [f(1), f(3), f(3)];
+        assert_eq!(argmax(Math::Ieee, &z), 1);
+        assert_eq!(argmax(Math::Seed, &z), 2);
+    }
+}

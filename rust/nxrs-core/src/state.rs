@@ -1,0 +1,189 @@
+//! The training state (`docs/TRAINING.md`, section 11): everything a run needs to continue
+//! exactly, what a checkpoint holds and what the full-state hash covers, with its tensors' names
+//! and shapes.
+
+use crate::error::{Error, Result};
+use crate::mlp::{Layer, Mlp};
+use crate::softf32::F32;
+
+/// Parameters, optimiser slots and counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrainState {
+    /// `W1 b1`, `W2 b2`, ...
+    pub params: Vec<Layer>,
+    /// First moments (Adam, AdamW) or momentum buffers (SGD), shaped like the parameters.
+    pub m: Vec<Layer>,
+    /// Second moments (Adam, AdamW); empty for SGD.
+    pub v: Vec<Layer>,
+    /// Completed epochs.
+    pub epoch: i64,
+    /// Batches of the current epoch already done.
+    pub batch: i64,
+    /// Optimiser steps in total.
+    pub step: i64,
+    /// `beta1^t` and `beta2^t` after `t` steps (Adam, AdamW; 1 for SGD).
+    pub b1t: F32,
+    pub b2t: F32,
+}
+
+/// A tensor's name and shape, in checkpoint order.
+pub type TensorSpec = (String, Vec<usize>);
+
+/// The scalars' names, in the order of the hash and of checkpoints.
+pub const SCALAR_NAMES: [&str; 5] = ["epoch", "b1t_bits", "b2t_bits", "step", "batch"];
+
+impl TrainState {
+    /// A state at the start of a run: `params`, zero slots, counters 0, powers 1.
+    pub fn fresh(params: Vec<Layer>, second_moments: bool) -> TrainState {
+        let zeros = || params.iter().map(zeroed_like).collect::<Vec<_>>();
+        TrainState {
+            m: zeros(),
+            v: if second_moments { zeros() } else { Vec::new() },
+            params,
+            epoch: 0,
+            batch: 0,
+            step: 0,
+            b1t: F32::ONE,
+            b2t: F32::ONE,
+        }
+    }
+
+    /// The names and shapes of the tensors of a state of `mlp` (with second moments or not):
+    /// `W1 b1 W2 b2 ...`, then per parameter `m<p> v<p>` (the seed's `mW1 vW1 mb1 vb1 ...`),
+    /// or `m<p>` alone without second moments.
+    pub fn layout(mlp: &Mlp, second_moments: bool) -> Vec<TensorSpec> {
+        let params: Vec<TensorSpec> = (0..mlp.layers())
+            .flat_map(|l| {
+                let (outputs, inputs) = mlp.weight_shape(l);
+                [
+                    (format!("W{}", l + 1), vec![outputs, inputs]),
+                    (format!("b{}", l + 1), vec![outputs]),
+                ]
+            })
+            .collect();
+        let prefixes: &[&str] = if second_moments { &["m", "v"] } else { &["m"] };
+        let slots: Vec<TensorSpec> = params
+            .iter()
+            .flat_map(|(name, shape)| {
+                prefixes
+                    .iter()
+                    .map(move |prefix| (format!("{prefix}{name}"), shape.clone()))
+            })
+            .collect();
+        params.into_iter().chain(slots).collect()
+    }
+
+    /// The tensors' cells in [`TrainState::layout`] order.
+    pub fn tensors(&self) -> Vec<&[F32]> {
+        let params = self.params.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
+        let m = self.m.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
+        let slots: Vec<&[F32]> = if self.v.is_empty() {
+            m.collect()
+        } else {
+            let v = self.v.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
+            m.zip(v).flat_map(|(m, v)| [m, v]).collect()
+        };
+        params.chain(slots).collect()
+    }
+
+    /// The tensors of [`TrainState::tensors`], mutable, in the same order.
+    pub fn tensors_mut(&mut self) -> Vec<&mut Vec<F32>> {
+        let params = self.params.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
+        let m = self.m.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
+        let slots: Vec<&mut Vec<F32>> = if self.v.is_empty() {
+            m.collect()
+        } else {
+            let v = self.v.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
+            m.zip(v).flat_map(|(m, v)| [m, v]).collect()
+        };
+        params.chain(slots).collect()
+    }
+
+    /// The scalars in [`SCALAR_NAMES`] order (binary32 values as their bit patterns).
+    pub fn scalars(&self) -> [i64; 5] {
+        [
+            self.epoch,
+            i64::from(self.b1t.to_bits()),
+            i64::from(self.b2t.to_bits()),
+            self.step,
+            self.batch,
+        ]
+    }
+
+    /// Sets the scalars from [`TrainState::scalars`]'s encoding, checking each is in range.
+    pub fn set_scalars(&mut self, [epoch, b1t, b2t, step, batch]: [i64; 5]) -> Result<()> {
+        let bits = |name: &str, value: i64| {
+            u32::try_from(value).map(F32::from_bits).map_err(|_| {
+                Error::Header(format!("scalar {name} = {value} is not a binary32 bit pattern"))
+            })
+        };
+        for (name, value) in [("epoch", epoch), ("step", step), ("batch", batch)] {
+            if value < 0 {
+                return Err(Error::Header(format!("scalar {name} = {value} is negative")));
+            }
+        }
+        self.b1t = bits("b1t_bits", b1t)?;
+        self.b2t = bits("b2t_bits", b2t)?;
+        (self.epoch, self.step, self.batch) = (epoch, step, batch);
+        Ok(())
+    }
+
+    /// Checks that the state has the tensors of [`TrainState::layout`] for `mlp`.
+    pub fn check_fits(&self, mlp: &Mlp, second_moments: bool) -> Result<()> {
+        let expected: Vec<usize> = TrainState::layout(mlp, second_moments)
+            .iter()
+            .map(|(_, shape)| shape.iter().product())
+            .collect();
+        let actual: Vec<usize> = self.tensors().iter().map(|t| t.len()).collect();
+        if actual != expected {
+            return Err(Error::Mismatch(format!(
+                "tensor sizes {actual:?} do not fit the model's {expected:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Zeros shaped like `layer`, allocated zeroed (`calloc`) rather than filled: a large one is
+/// fresh pages that cost nothing until first written (`vec![F32::ZERO; n]` would write every
+/// cell, F32 not being a primitive that `vec!` knows to `calloc`).
+pub fn zeroed_like(layer: &Layer) -> Layer {
+    Layer {
+        w: bytemuck::zeroed_vec(layer.w.len()),
+        b: bytemuck::zeroed_vec(layer.b.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_tensor_names_in_checkpoint_order() {
+        let mlp = Mlp::new(vec![6, 10, 4]).unwrap();
+        let names: Vec<String> = TrainState::layout(&mlp, true)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names.join(" "), "W1 b1 W2 b2 mW1 vW1 mb1 vb1 mW2 vW2 mb2 vb2");
+        let sgd: Vec<String> = TrainState::layout(&mlp, false)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(sgd.join(" "), "W1 b1 W2 b2 mW1 mb1 mW2 mb2");
+    }
+
+    #[test]
+    fn tensors_follow_the_layout() {
+        let mlp = Mlp::new(vec![3, 2]).unwrap();
+        let mut state = TrainState::fresh(mlp.init_params(crate::mlp::Init::Seed, 1), true);
+        state.m[0].b[1] = F32::ONE;
+        let layout = TrainState::layout(&mlp, true);
+        let tensors = state.tensors();
+        assert_eq!(tensors.len(), layout.len());
+        let mb1 = layout.iter().position(|(n, _)| n == "mb1").unwrap();
+        assert_eq!(tensors[mb1], &[F32::ZERO, F32::ONE]);
+        assert!(state.check_fits(&mlp, true).is_ok());
+        assert!(state.check_fits(&mlp, false).is_err());
+    }
+}
