@@ -58,7 +58,8 @@ def seed_config() -> Any:
 
 @pytest.fixture(scope="module")
 def golden_small() -> dict[str, Any]:
-    return gr.golden(digits=False)
+    data: dict[str, Any] = gr.golden(digits=False)
+    return data
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +303,8 @@ def literal_step(tr: Any, x: np.ndarray, y: np.ndarray) -> np.float32:
     lsum = losses[0]
     for v in losses[1:]:
         lsum = f32(lsum + v)
-    return f32(lsum / f32(nb))
+    out: np.float32 = f32(lsum / f32(nb))
+    return out
 
 
 LITERAL_CASES = [
@@ -338,7 +340,7 @@ def test_batch_size_one_is_the_per_sample_loop() -> None:
     x, y = gr.case_data(10, 4, 3, "cross_entropy")
     a, b = gr.Trainer(cfg), gr.Trainer(cfg)
     la = a.train_steps(x, y, 13)
-    lb = []
+    lb: list[np.float32] = []
     for e in range(2):
         for s in gr.epoch_order(cfg.seed, e, 10, True):
             if len(lb) < 13:
@@ -371,9 +373,9 @@ def test_mse_hand_computation() -> None:
     gb = [Fraction(0)] * 2
     loss = Fraction(0)
     for xs, ts in zip(X, T):
-        z = [b0[o] + sum(W0[o][j] * xs[j] for j in range(2)) for o in range(2)]
+        z = [b0[o] + sum((W0[o][j] * xs[j] for j in range(2)), Fraction(0)) for o in range(2)]
         d = [z[o] - ts[o] for o in range(2)]
-        loss += sum(v * v for v in d) / 2
+        loss += sum((v * v for v in d), Fraction(0)) / 2
         for o in range(2):
             gb[o] += d[o] * 2 / 2
             for j in range(2):
@@ -596,3 +598,49 @@ def test_digits_split() -> None:
     train, test = gr.split(1797, 0.2, 0)
     assert len(test) == 360 and len(train) == 1437
     assert sorted(train + test) == list(range(1797))
+
+
+def _mp_round_f32(mpmath: Any, v: Any) -> np.float32:
+    """The binary32 nearest to the mpmath value ``v`` (by comparing neighbours exactly)."""
+    c = f32(float(v))
+    cands = [np.nextafter(c, f32(-np.inf)), c, np.nextafter(c, f32(np.inf))]
+    return min(cands, key=lambda u: abs(v - mpmath.mpf(float(u))))
+
+
+def test_ieee_exp_log_are_correctly_rounded_on_samples() -> None:
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(8)
+    xe = np.concatenate([rng.uniform(-100, 88, 300), rng.uniform(-1, 1, 100)]).astype(np.float32)
+    xl = np.concatenate([rng.uniform(1, 10, 300), rng.uniform(0, 1e-30, 100)]).astype(np.float32)
+    with mpmath.workprec(160):
+        for fn, xs, got in (
+            ("exp", xe, gr.Math("ieee").exp(xe)),
+            ("log", xl, gr.Math("ieee").log(xl)),
+        ):
+            for v, g in zip(xs, got):
+                want = _mp_round_f32(mpmath, getattr(mpmath, fn)(mpmath.mpf(float(v))))
+                assert gr.bits(g) == gr.bits(want), (fn, float(v))
+
+
+def test_hard_rounding_cases_are_decided_in_high_precision() -> None:
+    """A binary64 approximation sitting on a binary32 midpoint (on the wrong side of it) is
+    detected and decided by mpmath, not rounded blindly."""
+    pytest.importorskip("mpmath")
+    x = np.array([1.0, 2.5], np.float32)
+    truth = [f32(math.e), f32(math.log(2.5))]
+    fake = []
+    for t, exact in zip(truth, (math.e, math.log(2.5))):
+        # The neighbour on the other side of the truth, and the midpoint towards it, nudged
+        # one binary64 ulp past the midpoint: a blind rounding would pick the neighbour.
+        other = np.nextafter(t, f32(np.inf) if exact < float(t) else f32(-np.inf))
+        mid = (float(t) + float(other)) / 2
+        fake.append(np.nextafter(mid, float(other)))
+    before = dict(gr.HARD_CASES)
+    got = gr._round_to_f32(x[:1], np.array(fake[:1], np.float64), "exp")
+    got_log = gr._round_to_f32(x[1:], np.array(fake[1:], np.float64), "log")
+    assert gr.bits(got[0]) == gr.bits(truth[0])
+    assert gr.bits(got_log[0]) == gr.bits(truth[1])
+    assert gr.HARD_CASES["exp"] == before["exp"] + 1
+    assert gr.HARD_CASES["log"] == before["log"] + 1
+    # Sanity of the construction: the blind rounding is wrong.
+    assert gr.bits(f32(fake[0])) != gr.bits(truth[0])
