@@ -600,9 +600,15 @@ def forward(m: Math, Ws: Sequence[F32Array], bs: Sequence[F32Array], x: F32Array
         W, b = Ws[l], bs[l]
         acts.append(a)
         acc = np.repeat(b[None, :], a.shape[0], axis=0)
+        # Contiguous columns, and products into a scratch buffer: only for speed (each cell is
+        # still one binary32 product then one binary32 sum).
+        w_cols = np.ascontiguousarray(W.T)
+        a_cols = np.ascontiguousarray(a.T)
+        prod = np.empty_like(acc)
         # Accumulated from the bias, input by input in order.
         for j in range(W.shape[1]):
-            acc = acc + W[None, :, j] * a[:, j, None]
+            np.multiply(w_cols[j][None, :], a_cols[j][:, None], out=prod)
+            np.add(acc, prod, out=acc)
         zs.append(acc)
         if l < n_layers - 1:
             a = np.where(m.le(acc, ZERO), ZERO, acc).astype(np.float32)
@@ -1244,19 +1250,18 @@ def run_digits(epochs: int = DIGITS_EPOCHS) -> dict[str, Any]:
         for v in losses[1:]:
             acc_sum = np.float32(acc_sum + v)
         mean_step = np.float32(acc_sum / f32i(len(losses)))
-        train_loss, train_acc = tr.evaluate(xtr, ytr)
         test_loss, test_acc = tr.evaluate(xte, yte)
         per_epoch.append(
             {
                 "epoch": tr.epoch,
                 "mean_step_loss_bits": bits(mean_step),
-                "train_loss_bits": bits(train_loss),
                 "test_loss_bits": bits(test_loss),
-                "train_accuracy": train_acc,
                 "test_accuracy": test_acc,
                 "state_hash": tr.state_hash_hex(),
             }
         )
+    # The training set is evaluated once, at the end (it is most of the evaluation time).
+    train_loss, train_acc = tr.evaluate(xtr, ytr)
     return {
         "config": _config_json(resolve_config(**keys)),
         "data": "sklearn load_digits(): x = f32(pixel) / f32(16), labels 0..9",
@@ -1270,7 +1275,9 @@ def run_digits(epochs: int = DIGITS_EPOCHS) -> dict[str, Any]:
         "/ f32(steps in the epoch)",
         "per_epoch": per_epoch,
         "final_state_hash": tr.state_hash_hex(),
-        "train_accuracy": per_epoch[-1]["train_accuracy"],
+        "train_loss_bits": bits(train_loss),
+        "train_accuracy": train_acc,
+        "test_loss_bits": per_epoch[-1]["test_loss_bits"],
         "test_accuracy": per_epoch[-1]["test_accuracy"],
     }
 
