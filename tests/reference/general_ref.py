@@ -11,6 +11,26 @@ parameter); every sequential sum the spec defines is a sequential loop here.
 by issue 8 for the reference's inputs) and ``sqrt`` from numpy's float32 ``sqrt`` (IEEE).
 Integers and the u64 generator (section 9) are Python ints, masked to 64 bits.
 
+API: :class:`Config` (section 1), :class:`Trainer` with ``step(x, y)``, ``train_steps``,
+``train_until``, ``fit_epochs``, ``evaluate``, ``predict``, ``predict_proba``, ``state_hash``;
+:class:`Stream`, :func:`permutation` (section 9); :func:`load_digits_f32`, :func:`split`
+(section 12).
+
+Readings of the spec where its text leaves a choice (each marked "reading" at its place):
+
+* the ``B`` of ``total / f32(B)`` and of the step's loss is the number of samples in *this*
+  batch (smaller than ``batch_size`` for a short last batch);
+* ``-log(p_y)`` (seed loss) is the sign-bit flip (the seed's ``f32_neg``), not ``0 - x``;
+* SGD's "with ``weight_decay``" means ``weight_decay != 0``; ``buf = momentum * buf + g'`` is
+  computed on every step, also with ``momentum = 0`` and on the first step;
+* clipping acts on the reduced gradient, before the optimiser (and before SGD's decay term);
+* ``predict`` takes the maximum of ``p`` (not of ``z``);
+* the split's stream uses the run's ``seed``;
+* ``Trainer.step`` on an explicit batch advances ``step`` only (``epoch``/``batch`` are
+  positions in a data set, kept by ``train_steps``);
+* the ranges of section 1 are checked on the binary32 values; ``MAX_LAYERS`` (not given)
+  is 64 here and at least 2 sizes are required.
+
 This module must not import nxrs: it is the independent check of it.
 
 Run ``python tests/reference/general_ref.py --write`` to regenerate
@@ -641,7 +661,8 @@ def loss_and_delta(
             rows = np.arange(n)
             py = p[rows, lab]
             if m.name == "seed":
-                # -log(p_y): negation is the sign-bit flip (the seed's f32_neg).
+                # Reading: -log(p_y) negates by flipping the sign bit (the seed's f32_neg);
+                # ``0 - x`` would differ for log(p_y) = +0.
                 lp = m.log(np.ascontiguousarray(py))
                 losses = (lp.view(np.uint32) ^ _SIGN).view(np.float32)
             else:
@@ -684,7 +705,11 @@ def backward(
 
 def reduce_batch(per_sample: F32Array, grad_block: int | None) -> F32Array:
     """Section 5, reduction: block sums (from each block's first sample), their sum in block
-    order (from the first block's), divided by ``f32(B)``."""
+    order (from the first block's), divided by ``f32(B)``.
+
+    Reading: ``B`` is the number of samples in this batch (a short last batch divides by its
+    own size), and ``G = B`` when ``grad_block`` is not set.
+    """
     nb = per_sample.shape[0]
     blk = nb if grad_block is None else grad_block
     total: F32Array | None = None
@@ -844,8 +869,9 @@ class Trainer:
             wd, mom = cfg.weight_decay, cfg.momentum
             for i in range(n):
                 for P, G, B in ((self.W, gW, self.mW), (self.b, gb, self.mb)):
-                    # "with weight_decay": read as weight_decay != 0 (0 * p could turn a -0
-                    # gradient into +0, so skipping it is observable).
+                    # Reading: "with weight_decay" is weight_decay != 0 (0 * p could turn a
+                    # -0 gradient into +0, so skipping it is observable). The buffer update
+                    # below runs on every step, also with momentum 0 (PyTorch skips it then).
                     g = G[i] + wd * P[i] if wd != ZERO else G[i]
                     B[i] = mom * B[i] + g
                     P[i] = P[i] - lr_t * B[i]
