@@ -222,6 +222,17 @@ def test_invalid_files_are_never_deleted(tmp_path: Path) -> None:
     assert all(path.read_bytes() == content for path, content in left.items())
 
 
+def test_warnings_point_at_the_caller(tmp_path: Path) -> None:
+    manager = nxrs.CheckpointManager(tmp_path, keep=1)
+    manager.path_for(9).write_bytes(b"junk")
+    with recorded() as caught:
+        manager.save(tiny(1), 1)
+        manager.prune()
+        manager.latest()
+        manager.load_latest()
+    assert len(caught) == 4 and {w.filename for w in caught} == {__file__}
+
+
 def test_saving_a_lower_step_keeps_the_higher_valid_ones(tmp_path: Path) -> None:
     manager = nxrs.CheckpointManager(tmp_path, keep=1)
     manager.save(tiny(5), 5)

@@ -166,7 +166,7 @@ class CheckpointManager:
 
     def _newest_valid(self) -> tuple[CheckpointEntry, Trainer] | None:
         for entry in reversed(self.list()):
-            trainer = self._load(entry, stacklevel=4)
+            trainer = self._load(entry)
             if trainer is not None:
                 return entry, trainer
         return None
@@ -174,13 +174,13 @@ class CheckpointManager:
     def _prune(self, also_keep: Path | None) -> None:
         valid_newer = 0
         for entry in reversed(self.list()):
-            if self._load(entry, stacklevel=5) is None:
+            if self._load(entry) is None:
                 continue
             if valid_newer >= self.keep and entry.path != also_keep:
                 entry.path.unlink(missing_ok=True)
             valid_newer += 1
 
-    def _load(self, entry: CheckpointEntry, stacklevel: int) -> Trainer | None:
+    def _load(self, entry: CheckpointEntry) -> Trainer | None:
         """The one validity rule: the checkpoint's Trainer, or None when it is not valid.
 
         ``Trainer.load`` rather than ``nxrs.open``: it reads both versions, and it builds exactly
@@ -194,7 +194,7 @@ class CheckpointManager:
             warnings.warn(
                 f"checkpoint {entry.path} is not valid, skipped and left in place: {err}",
                 CorruptCheckpointWarning,
-                stacklevel=stacklevel,
+                stacklevel=4,  # the caller of latest, load_latest, save or prune, via one helper
             )
             return None
 
