@@ -47,8 +47,9 @@ class CheckpointManager:
     - **Which files are checkpoints.** Regular files named exactly as ``path_for`` names them:
       the prefix, ``-``, the step in ASCII decimal zero-padded to 12 digits, ``.nxck``. Anything
       else in the directory (other names, ``step-9.nxck``, non-ASCII digits, directories,
-      symbolic links, temporary files of saves) is not the manager's: never read, never deleted.
-      ``list()`` gives the checkpoints without reading them.
+      symbolic links) is not the manager's: never read, never deleted (only the temporary files
+      of interrupted saves are swept, below). ``list()`` gives the checkpoints without reading
+      them.
     - **Which checkpoints are valid.** Those that ``Trainer.load`` reads: a v2 file with its
       header and every checksum verified, or a v1 file in the seed model's layout (v1 has no
       checksums and no sizes; a v1 file counts like a v2 file). ``latest()``, ``load_latest()``
