@@ -184,9 +184,11 @@ mod tests {
         input_error(Dataset::try_seed(8, 0, 4));
         input_error(Dataset::try_seed(8, 6, 0));
         input_error(Dataset::try_seed(u64::MAX, 2, 4));
-        // The limit itself is accepted: 2^28 cells.
-        assert_eq!(Dataset::try_seed(1 << 14, 1 << 14, 4).unwrap().len(), 1 << 14);
-        input_error(Dataset::try_seed((1 << 14) + 1, 1 << 14, 4));
+        // The limit itself is accepted: 2^28 cells (checked without allocating 1 GiB).
+        assert_eq!(check_size(1 << 14, 1 << 14).unwrap(), (1 << 14, 1 << 14));
+        assert_eq!(check_size(1, MAX_CELLS).unwrap(), (1, MAX_CELLS));
+        input_error(check_size((1 << 14) + 1, 1 << 14));
+        input_error(check_size(1, MAX_CELLS + 1));
     }
 
     #[test]
