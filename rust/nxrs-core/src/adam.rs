@@ -98,9 +98,9 @@ fn accepted_range(name: &str, value: F32) -> std::result::Result<(), &'static st
     match (ok, name) {
         (true, _) => Ok(()),
         (false, "beta1" | "beta2") => Err("0 <= value < 1"),
-        (false, _) => Err(
-            "finite, positive and normal as binary32: 1.1754944e-38 (2^-126) ..= 3.4028235e38",
-        ),
+        (false, _) => {
+            Err("finite, positive and normal as binary32: 1.1754944e-38 (2^-126) ..= 3.4028235e38")
+        }
     }
 }
 
@@ -204,7 +204,16 @@ mod tests {
             h[k] = x;
             AdamConfig::from_f64(h[0], h[1], h[2], h[3])
         };
-        for bad in [f64::NAN, f64::INFINITY, -0.01, 0.0, -0.0, 1e40, 1e-40, 1e-50] {
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            -0.01,
+            0.0,
+            -0.0,
+            1e40,
+            1e-40,
+            1e-50,
+        ] {
             for k in [0, 3] {
                 config_error(with(k, bad));
             }
@@ -217,7 +226,10 @@ mod tests {
         let message = config_error(with(0, 1e40));
         assert!(message.starts_with("lr = 1e40 (binary32 inf)"), "{message}");
         let message = config_error(with(2, 0.999_999_999));
-        assert!(message.starts_with("beta2 = 0.999999999 (binary32 1.0)"), "{message}");
+        assert!(
+            message.starts_with("beta2 = 0.999999999 (binary32 1.0)"),
+            "{message}"
+        );
         // The edges: 0 for a beta, the smallest normal and the largest finite lr.
         with(1, 0.0).unwrap();
         with(0, 1.1754943508222875e-38).unwrap();

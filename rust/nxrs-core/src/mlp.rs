@@ -290,7 +290,10 @@ mod tests {
             Err(Error::Config(message)) => message,
             other => panic!("expected Error::Config, got {other:?}"),
         };
-        assert!(message.starts_with("layer size -1 is outside 1..="), "{message}");
+        assert!(
+            message.starts_with("layer size -1 is outside 1..="),
+            "{message}"
+        );
         assert!(layer_sizes(&[i64::MAX, 4]).is_err());
         assert!(layer_sizes(&[MAX_LAYER_SIZE as i64 + 1, 4]).is_err());
         assert_eq!(layer_sizes(&[6i64, 10, 4]).unwrap(), vec![6, 10, 4]);
