@@ -1,28 +1,71 @@
 //! Training data: samples of binary32 features with integer class labels.
+//!
+//! [`Dataset::new`] is the one check of data given by users (sizes, finiteness, labels); a single
+//! sample for [`crate::Trainer::step`] goes through it too.
 
 use crate::error::{Error, Result};
 use crate::softf32::F32;
+use crate::Integer;
 
-/// `samples` rows of `features` values (row-major) and one label per row.
+/// Most feature cells (samples × features) one dataset may hold: 2^28, 1 GiB of binary32, the
+/// same bound as the model's parameters. It bounds what a request such as
+/// `seed_dataset(10**6, 10**6, 4)` can make nxrs allocate, and keeps `samples * features` far
+/// from overflowing.
+pub const MAX_CELLS: usize = 1 << 28;
+
+/// `samples` rows of `features` values (row-major) and one label per row, each in `0..classes`.
+/// Never empty, every feature finite.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dataset {
     features: usize,
+    classes: usize,
     inputs: Vec<F32>,
     labels: Vec<usize>,
 }
 
 impl Dataset {
-    /// A dataset from row-major features; checks that the lengths agree.
-    pub fn new(features: usize, inputs: Vec<F32>, labels: Vec<usize>) -> Result<Dataset> {
-        if features == 0 || inputs.len() != labels.len() * features {
+    /// A dataset from row-major features and one label per row. Refuses (`Error::Input`) an empty
+    /// dataset, more than [`MAX_CELLS`] cells, lengths that do not agree, a NaN or infinite
+    /// feature (it would make every weight NaN at the first step), and a label outside
+    /// `0..classes`. Labels may be of any integer type and are checked exactly.
+    pub fn new<T: Integer>(
+        features: usize,
+        classes: usize,
+        inputs: Vec<F32>,
+        labels: &[T],
+    ) -> Result<Dataset> {
+        let (samples, features) = check_size(labels.len(), features)?;
+        if inputs.len() != samples * features {
             return Err(Error::Input(format!(
-                "{} feature values do not make {} rows of {features}",
-                inputs.len(),
-                labels.len()
+                "{} feature values are not {samples} samples (one per label) of {features} features",
+                inputs.len()
             )));
         }
+        if let Some(k) = inputs.iter().position(|v| v.is_nan() || v.is_infinite()) {
+            return Err(Error::Input(format!(
+                "feature {} of sample {} is {}: features must be finite",
+                k % features,
+                k / features,
+                f32::from_bits(inputs[k].to_bits())
+            )));
+        }
+        let labels = labels
+            .iter()
+            .enumerate()
+            .map(|(s, &y)| {
+                y.try_into()
+                    .ok()
+                    .filter(|&label| label < classes)
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "label {y} of sample {s} is outside 0..{classes} (the classes)"
+                        ))
+                    })
+            })
+            .collect::<Result<_>>()?;
         Ok(Dataset {
             features,
+            classes,
             inputs,
             labels,
         })
@@ -31,29 +74,54 @@ impl Dataset {
     /// The seed's synthetic dataset: `x[s][i] = ((((s*features + i) * 3) % 7) - 3) / 4` and
     /// label `(s*3) % classes`. The seed uses 8 samples, 6 features, 4 classes (its samples 0 and 7
     /// have equal features and different labels: at most 7 of 8 can be classified correctly).
-    pub fn seed(samples: usize, features: usize, classes: usize) -> Dataset {
+    /// Sizes as in [`Dataset::new`]; `classes` at least 1 (`Error::Input` otherwise).
+    pub fn try_seed<T: Integer>(samples: T, features: T, classes: T) -> Result<Dataset> {
+        let (samples, features) = check_size(samples, features)?;
+        let classes = classes
+            .try_into()
+            .ok()
+            .filter(|&c| c >= 1)
+            .ok_or_else(|| Error::Input(format!("classes = {classes} is not at least 1")))?;
         let four = F32::from_i32(4);
+        // No overflow: k < MAX_CELLS and s < MAX_CELLS, far below 2^63 / 3.
         let inputs = (0..samples * features)
             .map(|k| F32::from_i64(((k as i64 * 3) % 7) - 3) / four)
             .collect();
         let labels = (0..samples).map(|s| (s * 3) % classes).collect();
-        Dataset {
+        Ok(Dataset {
             features,
+            classes,
             inputs,
             labels,
-        }
+        })
     }
 
+    /// [`Dataset::try_seed`] for sizes known to be valid (the seed's own 8, 6, 4 in tests).
+    ///
+    /// # Panics
+    /// On sizes `try_seed` refuses.
+    pub fn seed(samples: usize, features: usize, classes: usize) -> Dataset {
+        Dataset::try_seed(samples, features, classes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Number of samples, at least 1.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// Always false: a dataset has at least one sample (kept beside `len`, as Rust convention
+    /// asks).
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
 
     pub fn features(&self) -> usize {
         self.features
+    }
+
+    /// Every label is below this.
+    pub fn classes(&self) -> usize {
+        self.classes
     }
 
     /// Sample `s`: its features and label.
@@ -68,5 +136,77 @@ impl Dataset {
 
     pub fn labels(&self) -> &[usize] {
         &self.labels
+    }
+}
+
+/// The one check of a dataset's size: at least one sample of at least one feature, and at most
+/// [`MAX_CELLS`] cells. Returns `(samples, features)`.
+fn check_size<S: Integer, F: Integer>(samples: S, features: F) -> Result<(usize, usize)> {
+    let positive = |n: Option<usize>| n.filter(|&n| (1..=MAX_CELLS).contains(&n));
+    let (Some(s), Some(f)) = (
+        positive(samples.try_into().ok()),
+        positive(features.try_into().ok()),
+    ) else {
+        return Err(Error::Input(format!(
+            "{samples} samples of {features} features: a dataset needs at least one sample \
+             of at least one feature, and at most {MAX_CELLS} (2^28) feature values"
+        )));
+    };
+    let cells = s as u64 * f as u64; // both at most 2^28: no overflow, even on 32-bit targets
+    if cells > MAX_CELLS as u64 {
+        return Err(Error::Input(format!(
+            "{s} samples of {f} features are {cells} feature values, more than the limit \
+             {MAX_CELLS} (2^28)"
+        )));
+    }
+    Ok((s, f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input_error<T: std::fmt::Debug>(r: Result<T>) -> String {
+        match r {
+            Err(Error::Input(message)) => message,
+            other => panic!("expected Error::Input, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn seed_sizes_are_bounded() {
+        // 10^6 * 10^6 cells would need 4 TB: refused before allocating.
+        let message = input_error(Dataset::try_seed(1_000_000, 1_000_000, 4));
+        assert!(message.contains("268435456"), "{message}");
+        input_error(Dataset::try_seed(i64::MIN, 2, 4));
+        input_error(Dataset::try_seed(-1, 6, 4));
+        input_error(Dataset::try_seed(0, 6, 4));
+        input_error(Dataset::try_seed(8, 0, 4));
+        input_error(Dataset::try_seed(8, 6, 0));
+        input_error(Dataset::try_seed(u64::MAX, 2, 4));
+        // The limit itself is accepted: 2^28 cells (checked without allocating 1 GiB).
+        assert_eq!(check_size(1 << 14, 1 << 14).unwrap(), (1 << 14, 1 << 14));
+        assert_eq!(check_size(1, MAX_CELLS).unwrap(), (1, MAX_CELLS));
+        input_error(check_size((1 << 14) + 1, 1 << 14));
+        input_error(check_size(1, MAX_CELLS + 1));
+    }
+
+    #[test]
+    fn new_checks_its_data() {
+        let cells = |n: usize| vec![F32::ONE; n];
+        assert_eq!(Dataset::new(3, 2, cells(6), &[0, 1]).unwrap().len(), 2);
+        input_error(Dataset::new::<i64>(3, 2, cells(0), &[])); // empty
+        input_error(Dataset::new(3, 2, cells(5), &[0, 1])); // lengths disagree
+        input_error(Dataset::new(0, 2, cells(0), &[0])); // no features
+        let message = input_error(Dataset::new(3, 2, cells(6), &[0, -1]));
+        assert!(message.contains("label -1 of sample 1"), "{message}");
+        input_error(Dataset::new(3, 2, cells(6), &[2, 0]));
+        input_error(Dataset::new(3, 2, cells(6), &[0, u64::MAX]));
+        for bad in [F32::INFINITY, F32::NEG_INFINITY, F32::DEFAULT_NAN] {
+            let mut inputs = cells(6);
+            inputs[4] = bad;
+            let message = input_error(Dataset::new(3, 2, inputs, &[0, 1]));
+            assert!(message.contains("feature 1 of sample 1"), "{message}");
+        }
     }
 }

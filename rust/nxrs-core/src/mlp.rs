@@ -9,6 +9,7 @@
 use crate::error::{Error, Result};
 use crate::math::{seed_exp, seed_le, seed_log};
 use crate::softf32::F32;
+use crate::Integer;
 
 /// Largest size of one layer, and of all parameters together. They bound what a configuration
 /// (and so a checkpoint header) can make nxrs allocate.
@@ -18,7 +19,7 @@ pub const MAX_PARAMETERS: usize = 1 << 28;
 /// The seed initialises layer `l`'s weight `k` (row-major) as
 /// `(((k * mul + seed) % modulus) - modulus / 2) / 50`, with `(mul, modulus)` = (7, 13) for the
 /// first layer and (5, 11) for the second; deeper layers reuse the last pattern.
-const INIT_PATTERNS: [(i64, i64); 2] = [(7, 13), (5, 11)];
+const INIT_PATTERNS: [(i128, i128); 2] = [(7, 13), (5, 11)];
 
 /// Layer sizes of an MLP, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,34 +27,50 @@ pub struct Mlp {
     sizes: Vec<usize>,
 }
 
+/// The one check of layer sizes: at least two (inputs and classes), each in
+/// `1..=MAX_LAYER_SIZE`, at most `MAX_PARAMETERS` parameters together. Sizes of any integer type,
+/// so a negative one from a user gets the same `Error::Config` as 0.
+pub fn layer_sizes<T: Integer>(sizes: &[T]) -> Result<Vec<usize>> {
+    if sizes.len() < 2 {
+        return Err(Error::Config(format!(
+            "an MLP needs at least an input and an output size, got {sizes:?}"
+        )));
+    }
+    let checked = sizes
+        .iter()
+        .map(|&n| {
+            n.try_into()
+                .ok()
+                .filter(|n| (1..=MAX_LAYER_SIZE).contains(n))
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "layer size {n} is outside 1..={MAX_LAYER_SIZE} (sizes {sizes:?})"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    // Checked arithmetic: sizes come from users and checkpoint headers.
+    let total = checked
+        .windows(2)
+        .try_fold(0usize, |sum, pair| {
+            let layer = pair[0].checked_mul(pair[1])?.checked_add(pair[1])?;
+            sum.checked_add(layer)
+        })
+        .filter(|&total| total <= MAX_PARAMETERS);
+    if total.is_none() {
+        return Err(Error::Config(format!(
+            "the layer sizes {sizes:?} need more than {MAX_PARAMETERS} parameters"
+        )));
+    }
+    Ok(checked)
+}
+
 impl Mlp {
-    /// An MLP with the given layer sizes (inputs first, classes last).
+    /// An MLP with the given layer sizes (inputs first, classes last), checked by
+    /// [`layer_sizes`].
     pub fn new(sizes: Vec<usize>) -> Result<Mlp> {
-        if sizes.len() < 2 {
-            return Err(Error::Config(format!(
-                "an MLP needs at least an input and an output size, got {sizes:?}"
-            )));
-        }
-        if let Some(bad) = sizes.iter().find(|&&n| n == 0 || n > MAX_LAYER_SIZE) {
-            return Err(Error::Config(format!(
-                "layer size {bad} is outside 1..={MAX_LAYER_SIZE} (sizes {sizes:?})"
-            )));
-        }
-        // Checked arithmetic: sizes come from users and checkpoint headers.
-        let total = sizes
-            .windows(2)
-            .try_fold(0usize, |sum, pair| {
-                let layer = pair[0].checked_mul(pair[1])?.checked_add(pair[1])?;
-                sum.checked_add(layer)
-            })
-            .filter(|&total| total <= MAX_PARAMETERS);
-        if total.is_none() {
-            return Err(Error::Config(format!(
-                "the layer sizes {sizes:?} need more than {MAX_PARAMETERS} parameters"
-            )));
-        }
-        let mlp = Mlp { sizes };
-        Ok(mlp)
+        layer_sizes(&sizes)?;
+        Ok(Mlp { sizes })
     }
 
     /// The seed's model: 6 inputs, 10 ReLU hidden units, 4 classes.
@@ -96,6 +113,10 @@ impl Mlp {
     }
 
     /// The seed's deterministic initialisation (`mk_state`): patterned weights, zero biases.
+    /// Exact for every `i64` seed: `k * mul + seed` is computed in `i128`, where it cannot
+    /// overflow (in `i64` it would for seeds near `i64::MAX`). `%` truncates toward zero, as the
+    /// seed's C `%` does, so a negative seed gives negative remainders (the seed itself only
+    /// uses seeds >= 0, where truncating and floored `%` agree).
     pub fn init_params(&self, seed: i64) -> Vec<Vec<F32>> {
         let fifty = F32::from_i32(50);
         (0..self.layers())
@@ -104,8 +125,9 @@ impl Mlp {
                 let (mul, modulus) = INIT_PATTERNS[l.min(INIT_PATTERNS.len() - 1)];
                 let weights = (0..outputs * inputs)
                     .map(|k| {
-                        let cell = (k as i64 * mul + seed) % modulus - modulus / 2;
-                        F32::from_i64(cell) / fifty
+                        let cell = (k as i128 * mul + i128::from(seed)) % modulus - modulus / 2;
+                        // |cell| < 2 * modulus: the conversion cannot fail.
+                        F32::from_i64(cell as i64) / fifty
                     })
                     .collect();
                 [weights, vec![F32::ZERO; outputs]]
@@ -264,6 +286,31 @@ mod tests {
         assert!(Mlp::new(vec![3]).is_err());
         assert!(Mlp::new(vec![3, 0, 2]).is_err());
         assert!(Mlp::new(vec![MAX_LAYER_SIZE, MAX_LAYER_SIZE]).is_err());
+        let message = match layer_sizes(&[-1i64, 4]) {
+            Err(Error::Config(message)) => message,
+            other => panic!("expected Error::Config, got {other:?}"),
+        };
+        assert!(
+            message.starts_with("layer size -1 is outside 1..="),
+            "{message}"
+        );
+        assert!(layer_sizes(&[i64::MAX, 4]).is_err());
+        assert!(layer_sizes(&[MAX_LAYER_SIZE as i64 + 1, 4]).is_err());
+        assert_eq!(layer_sizes(&[6i64, 10, 4]).unwrap(), vec![6, 10, 4]);
+    }
+
+    #[test]
+    fn init_is_exact_at_the_ends_of_i64() {
+        // W1[k] = ((k*7 + seed) % 13 - 6) / 50 with the remainder computed by hand:
+        // i64::MAX = 2^63 - 1 = 13 * 709490156681136600 + 7, so k = 0 gives 7 - 6 = 1 and
+        // k = 1 gives (7 + 7) % 13 - 6 = -5. i64::MIN = -(13 * 709490156681136600 + 8): k = 0
+        // gives -8 - 6 = -14 (truncating %), k = 1 gives (7 - 8) - 6 = -7.
+        let w = |seed: i64, k: usize| Mlp::seed_model().init_params(seed)[0][k];
+        let fiftieths = |n: i32| F32::from_i32(n) / F32::from_i32(50);
+        assert_eq!(w(i64::MAX, 0), fiftieths(1));
+        assert_eq!(w(i64::MAX, 1), fiftieths(-5));
+        assert_eq!(w(i64::MIN, 0), fiftieths(-14));
+        assert_eq!(w(i64::MIN, 1), fiftieths(-7));
     }
 
     #[test]

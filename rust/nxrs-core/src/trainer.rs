@@ -7,6 +7,7 @@ use crate::hash;
 use crate::mlp::{Mlp, Scratch};
 use crate::nxck::tensors;
 use crate::softf32::F32;
+use crate::Integer;
 
 /// What a [`Trainer`] is built from: the layer sizes and Adam's hyperparameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +23,14 @@ impl TrainerConfig {
             sizes: Mlp::seed_model().sizes().to_vec(),
             adam: AdamConfig::seed(),
         }
+    }
+
+    /// Checks the sizes ([`Mlp::new`]) and the hyperparameters ([`AdamConfig::validate`]);
+    /// returns the model. `Error::Config` otherwise.
+    fn validate(&self) -> Result<Mlp> {
+        let mlp = Mlp::new(self.sizes.clone())?;
+        self.adam.validate()?;
+        Ok(mlp)
     }
 }
 
@@ -156,22 +165,29 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// A trainer at the seed's starting point: weights from the seed's `mk_state(seed)`.
+    /// A trainer at the seed's starting point: weights from the seed's `mk_state(seed)` (exact
+    /// for every `i64` seed, see [`Mlp::init_params`]). `Error::Config` for a configuration
+    /// that [`TrainerConfig`]'s checks refuse.
     pub fn new(config: &TrainerConfig, seed: i64) -> Result<Trainer> {
-        let mlp = Mlp::new(config.sizes.clone())?;
-        Trainer::from_state(config, TrainState::fresh(mlp.init_params(seed)))
+        let mlp = config.validate()?;
+        let state = TrainState::fresh(mlp.init_params(seed));
+        Trainer::assemble(mlp, config.adam, state)
     }
 
     /// A trainer continuing `state` (e.g. read from a checkpoint), without initialising weights
-    /// that would be overwritten anyway. The state's tensors must have the model's sizes.
+    /// that would be overwritten anyway. The configuration is checked as by [`Trainer::new`];
+    /// the state's tensors must have the model's sizes.
     pub fn from_state(config: &TrainerConfig, state: TrainState) -> Result<Trainer> {
-        let mlp = Mlp::new(config.sizes.clone())?;
+        Trainer::assemble(config.validate()?, config.adam, state)
+    }
+
+    fn assemble(mlp: Mlp, adam: AdamConfig, state: TrainState) -> Result<Trainer> {
         check_tensor_lens(&mlp, &state)?;
         let grads = zeroed_like(&state.params);
         let scratch = Scratch::new(&mlp);
         Ok(Trainer {
             mlp,
-            adam: config.adam,
+            adam,
             state,
             grads,
             scratch,
@@ -201,9 +217,13 @@ impl Trainer {
     }
 
     /// One Adam step on one sample (the body of the seed's inner loop); returns the sample's
-    /// loss before the update. Does not change the epoch.
-    pub fn step(&mut self, x: &[F32], label: usize) -> Result<F32> {
-        self.check_sample(x.len(), label)?;
+    /// loss before the update. Does not change the epoch. The sample is checked as a dataset of
+    /// one ([`Dataset::new`]: finite features, a label of any integer type in the model's
+    /// classes) and must fit the model; `Error::Input` otherwise, and nothing changes.
+    pub fn step<T: Integer>(&mut self, x: &[F32], label: T) -> Result<F32> {
+        let sample = Dataset::new(x.len(), self.mlp.classes(), x.to_vec(), &[label])?;
+        self.check_fits(&sample)?;
+        let (x, label) = sample.sample(0);
         Ok(self.step_unchecked(x, label))
     }
 
@@ -223,18 +243,10 @@ impl Trainer {
 
     /// The seed's `train_run`: whole epochs over `data`, every sample in order, until the epoch
     /// counter reaches `target_epoch` (nothing happens if it already has). Resuming a restored
-    /// state with the same target continues the interrupted run exactly.
+    /// state with the same target continues the interrupted run exactly. `data` must fit the
+    /// model (`Error::Input`, nothing changes).
     pub fn train_until(&mut self, data: &Dataset, target_epoch: i64) -> Result<()> {
-        if data.features() != self.mlp.inputs() {
-            return Err(Error::Input(format!(
-                "samples have {} features, the model takes {}",
-                data.features(),
-                self.mlp.inputs()
-            )));
-        }
-        if let Some(&label) = data.labels().iter().find(|&&y| y >= self.mlp.classes()) {
-            return Err(self.label_error(label));
-        }
+        self.check_fits(data)?;
         while self.state.epoch < target_epoch {
             for s in 0..data.len() {
                 let (x, label) = data.sample(s);
@@ -255,24 +267,24 @@ impl Trainer {
         hash::state_hash(&self.state)
     }
 
-    fn check_sample(&self, features: usize, label: usize) -> Result<()> {
-        if features != self.mlp.inputs() {
+    /// The one check that data fits the model: as many features as the model's inputs, and
+    /// labels (already checked against the dataset's classes) within the model's classes.
+    fn check_fits(&self, data: &Dataset) -> Result<()> {
+        if data.features() != self.mlp.inputs() {
             return Err(Error::Input(format!(
-                "a sample has {features} features, the model takes {}",
+                "samples have {} features, the model takes {}",
+                data.features(),
                 self.mlp.inputs()
             )));
         }
-        if label >= self.mlp.classes() {
-            return Err(self.label_error(label));
+        if data.classes() > self.mlp.classes() {
+            return Err(Error::Input(format!(
+                "the dataset's labels are in 0..{}, the model has {} classes",
+                data.classes(),
+                self.mlp.classes()
+            )));
         }
         Ok(())
-    }
-
-    fn label_error(&self, label: usize) -> Error {
-        Error::Input(format!(
-            "label {label} is outside 0..{} (the model's classes)",
-            self.mlp.classes()
-        ))
     }
 }
 
@@ -290,9 +302,47 @@ mod tests {
     #[test]
     fn step_checks_its_input() {
         let mut t = Trainer::new(&TrainerConfig::seed_model(), 1).unwrap();
+        let before = t.state_hash();
+        let mut nan = [F32::ZERO; 6];
+        nan[2] = F32::DEFAULT_NAN;
         assert!(matches!(t.step(&[F32::ZERO; 5], 0), Err(Error::Input(_))));
         assert!(matches!(t.step(&[F32::ZERO; 6], 4), Err(Error::Input(_))));
+        assert!(matches!(t.step(&[F32::ZERO; 6], -1), Err(Error::Input(_))));
+        assert!(matches!(t.step(&nan, 0), Err(Error::Input(_))));
+        assert_eq!(t.state_hash(), before);
         assert!(t.step(&[F32::ZERO; 6], 3).is_ok());
+    }
+
+    #[test]
+    fn data_must_fit_the_model() {
+        let mut t = Trainer::new(&TrainerConfig::seed_model(), 1).unwrap();
+        let before = t.state_hash();
+        for data in [Dataset::seed(8, 5, 4), Dataset::seed(8, 6, 5)] {
+            assert!(matches!(t.train_until(&data, 1), Err(Error::Input(_))));
+        }
+        assert_eq!(t.state_hash(), before);
+        // Fewer classes than the model is fine.
+        t.train_until(&Dataset::seed(8, 6, 3), 1).unwrap();
+    }
+
+    #[test]
+    fn configurations_are_validated_by_new_and_from_state() {
+        let bad = TrainerConfig {
+            adam: AdamConfig {
+                beta1: F32::ONE,
+                ..AdamConfig::seed()
+            },
+            ..TrainerConfig::seed_model()
+        };
+        assert!(matches!(Trainer::new(&bad, 1), Err(Error::Config(_))));
+        let state = Trainer::new(&TrainerConfig::seed_model(), 1)
+            .unwrap()
+            .state()
+            .clone();
+        assert!(matches!(
+            Trainer::from_state(&bad, state),
+            Err(Error::Config(_))
+        ));
     }
 
     #[test]
