@@ -1,11 +1,10 @@
-"""NXCK v2 from Python: round trips, zero-copy views, damage detection, the manager, inspect."""
+"""NXCK v2 from Python: round trips, zero-copy views, damage detection, inspect."""
 
 from __future__ import annotations
 
 import gc
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -191,46 +190,6 @@ def test_random_bytes_never_crash(data: bytes, tmp_path_factory: pytest.TempPath
             nxrs.open(path)
         with pytest.raises(nxrs.CheckpointError):
             nxrs.Trainer.load(path)
-
-
-def test_manager_keeps_the_newest(tmp_path: Path) -> None:
-    manager = nxrs.CheckpointManager(tmp_path / "ckpts", keep=2)
-    x, y = nxrs.seed_dataset()
-    t = nxrs.Trainer()
-    hashes = {}
-    for step in range(1, 6):
-        t.train_until(x, y, step)
-        manager.save(t, step)
-        hashes[step] = t.state_hash()
-    assert [e.step for e in manager.list()] == [4, 5]
-    latest = manager.latest()
-    assert latest is not None and latest.step == 5
-    loaded = manager.load_latest()
-    assert loaded is not None and loaded.state_hash() == hashes[5]
-
-
-def test_manager_skips_a_corrupt_newest_checkpoint(tmp_path: Path) -> None:
-    manager = nxrs.CheckpointManager(tmp_path, keep=3)
-    t = trained()
-    manager.save(t, 10)
-    newest = manager.save(trained(epochs=4), 11)
-    content = bytearray(newest.read_bytes())
-    content[-3] ^= 0xFF
-    newest.write_bytes(content)
-    with pytest.warns(nxrs.CorruptCheckpointWarning, match="step-000000000011"):
-        latest = manager.latest()
-    assert latest is not None and latest.step == 10
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", nxrs.CorruptCheckpointWarning)
-        loaded = manager.load_latest()
-    assert loaded is not None and loaded.state_hash() == t.state_hash()
-
-
-def test_manager_on_an_empty_directory(tmp_path: Path) -> None:
-    manager = nxrs.CheckpointManager(tmp_path)
-    assert manager.list() == [] and manager.latest() is None and manager.load_latest() is None
-    with pytest.raises(ValueError):
-        nxrs.CheckpointManager(tmp_path, keep=0)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -173,3 +173,80 @@ def test_strided_inputs_equal_contiguous(data: tuple[np.ndarray, np.ndarray]) ->
     a.train_until(x, y, 2)
     b.train_until(strided_x, y, 2)
     assert a.state_hash() == b.state_hash()
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", ">i4", ">u8"],
+)
+def test_labels_of_any_integer_dtype_train_as_int64(
+    data: tuple[np.ndarray, np.ndarray], golden: dict[str, Any], dtype: str
+) -> None:
+    x, y = data
+    t = nxrs.Trainer(seed=1)
+    t.train_until(x, y.astype(dtype), 1)
+    t.step(x[0], np.dtype(dtype).type(y[0]))
+    want = nxrs.Trainer(seed=1)
+    want.train_until(x, y, 1)
+    assert want.state_hash() == golden["epochs"]["1"]["state_hash"]
+    want.step(x[0], int(y[0]))
+    assert t.state_hash() == want.state_hash()
+
+
+def test_lists_go_through_asarray(
+    data: tuple[np.ndarray, np.ndarray], golden: dict[str, Any]
+) -> None:
+    x, y = data
+    t = nxrs.Trainer(seed=1)
+    # Python floats are float64 under np.asarray; the seed's features are exact in float32.
+    t.train_until(x.tolist(), y.tolist(), 1)
+    assert t.state_hash() == golden["epochs"]["1"]["state_hash"]
+
+
+def test_float64_features_are_rounded_by_numpy(data: tuple[np.ndarray, np.ndarray]) -> None:
+    x, y = data
+    # Values float32 cannot hold, so the rounding rule matters: rounding down would differ.
+    x64 = x.astype(np.float64) + 1 / 3
+    rounded = x64.astype(np.float32)
+    down = np.where(
+        rounded.astype(np.float64) > x64, np.nextafter(rounded, np.float32(-np.inf)), rounded
+    )
+    assert not np.array_equal(rounded, down)
+    a, b, c = nxrs.Trainer(seed=1), nxrs.Trainer(seed=1), nxrs.Trainer(seed=1)
+    a.train_until(x64, y, 2)
+    b.train_until(rounded, y, 2)
+    c.train_until(down, y, 2)
+    assert a.state_hash() == b.state_hash() != c.state_hash()
+    a.step(x64[3], int(y[3]))
+    b.step(rounded[3], int(y[3]))
+    assert a.state_hash() == b.state_hash()
+
+
+def _f32_bits(values: list[float] | np.ndarray) -> list[int]:
+    return np.asarray(values, dtype=np.float32).view(np.uint32).tolist()
+
+
+def _trunc_mod(a: int, m: int) -> int:
+    """C's ``%``: the remainder with the sign of ``a``."""
+    return abs(a) % m * (1 if a >= 0 else -1)
+
+
+@pytest.mark.parametrize("seed", [2**63 - 1, 2**63 - 2, 2**62 + 12345, -(2**63), -1])
+def test_init_is_exact_for_every_i64_seed(seed: int) -> None:
+    """The init formula in Python big ints (no overflow possible) and numpy float32 division.
+
+    ``W1[k] = ((k*7 + seed) % 13 - 6) / 50``, ``W2[k] = ((k*5 + seed) % 11 - 5) / 50``, ``%``
+    truncating as in the seed's C (equal to Python's for seed >= 0).
+    """
+    t = nxrs.Trainer(seed=seed).state_dict()
+    f = np.float32
+    for name, mul, mod, n in [("W1", 7, 13, 60), ("W2", 5, 11, 40)]:
+        want = [f(_trunc_mod(k * mul + seed, mod) - mod // 2) / f(50) for k in range(n)]
+        assert _f32_bits(t[name].reshape(-1)) == _f32_bits(want), name
+
+
+def test_init_for_the_largest_seed_matches_the_reference(seed_ref: ModuleType) -> None:
+    seed = 2**63 - 1
+    ref = seed_ref.mk_state(seed)
+    for name, array in nxrs.Trainer(seed=seed).state_dict().items():
+        assert bits(array) == bits(getattr(ref, name)), name

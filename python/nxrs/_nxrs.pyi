@@ -69,7 +69,16 @@ class Trainer:
 
     ``Trainer(seed=1)`` is the seed program's model: 6 inputs, 10 ReLU hidden units, 4 softmax
     classes, weights from the seed's deterministic init, Adam with the seed's hyperparameters.
-    Hyperparameters given as Python floats are rounded to binary32 (to nearest even).
+
+    ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside); the init is exact for
+    all of them. ``sizes`` needs at least two entries, each in 1 ..= 2**24, with at most 2**28
+    parameters in all (ConfigError otherwise, negative entries included).
+
+    Hyperparameters given as Python floats are rounded to binary32 (to nearest even), then
+    checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
+    ``eps`` finite, positive and normal as binary32 (2**-126 ≈ 1.18e-38 up to ≈ 3.40e38; so
+    ``lr=1e40``, which rounds to inf, and ``eps=1e-40``, a subnormal, are refused), ``beta1``
+    and ``beta2`` in [0, 1) (0.999999999 rounds to 1.0 and is refused).
 
     >>> t = Trainer(seed=1, sizes=[6, 10, 4], lr=0.01)
     >>> t.epoch
@@ -86,18 +95,27 @@ class Trainer:
         beta2: float = 0.999,
         eps: float = 1e-8,
     ) -> Trainer: ...
-    def step(self, x: npt.NDArray[np.float32], y: int) -> float:
-        """One Adam step on one sample (float32 features, integer label).
+    def step(self, x: npt.ArrayLike, y: int | np.integer[Any]) -> float:
+        """One Adam step on one sample; returns its cross-entropy loss before the update.
 
-        Returns the sample's cross-entropy loss before the update. Does not count epochs.
-        Raises InputError for a wrong feature count or a label outside the classes.
+        ``x`` holds the features (1-D) and ``y`` the label, under the rules of ``train_until``.
+        Does not count epochs. Raises InputError for a bad sample; the trainer is unchanged.
         """
-    def train_until(self, x: npt.NDArray[np.float32], y: npt.NDArray[np.int64], epoch: int) -> None:
+    def train_until(self, x: npt.ArrayLike, y: npt.ArrayLike, epoch: int) -> None:
         """Whole epochs over (x, y), every sample in order, until ``epoch`` epochs are done.
 
         This is the seed's ``train_run``: after ``restore`` it continues an interrupted run
         exactly. Nothing happens if the trainer is already at or past ``epoch``. The GIL is
         released while training; Ctrl-C is honoured between chunks of steps.
+
+        ``x`` (samples, features): float32 as is; float64 is rounded to float32 to nearest by
+        numpy (``x.astype(np.float32)``); every other dtype is refused. ``y`` (samples,): any
+        numpy integer dtype, signed or unsigned, converted exactly; floats, bools and objects
+        are refused. Lists and other array-likes go through ``np.asarray`` first, then the same
+        rules (so a list of Python floats is float64, one of ints is int64). InputError for
+        a refused dtype, a wrong number of dimensions or features, lengths that differ, no
+        samples, more than 2**28 feature values, a NaN or infinite feature, a label outside
+        0 ..< classes, or an ``epoch`` beyond 64 bits; the trainer is then unchanged.
         """
     def save(self, path: str | PathLike[str], *, format: Literal["v1", "v2"] = "v2") -> None:
         """Writes the whole training state to ``path``, crash-safely.
@@ -200,7 +218,11 @@ def sweep_temp_files(directory: str | PathLike[str]) -> list[str]:
 def seed_dataset(
     samples: int = 8, features: int = 6, classes: int = 4
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """The seed's synthetic dataset: x float32 (samples, features), y int64 (samples,)."""
+    """The seed's synthetic dataset: x float32 (samples, features), y int64 (samples,).
+
+    ``samples``, ``features`` and ``classes`` at least 1, ``samples * features`` at most 2**28
+    (1 GiB of float32); InputError otherwise, negative values included.
+    """
 
 def f32_binary(
     op: str, a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]

@@ -13,22 +13,21 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import SupportsIndex
 
-from nxrs._nxrs import CheckpointError, Trainer, open, sweep_temp_files
+from nxrs._nxrs import CheckpointError, Trainer, sweep_temp_files
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
 
-T = TypeVar("T")
-
 
 class CorruptCheckpointWarning(UserWarning):
-    """A checkpoint in a managed directory failed validation and was skipped."""
+    """A checkpoint in a managed directory failed validation: skipped, not counted, left alone."""
 
 
 @dataclass(frozen=True)
@@ -42,16 +41,57 @@ class CheckpointEntry:
 class CheckpointManager:
     """Saves checkpoints as ``<prefix>-<step>.nxck`` in one directory and keeps the newest ``keep``.
 
-    Every save is crash-safe (``Trainer.save``: temporary file, fsync, rename, directory fsync),
-    and older checkpoints are deleted only after the new one is durable, so a preemption at any
-    moment leaves at least the last good checkpoint. ``latest()`` returns the newest checkpoint
-    that validates (header and every checksum); a corrupt or partial newer file is reported with a
-    ``CorruptCheckpointWarning`` and skipped, never loaded. Temporary files left by interrupted
-    saves are swept when the manager opens the directory, and by every save (``Trainer.save``
-    sweeps the target's directory before it writes).
+    The rules, chosen so that no sequence of saves, corrupt files and stray files loses the
+    newest good checkpoint:
+
+    - **Which files are checkpoints.** Regular files named exactly as ``path_for`` names them:
+      the prefix, ``-``, the step in ASCII decimal zero-padded to 12 digits, ``.nxck``. Anything
+      else in the directory (other names, ``step-9.nxck``, non-ASCII digits, directories,
+      symbolic links) is not the manager's: never read, never deleted (only the temporary files
+      of interrupted saves are swept, below). ``list()`` gives the checkpoints without reading
+      them.
+    - **Which checkpoints are valid.** Those that ``Trainer.load`` reads: a v2 file with its
+      header and every checksum verified, or a v1 file in the seed model's layout (v1 has no
+      checksums and no sizes; a v1 file counts like a v2 file). ``latest()``, ``load_latest()``
+      and the pruning of ``save()`` all use this one rule, so they agree on every file. A file
+      removed between listing and reading (say by another process's pruning) is skipped as
+      absent; one that fails to read (any ``CheckpointError`` or ``OSError``) is reported with a
+      ``CorruptCheckpointWarning``, skipped, not counted and never deleted: remove it yourself.
+      Other errors (a ``MemoryError``, say) propagate.
+    - **Saving and pruning.** ``save(trainer, step)`` writes the v2 file crash-safely
+      (``Trainer.save``: temporary file, fsync, rename, directory fsync), then prunes: it keeps
+      the ``keep`` valid checkpoints of the highest steps and, in every case, the file it has
+      just written, and deletes every other valid checkpoint. So a valid checkpoint is deleted
+      only when ``keep`` valid ones of higher steps remain, and only after the new file is
+      durable: a preemption at any moment leaves the last good checkpoint. Saving a step lower
+      than ``keep`` valid ones already there leaves ``keep + 1`` valid checkpoints (``latest()``
+      still gives the highest step); the next save prunes again.
+    - **Cost.** Pruning reads and verifies every checkpoint of the directory, one at a time
+      (``Trainer.load``: the whole file, and the model's state in memory while it is checked):
+      ``keep + 1`` files per save in the steady state (the ``keep`` it keeps, the one it
+      deletes), plus every invalid file left in the directory, again at each save.
+      ``latest()`` and ``load_latest()`` read newest first until one validates.
+
+    Temporary files left by interrupted saves are swept when the manager opens the directory,
+    and by every save (``Trainer.save`` sweeps the target's directory before it writes).
+
+    A stray file with a high step does not displace the checkpoint just saved:
+
+    >>> import tempfile, warnings, nxrs
+    >>> manager = nxrs.CheckpointManager(tempfile.mkdtemp(), keep=1)
+    >>> _ = manager.path_for(9).write_bytes(b"junk")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     saved = manager.save(nxrs.Trainer(seed=1), step=1)
+    ...     latest = manager.latest()
+    >>> [entry.step for entry in manager.list()], latest == nxrs.CheckpointEntry(1, saved)
+    ([1, 9], True)
+    >>> {warning.category.__name__ for warning in caught}
+    {'CorruptCheckpointWarning'}
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, keep: int = 3, prefix: str = "step"):
+        keep = _integer(keep, "keep")
         if keep < 1:
             raise ValueError(f"keep must be at least 1, not {keep}")
         if not re.fullmatch(r"[A-Za-z0-9_]+", prefix):
@@ -59,58 +99,109 @@ class CheckpointManager:
         self.directory = Path(directory)
         self.keep = keep
         self.prefix = prefix
-        self._pattern = re.compile(rf"{re.escape(prefix)}-(\d+)\.nxck")
+        # [0-9], not \d: \d also matches other scripts' digits ("step-٩.nxck"), which int() reads.
+        self._pattern = re.compile(rf"{re.escape(prefix)}-([0-9]+)\.nxck")
         self.directory.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(self.directory)
 
     def path_for(self, step: int) -> Path:
-        """Where the checkpoint of ``step`` lives."""
+        """Where the checkpoint of ``step`` (an int, at least 0) lives.
+
+        >>> import tempfile, nxrs
+        >>> nxrs.CheckpointManager(tempfile.mkdtemp()).path_for(42).name
+        'step-000000000042.nxck'
+        """
+        step = _integer(step, "step")
         if step < 0:
             raise ValueError(f"step must be non-negative, not {step}")
         return self.directory / f"{self.prefix}-{step:012d}.nxck"
 
     def save(self, trainer: Trainer, step: int) -> Path:
-        """Saves ``trainer`` as the checkpoint of ``step`` (v2), then keeps the newest ``keep``."""
+        """Saves ``trainer`` as the checkpoint of ``step`` (v2), then prunes; returns its path.
+
+        The file written is never deleted by this pruning; see the class for the rules.
+        """
         path = self.path_for(step)
         trainer.save(path)
-        for old in self.list()[: -self.keep]:
-            old.path.unlink(missing_ok=True)
+        self._prune(also_keep=path)
         return path
+
+    def prune(self) -> None:
+        """Deletes the valid checkpoints older than the ``keep`` newest valid ones.
+
+        ``save`` does this after every save; invalid and unknown files are left alone.
+        """
+        self._prune(also_keep=None)
 
     def list(self) -> list[CheckpointEntry]:
         """The checkpoint files, oldest step first (not validated; see ``latest``)."""
         entries = []
-        for child in self.directory.iterdir():
-            match = self._pattern.fullmatch(child.name)
-            if match and child.is_file():
-                entries.append(CheckpointEntry(int(match.group(1)), child))
+        with os.scandir(self.directory) as children:
+            for child in children:
+                step = self._step_of(child.name)
+                # Not following links: a link is not a file this manager wrote, and deleting or
+                # counting it (or its target, maybe another step's file) is nothing to guess at.
+                if step is not None and child.is_file(follow_symlinks=False):
+                    entries.append(CheckpointEntry(step, self.directory / child.name))
         return sorted(entries, key=lambda e: e.step)
 
     def latest(self) -> CheckpointEntry | None:
         """The newest checkpoint that validates, or None; invalid newer ones are warned about."""
-        found = self._newest_valid(_validate)
+        found = self._newest_valid()
         return None if found is None else found[0]
 
     def load_latest(self) -> Trainer | None:
-        """A Trainer from the newest valid checkpoint, or None when there is none."""
-        found = self._newest_valid(Trainer.load)
+        """A Trainer from the newest valid checkpoint (the one ``latest`` gives), or None."""
+        found = self._newest_valid()
         return None if found is None else found[1]
 
-    def _newest_valid(self, read: Callable[[Path], T]) -> tuple[CheckpointEntry, T] | None:
-        """``read`` (which validates) applied to the newest checkpoint it accepts."""
+    def _step_of(self, name: str) -> int | None:
+        """The step of a checkpoint's file name; None for any other name."""
+        match = self._pattern.fullmatch(name)
+        if match is None:
+            return None
+        step = int(match.group(1))
+        # Only the name path_for gives: "step-9.nxck" would be a second file for step 9, and of
+        # two files of one step, pruning could keep either.
+        return step if name == self.path_for(step).name else None
+
+    def _newest_valid(self) -> tuple[CheckpointEntry, Trainer] | None:
         for entry in reversed(self.list()):
-            try:
-                return entry, read(entry.path)
-            except (CheckpointError, OSError) as err:
-                warnings.warn(
-                    f"skipping checkpoint {entry.path}: {err}",
-                    CorruptCheckpointWarning,
-                    stacklevel=3,
-                )
+            trainer = self._load(entry)
+            if trainer is not None:
+                return entry, trainer
         return None
 
+    def _prune(self, also_keep: Path | None) -> None:
+        valid_newer = 0
+        for entry in reversed(self.list()):
+            if self._load(entry) is None:
+                continue
+            if valid_newer >= self.keep and entry.path != also_keep:
+                entry.path.unlink(missing_ok=True)
+            valid_newer += 1
 
-def _validate(path: Path) -> None:
-    """Opens ``path`` with full verification (header and every tensor checksum)."""
-    with open(path, verify=True):
-        pass
+    def _load(self, entry: CheckpointEntry) -> Trainer | None:
+        """The one validity rule: the checkpoint's Trainer, or None when it is not valid.
+
+        ``Trainer.load`` rather than ``nxrs.open``: it reads both versions, and it builds exactly
+        what ``load_latest`` returns, so ``latest`` cannot accept a file that fails to load.
+        """
+        try:
+            return Trainer.load(entry.path)
+        except FileNotFoundError:
+            return None  # gone since listing: absent, not corrupt
+        except (CheckpointError, OSError) as err:
+            warnings.warn(
+                f"checkpoint {entry.path} is not valid, skipped and left in place: {err}",
+                CorruptCheckpointWarning,
+                stacklevel=4,  # the caller of latest, load_latest, save or prune, via one helper
+            )
+            return None
+
+
+def _integer(value: object, name: str) -> int:
+    """``value`` as an int; TypeError for a bool (a flag, never a count) or a non-integer."""
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return operator.index(value)

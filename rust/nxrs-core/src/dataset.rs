@@ -1,24 +1,30 @@
-//! Training data: samples of binary32 features with class labels or float targets, checked once
-//! when they are built.
+//! Training data: samples of binary32 features with integer class labels or float targets.
+//!
+//! [`Dataset::new`] (labels) and [`Dataset::regression`] (targets) are the one check of data
+//! given by users (sizes, finiteness, labels); a single sample for a step goes through them too.
 
 use crate::error::{Error, Result};
 use crate::loss::Target;
 use crate::softf32::F32;
+use crate::Integer;
 
-/// Largest data set nxrs builds, in feature cells (1 GiB of binary32): a bound on what a
-/// caller's sizes can make it allocate.
+/// Most feature cells (samples × features) one dataset may hold: 2^28, 1 GiB of binary32, the
+/// same bound as the model's parameters. It bounds what a request such as
+/// `seed_dataset(10**6, 10**6, 4)` can make nxrs allocate, and keeps `samples * features` far
+/// from overflowing.
 pub const MAX_CELLS: usize = 1 << 28;
 
 /// What each sample is trained towards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Targets {
-    /// A class index per sample (cross-entropy).
-    Labels(Vec<usize>),
-    /// `width` values per sample, row-major (mean squared error).
+    /// A class index per sample, each in `0..classes` (cross-entropy).
+    Labels { classes: usize, labels: Vec<usize> },
+    /// `width` finite values per sample, row-major (mean squared error).
     Values { width: usize, values: Vec<F32> },
 }
 
-/// `samples` rows of `features` values (row-major) and their targets.
+/// `samples` rows of `features` values (row-major) and their targets. Never empty, every
+/// feature finite.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dataset {
     features: usize,
@@ -27,91 +33,113 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// A data set from row-major features; checks that it is not empty, that the lengths
-    /// agree, and that every feature and target value is finite.
-    pub fn new(features: usize, inputs: Vec<F32>, targets: Targets) -> Result<Dataset> {
-        let samples = match &targets {
-            Targets::Labels(labels) => labels.len(),
-            Targets::Values { width, values } => {
-                if *width == 0 || values.len() % width != 0 {
-                    return Err(Error::Input(format!(
-                        "{} target values do not make rows of {width}",
-                        values.len()
-                    )));
-                }
-                values.len() / width
-            }
-        };
-        if samples == 0 {
-            return Err(Error::Input("the data set has no samples".into()));
-        }
-        if features == 0 || inputs.len() != samples * features {
+    /// A dataset from row-major features and one label per row. Refuses (`Error::Input`) an empty
+    /// dataset, more than [`MAX_CELLS`] cells, lengths that do not agree, a NaN or infinite
+    /// feature (it would make every weight NaN at the first step), and a label outside
+    /// `0..classes`. Labels may be of any integer type and are checked exactly.
+    pub fn new<T: Integer>(
+        features: usize,
+        classes: usize,
+        inputs: Vec<F32>,
+        labels: &[T],
+    ) -> Result<Dataset> {
+        let features = check_inputs(labels.len(), features, &inputs, "label")?;
+        let labels = labels
+            .iter()
+            .enumerate()
+            .map(|(s, &y)| {
+                y.try_into()
+                    .ok()
+                    .filter(|&label| label < classes)
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "label {y} of sample {s} is outside 0..{classes} (the classes)"
+                        ))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Dataset {
+            features,
+            inputs,
+            targets: Targets::Labels { classes, labels },
+        })
+    }
+
+    /// A dataset from row-major features and `width` target values per row (regression). Refuses
+    /// what [`Dataset::new`] refuses, targets that do not make whole rows, and non-finite ones.
+    pub fn regression(
+        features: usize,
+        inputs: Vec<F32>,
+        width: usize,
+        values: Vec<F32>,
+    ) -> Result<Dataset> {
+        if width == 0 || values.len() % width != 0 {
             return Err(Error::Input(format!(
-                "{} feature values do not make {samples} rows of {features}",
-                inputs.len()
+                "{} target values are not rows of {width}",
+                values.len()
             )));
         }
-        if let Some(k) = inputs.iter().position(|x| !is_finite(*x)) {
+        let features = check_inputs(values.len() / width, features, &inputs, "row of targets")?;
+        if let Some(k) = values.iter().position(|v| !is_finite(*v)) {
             return Err(Error::Input(format!(
-                "feature {} of sample {} is {} (features must be finite)",
-                k % features,
-                k / features,
-                f32::from_bits(inputs[k].to_bits())
+                "target {} of sample {} is {}: targets must be finite",
+                k % width,
+                k / width,
+                f32::from_bits(values[k].to_bits())
             )));
-        }
-        if let Targets::Values { width, values } = &targets {
-            if let Some(k) = values.iter().position(|x| !is_finite(*x)) {
-                return Err(Error::Input(format!(
-                    "target {} of sample {} is {} (targets must be finite)",
-                    k % width,
-                    k / width,
-                    f32::from_bits(values[k].to_bits())
-                )));
-            }
         }
         Ok(Dataset {
             features,
             inputs,
-            targets,
+            targets: Targets::Values { width, values },
         })
     }
 
-    /// The seed's synthetic data set: `x[s][i] = ((((s*features + i) * 3) % 7) - 3) / 4` and
-    /// label `(s*3) % classes`. The seed uses 8 samples, 6 features, 4 classes (its samples 0 and
-    /// 7 have equal features and different labels: at most 7 of 8 can be classified correctly).
-    pub fn seed(samples: usize, features: usize, classes: usize) -> Result<Dataset> {
-        let cells = samples.checked_mul(features).filter(|&c| c <= MAX_CELLS);
-        let Some(cells) = cells.filter(|_| samples > 0 && features > 0 && classes > 0) else {
-            return Err(Error::Input(format!(
-                "samples = {samples}, features = {features}, classes = {classes}: each must be \
-                 at least 1, with samples * features at most {MAX_CELLS}"
-            )));
-        };
+    /// The seed's synthetic dataset: `x[s][i] = ((((s*features + i) * 3) % 7) - 3) / 4` and
+    /// label `(s*3) % classes`. The seed uses 8 samples, 6 features, 4 classes (its samples 0 and 7
+    /// have equal features and different labels: at most 7 of 8 can be classified correctly).
+    /// Sizes as in [`Dataset::new`]; `classes` at least 1 (`Error::Input` otherwise).
+    pub fn try_seed<T: Integer>(samples: T, features: T, classes: T) -> Result<Dataset> {
+        let (samples, features) = check_size(samples, features)?;
+        let classes = classes
+            .try_into()
+            .ok()
+            .filter(|&c| c >= 1)
+            .ok_or_else(|| Error::Input(format!("classes = {classes} is not at least 1")))?;
         let four = F32::from_i32(4);
-        let inputs = (0..cells)
+        // No overflow: k < MAX_CELLS and s < MAX_CELLS, far below 2^63 / 3.
+        let inputs = (0..samples * features)
             .map(|k| F32::from_i64(((k as i64 * 3) % 7) - 3) / four)
             .collect();
         let labels = (0..samples).map(|s| (s * 3) % classes).collect();
-        Dataset::new(features, inputs, Targets::Labels(labels))
+        Ok(Dataset {
+            features,
+            inputs,
+            targets: Targets::Labels { classes, labels },
+        })
     }
 
+    /// [`Dataset::try_seed`] for sizes known to be valid (the seed's own 8, 6, 4 in tests).
+    ///
+    /// # Panics
+    /// On sizes `try_seed` refuses.
+    pub fn seed(samples: usize, features: usize, classes: usize) -> Dataset {
+        Dataset::try_seed(samples, features, classes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Number of samples, at least 1.
     pub fn len(&self) -> usize {
-        match &self.targets {
-            Targets::Labels(labels) => labels.len(),
-            Targets::Values { width, values } => values.len() / width,
-        }
+        self.inputs.len() / self.features
     }
 
+    /// Always false: a dataset has at least one sample (kept beside `len`, as Rust convention
+    /// asks).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.inputs.is_empty()
     }
 
     pub fn features(&self) -> usize {
         self.features
-    }
-
-    pub fn inputs(&self) -> &[F32] {
-        &self.inputs
     }
 
     pub fn targets(&self) -> &Targets {
@@ -122,12 +150,16 @@ impl Dataset {
     pub fn sample(&self, s: usize) -> (&[F32], Target<'_, F32>) {
         let row = &self.inputs[s * self.features..(s + 1) * self.features];
         let target = match &self.targets {
-            Targets::Labels(labels) => Target::Class(labels[s]),
+            Targets::Labels { labels, .. } => Target::Class(labels[s]),
             Targets::Values { width, values } => {
                 Target::Values(&values[s * width..(s + 1) * width])
             }
         };
         (row, target)
+    }
+
+    pub fn inputs(&self) -> &[F32] {
+        &self.inputs
     }
 }
 
@@ -135,31 +167,108 @@ fn is_finite(x: F32) -> bool {
     !(x.is_nan() || x.is_infinite())
 }
 
+/// Checks the size (see [`check_size`]) and that `inputs` are `samples` rows of `features`
+/// finite values, `samples` being the number of targets (each a `target`). Returns `features`.
+fn check_inputs(samples: usize, features: usize, inputs: &[F32], target: &str) -> Result<usize> {
+    let (samples, features) = check_size(samples, features)?;
+    if inputs.len() != samples * features {
+        return Err(Error::Input(format!(
+            "{} feature values are not {samples} samples (one per {target}) of {features} features",
+            inputs.len()
+        )));
+    }
+    if let Some(k) = inputs.iter().position(|v| !is_finite(*v)) {
+        return Err(Error::Input(format!(
+            "feature {} of sample {} is {}: features must be finite",
+            k % features,
+            k / features,
+            f32::from_bits(inputs[k].to_bits())
+        )));
+    }
+    Ok(features)
+}
+
+/// The one check of a dataset's size: at least one sample of at least one feature, and at most
+/// [`MAX_CELLS`] cells. Returns `(samples, features)`.
+fn check_size<S: Integer, F: Integer>(samples: S, features: F) -> Result<(usize, usize)> {
+    let positive = |n: Option<usize>| n.filter(|&n| (1..=MAX_CELLS).contains(&n));
+    let (Some(s), Some(f)) = (
+        positive(samples.try_into().ok()),
+        positive(features.try_into().ok()),
+    ) else {
+        return Err(Error::Input(format!(
+            "{samples} samples of {features} features: a dataset needs at least one sample \
+             of at least one feature, and at most {MAX_CELLS} (2^28) feature values"
+        )));
+    };
+    let cells = s as u64 * f as u64; // both at most 2^28: no overflow, even on 32-bit targets
+    if cells > MAX_CELLS as u64 {
+        return Err(Error::Input(format!(
+            "{s} samples of {f} features are {cells} feature values, more than the limit \
+             {MAX_CELLS} (2^28)"
+        )));
+    }
+    Ok((s, f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn refuses_empty_ragged_and_non_finite_data() {
-        let labels = |n| Targets::Labels(vec![0; n]);
-        assert!(Dataset::new(2, vec![], labels(0)).is_err());
-        assert!(Dataset::new(2, vec![F32::ZERO; 3], labels(2)).is_err());
-        assert!(Dataset::new(0, vec![], labels(1)).is_err());
-        assert!(Dataset::new(1, vec![F32::INFINITY], labels(1)).is_err());
-        assert!(Dataset::new(1, vec![F32::DEFAULT_NAN], labels(1)).is_err());
-        let nan_target = Targets::Values {
-            width: 1,
-            values: vec![F32::DEFAULT_NAN],
-        };
-        assert!(Dataset::new(1, vec![F32::ZERO], nan_target).is_err());
-        assert!(Dataset::new(1, vec![F32::ZERO], labels(1)).is_ok());
+    fn input_error<T: std::fmt::Debug>(r: Result<T>) -> String {
+        match r {
+            Err(Error::Input(message)) => message,
+            other => panic!("expected Error::Input, got {other:?}"),
+        }
     }
 
     #[test]
-    fn seed_data_is_bounded() {
-        assert!(Dataset::seed(1 << 20, 1 << 20, 4).is_err());
-        assert!(Dataset::seed(usize::MAX, 2, 4).is_err());
-        assert!(Dataset::seed(8, 6, 0).is_err());
-        assert_eq!(Dataset::seed(8, 6, 4).unwrap().len(), 8);
+    fn seed_sizes_are_bounded() {
+        // 10^6 * 10^6 cells would need 4 TB: refused before allocating.
+        let message = input_error(Dataset::try_seed(1_000_000, 1_000_000, 4));
+        assert!(message.contains("268435456"), "{message}");
+        input_error(Dataset::try_seed(i64::MIN, 2, 4));
+        input_error(Dataset::try_seed(-1, 6, 4));
+        input_error(Dataset::try_seed(0, 6, 4));
+        input_error(Dataset::try_seed(8, 0, 4));
+        input_error(Dataset::try_seed(8, 6, 0));
+        input_error(Dataset::try_seed(u64::MAX, 2, 4));
+        // The limit itself is accepted: 2^28 cells (checked without allocating 1 GiB).
+        assert_eq!(check_size(1 << 14, 1 << 14).unwrap(), (1 << 14, 1 << 14));
+        assert_eq!(check_size(1, MAX_CELLS).unwrap(), (1, MAX_CELLS));
+        input_error(check_size((1 << 14) + 1, 1 << 14));
+        input_error(check_size(1, MAX_CELLS + 1));
+    }
+
+    #[test]
+    fn new_checks_its_data() {
+        let cells = |n: usize| vec![F32::ONE; n];
+        assert_eq!(Dataset::new(3, 2, cells(6), &[0, 1]).unwrap().len(), 2);
+        input_error(Dataset::new::<i64>(3, 2, cells(0), &[])); // empty
+        input_error(Dataset::new(3, 2, cells(5), &[0, 1])); // lengths disagree
+        input_error(Dataset::new(0, 2, cells(0), &[0])); // no features
+        let message = input_error(Dataset::new(3, 2, cells(6), &[0, -1]));
+        assert!(message.contains("label -1 of sample 1"), "{message}");
+        input_error(Dataset::new(3, 2, cells(6), &[2, 0]));
+        input_error(Dataset::new(3, 2, cells(6), &[0, u64::MAX]));
+        for bad in [F32::INFINITY, F32::NEG_INFINITY, F32::DEFAULT_NAN] {
+            let mut inputs = cells(6);
+            inputs[4] = bad;
+            let message = input_error(Dataset::new(3, 2, inputs, &[0, 1]));
+            assert!(message.contains("feature 1 of sample 1"), "{message}");
+        }
+    }
+
+    #[test]
+    fn regression_checks_its_targets() {
+        let cells = |n: usize| vec![F32::ONE; n];
+        assert_eq!(Dataset::regression(3, cells(6), 2, cells(4)).unwrap().len(), 2);
+        input_error(Dataset::regression(3, cells(6), 2, cells(3))); // ragged targets
+        input_error(Dataset::regression(3, cells(6), 0, cells(0))); // no target width
+        input_error(Dataset::regression(3, cells(6), 1, cells(3))); // 3 targets, 2 rows
+        let mut values = cells(4);
+        values[3] = F32::DEFAULT_NAN;
+        let message = input_error(Dataset::regression(3, cells(6), 2, values));
+        assert!(message.contains("target 1 of sample 1"), "{message}");
     }
 }

@@ -41,3 +41,11 @@ pub use error::{Error, Result};
 pub use softf32::F32;
 pub use state::TrainState;
 pub use trainer::Trainer;
+
+/// Any primitive integer type. Layer sizes, dataset sizes and labels arrive as whatever integers
+/// the caller holds (a Python int as `i64`, a numpy label array as `i128`); the core checks the
+/// value itself against its range, so `-1` gets the same error as any other out-of-range value
+/// rather than failing a cast to `usize` before the check.
+pub trait Integer: Copy + std::fmt::Display + std::fmt::Debug + TryInto<usize> {}
+
+impl<T: Copy + std::fmt::Display + std::fmt::Debug + TryInto<usize>> Integer for T {}

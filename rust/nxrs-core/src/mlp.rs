@@ -11,6 +11,7 @@ use crate::loss::{Loss, Target};
 use crate::math::Math;
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
+use crate::Integer;
 
 /// Largest size of one layer, and of all parameters together. They bound what a configuration
 /// (and so a checkpoint header) can make nxrs allocate.
@@ -73,32 +74,49 @@ pub struct Mlp {
     sizes: Vec<usize>,
 }
 
+/// The one check of layer sizes: at least two (inputs and outputs), each in
+/// `1..=MAX_LAYER_SIZE`, at most `MAX_PARAMETERS` parameters together. Sizes of any integer type,
+/// so a negative one from a user gets the same `Error::Config` as 0.
+pub fn layer_sizes<T: Integer>(sizes: &[T]) -> Result<Vec<usize>> {
+    if sizes.len() < 2 {
+        return Err(Error::Config(format!(
+            "an MLP needs at least an input and an output size, got {sizes:?}"
+        )));
+    }
+    let checked = sizes
+        .iter()
+        .map(|&n| {
+            n.try_into()
+                .ok()
+                .filter(|n| (1..=MAX_LAYER_SIZE).contains(n))
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "layer size {n} is outside 1..={MAX_LAYER_SIZE} (sizes {sizes:?})"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    // Checked arithmetic: sizes come from users and checkpoint headers.
+    let total = checked
+        .windows(2)
+        .try_fold(0usize, |sum, pair| {
+            let layer = pair[0].checked_mul(pair[1])?.checked_add(pair[1])?;
+            sum.checked_add(layer)
+        })
+        .filter(|&total| total <= MAX_PARAMETERS);
+    if total.is_none() {
+        return Err(Error::Config(format!(
+            "the layer sizes {sizes:?} need more than {MAX_PARAMETERS} parameters"
+        )));
+    }
+    Ok(checked)
+}
+
 impl Mlp {
-    /// An MLP with the given layer sizes (inputs first, outputs last).
+    /// An MLP with the given layer sizes (inputs first, outputs last), checked by
+    /// [`layer_sizes`].
     pub fn new(sizes: Vec<usize>) -> Result<Mlp> {
-        if sizes.len() < 2 {
-            return Err(Error::Config(format!(
-                "an MLP needs at least an input and an output size, got {sizes:?}"
-            )));
-        }
-        if let Some(bad) = sizes.iter().find(|&&n| n == 0 || n > MAX_LAYER_SIZE) {
-            return Err(Error::Config(format!(
-                "layer size {bad} is outside 1..={MAX_LAYER_SIZE} (sizes {sizes:?})"
-            )));
-        }
-        // Checked arithmetic: sizes come from users and checkpoint headers.
-        let total = sizes
-            .windows(2)
-            .try_fold(0usize, |sum, pair| {
-                let layer = pair[0].checked_mul(pair[1])?.checked_add(pair[1])?;
-                sum.checked_add(layer)
-            })
-            .filter(|&total| total <= MAX_PARAMETERS);
-        if total.is_none() {
-            return Err(Error::Config(format!(
-                "the layer sizes {sizes:?} need more than {MAX_PARAMETERS} parameters"
-            )));
-        }
+        layer_sizes(&sizes)?;
         Ok(Mlp { sizes })
     }
 

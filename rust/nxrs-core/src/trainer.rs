@@ -146,8 +146,9 @@ impl Trainer {
         hash::state_hash(&self.state)
     }
 
-    /// Checks that `data` fits the model and its loss: the feature count, labels inside
-    /// `0..outputs` (cross-entropy) or one target value per output (MSE).
+    /// Checks that `data` fits the model and its loss: the feature count, and class labels for
+    /// at most the model's outputs (cross-entropy; [`Dataset::new`] checked each label against
+    /// its classes) or one target value per output (MSE).
     pub fn check_data(&self, data: &Dataset) -> Result<()> {
         if data.features() != self.mlp.inputs() {
             return Err(Error::Input(format!(
@@ -158,15 +159,10 @@ impl Trainer {
         }
         let outputs = self.mlp.outputs();
         match (self.config.loss, data.targets()) {
-            (Loss::CrossEntropy, Targets::Labels(labels)) => {
-                match labels.iter().position(|&y| y >= outputs) {
-                    None => Ok(()),
-                    Some(s) => Err(Error::Input(format!(
-                        "label {} of sample {s} is outside 0..{outputs} (the model's classes)",
-                        labels[s]
-                    ))),
-                }
-            }
+            (Loss::CrossEntropy, Targets::Labels { classes, .. }) if *classes <= outputs => Ok(()),
+            (Loss::CrossEntropy, Targets::Labels { classes, .. }) => Err(Error::Input(format!(
+                "labels of {classes} classes do not fit the model's {outputs} outputs"
+            ))),
             (Loss::Mse, Targets::Values { width, .. }) if *width == outputs => Ok(()),
             (Loss::Mse, Targets::Values { width, .. }) => Err(Error::Input(format!(
                 "targets have {width} values per sample, the model has {outputs} outputs"
@@ -175,7 +171,7 @@ impl Trainer {
                 "a cross-entropy model is trained on integer class labels, not float targets"
                     .into(),
             )),
-            (Loss::Mse, Targets::Labels(_)) => Err(Error::Input(
+            (Loss::Mse, Targets::Labels { .. }) => Err(Error::Input(
                 "an mse model is trained on float targets, not class labels".into(),
             )),
         }
@@ -460,15 +456,15 @@ mod tests {
     fn training_until_a_past_epoch_does_nothing() {
         let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
         let before = t.state_hash();
-        t.train_until(&Dataset::seed(8, 6, 4).unwrap(), 0).unwrap();
+        t.train_until(&Dataset::seed(8, 6, 4), 0).unwrap();
         assert_eq!(t.state_hash(), before);
     }
 
     #[test]
     fn step_checks_its_input() {
         let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
-        let data = Dataset::seed(8, 6, 4).unwrap();
-        let wrong = Dataset::seed(8, 5, 4).unwrap();
+        let data = Dataset::seed(8, 6, 4);
+        let wrong = Dataset::seed(8, 5, 4);
         assert!(matches!(t.step(&wrong, &[0]), Err(Error::Input(_))));
         assert!(matches!(t.step(&data, &[8]), Err(Error::Input(_))));
         assert!(matches!(t.step(&data, &[]), Err(Error::Input(_))));

@@ -3,6 +3,7 @@
 
 mod checkpoint;
 mod errors;
+mod inputs;
 mod softf32;
 mod trainer;
 

@@ -1,9 +1,11 @@
 //! `nxrs.Trainer`: the core trainer behind a Python class.
 
-use crate::errors::{to_py, InputError};
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use crate::errors::{to_py, ConfigError, InputError};
+use crate::inputs::{self, AnyInt};
+use numpy::{PyArray1, PyArrayMethods};
 use nxrs_core::adam::AdamConfig;
 use nxrs_core::dataset::Dataset;
+use nxrs_core::mlp::layer_sizes;
 use nxrs_core::nxck;
 use nxrs_core::{Trainer, TrainerConfig, F32};
 use pyo3::prelude::*;
@@ -12,10 +14,6 @@ use std::path::PathBuf;
 
 /// Steps run between two checks for Ctrl-C while training with the GIL released.
 const STEPS_PER_SIGNAL_CHECK: usize = 4096;
-
-fn f32_of(x: f64) -> F32 {
-    F32::from_f64_bits(x.to_bits())
-}
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
@@ -26,19 +24,8 @@ fn floats(cells: &[F32]) -> Vec<f32> {
     bytemuck::cast_slice(cells).to_vec()
 }
 
-/// The cells of a float32 array of any layout (strided views included), in logical order.
-fn cells<'a>(x: impl IntoIterator<Item = &'a f32>) -> Vec<F32> {
-    x.into_iter().map(|v| F32::from_bits(v.to_bits())).collect()
-}
-
-fn label(y: i64, classes: usize) -> PyResult<usize> {
-    usize::try_from(y)
-        .ok()
-        .filter(|&l| l < classes)
-        .ok_or_else(|| InputError::new_err(format!("label {y} is outside 0..{classes}")))
-}
-
-/// Bit-reproducible MLP training with Adam, on softf32.
+/// Bit-reproducible MLP training with Adam, on softf32. Hyperparameters are rounded to binary32,
+/// then checked: lr and eps finite, positive and normal, beta1 and beta2 in [0, 1) (ConfigError).
 #[pyclass(module = "nxrs", name = "Trainer")]
 pub struct PyTrainer {
     inner: Trainer,
@@ -53,54 +40,73 @@ impl PyTrainer {
 #[pymethods]
 impl PyTrainer {
     #[new]
-    #[pyo3(signature = (seed = 1, *, sizes = vec![6, 10, 4], lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8))]
+    // Written out: the defaults of AnyInt parameters would show as `...`.
+    #[pyo3(
+        text_signature = "(seed=1, *, sizes=[6, 10, 4], lr=0.01, beta1=0.9, beta2=0.999, eps=1e-08)"
+    )]
+    #[pyo3(signature = (
+        seed = AnyInt::new(1),
+        *,
+        sizes = vec![AnyInt::new(6), AnyInt::new(10), AnyInt::new(4)],
+        lr = 0.01,
+        beta1 = 0.9,
+        beta2 = 0.999,
+        eps = 1e-8,
+    ))]
     fn new(
-        seed: i64,
-        sizes: Vec<usize>,
+        seed: AnyInt,
+        sizes: Vec<AnyInt>,
         lr: f64,
         beta1: f64,
         beta2: f64,
         eps: f64,
     ) -> PyResult<Self> {
+        let seed = seed.to_i64("seed", ConfigError::new_err)?;
+        let sizes = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, n)| n.to_i64(&format!("sizes[{k}]"), ConfigError::new_err))
+            .collect::<PyResult<Vec<i64>>>()?;
         let config = TrainerConfig {
-            sizes,
-            adam: AdamConfig {
-                lr: f32_of(lr),
-                beta1: f32_of(beta1),
-                beta2: f32_of(beta2),
-                eps: f32_of(eps),
-            },
+            sizes: layer_sizes(&sizes).map_err(to_py)?,
+            adam: AdamConfig::from_f64(lr, beta1, beta2, eps).map_err(to_py)?,
         };
         let inner = Trainer::new(&config, seed).map_err(to_py)?;
         Ok(PyTrainer { inner })
     }
 
-    /// One Adam step on one sample; returns the sample's loss before the update.
-    fn step(&mut self, py: Python<'_>, x: PyReadonlyArray1<'_, f32>, y: i64) -> PyResult<f64> {
-        let x = cells(x.as_array());
-        let y = label(y, self.inner.mlp().classes())?;
+    /// One Adam step on one sample; returns the sample's loss before the update. x and y follow
+    /// the rules of train_until (1-D features, one integer label).
+    fn step(
+        &mut self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<f64> {
+        let (x, _) = inputs::features(x, 1)?;
+        let y = inputs::labels(y, 0)?[0]; // a 0-d array holds one value
         let inner = &mut self.inner;
         let loss = py.detach(|| inner.step(&x, y)).map_err(to_py)?;
         Ok(float_of(loss))
     }
 
     /// Trains whole epochs over (x, y), every sample in order, until `epoch` epochs are done.
+    /// x: float32, or float64 rounded to float32 by numpy; y: any integer dtype, exactly; lists
+    /// through numpy.asarray. InputError for other dtypes, shapes, NaN/inf, labels out of range.
     fn train_until(
         &mut self,
         py: Python<'_>,
-        x: PyReadonlyArray2<'_, f32>,
-        y: PyReadonlyArray1<'_, i64>,
-        epoch: i64,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+        epoch: AnyInt,
     ) -> PyResult<()> {
+        let epoch = epoch.to_i64("epoch", InputError::new_err)?;
+        let (x, shape) = inputs::features(x, 2)?;
+        let y = inputs::labels(y, 1)?;
         let classes = self.inner.mlp().classes();
-        let labels = y
-            .as_array()
-            .iter()
-            .map(|&l| label(l, classes))
-            .collect::<PyResult<Vec<_>>>()?;
-        let data = Dataset::new(x.shape()[1], cells(x.as_array()), labels).map_err(to_py)?;
+        let data = Dataset::new(shape[1], classes, x, &y).map_err(to_py)?;
         // Whole epochs in chunks, with the GIL released; Ctrl-C is honoured between chunks.
-        let epochs_per_chunk = (STEPS_PER_SIGNAL_CHECK / data.len().max(1)).max(1) as i64;
+        let epochs_per_chunk = (STEPS_PER_SIGNAL_CHECK / data.len()).max(1) as i64;
         while self.inner.state().epoch < epoch {
             let target = epoch.min(self.inner.state().epoch.saturating_add(epochs_per_chunk));
             let inner = &mut self.inner;
@@ -219,21 +225,29 @@ impl PyTrainer {
 /// Features (samples, features) and labels (samples,), as numpy arrays.
 type Samples<'py> = (Bound<'py, numpy::PyArray2<f32>>, Bound<'py, PyArray1<i64>>);
 
-/// The seed's synthetic dataset as (x float32 (samples, features), y int64 (samples,)).
+/// The seed's synthetic dataset as (x float32 (samples, features), y int64 (samples,)). Sizes at
+/// least 1, samples * features at most 2**28 (InputError).
 #[pyfunction]
-#[pyo3(signature = (samples = 8, features = 6, classes = 4))]
+#[pyo3(
+    signature = (samples = AnyInt::new(8), features = AnyInt::new(6), classes = AnyInt::new(4)),
+    text_signature = "(samples=8, features=6, classes=4)"
+)]
 pub fn seed_dataset(
     py: Python<'_>,
-    samples: usize,
-    features: usize,
-    classes: usize,
+    samples: AnyInt,
+    features: AnyInt,
+    classes: AnyInt,
 ) -> PyResult<Samples<'_>> {
-    if features == 0 || classes == 0 {
-        return Err(InputError::new_err("features and classes must be positive"));
-    }
-    let data = Dataset::seed(samples, features, classes);
+    let int = |n: AnyInt, name| n.to_i64(name, InputError::new_err);
+    let data = Dataset::try_seed(
+        int(samples, "samples")?,
+        int(features, "features")?,
+        int(classes, "classes")?,
+    )
+    .map_err(to_py)?;
     let x = floats(data.inputs());
+    // Labels are below classes <= 2^63 - 1: they fit in i64.
     let y: Vec<i64> = data.labels().iter().map(|&l| l as i64).collect();
-    let x = PyArray1::from_vec(py, x).reshape([samples, features])?;
+    let x = PyArray1::from_vec(py, x).reshape([data.len(), data.features()])?;
     Ok((x, PyArray1::from_vec(py, y)))
 }

@@ -77,17 +77,3 @@ pub(super) fn update<R: Real>(
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seed_hyperparameters_are_the_nearest_binary32() {
-        let c = OptimizerConfig::seed();
-        assert_eq!(c.lr.to_bits(), 0x3C23_D70A); // 0.01
-        assert_eq!(c.beta1.to_bits(), 0x3F66_6666); // 0.9
-        assert_eq!(c.beta2.to_bits(), 0x3F7F_BE77); // 0.999
-        assert_eq!(c.eps.to_bits(), 0x322B_CC77); // 1e-8
-    }
-}

@@ -84,50 +84,88 @@ impl OptimizerConfig {
         ]
     }
 
-    /// Checks every hyperparameter's range (after rounding to binary32, so `lr = 1e40`, which
-    /// rounds to infinity, is refused) and that unused ones are neutral.
+    /// An optimiser from hyperparameters given as binary64 (Python floats), in
+    /// [`OptimizerConfig::named`] order: each is rounded to the nearest binary32 (ties to even),
+    /// then checked as [`OptimizerConfig::validate`] does; an error names the value as given and
+    /// as rounded (`lr = 1e40` rounds to `inf`).
+    pub fn from_f64(kind: Kind, values: [f64; 6]) -> Result<OptimizerConfig> {
+        let binary32 = |x: f64| F32::from_f64_bits(x.to_bits());
+        let config = OptimizerConfig {
+            kind,
+            lr: binary32(values[0]),
+            beta1: binary32(values[1]),
+            beta2: binary32(values[2]),
+            eps: binary32(values[3]),
+            weight_decay: binary32(values[4]),
+            momentum: binary32(values[5]),
+        };
+        for ((name, value), given) in config.named().into_iter().zip(values) {
+            config.accepted_range(name, value).map_err(|range| {
+                Error::Config(format!(
+                    "{name} = {given:?} (binary32 {}) is outside the accepted range: {range}",
+                    shown(value)
+                ))
+            })?;
+        }
+        Ok(config)
+    }
+
+    /// Checks that training with these hyperparameters can work (see `accepted_range`);
+    /// `Error::Config` names the first one outside its range.
     pub fn validate(&self) -> Result<()> {
-        let positive = |x: F32| F32::ZERO.ieee_lt(x) && x.ieee_lt(F32::INFINITY);
-        let unit = |x: F32| F32::ZERO.ieee_le(x) && x.ieee_lt(F32::ONE);
-        let non_negative = |x: F32| F32::ZERO.ieee_le(x) && x.ieee_lt(F32::INFINITY);
+        for (name, value) in self.named() {
+            self.accepted_range(name, value).map_err(|range| {
+                Error::Config(format!(
+                    "{name} = {} is outside the accepted range: {range}",
+                    shown(value)
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The one check of a hyperparameter's range (binary32 values, after any rounding): `Err`
+    /// holds the accepted range, for the message.
+    ///
+    /// - `beta1`, `beta2`, `momentum` in `[0, 1)`: at 1 Adam's bias correction `1 - beta^t` is 0
+    ///   and every update is NaN; outside `[0, 1]` the moments are not averages and grow without
+    ///   bound.
+    /// - `lr`, `eps` finite, positive and normal (at least 2^-126): 0 or a negative `lr` does not
+    ///   descend, 0 for `eps` divides 0 by 0 for a weight whose gradient has always been 0, and
+    ///   an infinite one gives NaN. A subnormal is refused because binary32 holds it with fewer
+    ///   than 24 significant bits, so the value in use can differ from the one given by far more
+    ///   than a rounding (1e-45 becomes 1.4e-45); such a value is also far below any useful one.
+    /// - `weight_decay` finite and `>= 0`.
+    /// - A hyperparameter the optimiser does not use must be neutral: `weight_decay` 0 for Adam
+    ///   (AdamW decays), `momentum` 0 except for SGD. `beta1`, `beta2` and `eps` are only checked
+    ///   for Adam and AdamW (SGD ignores them).
+    fn accepted_range(&self, name: &str, value: F32) -> std::result::Result<(), &'static str> {
+        const UNIT: &str = "0 <= value < 1";
+        const RATE: &str =
+            "finite, positive and normal as binary32: 1.1754944e-38 (2^-126) ..= 3.4028235e38";
+        // NaN compares false with everything, so it fails every range.
+        let unit = F32::ZERO.ieee_le(value) && value.ieee_lt(F32::ONE);
+        let rate = MIN_NORMAL.ieee_le(value) && value.ieee_le(MAX_FINITE);
         let adam_like = self.kind.has_second_moments();
-        let rules: [(&str, F32, bool, &str); 6] = [
-            ("lr", self.lr, positive(self.lr), "finite and > 0"),
-            ("beta1", self.beta1, !adam_like || unit(self.beta1), "in [0, 1)"),
-            ("beta2", self.beta2, !adam_like || unit(self.beta2), "in [0, 1)"),
-            ("eps", self.eps, !adam_like || positive(self.eps), "finite and > 0"),
-            (
-                "weight_decay",
-                self.weight_decay,
-                match self.kind {
-                    Kind::Adam => self.weight_decay.is_zero(),
-                    Kind::AdamW | Kind::Sgd => non_negative(self.weight_decay),
-                },
-                match self.kind {
-                    Kind::Adam => "0 for adam (use adamw for decoupled weight decay)",
-                    _ => "finite and >= 0",
-                },
+        let (ok, range) = match name {
+            "lr" => (rate, RATE),
+            "beta1" | "beta2" => (!adam_like || unit, UNIT),
+            "eps" => (!adam_like || rate, RATE),
+            "weight_decay" if self.kind == Kind::Adam => (
+                value.is_zero(),
+                "0 for adam (use optimizer='adamw' for decoupled weight decay)",
             ),
-            (
-                "momentum",
-                self.momentum,
-                match self.kind {
-                    Kind::Sgd => unit(self.momentum),
-                    _ => self.momentum.is_zero(),
-                },
-                match self.kind {
-                    Kind::Sgd => "in [0, 1)",
-                    _ => "0 (momentum is an sgd setting)",
-                },
+            "weight_decay" => (
+                F32::ZERO.ieee_le(value) && value.ieee_le(MAX_FINITE),
+                "finite and >= 0",
             ),
-        ];
-        match rules.into_iter().find(|&(_, _, ok, _)| !ok) {
-            None => Ok(()),
-            Some((name, value, _, range)) => Err(Error::Config(format!(
-                "{name} = {} (as binary32) is not accepted by {}: it must be {range}",
-                f32::from_bits(value.to_bits()),
-                self.kind.name()
-            ))),
+            "momentum" if self.kind == Kind::Sgd => (unit, UNIT),
+            _ => (value.is_zero(), "0 (momentum is an sgd setting)"),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(range)
         }
     }
 
@@ -149,6 +187,15 @@ impl OptimizerConfig {
             Kind::Sgd => sgd::update(self, step, p, g, m),
         }
     }
+}
+
+/// Smallest positive normal and largest finite binary32.
+const MIN_NORMAL: F32 = F32::from_bits(0x0080_0000);
+const MAX_FINITE: F32 = F32::from_bits(0x7F7F_FFFF);
+
+/// A binary32 value for a message: Rust's shortest round-trip form (`0.01`, `1e-45`, `inf`).
+fn shown(value: F32) -> String {
+    format!("{:?}", f32::from_bits(value.to_bits()))
 }
 
 /// What every cell of one step shares, computed once per step in softf32.
@@ -197,5 +244,86 @@ pub fn clip_by_global_norm<R: Real>(grads: &mut [Layer<R>], max_norm: F32) {
                 *g = *g * factor;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED_VALUES: [f64; 6] = [0.01, 0.9, 0.999, 1e-8, 0.0, 0.0];
+
+    fn config_error(r: Result<OptimizerConfig>) -> String {
+        match r {
+            Err(Error::Config(message)) => message,
+            other => panic!("expected Error::Config, got {other:?}"),
+        }
+    }
+
+    fn with(kind: Kind, k: usize, x: f64) -> Result<OptimizerConfig> {
+        let mut h = SEED_VALUES;
+        h[k] = x;
+        OptimizerConfig::from_f64(kind, h)
+    }
+
+    #[test]
+    fn seed_hyperparameters_are_the_nearest_binary32() {
+        let c = OptimizerConfig::seed();
+        assert_eq!(c.lr.to_bits(), 0x3C23_D70A); // 0.01
+        assert_eq!(c.beta1.to_bits(), 0x3F66_6666); // 0.9
+        assert_eq!(c.beta2.to_bits(), 0x3F7F_BE77); // 0.999
+        assert_eq!(c.eps.to_bits(), 0x322B_CC77); // 1e-8
+    }
+
+    #[test]
+    fn seed_hyperparameters_are_valid_and_are_what_python_defaults_round_to() {
+        OptimizerConfig::seed().validate().unwrap();
+        let from_python = OptimizerConfig::from_f64(Kind::Adam, SEED_VALUES).unwrap();
+        assert_eq!(from_python, OptimizerConfig::seed());
+    }
+
+    #[test]
+    fn out_of_range_hyperparameters_are_refused() {
+        let bad_rates = [f64::NAN, f64::INFINITY, -0.01, 0.0, -0.0, 1e40, 1e-40, 1e-50];
+        for bad in bad_rates {
+            for k in [0, 3] {
+                config_error(with(Kind::Adam, k, bad));
+            }
+        }
+        for bad in [1.0, 1.5, -1.0, f64::NAN, 0.999_999_999, -1e-30] {
+            for k in [1, 2] {
+                config_error(with(Kind::Adam, k, bad));
+            }
+            config_error(with(Kind::Sgd, 5, bad));
+        }
+        let message = config_error(with(Kind::Adam, 0, 1e40));
+        assert!(message.starts_with("lr = 1e40 (binary32 inf)"), "{message}");
+        let message = config_error(with(Kind::Adam, 2, 0.999_999_999));
+        assert!(message.starts_with("beta2 = 0.999999999 (binary32 1.0)"), "{message}");
+        // The edges: 0 for a beta, the smallest normal and the largest finite lr.
+        with(Kind::Adam, 1, 0.0).unwrap();
+        with(Kind::Adam, 0, 1.1754943508222875e-38).unwrap();
+        with(Kind::Adam, 3, 3.4028234663852886e38).unwrap();
+        // validate() checks configurations built without from_f64 (e.g. read from a file).
+        let c = OptimizerConfig {
+            beta1: F32::ONE,
+            ..OptimizerConfig::seed()
+        };
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.starts_with("beta1 = 1.0 ")));
+    }
+
+    #[test]
+    fn unused_hyperparameters_must_be_neutral() {
+        config_error(with(Kind::Adam, 4, 0.01)); // weight decay belongs to adamw
+        config_error(with(Kind::Adam, 5, 0.9)); // momentum belongs to sgd
+        config_error(with(Kind::AdamW, 5, 0.9));
+        with(Kind::AdamW, 4, 0.01).unwrap();
+        with(Kind::Sgd, 4, 0.01).unwrap();
+        with(Kind::Sgd, 5, 0.9).unwrap();
+        config_error(with(Kind::Sgd, 4, -0.01));
+        config_error(with(Kind::AdamW, 4, f64::INFINITY));
+        // SGD ignores Adam's betas and eps.
+        with(Kind::Sgd, 1, 1.0).unwrap();
+        with(Kind::Sgd, 3, 0.0).unwrap();
     }
 }

@@ -1,0 +1,131 @@
+//! Python arguments into core values: ints of any size, and feature and label arrays of the
+//! accepted dtypes. Conversions only (exact, or numpy's documented rounding of float64); every
+//! range and every check of the values is nxrs-core's.
+
+use crate::errors::InputError;
+use numpy::{
+    PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
+use nxrs_core::F32;
+use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::prelude::*;
+
+/// A Python int of any size (another type is Python's TypeError, as for any int parameter).
+/// An int within i64 goes on to the core's range checks; one beyond i64 is outside every range
+/// nxrs accepts, and [`AnyInt::to_i64`] gives the caller's typed error naming it, instead of a
+/// bare OverflowError.
+pub struct AnyInt(Result<i64, String>);
+
+impl AnyInt {
+    pub const fn new(value: i64) -> AnyInt {
+        AnyInt(Ok(value))
+    }
+
+    /// The value as i64, or `error` naming the parameter and the value as given.
+    pub fn to_i64(&self, name: &str, error: fn(String) -> PyErr) -> PyResult<i64> {
+        self.0.clone().map_err(|given| {
+            error(format!(
+                "{name} = {given} does not fit in a 64-bit signed integer (-2**63 ..= 2**63 - 1)"
+            ))
+        })
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<AnyInt> {
+        match obj.extract::<i64>() {
+            Ok(value) => Ok(AnyInt::new(value)),
+            Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
+                Ok(AnyInt(Err(obj.str()?.to_string())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A numpy array as given, or `numpy.asarray(value)` for anything else (lists, scalars, other
+/// array-likes), which then meets the same dtype rules. `ndim` dimensions, else InputError.
+fn ndarray<'py>(value: &Bound<'py, PyAny>, what: &str, ndim: usize) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    let array = if value.cast::<PyUntypedArray>().is_ok() {
+        value.clone()
+    } else {
+        let numpy = py.import("numpy")?;
+        numpy.call_method1("asarray", (value,)).map_err(|e| {
+            // numpy's ValueError for ragged nesting and the like: not an array of numbers.
+            if e.is_instance_of::<PyValueError>(py) {
+                let err = InputError::new_err(format!("{what} is not an array: {e}"));
+                err.set_cause(py, Some(e));
+                err
+            } else {
+                e
+            }
+        })?
+    };
+    if array.cast::<PyUntypedArray>()?.ndim() != ndim {
+        return Err(InputError::new_err(format!(
+            "{what} must have {ndim} dimension(s), got shape {}",
+            array.getattr("shape")?
+        )));
+    }
+    Ok(array)
+}
+
+/// `array` as a native-endian numpy array of `T`: as is if it already is one, else numpy's
+/// `astype(dtype)` (the callers only ask for conversions that are exact or documented).
+fn as_typed<'py, T: numpy::Element>(
+    array: &Bound<'py, PyAny>,
+    dtype: &str,
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    if let Ok(typed) = array.cast::<PyArrayDyn<T>>() {
+        return Ok(typed.clone());
+    }
+    let dtype = array.py().import("numpy")?.getattr(dtype)?;
+    Ok(array
+        .call_method1("astype", (dtype,))?
+        .cast_into::<PyArrayDyn<T>>()?)
+}
+
+/// Features as binary32 cells (in logical order, any strides) with their shape. float32 as is;
+/// float64 rounded to nearest (ties to even) by numpy's `astype(numpy.float32)`; any other
+/// dtype (integers, float16, longdouble, bool, object, ...) is InputError.
+pub fn features(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<(Vec<F32>, Vec<usize>)> {
+    let array = ndarray(value, "x", ndim)?;
+    let descr = array.cast::<PyUntypedArray>()?.dtype();
+    if !(descr.kind() == b'f' && matches!(descr.itemsize(), 4 | 8)) {
+        return Err(InputError::new_err(format!(
+            "x must be float32 (or float64, rounded to float32), got dtype {descr}"
+        )));
+    }
+    let typed = as_typed::<f32>(&array, "float32")?;
+    let readonly = typed.readonly();
+    let view = readonly.as_array();
+    let cells = view.iter().map(|v| F32::from_bits(v.to_bits())).collect();
+    Ok((cells, view.shape().to_vec()))
+}
+
+/// Labels, exactly: any numpy integer dtype, signed or unsigned, of any width and byte order
+/// (through int64 or uint64, which hold every value of their kind; i128 holds both). `ndim`
+/// dimensions (0 for a single label). Floats, bools, objects (Python ints beyond 64 bits
+/// included) and everything else are InputError. Ranges are checked by the core.
+pub fn labels(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Vec<i128>> {
+    let array = ndarray(value, "y", ndim)?;
+    let descr = array.cast::<PyUntypedArray>()?.dtype();
+    match descr.kind() {
+        b'i' => {
+            let typed = as_typed::<i64>(&array, "int64")?;
+            let readonly = typed.readonly();
+            Ok(readonly.as_array().iter().map(|&y| i128::from(y)).collect())
+        }
+        b'u' => {
+            let typed = as_typed::<u64>(&array, "uint64")?;
+            let readonly = typed.readonly();
+            Ok(readonly.as_array().iter().map(|&y| i128::from(y)).collect())
+        }
+        _ => Err(InputError::new_err(format!(
+            "labels must have an integer dtype (signed or unsigned, any width), got dtype {descr}"
+        ))),
+    }
+}
