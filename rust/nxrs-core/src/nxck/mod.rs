@@ -151,6 +151,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_configuration_error_from_a_file_is_a_header_error() {
+        let err = from_file_config(Error::Config("lr is NaN".into()));
+        assert!(
+            matches!(&err, Error::Header(m) if m == "the file's configuration is invalid: lr is NaN"),
+            "{err}"
+        );
+        assert!(matches!(
+            from_file_config(Error::Input("x".into())),
+            Error::Input(_)
+        ));
+    }
+
+    #[test]
     fn detect_tells_the_versions_apart() {
         let mut v2 = b"NXCK\xff\xff\xff\xff\x02\0\0\0".to_vec();
         assert_eq!(detect(&v2).unwrap(), Format::V2);

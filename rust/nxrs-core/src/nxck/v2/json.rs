@@ -251,4 +251,14 @@ mod tests {
         assert!(check_structure(r#"{"a":"a","b":["a","a"]}"#).is_ok());
         assert!(refusal(r#"{"\ud800":1}"#).contains("is not Unicode text"));
     }
+
+    #[test]
+    fn the_header_must_be_utf8_as_a_whole() {
+        // serde_json alone skips the bytes inside the strings of keys it does not know.
+        let err = parse(b"{\"x\xff\":1}").unwrap_err();
+        assert!(
+            matches!(&err, Error::Header(m) if m.contains("not UTF-8")),
+            "{err}"
+        );
+    }
 }
