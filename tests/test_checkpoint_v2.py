@@ -214,10 +214,15 @@ def test_inspect_reports_a_bad_tensor(saved: tuple[nxrs.Trainer, Path], tmp_path
     content[-1] ^= 0x80
     bad = tmp_path / "bad.nxck"
     bad.write_bytes(content)
+    # Without --verify the tensors' checksums are not computed: nothing to fail.
     lenient = run_cli("inspect", str(bad))
-    assert lenient.returncode == 0 and "BAD" in lenient.stdout
+    assert lenient.returncode == 0 and "BAD" not in lenient.stdout
+    statuses = [line.rsplit("  ", 1)[-1] for line in lenient.stdout.splitlines()[5:]]
+    assert len(statuses) == 12 and set(statuses) == {"not checked"}
     strict = run_cli("inspect", str(bad), "--verify")
-    assert strict.returncode == 1 and "vb2" in strict.stdout
+    assert strict.returncode == 1 and "1 tensor(s) failed" in strict.stderr
+    rows = {line.split()[0]: line.split()[-1] for line in strict.stdout.splitlines()[5:]}
+    assert rows["vb2"] == "BAD" and rows["W1"] == "ok"
 
 
 def test_inspect_v1_and_garbage(saved: tuple[nxrs.Trainer, Path], tmp_path: Path) -> None:

@@ -289,17 +289,7 @@ KINDS = [
     pytest.param(write_version_3, False, id="version-3"),
     pytest.param(lambda path: path.write_bytes(b""), False, id="empty"),
     pytest.param(lambda path: path.write_bytes(b"junk"), False, id="junk"),
-    pytest.param(
-        write_unknown_math,
-        False,
-        id="unknown-math",
-        marks=pytest.mark.xfail(
-            raises=nxrs.ConfigError,
-            strict=True,
-            reason="an unknown math is a ConfigError until branch h1 makes it a HeaderError, "
-            "a CheckpointError; drop this mark when h1 is merged",
-        ),
-    ),
+    pytest.param(write_unknown_math, False, id="unknown-math"),
 ]
 
 

@@ -1,10 +1,11 @@
 """Type stubs of the compiled extension ``nxrs._nxrs`` (Rust, PyO3)."""
 
-from os import PathLike
+from pathlib import Path
 from typing import Any, Literal, final
 
 import numpy as np
 import numpy.typing as npt
+from _typeshed import StrOrBytesPath
 
 __all__ = [
     "BadMagicError",
@@ -21,6 +22,7 @@ __all__ = [
     "UnsupportedVersionError",
     "__version__",
     "checkpoint_format",
+    "clip",
     "f32_binary",
     "f32_compare",
     "f32_from_i64",
@@ -117,7 +119,7 @@ class Trainer:
         samples, more than 2**28 feature values, a NaN or infinite feature, a label outside
         0 ..< classes, or an ``epoch`` beyond 64 bits; the trainer is then unchanged.
         """
-    def save(self, path: str | PathLike[str], *, format: Literal["v1", "v2"] = "v2") -> None:
+    def save(self, path: StrOrBytesPath, *, format: Literal["v1", "v2"] = "v2") -> None:
         """Writes the whole training state to ``path``, crash-safely.
 
         A temporary file in the same directory is written, fsynced and renamed over ``path``,
@@ -126,16 +128,19 @@ class Trainer:
         "v1" is the seed program's layout.
         """
     @classmethod
-    def load(cls, path: str | PathLike[str]) -> Trainer:
+    def load(cls, path: StrOrBytesPath) -> Trainer:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
-        A v2 file carries its configuration; a v1 file is read as the seed model.
+        A v2 file carries its configuration; a v1 file is read as the seed model. The file is
+        read into memory (not mapped), so a program rewriting it meanwhile cannot crash the
+        process: the load gives a CheckpointError instead. Only regular files are read (an
+        OSError with errno EINVAL for a FIFO, socket or device; IsADirectoryError).
         """
-    def restore(self, path: str | PathLike[str]) -> None:
+    def restore(self, path: StrOrBytesPath) -> None:
         """Replaces this trainer's whole state with the checkpoint's (v1 or v2).
 
         A v2 file must hold this trainer's configuration (MismatchError otherwise). On any error
-        nothing changes.
+        nothing changes. The file is read as by ``load``.
         """
     def hash(self) -> int:
         """The seed program's state hash (``hstate``) of the weights."""
@@ -165,14 +170,17 @@ class Checkpoint:
 
     ``ck[name]`` is a read-only float32 array viewing the memory-mapped file without copying;
     each array keeps the mapping alive, so it stays valid after ``close()``. Saving over the file
-    does not change what open arrays show (saves replace the file, never rewrite it).
+    does not change what open arrays show (saves replace the file, never rewrite it). A program
+    that rewrites the file *in place* (``shutil.copyfile``, ``cp``) does change them, and can get
+    the process killed by SIGBUS, as with numpy.memmap or safetensors: replace checkpoints by
+    writing a new file and renaming it over the old one.
 
     >>> with nxrs.open("run.nxck") as ck:  # doctest: +SKIP
     ...     w1 = ck["W1"]
     """
 
     @property
-    def path(self) -> str:
+    def path(self) -> Path:
         """The file's path."""
     @property
     def is_mapped(self) -> bool:
@@ -205,15 +213,23 @@ class Checkpoint:
     def __enter__(self) -> Checkpoint: ...
     def __exit__(self, *exc: object) -> None: ...
 
-def open(path: str | PathLike[str], *, verify: bool = True) -> Checkpoint:
+def open(path: StrOrBytesPath, *, verify: bool = True) -> Checkpoint:
     """Opens an NXCK v2 file: maps it, validates the header and (unless ``verify=False``) every
-    tensor's CRC-32C. Raises a CheckpointError subclass naming what is wrong and where."""
+    tensor's CRC-32C. Raises a CheckpointError subclass naming what is wrong and where.
 
-def checkpoint_format(path: str | PathLike[str]) -> int:
-    """The NXCK format version of a file (1 or 2), from its first bytes."""
+    The arrays view the mapping: do not rewrite the file in place while they are in use (see
+    ``Checkpoint``). Only regular files are opened (OSError otherwise, as for ``Trainer.load``).
+    """
 
-def sweep_temp_files(directory: str | PathLike[str]) -> list[str]:
+def checkpoint_format(path: StrOrBytesPath) -> int:
+    """The NXCK format version of a file (1 or 2), from its first 12 bytes."""
+
+def sweep_temp_files(directory: StrOrBytesPath) -> list[Path]:
     """Removes temporary files left by interrupted saves whose writer is gone; returns them."""
+
+def clip(text: str) -> str:
+    """``text`` cut as nxrs's error messages cut values read from a file: the first 100
+    characters, then the full length."""
 
 def seed_dataset(
     samples: int = 8, features: int = 6, classes: int = 4

@@ -1,7 +1,8 @@
 """The ``nxrs`` command line.
 
 - ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
-- ``nxrs inspect FILE [--verify]``: what a checkpoint holds and whether it is intact.
+- ``nxrs inspect FILE [--verify]``: what a checkpoint holds (and, with ``--verify``, whether
+  every tensor is intact).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     try:
-        problems = inspect_checkpoint(args.file, sys.stdout)
+        problems = inspect_checkpoint(args.file, sys.stdout, verify=args.verify)
     except BrokenPipeError:
         raise  # the reader of our output went away (e.g. `| head`): not the file's fault
     except (nxrs.NxrsError, OSError) as err:
@@ -31,7 +32,7 @@ def _inspect(args: argparse.Namespace) -> int:
         return 1
     if problems:
         print(f"{problems} tensor(s) failed their checksum", file=sys.stderr)
-    return 1 if args.verify and problems else 0
+    return 1 if problems else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--verify",
         action="store_true",
-        help="exit non-zero on any problem (a file that does not parse always does)",
+        help="check every tensor's CRC-32C and exit non-zero on a mismatch (without it, only "
+        "the header is validated; a file that does not parse always exits non-zero)",
     )
     inspect.set_defaults(run=_inspect)
     return parser

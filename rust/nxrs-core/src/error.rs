@@ -1,5 +1,6 @@
 //! The one error type of nxrs-core. The Python bindings map each variant to one exception class.
 
+use std::fmt::{self, Display, Write};
 use std::path::PathBuf;
 
 /// Everything that can go wrong in nxrs-core.
@@ -20,6 +21,16 @@ pub enum Error {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+
+    /// The path names a directory, FIFO, socket or device. Checkpoints are read only from
+    /// regular files: opening or reading a FIFO or a device can block forever (and `Ctrl-C`
+    /// cannot interrupt a blocked `open`), or never end.
+    #[error("{op} {path}: not a regular file ({kind})")]
+    NotRegularFile {
+        op: &'static str,
+        path: PathBuf,
+        kind: FileKind,
     },
 
     /// The file does not start with a known checkpoint magic.
@@ -58,3 +69,103 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// What a path names, when it is not a regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    /// Anything else a platform may have.
+    Other,
+}
+
+impl FileKind {
+    /// The `errno` an operating system gives for reading such a path as a file: `EISDIR` for a
+    /// directory, `EINVAL` (an argument of the wrong kind) for the rest.
+    pub fn errno(self) -> i32 {
+        match self {
+            FileKind::Directory => libc::EISDIR,
+            _ => libc::EINVAL,
+        }
+    }
+}
+
+impl Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKind::Directory => "a directory",
+            FileKind::Fifo => "a FIFO",
+            FileKind::Socket => "a socket",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Other => "not a file",
+        })
+    }
+}
+
+/// At most this many characters of a value read from a file appear in a message.
+pub const CLIP_CHARS: usize = 100;
+
+/// A value read from a file as a message shows it: its `Debug` text (strings quoted and
+/// escaped), cut after [`CLIP_CHARS`] characters, then the text's full length. A hostile header
+/// can hold a 64 MiB name or a list of millions of numbers; messages, and the logs and terminals
+/// that print them, must stay small.
+pub fn clip<T: fmt::Debug + ?Sized>(value: &T) -> Clipped<'_, T> {
+    Clipped(value)
+}
+
+/// See [`clip`].
+pub struct Clipped<'a, T: ?Sized>(&'a T);
+
+impl<T: fmt::Debug + ?Sized> Display for Clipped<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut prefix = Prefix::default();
+        write!(prefix, "{:?}", self.0)?;
+        if prefix.chars <= CLIP_CHARS {
+            f.write_str(&prefix.text)
+        } else {
+            write!(f, "{}… ({} characters)", prefix.text, prefix.chars)
+        }
+    }
+}
+
+/// Keeps the first [`CLIP_CHARS`] characters written to it and counts them all. Counting
+/// costs one pass over the text but no memory, and every value a file can hold is bounded by
+/// the header's length, which the reader has parsed once already.
+#[derive(Default)]
+struct Prefix {
+    text: String,
+    chars: usize,
+}
+
+impl Write for Prefix {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if self.chars < CLIP_CHARS {
+                self.text.push(c);
+            }
+            self.chars += 1;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_keeps_short_values_and_cuts_long_ones_on_a_char_boundary() {
+        assert_eq!(clip("W1").to_string(), "\"W1\"");
+        assert_eq!(clip(&[1u64, 2][..]).to_string(), "[1, 2]");
+        let long = "é".repeat(1000);
+        let shown = clip(long.as_str()).to_string();
+        let expected_prefix: String = format!("{long:?}").chars().take(CLIP_CHARS).collect();
+        assert_eq!(shown, format!("{expected_prefix}… (1002 characters)"));
+        let exactly = "x".repeat(CLIP_CHARS - 2);
+        assert_eq!(clip(exactly.as_str()).to_string(), format!("{exactly:?}"));
+    }
+}

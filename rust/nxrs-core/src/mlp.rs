@@ -17,6 +17,12 @@ use crate::Integer;
 /// (and so a checkpoint header) can make nxrs allocate.
 pub const MAX_LAYER_SIZE: usize = 1 << 24;
 pub const MAX_PARAMETERS: usize = 1 << 28;
+/// Most weight layers of an MLP. Parameters alone would allow 2^27 layers (of one unit each),
+/// and a checkpoint header's `sizes` list of that length costs a gigabyte to hold before any
+/// tensor is read; the deepest MLPs trained in practice have tens of layers. 4096 leaves
+/// two orders of magnitude of room and bounds a header's `sizes` to 4097 numbers and its
+/// tensor table to `6 * 4096` entries, whatever the header's length.
+pub const MAX_LAYERS: usize = 4096;
 
 /// The seed initialises layer `l`'s weight `k` (row-major) as
 /// `(((k * mul + seed) % modulus) - modulus / 2) / 50`, with `(mul, modulus)` = (7, 13) for the
@@ -81,6 +87,12 @@ pub fn layer_sizes<T: Integer>(sizes: &[T]) -> Result<Vec<usize>> {
     if sizes.len() < 2 {
         return Err(Error::Config(format!(
             "an MLP needs at least an input and an output size, got {sizes:?}"
+        )));
+    }
+    if sizes.len() > MAX_LAYERS + 1 {
+        return Err(Error::Config(format!(
+            "{} layer sizes describe more than {MAX_LAYERS} layers",
+            sizes.len()
         )));
     }
     let checked = sizes
@@ -348,6 +360,19 @@ mod tests {
         assert!(Mlp::new(vec![3]).is_err());
         assert!(Mlp::new(vec![3, 0, 2]).is_err());
         assert!(Mlp::new(vec![MAX_LAYER_SIZE, MAX_LAYER_SIZE]).is_err());
+        let message = match layer_sizes(&[-1i64, 4]) {
+            Err(Error::Config(message)) => message,
+            other => panic!("expected Error::Config, got {other:?}"),
+        };
+        assert!(
+            message.starts_with("layer size -1 is outside 1..="),
+            "{message}"
+        );
+        assert!(layer_sizes(&[i64::MAX, 4]).is_err());
+        assert!(layer_sizes(&[MAX_LAYER_SIZE as i64 + 1, 4]).is_err());
+        assert_eq!(layer_sizes(&[6i64, 10, 4]).unwrap(), vec![6, 10, 4]);
+        assert!(Mlp::new(vec![1; MAX_LAYERS + 1]).is_ok());
+        assert!(Mlp::new(vec![1; MAX_LAYERS + 2]).is_err());
     }
 
     #[test]

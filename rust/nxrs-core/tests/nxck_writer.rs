@@ -152,7 +152,7 @@ fn saving_over_a_mapped_checkpoint_leaves_the_readers_bytes_intact() {
     let t = trained(1);
     let v1_path = dir.path().join("seed.v1");
     v1::save(&t, &v1_path).unwrap();
-    let reader = nxck::mapped::FileBytes::open(&v1_path).unwrap();
+    let reader = nxck::mapped::FileBytes::map(&v1_path).unwrap();
     v1::save(&trained(2), &v1_path).unwrap();
     assert_eq!(v1::decode(&reader, t.state()).unwrap(), t.state().clone());
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());

@@ -2,12 +2,12 @@
 //! that view the mapped file in place.
 
 use crate::errors::to_py;
+use crate::paths::path_arg;
 use crate::trainer::{float_of, PyTrainer};
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use nxrs_core::nxck;
 use nxrs_core::nxck::v2::{Checkpoint, TensorInfo, Verify};
-use nxrs_core::Trainer;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// copying; every such array keeps the mapping alive, so it stays valid after `close()` or the
 /// end of a `with` block (which only stop further access through this object). Saving over the
 /// file meanwhile does not change what the arrays show: saves replace the file, never rewrite it.
+/// A program that rewrites the file in place (`shutil.copyfile`, `cp`) does change them, and
+/// can get the process killed by SIGBUS (as with numpy.memmap or safetensors): replace
+/// checkpoints with a rename instead.
 #[pyclass(module = "nxrs", name = "Checkpoint", frozen)]
 pub struct PyCheckpoint {
     inner: Checkpoint,
@@ -51,7 +54,11 @@ impl PyCheckpoint {
 /// Opens and validates an NXCK v2 file (see `Checkpoint`).
 #[pyfunction]
 #[pyo3(signature = (path, *, verify = true))]
-pub fn open(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<PyCheckpoint> {
+pub fn open(
+    py: Python<'_>,
+    #[pyo3(from_py_with = path_arg)] path: PathBuf,
+    verify: bool,
+) -> PyResult<PyCheckpoint> {
     let mode = if verify {
         Verify::Full
     } else {
@@ -192,16 +199,12 @@ impl PyCheckpoint {
     /// starts from unverified bytes.
     fn to_trainer(&self, py: Python<'_>) -> PyResult<PyTrainer> {
         let ck = self.open_inner()?;
-        let trainer = py
-            .detach(|| {
-                let state = if self.verified {
-                    ck.to_state()
-                } else {
-                    ck.to_state_verified()?
-                };
-                Trainer::from_state(ck.config(), state)
-            })
-            .map_err(to_py)?;
+        let check = if self.verified {
+            Verify::HeaderOnly
+        } else {
+            Verify::Full
+        };
+        let trainer = py.detach(|| ck.to_trainer(check)).map_err(to_py)?;
         Ok(PyTrainer::from_core(trainer))
     }
 
@@ -242,19 +245,8 @@ fn view_cells(bytes: &[u8]) -> Option<&[f32]> {
 
 /// The NXCK format version of the file at `path` (1 or 2), from its first 12 bytes.
 #[pyfunction]
-pub fn checkpoint_format(path: PathBuf) -> PyResult<u32> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(12);
-    std::fs::File::open(&path)
-        .and_then(|f| f.take(12).read_to_end(&mut head))
-        .map_err(|source| {
-            to_py(nxrs_core::Error::Io {
-                op: "reading",
-                path: path.clone(),
-                source,
-            })
-        })?;
-    match nxck::detect(&head).map_err(to_py)? {
+pub fn checkpoint_format(#[pyo3(from_py_with = path_arg)] path: PathBuf) -> PyResult<u32> {
+    match nxck::format_of(&path).map_err(to_py)? {
         nxck::Format::V1 => Ok(1),
         nxck::Format::V2 => Ok(2),
     }
@@ -263,6 +255,16 @@ pub fn checkpoint_format(path: PathBuf) -> PyResult<u32> {
 /// Removes temporary files that interrupted saves left in `directory` (only those whose writer
 /// is gone); returns their paths.
 #[pyfunction]
-pub fn sweep_temp_files(directory: PathBuf) -> PyResult<Vec<PathBuf>> {
+pub fn sweep_temp_files(
+    #[pyo3(from_py_with = path_arg)] directory: PathBuf,
+) -> PyResult<Vec<PathBuf>> {
     nxrs_core::nxck::writer::sweep_temp_files(&directory).map_err(to_py)
+}
+
+/// `text` cut as nxrs's messages cut a value read from a file: after a fixed number of
+/// characters, then its full length (for `nxrs inspect`).
+#[pyfunction]
+pub fn clip(text: &str) -> String {
+    // fmt::Arguments' Debug is its text, unquoted.
+    nxrs_core::error::clip(&format_args!("{text}")).to_string()
 }

@@ -80,18 +80,28 @@ pyo3::create_exception!(
     "Stored and computed checksums differ."
 );
 
+/// errno of an I/O error (POSIX and Windows' C runtime agree on 5).
+const EIO: i32 = 5;
+
 /// Converts a core error into its Python exception.
 pub fn to_py(err: Error) -> PyErr {
     let message = err.to_string();
     match err {
         Error::Config(_) => ConfigError::new_err(message),
         Error::Input(_) => InputError::new_err(message),
+        // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...) and
+        // prints as "[Errno 2] opening: No such file or directory (os error 2): 'path'". The
+        // filename is the path's str as os.fsdecode gives it (surrogateescape: no bytes lost).
         Error::Io { op, path, source } => {
-            // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...) and
-            // prints as "[Errno 2] reading: No such file or directory (os error 2): 'path'".
-            let errno = source.raw_os_error().unwrap_or(0);
+            // Every Io error the core makes carries the OS's errno; EIO if one ever did not.
+            let errno = source.raw_os_error().unwrap_or(EIO);
             let strerror = format!("{op}: {source}");
-            PyOSError::new_err((errno, strerror, path.to_string_lossy().into_owned()))
+            PyOSError::new_err((errno, strerror, path.into_os_string()))
+        }
+        Error::NotRegularFile { op, path, kind } => {
+            // EISDIR makes IsADirectoryError; the rest is a plain OSError(EINVAL).
+            let strerror = format!("{op}: not a regular file ({kind})");
+            PyOSError::new_err((kind.errno(), strerror, path.into_os_string()))
         }
         Error::BadMagic { .. } => BadMagicError::new_err(message),
         Error::UnsupportedVersion(_) => UnsupportedVersionError::new_err(message),

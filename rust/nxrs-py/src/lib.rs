@@ -4,6 +4,7 @@
 mod checkpoint;
 mod errors;
 mod inputs;
+mod paths;
 mod softf32;
 mod trainer;
 
@@ -14,7 +15,7 @@ mod _nxrs {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::checkpoint::{checkpoint_format, open, sweep_temp_files, PyCheckpoint};
+    use crate::checkpoint::{checkpoint_format, clip, open, sweep_temp_files, PyCheckpoint};
     #[pymodule_export]
     use crate::errors::{
         BadMagicError, CheckpointError, ChecksumError, ConfigError, HeaderError, InputError,

@@ -2,6 +2,7 @@
 
 use crate::errors::{to_py, ConfigError, InputError};
 use crate::inputs::{self, AnyInt};
+use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods};
 use nxrs_core::adam::AdamConfig;
 use nxrs_core::dataset::Dataset;
@@ -121,7 +122,12 @@ impl PyTrainer {
     /// directory, fsync, rename over `path`, fsync of the directory. "v2" (the default) is the
     /// self-describing, checksummed format; "v1" is the seed program's layout.
     #[pyo3(signature = (path, *, format = "v2"))]
-    fn save(&self, py: Python<'_>, path: PathBuf, format: &str) -> PyResult<()> {
+    fn save(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = path_arg)] path: PathBuf,
+        format: &str,
+    ) -> PyResult<()> {
         let save = match format {
             "v1" => nxck::v1::save,
             "v2" => nxck::v2::save,
@@ -142,7 +148,7 @@ impl PyTrainer {
     fn load(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = path_arg)] path: PathBuf,
     ) -> PyResult<Self> {
         let inner = py.detach(|| nxck::load_trainer(&path)).map_err(to_py)?;
         Ok(PyTrainer { inner })
@@ -150,7 +156,11 @@ impl PyTrainer {
 
     /// Replaces this trainer's whole state with the checkpoint's (v1 or v2; a v2 file must hold
     /// this trainer's configuration). On any error nothing changes.
-    fn restore(&mut self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    fn restore(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = path_arg)] path: PathBuf,
+    ) -> PyResult<()> {
         let inner = &mut self.inner;
         py.detach(|| nxck::restore(inner, &path)).map_err(to_py)
     }

@@ -69,11 +69,19 @@ pub fn detect(bytes: &[u8]) -> Result<Format> {
     }
 }
 
+/// The format of the file at `path`, from its first 12 bytes (all that is read).
+pub fn format_of(path: &Path) -> Result<Format> {
+    detect(&mapped::read_prefix(path, 12)?)
+}
+
 /// A trainer rebuilt from a checkpoint of either version, all checksums verified. A v2 file
 /// gives its own configuration; a v1 file has none and is read as the seed model
 /// ([`TrainerConfig::seed_model`]).
+///
+/// The file is read into memory, not mapped: loading copies every byte anyway, and a copy
+/// cannot be changed under the reader by another program rewriting the file in place.
 pub fn load_trainer(path: &Path) -> Result<Trainer> {
-    let bytes = FileBytes::open(path)?;
+    let bytes = FileBytes::read(path)?;
     match detect(&bytes)? {
         Format::V1 => {
             let mut trainer = Trainer::new(&TrainerConfig::seed_model(), 1)?;
@@ -83,18 +91,16 @@ pub fn load_trainer(path: &Path) -> Result<Trainer> {
         }
         Format::V2 => {
             // Verified while copied: the same checks as `Verify::Full`, in one pass.
-            let checkpoint = Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?;
-            let state = checkpoint.to_state_verified()?;
-            Trainer::from_state(checkpoint.config(), state)
+            Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?.to_trainer(Verify::Full)
         }
     }
 }
 
 /// Replaces the trainer's state with a checkpoint's (either version, all checksums verified).
 /// A v2 file must hold the trainer's configuration (`Error::Mismatch` otherwise). On any error
-/// the trainer is unchanged.
+/// the trainer is unchanged. The file is read into memory, as by [`load_trainer`].
 pub fn restore(trainer: &mut Trainer, path: &Path) -> Result<()> {
-    let bytes = FileBytes::open(path)?;
+    let bytes = FileBytes::read(path)?;
     let state = match detect(&bytes)? {
         Format::V1 => v1::decode(&bytes, trainer.state())?,
         Format::V2 => {
@@ -105,6 +111,17 @@ pub fn restore(trainer: &mut Trainer, path: &Path) -> Result<()> {
         }
     };
     trainer.set_state(state)
+}
+
+/// An error of building something from a configuration read from a file. A configuration
+/// nxrs cannot build (`Error::Config`) is then a defect of the file, not of the caller's
+/// arguments: it becomes `Error::Header`, which says so. Every use of a file's configuration
+/// goes through here.
+pub(crate) fn from_file_config(err: Error) -> Error {
+    match err {
+        Error::Config(m) => Error::Header(format!("the file's configuration is invalid: {m}")),
+        other => other,
+    }
 }
 
 fn check_same_config(file: &TrainerConfig, trainer: &TrainerConfig) -> Result<()> {
@@ -132,6 +149,19 @@ fn check_same_config(file: &TrainerConfig, trainer: &TrainerConfig) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configuration_error_from_a_file_is_a_header_error() {
+        let err = from_file_config(Error::Config("lr is NaN".into()));
+        assert!(
+            matches!(&err, Error::Header(m) if m == "the file's configuration is invalid: lr is NaN"),
+            "{err}"
+        );
+        assert!(matches!(
+            from_file_config(Error::Input("x".into())),
+            Error::Input(_)
+        ));
+    }
 
     #[test]
     fn detect_tells_the_versions_apart() {

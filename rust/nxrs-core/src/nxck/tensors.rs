@@ -11,6 +11,9 @@
 
 use crate::mlp::Mlp;
 
+/// The most dimensions a tensor has: weights are matrices, biases and moments at most that.
+pub(crate) const MAX_RANK: usize = 2;
+
 /// Number of tensors of a model with `layers` weight layers.
 pub(crate) fn count(layers: usize) -> usize {
     6 * layers

@@ -56,20 +56,22 @@ pub(crate) fn write_atomically(
     strategy: WriteStrategy,
 ) -> Result<()> {
     let dir = parent_dir(target);
-    let Some(target_name) = target.file_name().and_then(|n| n.to_str()) else {
+    let Some(file_name) = target.file_name() else {
+        // "dir/.." or "/": rename could not put a file there either.
         return Err(io_error(
             "saving to",
             target,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "the path has no UTF-8 file name",
-            ),
+            std::io::Error::from_raw_os_error(libc::EISDIR),
         ));
     };
+    // Any name the OS accepts (on unix, any bytes). The temporary file's name only repeats
+    // the target's for people who look at the directory: bytes that are not UTF-8 appear
+    // there as U+FFFD, so temporary names are always UTF-8.
+    let target_name = file_name.to_string_lossy();
     // Leftovers of killed saves; a failure to sweep must not fail the save.
     let _ = sweep_temp_files(dir);
 
-    let (mut temp, file) = TempFile::create(dir, target_name, strategy)?;
+    let (mut temp, file) = TempFile::create(dir, &target_name, strategy)?;
     match strategy {
         WriteStrategy::Buffered => write_buffered(&file, payload),
         WriteStrategy::Mapped => write_mapped(&file, payload),

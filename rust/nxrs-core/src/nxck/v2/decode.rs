@@ -5,16 +5,16 @@
 //! before that number has been checked against the file's length or the model's limits.
 
 use super::{
-    header_crc, prelude, HeaderJson, Scalars, TensorJson, ALIGN, DTYPE_F32, MATH_SEED,
+    header_crc, json, prelude, HeaderJson, Scalars, TensorJson, ALIGN, DTYPE_F32, MATH_SEED,
     MAX_HEADER_LEN, PRELUDE_LEN,
 };
 use crate::adam::AdamConfig;
-use crate::error::{Error, Result};
+use crate::error::{clip, Error, Result};
 use crate::mlp::{Mlp, MAX_LAYER_SIZE, MAX_PARAMETERS};
 use crate::nxck::mapped::FileBytes;
-use crate::nxck::{cells, detect, tensors, Format};
+use crate::nxck::{cells, detect, from_file_config, tensors, Format};
 use crate::softf32::F32;
-use crate::trainer::{TrainState, TrainerConfig};
+use crate::trainer::{TrainState, Trainer, TrainerConfig};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -84,16 +84,19 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Maps and validates the file at `path`.
+    /// Maps and validates the file at `path`, for zero-copy access to its tensors. The mapping
+    /// shows the file as it is now: a program that rewrites the file in place (instead of
+    /// replacing it by a rename, as nxrs does) changes the tensors under the reader, or gets it
+    /// killed by `SIGBUS` (see [`crate::nxck::mapped`]). To copy the state out, read the file
+    /// instead: `Checkpoint::from_bytes(FileBytes::read(path)?, verify)`.
     pub fn open(path: &Path, verify: Verify) -> Result<Checkpoint> {
-        Checkpoint::from_bytes(FileBytes::open(path)?, verify)
+        Checkpoint::from_bytes(FileBytes::map(path)?, verify)
     }
 
     /// Validates bytes already mapped or in memory.
     pub fn from_bytes(bytes: FileBytes, verify: Verify) -> Result<Checkpoint> {
         let (header_len, json) = check_prelude(&bytes)?;
-        let header: HeaderJson =
-            serde_json::from_slice(json).map_err(|e| Error::Header(format!("JSON header: {e}")))?;
+        let header = json::parse(json)?;
         let config = check_config(&header)?;
         let scalars = header.scalars;
         if scalars.epoch < 0 {
@@ -109,7 +112,7 @@ impl Checkpoint {
             PRELUDE_LEN + header_len,
         )?;
         // The checks above are Mlp::new's; ask it too, now that the model is known to be small.
-        Mlp::new(config.sizes.clone()).map_err(|e| Error::Header(e.to_string()))?;
+        Mlp::new(config.sizes.clone()).map_err(from_file_config)?;
         let by_name = tensors
             .iter()
             .enumerate()
@@ -197,6 +200,19 @@ impl Checkpoint {
         state.b1t = F32::from_bits(self.scalars.b1t_bits);
         state.b2t = F32::from_bits(self.scalars.b2t_bits);
         state
+    }
+
+    /// A trainer with this checkpoint's configuration and a copy of its state. With
+    /// `Verify::Full` every tensor's CRC-32C is checked while copying
+    /// ([`Checkpoint::to_state_verified`]); `Verify::HeaderOnly` is for a checkpoint whose
+    /// tensors were verified already (opened with `Verify::Full`). A configuration the trainer
+    /// refuses is a defect of the file: `Error::Header`.
+    pub fn to_trainer(&self, verify: Verify) -> Result<Trainer> {
+        let state = match verify {
+            Verify::Full => self.to_state_verified()?,
+            Verify::HeaderOnly => self.to_state(),
+        };
+        Trainer::from_state(&self.config, state).map_err(from_file_config)
     }
 
     /// [`Checkpoint::to_state`] with every tensor's CRC-32C checked, as [`Verify::Full`] does.
@@ -292,15 +308,15 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
 fn check_config(header: &HeaderJson) -> Result<TrainerConfig> {
     let c = &header.config;
     if c.math != MATH_SEED {
-        return Err(Error::Config(format!(
-            "config.math {:?} is not implemented by this build (known: {MATH_SEED:?})",
-            c.math
+        return Err(Error::Header(format!(
+            "config.math {} is not implemented by this build (known: {MATH_SEED:?})",
+            clip(&c.math)
         )));
     }
     if c.sizes.len() < 2 {
         return Err(Error::Header(format!(
-            "config.sizes {:?} has fewer than two layer sizes",
-            c.sizes
+            "config.sizes {} has fewer than two layer sizes",
+            clip(&c.sizes)
         )));
     }
     let mut sizes = Vec::with_capacity(c.sizes.len());
@@ -357,10 +373,12 @@ fn check_table(
 
     for (i, t) in table.iter().enumerate() {
         let name = &t.name;
+        // Used once `name` is known to be one of the model's (short) names.
         let header = |what: String| Error::Header(format!("tensor {name}: {what}"));
         let Some(k) = tensors::position(name, layers) else {
             return Err(Error::Header(format!(
-                "tensor table entry {i}: {name:?} is not a tensor of the configured model"
+                "tensor table entry {i}: {} is not a tensor of the configured model",
+                clip(name)
             )));
         };
         if found.insert(k, i).is_some() {
@@ -368,16 +386,16 @@ fn check_table(
         }
         if t.dtype != DTYPE_F32 {
             return Err(header(format!(
-                "dtype {:?} is not supported (version 2 has only {DTYPE_F32:?})",
-                t.dtype
+                "dtype {} is not supported (version 2 has only {DTYPE_F32:?})",
+                clip(&t.dtype)
             )));
         }
         let shape = tensors::shape(k, sizes);
         if t.shape.len() != shape.len() || t.shape.iter().zip(&shape).any(|(&a, &b)| a != b as u64)
         {
             return Err(header(format!(
-                "shape {:?} does not match the configured model's {shape:?}",
-                t.shape
+                "shape {} does not match the configured model's {shape:?}",
+                clip(&t.shape)
             )));
         }
         // Bounded by MAX_PARAMETERS (checked with the config), so no overflow.

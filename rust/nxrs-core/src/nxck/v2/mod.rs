@@ -19,11 +19,15 @@
 
 mod decode;
 mod encode;
+mod json;
 
 pub use decode::{Checkpoint, TensorInfo, Verify};
 pub use encode::{encode, save, save_state, save_state_with};
+pub use json::MAX_DEPTH;
 
-use serde::{Deserialize, Serialize};
+use crate::mlp::MAX_LAYERS;
+use crate::nxck::tensors;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Bytes 4..8 of every versioned NXCK file. In v1 these bytes are the buffer count, and no
 /// loadable v1 file has 2^32 - 1 buffers (see `docs/FORMAT.md`).
@@ -68,11 +72,13 @@ pub struct Scalars {
 struct HeaderJson {
     config: ConfigJson,
     scalars: Scalars,
+    #[serde(deserialize_with = "table")]
     tensors: Vec<TensorJson>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct ConfigJson {
+    #[serde(deserialize_with = "sizes")]
     sizes: Vec<u64>,
     math: String,
     adam: AdamJson,
@@ -92,10 +98,27 @@ struct AdamJson {
 struct TensorJson {
     name: String,
     dtype: String,
+    #[serde(deserialize_with = "shape")]
     shape: Vec<u64>,
     offset: u64,
     nbytes: u64,
     crc32c: u32,
+}
+
+// The lists of the header whose length the model bounds, refused while they are read when
+// longer: a 64 MiB header would otherwise hold 32 million sizes (hundreds of MB as `u64`s)
+// before a single one is checked.
+
+fn sizes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    json::bounded(d, MAX_LAYERS + 1, "config.sizes")
+}
+
+fn shape<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    json::bounded(d, tensors::MAX_RANK, "a tensor's shape")
+}
+
+fn table<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<TensorJson>, D::Error> {
+    json::bounded(d, tensors::count(MAX_LAYERS), "the tensor table")
 }
 
 /// `n` rounded up to a multiple of [`ALIGN`].
