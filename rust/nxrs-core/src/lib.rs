@@ -6,7 +6,7 @@
 //!
 //! Dependencies run one way:
 //! [`softf32`] -> [`arith`] -> [`math`] -> [`mlp`], [`loss`], [`optim`], [`schedule`], [`rng`]
-//! -> [`config`], [`state`], [`dataset`] -> [`hash`], [`nxck`] -> [`trainer`].
+//! -> [`config`], [`state`], [`dataset`] -> [`hash`], [`nxck`] -> [`trainer`] -> [`checkpoint`].
 //!
 //! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over.
 //! - [`math`]: the two settings of `exp`, `log`, `sqrt` and `le` (the seed's and IEEE's).
@@ -15,12 +15,15 @@
 //! - [`rng`]: the random streams of initialisation, shuffling and splitting.
 //! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data.
 //! - [`hash`]: the seed's state hash and the full-state hash.
-//! - [`nxck`]: checkpoint files.
+//! - [`nxck`]: checkpoint files (names, shapes, scalars and a configuration record);
+//!   [`checkpoint`]: trainers to those files and back.
 //! - [`trainer`]: the training loop, evaluation and prediction.
 //!
 //! `docs/TRAINING.md` defines every bit a run computes.
 
 pub mod arith;
+mod bounded;
+pub mod checkpoint;
 pub mod config;
 pub mod dataset;
 pub mod error;

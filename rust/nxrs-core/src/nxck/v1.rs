@@ -12,47 +12,59 @@
 
 use super::payload::{Payload, Piece};
 use super::writer::{write_atomically, WriteStrategy};
-use super::{cells, detect, Format, MAGIC};
+use super::{cells, detect, Format, Record, MAGIC};
 use crate::error::{Error, Result};
-use crate::trainer::{TrainState, Trainer};
+use crate::softf32::F32;
 use std::path::Path;
 
 const HEADER_LEN: usize = 12;
-const SCALARS: usize = 3;
 
-/// The v1 bytes of a state.
-pub fn encode(state: &TrainState) -> Vec<u8> {
-    payload(state).to_vec()
+/// The seed's three scalars, in the order v1 stores them.
+pub const SCALARS: [&str; 3] = ["epoch", "b1t_bits", "b2t_bits"];
+
+/// The v1 bytes of a record: its tensors in order and its scalars named [`SCALARS`] (v1 has no
+/// names, shapes or configuration; the record's others are not stored).
+pub fn encode(record: &Record<'_>) -> Result<Vec<u8>> {
+    Ok(payload(record)?.to_vec())
 }
 
-/// The v1 file as pieces: the header and scalars, then the tensors borrowed from `state`.
-fn payload(state: &TrainState) -> Payload<'_> {
-    let tensors = state.tensors();
-    let mut head = Vec::with_capacity(HEADER_LEN + 8 * SCALARS);
+/// Saves a record as a v1 file, crash-safely.
+pub fn save(record: &Record<'_>, path: &Path) -> Result<()> {
+    write_atomically(path, &payload(record)?, WriteStrategy::default())
+}
+
+/// The v1 file as pieces: the header and scalars, then the tensors borrowed from the record.
+fn payload<'a>(record: &Record<'a>) -> Result<Payload<'a>> {
+    let mut head = Vec::with_capacity(HEADER_LEN + 8 * SCALARS.len());
     head.extend_from_slice(&MAGIC);
-    head.extend_from_slice(&(tensors.len() as u32).to_le_bytes());
-    head.extend_from_slice(&(SCALARS as u32).to_le_bytes());
-    for s in state.scalars() {
-        head.extend_from_slice(&s.to_le_bytes());
+    head.extend_from_slice(&(record.tensors.len() as u32).to_le_bytes());
+    head.extend_from_slice(&(SCALARS.len() as u32).to_le_bytes());
+    for name in SCALARS {
+        let value = record
+            .scalars
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
+            .ok_or_else(|| Error::Input(format!("a v1 file needs the scalar {name}")))?;
+        head.extend_from_slice(&value.to_le_bytes());
     }
     let mut payload = Payload::new(head);
-    for (_, cells) in tensors {
-        payload.push(Piece::Cells(cells));
+    for t in &record.tensors {
+        payload.push(Piece::Cells(t.cells));
     }
-    payload
+    Ok(payload)
 }
 
 /// The exact length of a v1 file holding tensors of these cell counts.
 pub fn file_len(tensor_lens: &[usize]) -> u64 {
     let cells: usize = tensor_lens.iter().sum();
-    (HEADER_LEN + 8 * SCALARS + 4 * cells) as u64
+    (HEADER_LEN + 8 * SCALARS.len() + 4 * cells) as u64
 }
 
-/// Reads v1 bytes into a state shaped like `template` (v1 has no sizes: the model gives them).
-/// Nothing in `template` changes unless the whole file is valid.
-pub fn decode(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
-    let lens = template.tensor_lens();
-    let expected_len = file_len(&lens);
+/// Reads v1 bytes holding tensors of the cell counts `lens` (v1 has no sizes: the model gives
+/// them): the [`SCALARS`] and the tensors' cells.
+pub fn decode(bytes: &[u8], lens: &[usize]) -> Result<([i64; 3], Vec<Vec<F32>>)> {
+    let expected_len = file_len(lens);
     let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
     if bytes.len() < HEADER_LEN {
         return Err(Error::Length {
@@ -65,10 +77,11 @@ pub fn decode(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
         return Err(Error::UnsupportedVersion(2));
     }
     let (n_buf, n_scalar) = (u32_at(4), u32_at(8));
-    if n_buf as usize != lens.len() || n_scalar as usize != SCALARS {
+    if n_buf as usize != lens.len() || n_scalar as usize != SCALARS.len() {
         return Err(Error::Mismatch(format!(
-            "the v1 file holds {n_buf} buffers and {n_scalar} scalars, the model needs {} and {SCALARS}",
-            lens.len()
+            "the v1 file holds {n_buf} buffers and {n_scalar} scalars, the model needs {} and {}",
+            lens.len(),
+            SCALARS.len()
         )));
     }
     if bytes.len() as u64 != expected_len {
@@ -78,80 +91,87 @@ pub fn decode(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
             what: format!("{} cells in {n_buf} buffers", lens.iter().sum::<usize>()),
         });
     }
-
-    let mut state = template.clone();
     let mut offset = HEADER_LEN;
-    let mut scalars = [0i64; SCALARS];
+    let mut scalars = [0i64; 3];
     for s in &mut scalars {
         *s = i64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"));
         offset += 8;
     }
-    state.set_scalars(scalars)?;
-    for tensor in state.tensors_mut() {
-        let len = 4 * tensor.len();
-        *tensor = cells::decode_le(&bytes[offset..offset + len]);
-        offset += len;
-    }
-    Ok(state)
-}
-
-/// Saves the trainer's state as a v1 file, crash-safely.
-pub fn save(trainer: &Trainer, path: &Path) -> Result<()> {
-    write_atomically(path, &payload(trainer.state()), WriteStrategy::default())
+    let tensors = lens
+        .iter()
+        .map(|&len| {
+            let tensor = cells::decode_le(&bytes[offset..offset + 4 * len]);
+            offset += 4 * len;
+            tensor
+        })
+        .collect();
+    Ok((scalars, tensors))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trainer::TrainerConfig;
+    use crate::nxck::TensorRecord;
 
-    fn trained() -> Trainer {
-        let mut t = Trainer::new(&TrainerConfig::seed_model(), 1).unwrap();
-        t.train_until(&crate::dataset::Dataset::seed(8, 6, 4), 2)
-            .unwrap();
-        t
+    /// Two tensors of 2 and 3 cells with distinct bit patterns, and the seed's scalars.
+    fn cells() -> [Vec<F32>; 2] {
+        [
+            vec![F32::from_bits(1), F32::from_bits(2)],
+            vec![F32::ONE, F32::NEG_ZERO, F32::DEFAULT_NAN],
+        ]
+    }
+
+    fn record(cells: &[Vec<F32>; 2]) -> Record<'_> {
+        Record {
+            config: "{}".into(),
+            scalars: vec![("epoch", 7), ("b1t_bits", 0x3F00_0000), ("b2t_bits", 4)],
+            tensors: cells
+                .iter()
+                .enumerate()
+                .map(|(k, c)| TensorRecord {
+                    name: format!("t{k}"),
+                    shape: vec![c.len()],
+                    cells: c,
+                })
+                .collect(),
+        }
     }
 
     #[test]
-    fn seed_model_file_has_the_seed_length() {
-        // 12 header + 3*8 scalars + 4*(60+10+40+4)*3 cells.
-        assert_eq!(encode(trained().state()).len(), 12 + 24 + 4 * 342);
+    fn layout_is_the_seeds() {
+        let bytes = encode(&record(&cells())).unwrap();
+        // 12 header + 3*8 scalars + 4*5 cells; magic, counts, then the epoch.
+        assert_eq!(bytes.len(), 12 + 24 + 20);
+        assert_eq!(&bytes[..12], b"NXCK\x02\0\0\0\x03\0\0\0");
+        assert_eq!(&bytes[12..20], &7i64.to_le_bytes());
     }
 
     #[test]
     fn round_trip_restores_everything() {
-        let t = trained();
-        let fresh = Trainer::new(&TrainerConfig::seed_model(), 99).unwrap();
-        let back = decode(&encode(t.state()), fresh.state()).unwrap();
-        assert_eq!(&back, t.state());
+        let cells = cells();
+        let bytes = encode(&record(&cells)).unwrap();
+        let (scalars, tensors) = decode(&bytes, &[2, 3]).unwrap();
+        assert_eq!(scalars, [7, 0x3F00_0000, 4]);
+        assert_eq!(tensors, cells.to_vec());
     }
 
     #[test]
     fn every_truncation_is_rejected() {
-        let t = trained();
-        let bytes = encode(t.state());
+        let bytes = encode(&record(&cells())).unwrap();
         for len in 0..bytes.len() {
-            let err = decode(&bytes[..len], t.state()).unwrap_err();
+            let err = decode(&bytes[..len], &[2, 3]).unwrap_err();
             assert!(matches!(err, Error::Length { .. }), "len {len}: {err}");
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(matches!(
-            decode(&longer, t.state()),
-            Err(Error::Length { .. })
-        ));
+        assert!(matches!(decode(&longer, &[2, 3]), Err(Error::Length { .. })));
     }
 
     #[test]
     fn wrong_magic_and_counts_are_rejected() {
-        let t = trained();
-        let mut bytes = encode(t.state());
-        bytes[4] = 11;
-        assert!(matches!(decode(&bytes, t.state()), Err(Error::Mismatch(_))));
+        let mut bytes = encode(&record(&cells())).unwrap();
+        assert!(matches!(decode(&bytes, &[2, 3, 1]), Err(Error::Mismatch(_))));
         bytes[0] = b'X';
-        assert!(matches!(
-            decode(&bytes, t.state()),
-            Err(Error::BadMagic { .. })
-        ));
+        assert!(matches!(decode(&bytes, &[2, 3]), Err(Error::BadMagic { .. })));
     }
 }

@@ -2,19 +2,18 @@
 //!
 //! The checks run in the order `docs/FORMAT.md` lists them, and every one of them bounds what
 //! the next may touch: no slice is taken and nothing is allocated from a number in the file
-//! before that number has been checked against the file's length or the model's limits.
+//! before that number has been checked against the file's length or a limit of the format.
+//! Whether the tensors are those of the configured model is the trainer's question
+//! ([`crate::checkpoint`]), asked of the validated table.
 
 use super::{
-    header_crc, json, prelude, HeaderJson, Scalars, TensorJson, ALIGN, DTYPE_F32, MATH_SEED,
-    MAX_HEADER_LEN, PRELUDE_LEN,
+    header_crc, json, prelude, TensorJson, ALIGN, DTYPE_F32, MAX_HEADER_LEN, PRELUDE_LEN,
 };
-use crate::adam::AdamConfig;
 use crate::error::{clip, Error, Result};
-use crate::mlp::{Mlp, MAX_LAYER_SIZE, MAX_PARAMETERS};
 use crate::nxck::mapped::FileBytes;
-use crate::nxck::{cells, detect, from_file_config, tensors, Format};
+use crate::nxck::{cells, detect, Format};
 use crate::softf32::F32;
-use crate::trainer::{TrainState, Trainer, TrainerConfig};
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -30,15 +29,14 @@ pub enum Verify {
     HeaderOnly,
 }
 
-/// One entry of the tensor table, validated: the tensor is inside the file, 64-byte aligned,
-/// overlaps nothing, and has the shape the configuration gives it.
+/// One entry of the tensor table, validated: a unique name, the one dtype, a shape whose cells
+/// fill `nbytes`, data inside the file, 64-byte aligned, overlapping nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
     pub name: String,
     /// Always `"f32"` in version 2: IEEE binary32, little-endian.
     pub dtype: String,
-    /// Row-major; weight matrices are `[outputs, inputs]`, biases and moments as their
-    /// parameter.
+    /// Row-major.
     pub shape: Vec<usize>,
     /// Where the data starts in the file (a multiple of 64).
     pub offset: usize,
@@ -73,13 +71,10 @@ impl TensorInfo {
 #[derive(Debug)]
 pub struct Checkpoint {
     bytes: FileBytes,
-    config: TrainerConfig,
-    math: String,
-    scalars: Scalars,
+    config: Box<RawValue>,
+    scalars: Vec<(String, i64)>,
     /// In file order (the table's order).
     tensors: Vec<TensorInfo>,
-    /// Table index of each tensor, in `TrainState::tensors` order.
-    model_order: Vec<usize>,
     by_name: HashMap<String, usize>,
 }
 
@@ -97,22 +92,13 @@ impl Checkpoint {
     pub fn from_bytes(bytes: FileBytes, verify: Verify) -> Result<Checkpoint> {
         let (header_len, json) = check_prelude(&bytes)?;
         let header = json::parse(json)?;
-        let config = check_config(&header)?;
-        let scalars = header.scalars;
-        if scalars.epoch < 0 {
-            return Err(Error::Header(format!(
-                "scalars.epoch = {} is negative",
-                scalars.epoch
-            )));
+        let mut seen = HashMap::with_capacity(header.scalars.0.len());
+        for (name, _) in &header.scalars.0 {
+            if seen.insert(name.as_str(), ()).is_some() {
+                return Err(Error::Header(format!("scalar {} appears twice", clip(name))));
+            }
         }
-        let (tensors, model_order) = check_table(
-            &header.tensors,
-            &config.sizes,
-            &bytes,
-            PRELUDE_LEN + header_len,
-        )?;
-        // The checks above are Mlp::new's; ask it too, now that the model is known to be small.
-        Mlp::new(config.sizes.clone()).map_err(from_file_config)?;
+        let tensors = check_table(&header.tensors, &bytes, PRELUDE_LEN + header_len)?;
         let by_name = tensors
             .iter()
             .enumerate()
@@ -120,11 +106,9 @@ impl Checkpoint {
             .collect();
         let checkpoint = Checkpoint {
             bytes,
-            config,
-            math: header.config.math,
-            scalars,
+            config: header.config,
+            scalars: header.scalars.0,
             tensors,
-            model_order,
             by_name,
         };
         if verify == Verify::Full {
@@ -133,18 +117,20 @@ impl Checkpoint {
         Ok(checkpoint)
     }
 
-    /// The configuration to build a [`crate::Trainer`] for this state.
-    pub fn config(&self) -> &TrainerConfig {
-        &self.config
+    /// The configuration record: the text of a JSON object (the trainer's configuration, for
+    /// files nxrs writes).
+    pub fn config_json(&self) -> &str {
+        self.config.get()
     }
 
-    /// The arithmetic the state was trained with (`"seed"`, the only one this build knows).
-    pub fn math(&self) -> &str {
-        &self.math
+    /// The named scalars, in the file's order.
+    pub fn scalars(&self) -> &[(String, i64)] {
+        &self.scalars
     }
 
-    pub fn scalars(&self) -> Scalars {
-        self.scalars
+    /// The scalar called `name`, if the file has one.
+    pub fn scalar(&self, name: &str) -> Option<i64> {
+        self.scalars.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
     }
 
     /// The tensor table, in file order.
@@ -189,46 +175,25 @@ impl Checkpoint {
             .try_for_each(|t| self.verify_tensor(&t.name))
     }
 
-    /// The training state, decoded (copied) out of the file.
-    pub fn to_state(&self) -> TrainState {
-        let n_params = self.config.sizes.len().saturating_sub(1) * 2;
-        let mut state = TrainState::fresh(vec![Vec::new(); n_params]);
-        for (slot, &i) in state.tensors_mut().into_iter().zip(&self.model_order) {
-            *slot = cells::decode_le(self.data(&self.tensors[i]));
-        }
-        state.epoch = self.scalars.epoch;
-        state.b1t = F32::from_bits(self.scalars.b1t_bits);
-        state.b2t = F32::from_bits(self.scalars.b2t_bits);
-        state
+    /// A tensor's cells, decoded (copied) out of the file.
+    pub fn cells(&self, tensor: &TensorInfo) -> Vec<F32> {
+        cells::decode_le(self.data(tensor))
     }
 
-    /// A trainer with this checkpoint's configuration and a copy of its state. With
-    /// `Verify::Full` every tensor's CRC-32C is checked while copying
-    /// ([`Checkpoint::to_state_verified`]); `Verify::HeaderOnly` is for a checkpoint whose
-    /// tensors were verified already (opened with `Verify::Full`). A configuration the trainer
-    /// refuses is a defect of the file: `Error::Header`.
-    pub fn to_trainer(&self, verify: Verify) -> Result<Trainer> {
-        let state = match verify {
-            Verify::Full => self.to_state_verified()?,
-            Verify::HeaderOnly => self.to_state(),
-        };
-        Trainer::from_state(&self.config, state).map_err(from_file_config)
-    }
-
-    /// [`Checkpoint::to_state`] with every tensor's CRC-32C checked, as [`Verify::Full`] does.
-    /// The checksums are computed on a second thread while this one copies the tensors out
-    /// (both only read the file's bytes), so the check costs little more than the copy. The
+    /// Every tensor's cells in table order, each tensor's CRC-32C checked as [`Verify::Full`]
+    /// does. The checksums are computed on a second thread while this one copies the tensors
+    /// out (both only read the file's bytes), so the check costs little more than the copy. The
     /// error is the one [`Checkpoint::verify_all`] gives.
-    pub fn to_state_verified(&self) -> Result<TrainState> {
-        let (verified, state) = std::thread::scope(|s| {
+    pub fn cells_verified(&self) -> Result<Vec<Vec<F32>>> {
+        let (verified, cells) = std::thread::scope(|s| {
             let verifier = s.spawn(|| self.verify_all());
-            let state = self.to_state();
+            let cells: Vec<Vec<F32>> = self.tensors.iter().map(|t| self.cells(t)).collect();
             let verified = verifier
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (verified, state)
+            (verified, cells)
         });
-        verified.map(|()| state)
+        verified.map(|()| cells)
     }
 
     /// The whole file.
@@ -304,85 +269,25 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
     Ok((header_len, json))
 }
 
-/// The configuration, with the sizes bounded before any of them is used to size anything.
-fn check_config(header: &HeaderJson) -> Result<TrainerConfig> {
-    let c = &header.config;
-    if c.math != MATH_SEED {
-        return Err(Error::Header(format!(
-            "config.math {} is not implemented by this build (known: {MATH_SEED:?})",
-            clip(&c.math)
-        )));
-    }
-    if c.sizes.len() < 2 {
-        return Err(Error::Header(format!(
-            "config.sizes {} has fewer than two layer sizes",
-            clip(&c.sizes)
-        )));
-    }
-    let mut sizes = Vec::with_capacity(c.sizes.len());
-    let mut params: u64 = 0;
-    for (l, &n) in c.sizes.iter().enumerate() {
-        if n == 0 || n > MAX_LAYER_SIZE as u64 {
-            return Err(Error::Header(format!(
-                "config.sizes[{l}] = {n} is outside 1..={MAX_LAYER_SIZE}"
-            )));
-        }
-        if let Some(&prev) = sizes.last() {
-            // At most 2^24 * 2^24 + 2^24 per layer, and the running total stays below 2^28 + that.
-            params += (prev as u64) * n + n;
-            if params > MAX_PARAMETERS as u64 {
-                return Err(Error::Header(format!(
-                    "config.sizes describe more than {MAX_PARAMETERS} parameters"
-                )));
-            }
-        }
-        sizes.push(n as usize);
-    }
-    let bits = F32::from_bits;
-    Ok(TrainerConfig {
-        sizes,
-        adam: AdamConfig {
-            lr: bits(c.adam.lr_bits),
-            beta1: bits(c.adam.beta1_bits),
-            beta2: bits(c.adam.beta2_bits),
-            eps: bits(c.adam.eps_bits),
-        },
-    })
-}
-
-/// Validates the tensor table against the model and the file: every model tensor exactly once,
-/// with its shape; data inside the file in table order, 64-byte aligned, each starting less than
+/// Validates the tensor table against the file: names unique, the one dtype, shapes whose cells
+/// fill `nbytes`, data inside the file in table order, 64-byte aligned, each starting less than
 /// 64 bytes after the previous region, every gap byte zero, the last tensor ending the file.
-/// Returns the tensors in table order and the table index of each model tensor.
-///
-/// The work and memory are bounded by the table's length, not the model's size: the model is
-/// only known to be as small as the file once every one of its tensors has been found in it.
-fn check_table(
-    table: &[TensorJson],
-    sizes: &[usize],
-    bytes: &[u8],
-    header_end: usize,
-) -> Result<(Vec<TensorInfo>, Vec<usize>)> {
-    let layers = sizes.len() - 1;
+/// The work and memory are bounded by the table's length (itself bounded as it is read).
+fn check_table(table: &[TensorJson], bytes: &[u8], header_end: usize) -> Result<Vec<TensorInfo>> {
     let file_len = bytes.len() as u64;
-    // Model position -> table index, for the positions found so far.
-    let mut found: HashMap<usize, usize> = HashMap::with_capacity(table.len());
+    let mut seen: HashMap<&str, ()> = HashMap::with_capacity(table.len());
     let mut tensors = Vec::with_capacity(table.len());
     let mut prev_end = header_end as u64;
     let mut prev = "the header".to_string();
 
     for (i, t) in table.iter().enumerate() {
-        let name = &t.name;
-        // Used once `name` is known to be one of the model's (short) names.
+        let name = clip(&t.name).to_string();
         let header = |what: String| Error::Header(format!("tensor {name}: {what}"));
-        let Some(k) = tensors::position(name, layers) else {
-            return Err(Error::Header(format!(
-                "tensor table entry {i}: {} is not a tensor of the configured model",
-                clip(name)
-            )));
-        };
-        if found.insert(k, i).is_some() {
+        if seen.insert(&t.name, ()).is_some() {
             return Err(header("appears more than once in the tensor table".into()));
+        }
+        if t.name.is_empty() {
+            return Err(Error::Header(format!("tensor table entry {i} has an empty name")));
         }
         if t.dtype != DTYPE_F32 {
             return Err(header(format!(
@@ -390,21 +295,23 @@ fn check_table(
                 clip(&t.dtype)
             )));
         }
-        let shape = tensors::shape(k, sizes);
-        if t.shape.len() != shape.len() || t.shape.iter().zip(&shape).any(|(&a, &b)| a != b as u64)
-        {
+        // A product beyond the file's cells cannot fit in it (and cannot overflow below that).
+        let max_cells = file_len / 4;
+        let cells = t
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d).filter(|&n| n <= max_cells));
+        let Some(cells) = cells else {
             return Err(header(format!(
-                "shape {} does not match the configured model's {shape:?}",
+                "shape {} has more cells than the file's {file_len} bytes can hold",
                 clip(&t.shape)
             )));
-        }
-        // Bounded by MAX_PARAMETERS (checked with the config), so no overflow.
-        let nbytes = 4 * shape.iter().product::<usize>() as u64;
+        };
+        let nbytes = 4 * cells;
         if t.nbytes != nbytes {
             return Err(header(format!(
-                "nbytes {} does not match its shape {shape:?} (4 * {} = {nbytes})",
-                t.nbytes,
-                nbytes / 4
+                "nbytes {} does not match its shape {:?} (4 * {cells} = {nbytes})",
+                t.nbytes, t.shape
             )));
         }
         let offset = t.offset;
@@ -425,18 +332,18 @@ fn check_table(
                 offset - prev_end
             )));
         }
-        // offset < prev_end + 64 <= file_len + 64: no overflow.
+        // offset < prev_end + 64 <= file_len + 64 and nbytes <= file_len: no overflow.
         let end = offset + nbytes;
         if end > file_len {
             return Err(header(format!(
                 "data {offset}..{end} extends past the end of the file ({file_len} bytes)"
             )));
         }
-        check_zero_padding(bytes, prev_end as usize, offset as usize, name)?;
+        check_zero_padding(bytes, prev_end as usize, offset as usize, &name)?;
         tensors.push(TensorInfo {
-            name: name.clone(),
+            name: t.name.clone(),
             dtype: t.dtype.clone(),
-            shape,
+            shape: t.shape.iter().map(|&d| d as usize).collect(),
             offset: offset as usize,
             nbytes: nbytes as usize,
             crc32c: t.crc32c,
@@ -444,17 +351,6 @@ fn check_table(
         prev_end = end;
         prev = format!("tensor {name}");
     }
-
-    // Every entry is a distinct model tensor, so if the model has more tensors than the table,
-    // one of the first `table.len() + 1` positions is missing: this stops there.
-    let model_order = (0..tensors::count(layers))
-        .map(|k| {
-            found.get(&k).copied().ok_or_else(|| {
-                let name = tensors::name(k, layers);
-                Error::Header(format!("tensor {name} is missing from the tensor table"))
-            })
-        })
-        .collect::<Result<Vec<usize>>>()?;
     if prev_end != file_len {
         return Err(Error::Header(format!(
             "{} bytes follow the end of the last tensor ({prev}, at {prev_end}); \
@@ -462,7 +358,7 @@ fn check_table(
             file_len - prev_end
         )));
     }
-    Ok((tensors, model_order))
+    Ok(tensors)
 }
 
 fn check_zero_padding(bytes: &[u8], from: usize, to: usize, before: &str) -> Result<()> {

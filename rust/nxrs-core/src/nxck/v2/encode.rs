@@ -1,86 +1,79 @@
-//! Writing v2 files: the layout of a state, and its bytes as a [`Payload`]: the tensors, and a
+//! Writing v2 files: the layout of a record, and its bytes as a [`Payload`]: the tensors, and a
 //! head (prelude and header) built once their checksums are known.
 
 use super::{
-    align_up, header_crc, prelude, AdamJson, ConfigJson, HeaderJson, Scalars, TensorJson,
-    DTYPE_F32, MATH_SEED, MAX_HEADER_LEN, PRELUDE_LEN, VERSION, VERSIONED_MARKER,
+    align_up, header_crc, prelude, HeaderJson, Scalars, TensorJson, DTYPE_F32, MAX_HEADER_LEN,
+    PRELUDE_LEN, VERSION, VERSIONED_MARKER,
 };
 use crate::error::{Error, Result};
-use crate::mlp::Mlp;
 use crate::nxck::payload::{Payload, Piece};
 use crate::nxck::writer::{write_atomically, WriteStrategy};
-use crate::nxck::{model_tensors, MAGIC};
-use crate::trainer::{TrainState, Trainer, TrainerConfig};
+use crate::nxck::{Record, MAGIC};
+use serde_json::value::RawValue;
 use std::path::Path;
 
-/// Saves the trainer as a v2 file, crash-safely (see [`crate::nxck::writer`]).
-pub fn save(trainer: &Trainer, path: &Path) -> Result<()> {
-    save_state(&trainer.config(), trainer.state(), path)
+/// Saves `record` as a v2 file, crash-safely (see [`crate::nxck::writer`]).
+pub fn save(record: &Record<'_>, path: &Path) -> Result<()> {
+    save_with(record, path, WriteStrategy::default())
 }
 
-/// Saves `state` of a trainer built from `config` as a v2 file, crash-safely.
-pub fn save_state(config: &TrainerConfig, state: &TrainState, path: &Path) -> Result<()> {
-    save_state_with(config, state, path, WriteStrategy::default())
+/// [`save`] with a chosen write strategy (for benchmarks; the files are identical).
+pub fn save_with(record: &Record<'_>, path: &Path, strategy: WriteStrategy) -> Result<()> {
+    write_atomically(path, &payload(record)?, strategy)
 }
 
-/// [`save_state`] with a chosen write strategy (for benchmarks; the files are identical).
-pub fn save_state_with(
-    config: &TrainerConfig,
-    state: &TrainState,
-    path: &Path,
-    strategy: WriteStrategy,
-) -> Result<()> {
-    write_atomically(path, &payload(config, state)?, strategy)
+/// The v2 bytes of a record, in memory: the same bytes [`save`] writes.
+pub fn encode(record: &Record<'_>) -> Result<Vec<u8>> {
+    Ok(payload(record)?.to_vec())
 }
 
-/// The v2 bytes of a state, in memory. The same state and config always give the same bytes,
-/// the same as [`save_state`] writes.
-pub fn encode(config: &TrainerConfig, state: &TrainState) -> Result<Vec<u8>> {
-    Ok(payload(config, state)?.to_vec())
-}
-
-/// The file as a head and pieces: the tensors borrowed from `state`, the prelude and header
+/// The file as a head and pieces: the tensors borrowed from the record, the prelude and header
 /// built once their CRC-32Cs are known (the writer computes them while it writes the tensors).
 ///
 /// The layout does not depend on the checksums: it is made with the widest CRC value
 /// ([`CRC_PLACEHOLDER`], 10 digits) in every entry, which fixes `header_len` and the offsets;
 /// the real header, never longer, is then padded to `header_len` with spaces.
-pub(crate) fn payload<'a>(config: &TrainerConfig, state: &'a TrainState) -> Result<Payload<'a>> {
-    let mlp = Mlp::new(config.sizes.clone())?;
-    let specs = model_tensors(&mlp);
-    let tensors = state.tensors();
-    let lens: Vec<usize> = tensors.iter().map(|(_, t)| t.len()).collect();
-    let expected: Vec<usize> = specs
+pub(crate) fn payload<'a>(record: &Record<'a>) -> Result<Payload<'a>> {
+    for t in &record.tensors {
+        let cells: usize = t.shape.iter().product();
+        if cells != t.cells.len() {
+            return Err(Error::Mismatch(format!(
+                "tensor {} has {} cells, its shape {:?} needs {cells}",
+                t.name,
+                t.cells.len(),
+                t.shape
+            )));
+        }
+    }
+    let config = RawValue::from_string(record.config.clone())
+        .map_err(|e| Error::Config(format!("the configuration record is not JSON: {e}")))?;
+    let table: Vec<TensorJson> = record
+        .tensors
         .iter()
-        .map(|(_, shape)| shape.iter().product())
-        .collect();
-    if lens != expected {
-        return Err(Error::Mismatch(format!(
-            "the state's tensor sizes {lens:?} do not fit the configured model's {expected:?}"
-        )));
-    }
-    if state.epoch < 0 {
-        return Err(Error::Input(format!(
-            "epoch {} is negative; a checkpoint stores completed epochs",
-            state.epoch
-        )));
-    }
-
-    let table: Vec<TensorJson> = specs
-        .into_iter()
-        .zip(&tensors)
-        .map(|((name, shape), (_, cells))| TensorJson {
-            name,
+        .map(|t| TensorJson {
+            name: t.name.clone(),
             dtype: DTYPE_F32.to_string(),
-            shape: shape.iter().map(|&n| n as u64).collect(),
+            shape: t.shape.iter().map(|&n| n as u64).collect(),
             offset: 0,
-            nbytes: 4 * cells.len() as u64,
+            nbytes: 4 * t.cells.len() as u64,
             crc32c: CRC_PLACEHOLDER,
         })
         .collect();
-    let mut header = header_template(config, state, table);
+    let scalars = record
+        .scalars
+        .iter()
+        .map(|&(name, value)| (name.to_string(), value))
+        .collect();
+    let mut header = HeaderJson {
+        config,
+        scalars: Scalars(scalars),
+        tensors: table,
+    };
     let header_len = lay_out(&mut header)?;
-    let file_len = header.tensors.last().map_or(0, |t| t.offset + t.nbytes);
+    let file_len = header
+        .tensors
+        .last()
+        .map_or((PRELUDE_LEN + header_len) as u64, |t| t.offset + t.nbytes);
     let regions: Vec<(u64, u64)> = header
         .tensors
         .iter()
@@ -92,9 +85,9 @@ pub(crate) fn payload<'a>(config: &TrainerConfig, state: &'a TrainState) -> Resu
         head(&header, header_len, file_len, crcs)
     });
     let mut end = head_len as u64;
-    for (&(offset, nbytes), (_, cells)) in regions.iter().zip(&tensors) {
+    for (&(offset, nbytes), t) in regions.iter().zip(&record.tensors) {
         payload.push(Piece::Zeros((offset - end) as usize));
-        payload.push(Piece::Cells(cells));
+        payload.push(Piece::Cells(t.cells));
         end = offset + nbytes;
     }
     debug_assert_eq!(payload.len(), file_len);
@@ -132,32 +125,6 @@ fn head(template: &HeaderJson, header_len: usize, file_len: u64, crcs: &[u32]) -
     let crc = header_crc(&bytes, &bytes[PRELUDE_LEN..]);
     bytes[prelude::HEADER_CRC..PRELUDE_LEN].copy_from_slice(&crc.to_le_bytes());
     bytes
-}
-
-/// The header of `state`, with the tensor table `tensors` (offsets still to be laid out).
-fn header_template(
-    config: &TrainerConfig,
-    state: &TrainState,
-    tensors: Vec<TensorJson>,
-) -> HeaderJson {
-    HeaderJson {
-        config: ConfigJson {
-            sizes: config.sizes.iter().map(|&n| n as u64).collect(),
-            math: MATH_SEED.to_string(),
-            adam: AdamJson {
-                lr_bits: config.adam.lr.to_bits(),
-                beta1_bits: config.adam.beta1.to_bits(),
-                beta2_bits: config.adam.beta2.to_bits(),
-                eps_bits: config.adam.eps.to_bits(),
-            },
-        },
-        scalars: Scalars {
-            epoch: state.epoch,
-            b1t_bits: state.b1t.to_bits(),
-            b2t_bits: state.b2t.to_bits(),
-        },
-        tensors,
-    }
 }
 
 /// Lays the tensors out behind the header: sets every offset and returns `header_len`, the

@@ -9,14 +9,11 @@
 //! 2. one pass over the text ([`check_structure`]), which skips string contents, limits
 //!    nesting to [`MAX_DEPTH`] and rejects an object that has a key twice (compared after
 //!    unescaping, as any JSON parser sees them);
-//! 3. serde_json into the typed header, where every list whose length the model bounds is read
-//!    by [`bounded`], which refuses more items than allowed as soon as it sees them.
+//! 3. serde_json into the typed header, where every list and map is read by
+//!    [`crate::bounded`], which refuses more items than allowed as soon as it sees them.
 
 use super::HeaderJson;
 use crate::error::{clip, Error, Result};
-use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
-use std::fmt;
-use std::marker::PhantomData;
 
 /// Deepest nesting of arrays and objects a header may have (the header object itself is
 /// level 1; nxrs writes 4). Deeper input is refused before serde_json sees it, so neither its
@@ -168,53 +165,6 @@ fn check_unique(text: &str, unescaped: &str, mut keys: Vec<Key>) -> Result<()> {
             clip(resolve(&w[0]))
         ))),
     }
-}
-
-/// Deserializes a list of at most `max` items, refusing the first one beyond: the memory a
-/// list costs is then bounded by `max`, not by how many items a hostile header repeats. Use
-/// through a `deserialize_with` function that names the limit.
-pub(super) fn bounded<'de, D, T>(
-    d: D,
-    max: usize,
-    what: &'static str,
-) -> std::result::Result<Vec<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct Bounded<T> {
-        max: usize,
-        what: &'static str,
-        item: PhantomData<T>,
-    }
-
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Bounded<T> {
-        type Value = Vec<T>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "a list of at most {} items ({})", self.max, self.what)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<T>, A::Error> {
-            let mut items = Vec::new();
-            while let Some(item) = seq.next_element()? {
-                if items.len() == self.max {
-                    return Err(serde::de::Error::custom(format_args!(
-                        "{} has more than {} items",
-                        self.what, self.max
-                    )));
-                }
-                items.push(item);
-            }
-            Ok(items)
-        }
-    }
-
-    d.deserialize_seq(Bounded {
-        max,
-        what,
-        item: PhantomData,
-    })
 }
 
 #[cfg(test)]

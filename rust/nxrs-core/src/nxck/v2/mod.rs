@@ -22,12 +22,12 @@ mod encode;
 mod json;
 
 pub use decode::{Checkpoint, TensorInfo, Verify};
-pub use encode::{encode, save, save_state, save_state_with};
+pub use encode::{encode, save, save_with};
 pub use json::MAX_DEPTH;
 
-use crate::mlp::MAX_LAYERS;
-use crate::nxck::tensors;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 /// Bytes 4..8 of every versioned NXCK file. In v1 these bytes are the buffer count, and no
 /// loadable v1 file has 2^32 - 1 buffers (see `docs/FORMAT.md`).
@@ -40,10 +40,14 @@ pub const PRELUDE_LEN: usize = 32;
 pub const ALIGN: usize = 64;
 /// Largest JSON header a reader accepts (and a writer produces).
 pub const MAX_HEADER_LEN: usize = 64 << 20;
-/// The `math` of the seed's arithmetic: its exp, log and Newton sqrt on softf32.
-pub const MATH_SEED: &str = "seed";
 /// The one dtype of version 2: IEEE binary32, little-endian.
 pub const DTYPE_F32: &str = "f32";
+/// Most dimensions of a tensor: version 2 holds vectors and matrices.
+pub const MAX_RANK: usize = 2;
+/// Most tensors in one file (a trainer of 4096 layers with Adam has 6 * 4096).
+pub const MAX_TENSORS: usize = 1 << 15;
+/// Most scalars in one file.
+pub const MAX_SCALARS: usize = 64;
 
 /// Byte offsets of the prelude's fields.
 mod prelude {
@@ -55,43 +59,35 @@ mod prelude {
     pub const HEADER_CRC: usize = 28;
 }
 
-/// The integer scalars of a v2 file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Scalars {
-    /// Completed epochs, `>= 0`.
-    pub epoch: i64,
-    /// Bit pattern of `beta1^t`.
-    pub b1t_bits: u32,
-    /// Bit pattern of `beta2^t`.
-    pub b2t_bits: u32,
-}
-
-/// The JSON header. Field order here is the order a writer emits; readers ignore keys they do
-/// not know (later versions may add fields whose absence changes nothing for older readers).
+/// The JSON header: the configuration record (a JSON object the format carries as text: the
+/// trainer reads and writes it), named integer scalars, and the tensor table. Field order here
+/// is the order a writer emits.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct HeaderJson {
-    config: ConfigJson,
+    config: Box<RawValue>,
     scalars: Scalars,
     #[serde(deserialize_with = "table")]
     tensors: Vec<TensorJson>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct ConfigJson {
-    #[serde(deserialize_with = "sizes")]
-    sizes: Vec<u64>,
-    math: String,
-    adam: AdamJson,
+/// Named `i64` scalars, in the file's order (a JSON object).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Scalars(Vec<(String, i64)>);
+
+impl Serialize for Scalars {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
 }
 
-/// Adam's hyperparameters as binary32 bit patterns: decimal text could not round-trip them
-/// exactly in every language.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct AdamJson {
-    lr_bits: u32,
-    beta1_bits: u32,
-    beta2_bits: u32,
-    eps_bits: u32,
+impl<'de> Deserialize<'de> for Scalars {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Scalars, D::Error> {
+        crate::bounded::map(d, MAX_SCALARS, "scalars").map(Scalars)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -105,20 +101,12 @@ struct TensorJson {
     crc32c: u32,
 }
 
-// The lists of the header whose length the model bounds, refused while they are read when
-// longer: a 64 MiB header would otherwise hold 32 million sizes (hundreds of MB as `u64`s)
-// before a single one is checked.
-
-fn sizes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-    json::bounded(d, MAX_LAYERS + 1, "config.sizes")
-}
-
 fn shape<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-    json::bounded(d, tensors::MAX_RANK, "a tensor's shape")
+    crate::bounded::seq(d, MAX_RANK, "a tensor's shape")
 }
 
 fn table<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<TensorJson>, D::Error> {
-    json::bounded(d, tensors::count(MAX_LAYERS), "the tensor table")
+    crate::bounded::seq(d, MAX_TENSORS, "the tensor table")
 }
 
 /// `n` rounded up to a multiple of [`ALIGN`].

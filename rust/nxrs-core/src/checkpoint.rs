@@ -1,0 +1,239 @@
+//! Trainers to checkpoint files and back: a trainer's configuration and state as a
+//! [`Record`] the format layer writes ([`nxck`]), and a file's record checked against the
+//! model its configuration describes before it becomes a trainer.
+
+use crate::config::TrainerConfig;
+use crate::error::{clip, Error, Result};
+use crate::nxck::mapped::FileBytes;
+use crate::nxck::v2::{Checkpoint, Verify};
+use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
+use crate::schedule::Schedule;
+use crate::softf32::F32;
+use crate::state::{TrainState, SCALAR_NAMES};
+use crate::trainer::Trainer;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What a checkpoint of `trainer` holds: its configuration, scalars and tensors (borrowed).
+pub fn record(trainer: &Trainer) -> Record<'_> {
+    let state = trainer.state();
+    let layout = TrainState::layout(trainer.mlp(), state.v.len() == state.params.len());
+    Record {
+        config: trainer.config().to_json(),
+        scalars: SCALAR_NAMES.into_iter().zip(state.scalars()).collect(),
+        tensors: layout
+            .into_iter()
+            .zip(state.tensors())
+            .map(|((name, shape), cells)| TensorRecord { name, shape, cells })
+            .collect(),
+    }
+}
+
+/// Saves the trainer crash-safely (see [`crate::nxck::writer`]) in `format`. v1, the seed's
+/// layout, holds tensors, the epoch and Adam's powers but no configuration, step counter or
+/// position inside an epoch: it takes only trainers that need none of them to continue
+/// exactly (Adam or AdamW, a constant learning rate, at an epoch boundary).
+pub fn save(trainer: &Trainer, path: &Path, format: Format) -> Result<()> {
+    let record = record(trainer);
+    match format {
+        Format::V1 => {
+            fits_v1(trainer)?;
+            v1::save(&record, path)
+        }
+        Format::V2 => v2::save(&record, path),
+    }
+}
+
+/// The bytes [`save`] writes.
+pub fn encode(trainer: &Trainer, format: Format) -> Result<Vec<u8>> {
+    let record = record(trainer);
+    match format {
+        Format::V1 => {
+            fits_v1(trainer)?;
+            v1::encode(&record)
+        }
+        Format::V2 => v2::encode(&record),
+    }
+}
+
+fn fits_v1(trainer: &Trainer) -> Result<()> {
+    let config = trainer.config();
+    let state = trainer.state();
+    let missing = if !config.optimizer.kind.has_second_moments() {
+        Some("SGD's momentum buffers (v1 has the seed's Adam layout)")
+    } else if config.schedule != Schedule::CONSTANT {
+        Some("the step counter a learning-rate schedule needs")
+    } else if state.batch != 0 {
+        Some("the position inside an epoch (save at an epoch boundary)")
+    } else {
+        None
+    };
+    match missing {
+        None => Ok(()),
+        Some(what) => Err(Error::Input(format!(
+            "a v1 checkpoint cannot hold {what}; save as v2"
+        ))),
+    }
+}
+
+/// A trainer rebuilt from a checkpoint of either version, all checksums verified. A v2 file
+/// gives its own configuration; a v1 file has none and is read as the seed model
+/// ([`TrainerConfig::seed_model`]) with its step counter at 0 (v1 stores none).
+///
+/// The file is read into memory, not mapped: loading copies every byte anyway, and a copy
+/// cannot be changed under the reader by another program rewriting the file in place.
+pub fn load(path: &Path) -> Result<Trainer> {
+    let bytes = FileBytes::read(path)?;
+    match detect(&bytes)? {
+        Format::V1 => {
+            let mut trainer = Trainer::new(TrainerConfig::seed_model())?;
+            let state = state_from_v1(&bytes, trainer.state())?;
+            trainer.set_state(state)?;
+            Ok(trainer)
+        }
+        // Verified while copied: the same checks as `Verify::Full`, in one pass.
+        Format::V2 => trainer_from(
+            &Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?,
+            Verify::Full,
+        ),
+    }
+}
+
+/// Replaces the trainer's state with a checkpoint's (either version, all checksums verified).
+/// A v2 file must hold the trainer's configuration (`Error::Mismatch` otherwise); a v1 file
+/// must have the trainer's tensor sizes. On any error the trainer is unchanged.
+pub fn restore(trainer: &mut Trainer, path: &Path) -> Result<()> {
+    let bytes = FileBytes::read(path)?;
+    let state = match detect(&bytes)? {
+        Format::V1 => state_from_v1(&bytes, trainer.state())?,
+        Format::V2 => {
+            let checkpoint = Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?;
+            let config = file_config(&checkpoint)?;
+            if &config != trainer.config() {
+                return Err(Error::Mismatch(format!(
+                    "the file was written by a trainer configured as {}, this trainer is \
+                     configured as {}",
+                    clip(&config.to_json()),
+                    clip(&trainer.config().to_json())
+                )));
+            }
+            state_from(&checkpoint, &config, Verify::Full)?
+        }
+    };
+    trainer.set_state(state)
+}
+
+/// A trainer with a v2 checkpoint's configuration and a copy of its state. With `Verify::Full`
+/// every tensor's CRC-32C is checked while copying; `Verify::HeaderOnly` is for a checkpoint
+/// whose tensors were verified already. A configuration the trainer refuses is a defect of the
+/// file: `Error::Header`.
+pub fn trainer_from(checkpoint: &Checkpoint, verify: Verify) -> Result<Trainer> {
+    let config = file_config(checkpoint)?;
+    let state = state_from(checkpoint, &config, verify)?;
+    Trainer::from_state(config, state).map_err(from_file_config)
+}
+
+/// The configuration a v2 file records, validated.
+pub fn file_config(checkpoint: &Checkpoint) -> Result<TrainerConfig> {
+    TrainerConfig::from_json(checkpoint.config_json()).map_err(from_file_config)
+}
+
+/// An error of building something from a configuration read from a file. A configuration
+/// nxrs cannot build (`Error::Config`) is then a defect of the file, not of the caller's
+/// arguments: it becomes `Error::Header`, which says so. Every use of a file's configuration
+/// goes through here.
+fn from_file_config(err: Error) -> Error {
+    match err {
+        Error::Config(m) => Error::Header(format!("the file's configuration is invalid: {m}")),
+        other => other,
+    }
+}
+
+/// The state a v2 file holds for `config`'s model: every tensor of the model's layout exactly
+/// once with its shape (in any order in the file, nothing else), and the scalars.
+fn state_from(checkpoint: &Checkpoint, config: &TrainerConfig, verify: Verify) -> Result<TrainState> {
+    let mlp = config.validate().map_err(from_file_config)?;
+    let second_moments = config.optimizer.kind.has_second_moments();
+    let layout = TrainState::layout(&mlp, second_moments);
+    let position: HashMap<&str, usize> = layout
+        .iter()
+        .enumerate()
+        .map(|(k, (name, _))| (name.as_str(), k))
+        .collect();
+    let table = checkpoint.tensors();
+    // Table index of each tensor of the layout.
+    let mut found = vec![None; layout.len()];
+    for (i, t) in table.iter().enumerate() {
+        let Some(&k) = position.get(t.name.as_str()) else {
+            return Err(Error::Header(format!(
+                "tensor table entry {i}: {} is not a tensor of the configured model",
+                clip(&t.name)
+            )));
+        };
+        let expected = &layout[k].1;
+        if &t.shape != expected {
+            return Err(Error::Header(format!(
+                "tensor {}: shape {:?} does not match the configured model's {expected:?}",
+                t.name, t.shape
+            )));
+        }
+        found[k] = Some(i);
+    }
+    let order = found
+        .iter()
+        .zip(&layout)
+        .map(|(i, (name, _))| {
+            i.ok_or_else(|| Error::Header(format!("tensor {name} is missing from the tensor table")))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let mut cells: Vec<Option<Vec<F32>>> = match verify {
+        Verify::Full => checkpoint.cells_verified()?,
+        Verify::HeaderOnly => table.iter().map(|t| checkpoint.cells(t)).collect(),
+    }
+    .into_iter()
+    .map(Some)
+    .collect();
+
+    let mut state = TrainState::fresh(mlp.zeros(), second_moments);
+    for (slot, &i) in state.tensors_mut().into_iter().zip(&order) {
+        *slot = cells[i].take().expect("each table entry is one tensor");
+    }
+    state.set_scalars(file_scalars(checkpoint)?)?;
+    Ok(state)
+}
+
+/// The state's scalars from a v2 file: `epoch`, `b1t_bits` and `b2t_bits` are required;
+/// `step` and `batch`, which files written before the general trainer lack, default to 0.
+fn file_scalars(checkpoint: &Checkpoint) -> Result<[i64; 5]> {
+    if let Some((name, _)) = checkpoint
+        .scalars()
+        .iter()
+        .find(|(name, _)| !SCALAR_NAMES.contains(&name.as_str()))
+    {
+        return Err(Error::Header(format!("scalar {} is not known", clip(name))));
+    }
+    let mut values = [0i64; 5];
+    for (value, name) in values.iter_mut().zip(SCALAR_NAMES) {
+        *value = match (checkpoint.scalar(name), name) {
+            (Some(v), _) => v,
+            (None, "step" | "batch") => 0,
+            (None, _) => {
+                return Err(Error::Header(format!("scalars.{name} is missing")));
+            }
+        };
+    }
+    Ok(values)
+}
+
+/// The state of a v1 file shaped like `template` (v1 has no sizes: the model gives them), its
+/// step counter at 0 and at an epoch boundary.
+fn state_from_v1(bytes: &[u8], template: &TrainState) -> Result<TrainState> {
+    let lens: Vec<usize> = template.tensors().iter().map(|t| t.len()).collect();
+    let ([epoch, b1t, b2t], tensors) = v1::decode(bytes, &lens)?;
+    let mut state = template.clone();
+    for (slot, cells) in state.tensors_mut().into_iter().zip(tensors) {
+        *slot = cells;
+    }
+    state.set_scalars([epoch, b1t, b2t, 0, 0])?;
+    Ok(state)
+}
