@@ -69,7 +69,11 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for Seq<T> {
     type Value = Vec<T>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a list of at most {} items ({})", self.limit.max, self.limit.what)
+        write!(
+            f,
+            "a list of at most {} items ({})",
+            self.limit.max, self.limit.what
+        )
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
@@ -86,7 +90,11 @@ impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for Map<K, V> {
     type Value = Vec<(K, V)>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a map of at most {} entries ({})", self.limit.max, self.limit.what)
+        write!(
+            f,
+            "a map of at most {} entries ({})",
+            self.limit.max, self.limit.what
+        )
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<(K, V)>, A::Error> {

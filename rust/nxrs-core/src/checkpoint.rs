@@ -26,6 +26,7 @@ pub fn record(trainer: &Trainer) -> Record<'_> {
             .zip(state.tensors())
             .map(|((name, shape), cells)| TensorRecord { name, shape, cells })
             .collect(),
+        metadata: Vec::new(),
     }
 }
 
@@ -34,7 +35,20 @@ pub fn record(trainer: &Trainer) -> Record<'_> {
 /// position inside an epoch: it takes only trainers that need none of them to continue
 /// exactly (Adam or AdamW, a constant learning rate, at an epoch boundary).
 pub fn save(trainer: &Trainer, path: &Path, format: Format) -> Result<()> {
-    let record = record(trainer);
+    save_with_metadata(trainer, path, format, Vec::new())
+}
+
+/// [`save`] with free-form metadata in the file (v2 only; not part of the state).
+pub fn save_with_metadata(
+    trainer: &Trainer,
+    path: &Path,
+    format: Format,
+    metadata: Vec<(String, String)>,
+) -> Result<()> {
+    let record = Record {
+        metadata,
+        ..record(trainer)
+    };
     match format {
         Format::V1 => {
             fits_v1(trainer)?;
@@ -151,7 +165,11 @@ fn from_file_config(err: Error) -> Error {
 
 /// The state a v2 file holds for `config`'s model: every tensor of the model's layout exactly
 /// once with its shape (in any order in the file, nothing else), and the scalars.
-fn state_from(checkpoint: &Checkpoint, config: &TrainerConfig, verify: Verify) -> Result<TrainState> {
+fn state_from(
+    checkpoint: &Checkpoint,
+    config: &TrainerConfig,
+    verify: Verify,
+) -> Result<TrainState> {
     let mlp = config.validate().map_err(from_file_config)?;
     let second_moments = config.optimizer.kind.has_second_moments();
     let layout = TrainState::layout(&mlp, second_moments);
@@ -183,7 +201,9 @@ fn state_from(checkpoint: &Checkpoint, config: &TrainerConfig, verify: Verify) -
         .iter()
         .zip(&layout)
         .map(|(i, (name, _))| {
-            i.ok_or_else(|| Error::Header(format!("tensor {name} is missing from the tensor table")))
+            i.ok_or_else(|| {
+                Error::Header(format!("tensor {name} is missing from the tensor table"))
+            })
         })
         .collect::<Result<Vec<usize>>>()?;
     let mut cells: Vec<Option<Vec<F32>>> = match verify {

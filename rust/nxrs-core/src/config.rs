@@ -82,7 +82,9 @@ impl TrainerConfig {
 
     /// The gradient block length: `grad_block`, or the whole batch.
     pub fn block_len(&self) -> usize {
-        self.grad_block.unwrap_or(self.batch_size).min(self.batch_size)
+        self.grad_block
+            .unwrap_or(self.batch_size)
+            .min(self.batch_size)
     }
 
     /// Batches in one epoch of `samples` samples (`ceil`, or `floor` with `drop_last`).
@@ -285,10 +287,7 @@ impl TrainerConfig {
                     },
                     clip_norm: g.clip_norm_bits.map(bits),
                     batch_size: count("batch_size", g.batch_size)?,
-                    grad_block: g
-                        .grad_block
-                        .map(|n| count("grad_block", n))
-                        .transpose()?,
+                    grad_block: g.grad_block.map(|n| count("grad_block", n)).transpose()?,
                     shuffle: g.shuffle,
                     drop_last: g.drop_last,
                 }
@@ -344,7 +343,10 @@ mod tests {
     fn records_written_before_the_general_trainer_are_the_seed_configuration() {
         let old = r#"{"sizes":[6,10,4],"math":"seed","adam":{"lr_bits":1008981770,
             "beta1_bits":1063675494,"beta2_bits":1065336439,"eps_bits":841731191}}"#;
-        assert_eq!(TrainerConfig::from_json(old).unwrap(), TrainerConfig::seed_model());
+        assert_eq!(
+            TrainerConfig::from_json(old).unwrap(),
+            TrainerConfig::seed_model()
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! given by users (sizes, finiteness, labels); a single sample for a step goes through them too.
 
 use crate::error::{Error, Result};
+use crate::fnv::Fnv1a64;
 use crate::loss::Target;
 use crate::softf32::F32;
 use crate::Integer;
@@ -161,6 +162,36 @@ impl Dataset {
     pub fn inputs(&self) -> &[F32] {
         &self.inputs
     }
+
+    /// A 64-bit fingerprint of the data: FNV-1a over, little-endian, `u64` samples, `u64`
+    /// features, every feature's `u32` bits, then for labels a 0 byte, `u64` classes and each
+    /// label as `u64`, or for targets a 1 byte, `u64` width and each value's `u32` bits. Equal
+    /// data (same bits, shapes and order) always gives the same fingerprint; a checkpoint
+    /// records it so that resuming on other data is noticed.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv1a64::new();
+        let word = |h: &mut Fnv1a64, n: usize| h.write(&(n as u64).to_le_bytes());
+        word(&mut h, self.len());
+        word(&mut h, self.features);
+        for x in &self.inputs {
+            h.write(&x.to_bits().to_le_bytes());
+        }
+        match &self.targets {
+            Targets::Labels { classes, labels } => {
+                h.write(&[0]);
+                word(&mut h, *classes);
+                labels.iter().for_each(|&y| word(&mut h, y));
+            }
+            Targets::Values { width, values } => {
+                h.write(&[1]);
+                word(&mut h, *width);
+                for x in values {
+                    h.write(&x.to_bits().to_le_bytes());
+                }
+            }
+        }
+        h.finish()
+    }
 }
 
 fn is_finite(x: F32) -> bool {
@@ -260,9 +291,35 @@ mod tests {
     }
 
     #[test]
+    fn fingerprints_see_every_bit_shape_and_kind() {
+        let base = Dataset::new(2, 3, vec![F32::ONE; 4], &[0, 1]).unwrap();
+        let same = Dataset::new(2, 3, vec![F32::ONE; 4], &[0, 1]).unwrap();
+        assert_eq!(base.fingerprint(), same.fingerprint());
+        let others = [
+            Dataset::new(2, 3, vec![F32::ONE; 4], &[1, 0]).unwrap(),
+            Dataset::new(1, 3, vec![F32::ONE; 4], &[0, 1, 0, 0]).unwrap(),
+            Dataset::new(2, 2, vec![F32::ONE; 4], &[0, 1]).unwrap(),
+            Dataset::new(
+                2,
+                3,
+                vec![F32::ONE, F32::ONE, F32::ONE, F32::NEG_ZERO],
+                &[0, 1],
+            )
+            .unwrap(),
+            Dataset::regression(2, vec![F32::ONE; 4], 1, vec![F32::ZERO, F32::ONE]).unwrap(),
+        ];
+        for other in others {
+            assert_ne!(base.fingerprint(), other.fingerprint(), "{other:?}");
+        }
+    }
+
+    #[test]
     fn regression_checks_its_targets() {
         let cells = |n: usize| vec![F32::ONE; n];
-        assert_eq!(Dataset::regression(3, cells(6), 2, cells(4)).unwrap().len(), 2);
+        assert_eq!(
+            Dataset::regression(3, cells(6), 2, cells(4)).unwrap().len(),
+            2
+        );
         input_error(Dataset::regression(3, cells(6), 2, cells(3))); // ragged targets
         input_error(Dataset::regression(3, cells(6), 0, cells(0))); // no target width
         input_error(Dataset::regression(3, cells(6), 1, cells(3))); // 3 targets, 2 rows

@@ -1,5 +1,6 @@
 //! State hashes: the seed's `hstate`, and nxrs's hash over the whole training state.
 
+use crate::fnv::Fnv1a64;
 use crate::state::TrainState;
 
 /// The seed's `hstate`, bit for bit: an FNV-1-style mix over the weight and bias tensors,
@@ -48,44 +49,4 @@ pub fn state_hash(state: &TrainState) -> u64 {
         h.write(&s.to_le_bytes());
     }
     h.finish()
-}
-
-/// 64-bit FNV-1a.
-struct Fnv1a64(u64);
-
-impl Fnv1a64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    fn new() -> Fnv1a64 {
-        Fnv1a64(Self::OFFSET_BASIS)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(Self::PRIME);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fnv1a64_known_vectors() {
-        // Published FNV-1a test vectors.
-        let hash = |s: &[u8]| {
-            let mut h = Fnv1a64::new();
-            h.write(s);
-            h.finish()
-        };
-        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
-    }
 }

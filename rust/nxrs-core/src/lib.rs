@@ -27,6 +27,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod dataset;
 pub mod error;
+mod fnv;
 pub mod hash;
 pub mod loss;
 pub mod math;

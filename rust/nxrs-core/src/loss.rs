@@ -152,8 +152,7 @@ mod tests {
     fn equal_logits_give_uniform_probabilities_and_log_k_loss() {
         let z = [f(5); 4];
         let (mut p, mut delta) = ([F32::ZERO; 4], Vec::new());
-        let loss =
-            Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(2), &mut p, &mut delta);
+        let loss = Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(2), &mut p, &mut delta);
         let quarter = F32::ONE / f(4);
         assert_eq!(p, [quarter; 4]);
         assert_eq!(loss, f(4).ln());
@@ -164,8 +163,7 @@ mod tests {
     fn ieee_loss_stays_finite_when_the_probability_underflows() {
         let z = [f(0), f(-200)];
         let (mut p, mut delta) = ([F32::ZERO; 2], Vec::new());
-        let loss =
-            Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(1), &mut p, &mut delta);
+        let loss = Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(1), &mut p, &mut delta);
         assert_eq!(p[1], F32::ZERO);
         // log(1 + e^-200) rounds to 0 in binary32, so the loss is exactly 200.
         assert_eq!(loss, f(200));

@@ -132,7 +132,11 @@ pub fn seed_exp<R: Real>(x: R) -> R {
     let c = &*CONSTANTS;
     let t = x * R::from_f32(c.log2e);
     let half = R::from_f32(c.half);
-    let rounded = if seed_le(R::ZERO, t) { t + half } else { t - half };
+    let rounded = if seed_le(R::ZERO, t) {
+        t + half
+    } else {
+        t - half
+    };
     let n = rounded.to_f32().to_i64_trunc();
     let r = (t - R::from_i64(n)) * R::from_f32(c.ln2);
     let mut sum = R::ONE;

@@ -231,7 +231,10 @@ impl<R: Real> Scratch<R> {
         let last = mlp.sizes.len() - 1;
         Scratch {
             pre: mlp.sizes[1..].iter().map(|&n| vec![R::ZERO; n]).collect(),
-            hidden: mlp.sizes[1..last].iter().map(|&n| vec![R::ZERO; n]).collect(),
+            hidden: mlp.sizes[1..last]
+                .iter()
+                .map(|&n| vec![R::ZERO; n])
+                .collect(),
             outputs: vec![R::ZERO; mlp.outputs()],
             delta: Vec::with_capacity(widest),
             delta_below: Vec::with_capacity(widest),
@@ -313,7 +316,8 @@ impl Mlp {
             let grad = &mut grads[l];
             // The seed starts this accumulation from +0 (so a lone -0 term becomes +0).
             s.delta_below.clear();
-            s.delta_below.resize(if l > 0 { inputs } else { 0 }, R::ZERO);
+            s.delta_below
+                .resize(if l > 0 { inputs } else { 0 }, R::ZERO);
             for o in 0..outputs {
                 let d = s.delta[o];
                 let row = o * inputs..(o + 1) * inputs;

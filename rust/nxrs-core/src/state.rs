@@ -114,12 +114,16 @@ impl TrainState {
     pub fn set_scalars(&mut self, [epoch, b1t, b2t, step, batch]: [i64; 5]) -> Result<()> {
         let bits = |name: &str, value: i64| {
             u32::try_from(value).map(F32::from_bits).map_err(|_| {
-                Error::Header(format!("scalar {name} = {value} is not a binary32 bit pattern"))
+                Error::Header(format!(
+                    "scalar {name} = {value} is not a binary32 bit pattern"
+                ))
             })
         };
         for (name, value) in [("epoch", epoch), ("step", step), ("batch", batch)] {
             if value < 0 {
-                return Err(Error::Header(format!("scalar {name} = {value} is negative")));
+                return Err(Error::Header(format!(
+                    "scalar {name} = {value} is negative"
+                )));
             }
         }
         self.b1t = bits("b1t_bits", b1t)?;
@@ -165,7 +169,10 @@ mod tests {
             .into_iter()
             .map(|(n, _)| n)
             .collect();
-        assert_eq!(names.join(" "), "W1 b1 W2 b2 mW1 vW1 mb1 vb1 mW2 vW2 mb2 vb2");
+        assert_eq!(
+            names.join(" "),
+            "W1 b1 W2 b2 mW1 vW1 mb1 vb1 mW2 vW2 mb2 vb2"
+        );
         let sgd: Vec<String> = TrainState::layout(&mlp, false)
             .into_iter()
             .map(|(n, _)| n)

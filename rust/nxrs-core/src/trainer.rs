@@ -278,10 +278,13 @@ impl Trainer {
             self.mlp
                 .forward(self.config.math, &self.state.params, x, &mut scratch);
             let z = scratch.z().to_vec();
-            let loss =
-                self.config
-                    .loss
-                    .forward(self.config.math, &z, target, &mut scratch.outputs, &mut delta);
+            let loss = self.config.loss.forward(
+                self.config.math,
+                &z,
+                target,
+                &mut scratch.outputs,
+                &mut delta,
+            );
             loss_sum = Some(loss_sum.map_or(loss, |sum| sum + loss));
             correct += usize::from(is_correct(self.config.math, &scratch.outputs, target));
         }
@@ -371,7 +374,11 @@ impl Trainer {
             if k == 1 && work.block.is_empty() {
                 work.block = params.iter().map(zeroed_like).collect();
             }
-            let into = if k == 0 { &mut work.total } else { &mut work.block };
+            let into = if k == 0 {
+                &mut work.total
+            } else {
+                &mut work.block
+            };
             for (i, &s) in block.iter().enumerate() {
                 let (x, target) = data.sample(s);
                 let accumulate = if i == 0 {

@@ -32,6 +32,9 @@ pub struct Record<'a> {
     pub scalars: Vec<(&'static str, i64)>,
     /// Named tensors with their shapes (row-major) and cells, in order.
     pub tensors: Vec<TensorRecord<'a>>,
+    /// Free-form key/value strings (v2 only), e.g. the fingerprint of the data a run was
+    /// trained on. Not part of the training state.
+    pub metadata: Vec<(String, String)>,
 }
 
 /// One tensor of a [`Record`].

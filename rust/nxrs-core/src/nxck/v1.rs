@@ -35,6 +35,11 @@ pub fn save(record: &Record<'_>, path: &Path) -> Result<()> {
 
 /// The v1 file as pieces: the header and scalars, then the tensors borrowed from the record.
 fn payload<'a>(record: &Record<'a>) -> Result<Payload<'a>> {
+    if !record.metadata.is_empty() {
+        return Err(Error::Input(
+            "a v1 file cannot hold metadata; save as v2".into(),
+        ));
+    }
     let mut head = Vec::with_capacity(HEADER_LEN + 8 * SCALARS.len());
     head.extend_from_slice(&MAGIC);
     head.extend_from_slice(&(record.tensors.len() as u32).to_le_bytes());
@@ -134,6 +139,7 @@ mod tests {
                     cells: c,
                 })
                 .collect(),
+            metadata: Vec::new(),
         }
     }
 
@@ -164,14 +170,23 @@ mod tests {
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(matches!(decode(&longer, &[2, 3]), Err(Error::Length { .. })));
+        assert!(matches!(
+            decode(&longer, &[2, 3]),
+            Err(Error::Length { .. })
+        ));
     }
 
     #[test]
     fn wrong_magic_and_counts_are_rejected() {
         let mut bytes = encode(&record(&cells())).unwrap();
-        assert!(matches!(decode(&bytes, &[2, 3, 1]), Err(Error::Mismatch(_))));
+        assert!(matches!(
+            decode(&bytes, &[2, 3, 1]),
+            Err(Error::Mismatch(_))
+        ));
         bytes[0] = b'X';
-        assert!(matches!(decode(&bytes, &[2, 3]), Err(Error::BadMagic { .. })));
+        assert!(matches!(
+            decode(&bytes, &[2, 3]),
+            Err(Error::BadMagic { .. })
+        ));
     }
 }

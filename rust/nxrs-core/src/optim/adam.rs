@@ -47,7 +47,12 @@ pub(super) fn update<R: Real>(
     v: &mut [R],
 ) {
     let of = R::from_f32;
-    let (beta1, beta2, eps, lr) = (of(config.beta1), of(config.beta2), of(config.eps), of(step.lr));
+    let (beta1, beta2, eps, lr) = (
+        of(config.beta1),
+        of(config.beta2),
+        of(config.eps),
+        of(step.lr),
+    );
     let one_minus_beta1 = of(F32::ONE - config.beta1);
     let one_minus_beta2 = of(F32::ONE - config.beta2);
     let (bc1, bc2) = (of(step.bias.bc1), of(step.bias.bc2));

@@ -284,7 +284,16 @@ mod tests {
 
     #[test]
     fn out_of_range_hyperparameters_are_refused() {
-        let bad_rates = [f64::NAN, f64::INFINITY, -0.01, 0.0, -0.0, 1e40, 1e-40, 1e-50];
+        let bad_rates = [
+            f64::NAN,
+            f64::INFINITY,
+            -0.01,
+            0.0,
+            -0.0,
+            1e40,
+            1e-40,
+            1e-50,
+        ];
         for bad in bad_rates {
             for k in [0, 3] {
                 config_error(with(Kind::Adam, k, bad));
@@ -299,7 +308,10 @@ mod tests {
         let message = config_error(with(Kind::Adam, 0, 1e40));
         assert!(message.starts_with("lr = 1e40 (binary32 inf)"), "{message}");
         let message = config_error(with(Kind::Adam, 2, 0.999_999_999));
-        assert!(message.starts_with("beta2 = 0.999999999 (binary32 1.0)"), "{message}");
+        assert!(
+            message.starts_with("beta2 = 0.999999999 (binary32 1.0)"),
+            "{message}"
+        );
         // The edges: 0 for a beta, the smallest normal and the largest finite lr.
         with(Kind::Adam, 1, 0.0).unwrap();
         with(Kind::Adam, 0, 1.1754943508222875e-38).unwrap();

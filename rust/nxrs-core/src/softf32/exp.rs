@@ -7,7 +7,7 @@
 //! unless `e^x` lies closer than that to a rounding boundary; no binary32 input does (the hardest
 //! is about `2^-(24+36)` away), which `tests/exhaustive_exp_log.rs` checks on all 2^32 inputs.
 
-use super::fixed::{exp_q126, mul_q126, LN2_Q126, ONE_Q126};
+use super::fixed::{exp_q126, LN2_Q126};
 use super::{round_pack, F32, QUIET_BIT, SIGN_BIT};
 
 /// `2^(j/64)` in Q126 for `j` in `0..64` (all in `[1, 2)`), built at compile time.
@@ -110,6 +110,7 @@ impl F32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixed::{mul_q126, ONE_Q126};
     use super::*;
 
     fn f(bits: u32) -> F32 {
@@ -140,7 +141,7 @@ mod tests {
     fn known_values() {
         assert_eq!(F32::ONE.exp().to_bits(), 0x402D_F854); // e
         assert_eq!(f(0xBF80_0000).exp().to_bits(), 0x3EBC_5AB2); // 1/e
-        // Overflow threshold: 0x42B17217 (88.72283) is the largest x with a finite e^x.
+                                                                 // Overflow threshold: 0x42B17217 (88.72283) is the largest x with a finite e^x.
         assert_eq!(f(0x42B1_7217).exp().to_bits(), 0x7F7F_FF84);
         assert_eq!(f(0x42B1_7218).exp(), F32::INFINITY);
         // Gradual underflow: e^-100 = 3.72e-44 is a subnormal (26.55 units of 2^-149); 0xC2CFF1B4

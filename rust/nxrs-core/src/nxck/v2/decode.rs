@@ -6,9 +6,7 @@
 //! Whether the tensors are those of the configured model is the trainer's question
 //! ([`crate::checkpoint`]), asked of the validated table.
 
-use super::{
-    header_crc, json, prelude, TensorJson, ALIGN, DTYPE_F32, MAX_HEADER_LEN, PRELUDE_LEN,
-};
+use super::{header_crc, json, prelude, TensorJson, ALIGN, DTYPE_F32, MAX_HEADER_LEN, PRELUDE_LEN};
 use crate::error::{clip, Error, Result};
 use crate::nxck::mapped::FileBytes;
 use crate::nxck::{cells, detect, Format};
@@ -73,6 +71,7 @@ pub struct Checkpoint {
     bytes: FileBytes,
     config: Box<RawValue>,
     scalars: Vec<(String, i64)>,
+    metadata: Vec<(String, String)>,
     /// In file order (the table's order).
     tensors: Vec<TensorInfo>,
     by_name: HashMap<String, usize>,
@@ -92,12 +91,7 @@ impl Checkpoint {
     pub fn from_bytes(bytes: FileBytes, verify: Verify) -> Result<Checkpoint> {
         let (header_len, json) = check_prelude(&bytes)?;
         let header = json::parse(json)?;
-        let mut seen = HashMap::with_capacity(header.scalars.0.len());
-        for (name, _) in &header.scalars.0 {
-            if seen.insert(name.as_str(), ()).is_some() {
-                return Err(Error::Header(format!("scalar {} appears twice", clip(name))));
-            }
-        }
+        // Scalar and metadata names are unique: the JSON check refuses a key twice in an object.
         let tensors = check_table(&header.tensors, &bytes, PRELUDE_LEN + header_len)?;
         let by_name = tensors
             .iter()
@@ -108,6 +102,7 @@ impl Checkpoint {
             bytes,
             config: header.config,
             scalars: header.scalars.0,
+            metadata: header.metadata,
             tensors,
             by_name,
         };
@@ -128,9 +123,17 @@ impl Checkpoint {
         &self.scalars
     }
 
+    /// The free-form metadata, in the file's order.
+    pub fn metadata(&self) -> &[(String, String)] {
+        &self.metadata
+    }
+
     /// The scalar called `name`, if the file has one.
     pub fn scalar(&self, name: &str) -> Option<i64> {
-        self.scalars.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+        self.scalars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, v)| v)
     }
 
     /// The tensor table, in file order.
@@ -287,7 +290,9 @@ fn check_table(table: &[TensorJson], bytes: &[u8], header_end: usize) -> Result<
             return Err(header("appears more than once in the tensor table".into()));
         }
         if t.name.is_empty() {
-            return Err(Error::Header(format!("tensor table entry {i} has an empty name")));
+            return Err(Error::Header(format!(
+                "tensor table entry {i} has an empty name"
+            )));
         }
         if t.dtype != DTYPE_F32 {
             return Err(header(format!(

@@ -68,6 +68,7 @@ pub(crate) fn payload<'a>(record: &Record<'a>) -> Result<Payload<'a>> {
         config,
         scalars: Scalars(scalars),
         tensors: table,
+        metadata: record.metadata.clone(),
     };
     let header_len = lay_out(&mut header)?;
     let file_len = header

@@ -46,8 +46,9 @@ pub const DTYPE_F32: &str = "f32";
 pub const MAX_RANK: usize = 2;
 /// Most tensors in one file (a trainer of 4096 layers with Adam has 6 * 4096).
 pub const MAX_TENSORS: usize = 1 << 15;
-/// Most scalars in one file.
+/// Most scalars in one file, and most metadata entries.
 pub const MAX_SCALARS: usize = 64;
+pub const MAX_METADATA: usize = 64;
 
 /// Byte offsets of the prelude's fields.
 mod prelude {
@@ -60,14 +61,21 @@ mod prelude {
 }
 
 /// The JSON header: the configuration record (a JSON object the format carries as text: the
-/// trainer reads and writes it), named integer scalars, and the tensor table. Field order here
-/// is the order a writer emits.
+/// trainer reads and writes it), named integer scalars, the tensor table, and optional
+/// free-form metadata (string to string). Field order here is the order a writer emits.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct HeaderJson {
     config: Box<RawValue>,
     scalars: Scalars,
     #[serde(deserialize_with = "table")]
     tensors: Vec<TensorJson>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_metadata",
+        deserialize_with = "metadata"
+    )]
+    metadata: Vec<(String, String)>,
 }
 
 /// Named `i64` scalars, in the file's order (a JSON object).
@@ -99,6 +107,21 @@ struct TensorJson {
     offset: u64,
     nbytes: u64,
     crc32c: u32,
+}
+
+fn metadata<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+    crate::bounded::map(d, MAX_METADATA, "metadata")
+}
+
+fn serialize_metadata<S: Serializer>(
+    entries: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(entries.len()))?;
+    for (key, value) in entries {
+        map.serialize_entry(key, value)?;
+    }
+    map.end()
 }
 
 fn shape<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
