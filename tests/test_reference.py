@@ -72,9 +72,11 @@ def test_golden_shape(computed_golden):
     assert len(g["first_step"]["W1_bits"]) == 60
     assert len(g["first_step"]["W2_bits"]) == 40
     assert set(g["epochs"]) == {"1", "400", "800"}
-    for e in g["epochs"].values():
+    assert g["first_step"]["scalars"][3:] == [1, 0]  # one step, outside any epoch
+    for epoch, e in g["epochs"].items():
         assert e["v1_len"] == 12 + 24 + 4 * (3 * 60 + 3 * 10 + 3 * 40 + 3 * 4)
         assert len(e["v1_sha256"]) == 64
+        assert e["scalars"] == [int(epoch), e["b1t_bits"], e["b2t_bits"], 8 * int(epoch), 0]
 
 
 def test_main_check_passes():
@@ -102,6 +104,11 @@ def test_v1_round_trip(data):
     assert struct.unpack_from("<q", raw, 12)[0] == 3
     back = seed_ref.state_from_v1_bytes(raw)
     assert seed_ref.v1_bytes(back) == raw
+    # v1 stores no step counter: it comes back as 0; everything else is the state's.
+    assert s.step == 24 and s.batch == 0
+    assert back.step == 0 and back.batch == 0
+    assert seed_ref.state_hash(back) != seed_ref.state_hash(s)
+    back.step = s.step
     assert seed_ref.state_hash(back) == seed_ref.state_hash(s)
     assert seed_ref.seed_hash(back) == seed_ref.seed_hash(s)
     for name in seed_ref.BUFFER_NAMES:
@@ -145,14 +152,20 @@ def test_split_run_equals_uninterrupted(data, computed_golden):
     for name in seed_ref.BUFFER_NAMES:  # overwrite the fresh state, as ckpt_load does
         getattr(c, name)[...] = getattr(loaded, name)
     c.epoch, c.b1t, c.b2t = loaded.epoch, loaded.b1t, loaded.b2t
+    c.step, c.batch = loaded.step, loaded.batch
     assert seed_ref.seed_hash(c) == h_mid
-    assert seed_ref.state_hash(c) == seed_ref.state_hash(b)
+    # Everything but the step counter, which v1 does not store (the file loads with 0).
+    assert seed_ref.v1_bytes(c) == raw
+    assert (b.step, c.step) == (3200, 0)
+    assert seed_ref.state_hash(c) != seed_ref.state_hash(b)
 
     seed_ref.train_run(c, X, Y, 800)
     assert c.epoch == 800
-    assert seed_ref.state_hash(c) == seed_ref.state_hash(a)
     assert seed_ref.seed_hash(c) == seed_ref.seed_hash(a)
     assert seed_ref.v1_bytes(c) == seed_ref.v1_bytes(a)
+    assert (a.step, c.step, a.batch, c.batch) == (6400, 3200, 0, 0)
+    c.step = a.step
+    assert seed_ref.state_hash(c) == seed_ref.state_hash(a)
     assert seed_ref.seed_hash(a) == computed_golden["epochs"]["800"]["seed_hash"]
 
 
@@ -194,6 +207,11 @@ def test_seed_hash_sees_weights_only_state_hash_sees_all():
     t.epoch = 7
     assert seed_ref.seed_hash(t) == h_seed
     assert seed_ref.state_hash(t) != h_full
+    for field in ("step", "batch"):  # each counter alone changes the full-state hash
+        w = s.copy()
+        setattr(w, field, 1)
+        assert seed_ref.seed_hash(w) == h_seed
+        assert seed_ref.state_hash(w) != h_full
     u = s.copy()
     u.W2[39] = f32(-0.0)  # only the sign bit of W2's last cell
     assert seed_ref.seed_hash(u) != h_seed
@@ -215,13 +233,15 @@ def test_seed_hash_walks_60_cells_of_w2():
 def test_state_hash_fnv1a_definition():
     s = seed_ref.mk_state(1)
     raw = seed_ref.state_hash_bytes(s)
-    assert len(raw) == 4 + 12 * 4 + 4 * 342 + 4 + 24
+    assert len(raw) == 4 + 12 * 4 + 4 * 342 + 4 + 40
     assert raw[:4] == struct.pack("<I", 12)
-    assert raw[-28:] == struct.pack("<Iqqq", 3, 0, 0x3F800000, 0x3F800000)
+    assert raw[-44:] == struct.pack("<Iqqqqq", 5, 0, 0x3F800000, 0x3F800000, 0, 0)
     h = 0xCBF29CE484222325
     for byte in raw:
         h = ((h ^ byte) * 0x100000001B3) % (1 << 64)
     assert seed_ref.state_hash(s) == h
+    s.step, s.batch = 3, 2
+    assert seed_ref.state_hash_bytes(s)[-16:] == struct.pack("<qq", 3, 2)
     # FNV-1a test vector: hash of b"a".
     h = 0xCBF29CE484222325
     h = ((h ^ ord("a")) * 0x100000001B3) % (1 << 64)
@@ -241,6 +261,7 @@ def test_init_and_dataset_values(data):
         a = getattr(s, name)
         assert a.dtype == np.float32 and a.shape == (seed_ref.BUFFER_SIZES[name],)
     assert s.epoch == 0 and s.b1t == f32(1) and s.b2t == f32(1)
+    assert s.step == 0 and s.batch == 0
 
 
 # ---------------------------------------------------------------- (c) primitives
@@ -434,6 +455,7 @@ def _literal_step(s, x, tgt):
             mh = M[w] / bc1
             vh = V[w] / bc2
             P[w] = P[w] - (lr * mh) / (sqrt(vh) + eps)
+    s.step += 1
 
 
 def test_vectorised_matches_literal_transliteration(data, computed_golden):
@@ -444,6 +466,7 @@ def test_vectorised_matches_literal_transliteration(data, computed_golden):
     assert lit.W1.view(np.uint32).tolist() == fs["W1_bits"]
     assert lit.W2.view(np.uint32).tolist() == fs["W2_bits"]
     assert seed_ref.state_hash(lit) == fs["state_hash"]
+    assert lit.step == 1
     for s in range(1, 8):
         _literal_step(lit, X[s], int(Y[s]))
     lit.epoch = 1

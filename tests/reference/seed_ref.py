@@ -275,10 +275,13 @@ def dataset() -> tuple[F32Array, npt.NDArray[np.int64]]:
 
 @dataclass
 class State:
-    """Full training state: the seed's 12 buffers plus its 3 scalars.
+    """Full training state: the seed's 12 buffers, its 3 scalars and nxrs's 2 counters.
 
     Buffers are flat float32 arrays (``W1[j*NIN + i]``, ``W2[o*NH + j]``), as in the
-    seed. ``epoch``, ``b1t``, ``b2t`` are the seed's ``scal[0..2]``.
+    seed. ``epoch``, ``b1t``, ``b2t`` are the seed's ``scal[0..2]``. ``step`` (optimiser steps
+    in total: one per sample in the seed) and ``batch`` (batches of the current epoch done:
+    always 0 here, the seed runs whole epochs) complete the state of ``docs/TRAINING.md``
+    section 11; the seed has neither, and its v1 file stores neither.
     """
 
     W1: F32Array
@@ -296,6 +299,8 @@ class State:
     epoch: int
     b1t: np.float32
     b2t: np.float32
+    step: int = 0
+    batch: int = 0
 
     def buffers(self) -> list[F32Array]:
         """The 12 buffers in :data:`BUFFER_NAMES` order."""
@@ -304,11 +309,19 @@ class State:
     def copy(self) -> State:
         """A deep copy."""
         kw: dict[str, Any] = {n: getattr(self, n).copy() for n in BUFFER_NAMES}
-        return State(**kw, epoch=self.epoch, b1t=np.float32(self.b1t), b2t=np.float32(self.b2t))
+        return State(
+            **kw,
+            epoch=self.epoch,
+            b1t=np.float32(self.b1t),
+            b2t=np.float32(self.b2t),
+            step=self.step,
+            batch=self.batch,
+        )
 
 
 def mk_state(seed: int) -> State:
-    """Seed ``mk_state`` plus the scalars main sets (epoch 0, b1t = b2t = f32_of(1)).
+    """Seed ``mk_state`` plus the scalars main sets (epoch 0, b1t = b2t = f32_of(1)), and
+    nxrs's counters ``step = batch = 0``.
 
     ``W1[i] = f32_of((i*7 + seed) % 13 - 6) / f32_of(50)``,
     ``W2[i] = f32_of((i*5 + seed) % 11 - 5) / f32_of(50)``; biases and moments +0.
@@ -327,7 +340,7 @@ def mk_state(seed: int) -> State:
     z = {n: np.zeros(BUFFER_SIZES[n], dtype=np.float32) for n in BUFFER_NAMES}
     z["W1"] = W1
     z["W2"] = W2
-    return State(**z, epoch=0, b1t=f32_of(1), b2t=f32_of(1))
+    return State(**z, epoch=0, b1t=f32_of(1), b2t=f32_of(1), step=0, batch=0)
 
 
 # ---------------------------------------------------------------------------
@@ -468,29 +481,36 @@ def train_step(state: State, x: F32Array, y: int) -> None:
     """One per-sample step, the body of seed ``train_run``'s inner loop (in place).
 
     fwd, bwd, ``b1t *= b1``, ``b2t *= b2``, ``bc1 = 1 - b1t``, ``bc2 = 1 - b2t``, then
-    adam1 on W1, b1, W2, b2. ``state.epoch`` is not touched.
+    adam1 on W1, b1, W2, b2. ``state.step`` counts it; ``state.epoch`` and ``state.batch``
+    are not touched (a step on an explicit sample, as nxrs's ``Trainer.step``).
     """
     pk = _Packed(state)
     with np.errstate(all="ignore"):
         pk.step(np.asarray(x, dtype=np.float32), int(y))
     pk.store(state)
+    state.step += 1
 
 
 def train_run(state: State, X: F32Array, Y: npt.NDArray[np.int64], target_epoch: int) -> None:
     """Seed ``train_run`` (in place): while epoch < target, one pass over the NSAMP
-    samples in order, then epoch += 1. Does nothing if epoch >= target.
+    samples in order, then epoch += 1. Does nothing if epoch >= target. Each sample is one
+    optimiser step (``step += 1``); ``batch`` is 0 again at every epoch's end.
     """
     X = np.asarray(X, dtype=np.float32)
     ys = [int(v) for v in Y]
     pk = _Packed(state)
     ep = state.epoch
+    steps = state.step
     with np.errstate(all="ignore"):
         while ep < target_epoch:
             for s in range(NSAMP):
                 pk.step(X[s], ys[s])
+                steps += 1
             ep += 1
     pk.store(state)
     state.epoch = ep
+    state.step = steps
+    state.batch = 0
 
 
 # ---------------------------------------------------------------------------
@@ -521,15 +541,29 @@ def seed_hash(state: State) -> int:
     return acc
 
 
+def scalars(state: State) -> list[int]:
+    """The state's scalars in hash order: epoch, b1t bits, b2t bits, step, batch."""
+    return [
+        int(state.epoch),
+        f32_bits(state.b1t),
+        f32_bits(state.b2t),
+        int(state.step),
+        int(state.batch),
+    ]
+
+
 def state_hash_bytes(state: State) -> bytes:
-    """The byte string hashed by :func:`state_hash`."""
+    """The byte string hashed by :func:`state_hash` (``docs/TRAINING.md`` section 11): the
+    buffer count, each buffer's cell count and cells, the scalar count (5) and the scalars
+    ``epoch, b1t bits, b2t bits, step, batch`` as i64, all little-endian."""
     out = bytearray(struct.pack("<I", len(BUFFER_NAMES)))
     for name in BUFFER_NAMES:
         a = np.asarray(getattr(state, name), dtype=np.float32)
         out += struct.pack("<I", a.size)
         out += a.astype("<f4").tobytes()
-    out += struct.pack("<I", 3)
-    out += struct.pack("<qqq", int(state.epoch), f32_bits(state.b1t), f32_bits(state.b2t))
+    values = scalars(state)
+    out += struct.pack("<I", len(values))
+    out += struct.pack(f"<{len(values)}q", *values)
     return bytes(out)
 
 
@@ -563,6 +597,8 @@ def state_from_v1_bytes(data: bytes) -> State:
 
     Stricter than the seed: raises ValueError on a bad magic, buffer or scalar count,
     a length other than the exact v1 length, or b1t/b2t scalars with bits above 32.
+    v1 stores no step counter: the state comes back with ``step = 0`` (and ``batch = 0``,
+    v1 files being written at epoch boundaries), as nxrs loads it.
     """
     data = bytes(data)
     if len(data) < V1_HEADER.size:
@@ -591,6 +627,8 @@ def state_from_v1_bytes(data: bytes) -> State:
         epoch=epoch,
         b1t=f32_from_bits(b1t_bits),
         b2t=f32_from_bits(b2t_bits),
+        step=0,
+        batch=0,
     )
 
 
@@ -606,6 +644,7 @@ def _epoch_entry(st: State) -> dict[str, Any]:
         "state_hash": state_hash(st),
         "b1t_bits": f32_bits(st.b1t),
         "b2t_bits": f32_bits(st.b2t),
+        "scalars": scalars(st),
         "v1_len": len(v1),
         "v1_sha256": hashlib.sha256(v1).hexdigest(),
     }
@@ -641,6 +680,7 @@ def golden() -> dict[str, Any]:
             "W2_bits": _bits_list(first.W2),
             "b1t_bits": f32_bits(first.b1t),
             "b2t_bits": f32_bits(first.b2t),
+            "scalars": scalars(first),
         },
         "epochs": epochs,
     }
