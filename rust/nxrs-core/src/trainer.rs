@@ -40,6 +40,8 @@ pub struct StepReport {
     pub loss: F32,
     /// Samples in the step's batch.
     pub samples: usize,
+    /// Samples of the batch classified correctly (classification only), by section 10's rule.
+    pub correct: Option<usize>,
 }
 
 /// The training loss and accuracy of one epoch, over the samples this run saw (all of them,
@@ -216,6 +218,7 @@ impl Trainer {
                 let samples = &order[b * batch_size..((b + 1) * batch_size).min(data.len())];
                 let sums = self.step_unchecked(data, samples);
                 let loss = sums.loss / F32::from_i64(samples.len() as i64);
+                let correct = sums.correct;
                 epoch_sums = Some(match epoch_sums {
                     None => (sums, samples.len()),
                     Some((acc, n)) => (
@@ -236,6 +239,7 @@ impl Trainer {
                 let step = Event::Step(StepReport {
                     loss,
                     samples: samples.len(),
+                    correct: self.classifies().then_some(correct),
                 });
                 if on_event(self, &step).is_break() {
                     return Ok(ControlFlow::Break(()));
