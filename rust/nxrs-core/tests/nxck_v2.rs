@@ -1,99 +1,80 @@
-//! NXCK v2: round trips, determinism, the corruption matrix, and the readers of both versions
-//! telling each other's files apart.
+//! NXCK v2: round trips of random general configurations and states, determinism, the
+//! corruption matrix, the model's checks of a file (configuration, tensors, scalars), and the
+//! readers of both versions telling each other's files apart.
 
 mod nxck_support;
 
 use nxck_support::*;
-use nxrs_core::adam::AdamConfig;
+use nxrs_core::checkpoint;
 use nxrs_core::error::Error;
-use nxrs_core::mlp::{Mlp, MAX_LAYERS};
-use nxrs_core::nxck::mapped::FileBytes;
+use nxrs_core::mlp::MAX_LAYERS;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify, PRELUDE_LEN};
-use nxrs_core::nxck::{self, model_tensors, v1};
+use nxrs_core::nxck::{self, v1, Format};
+use nxrs_core::state::SCALAR_NAMES;
 use nxrs_core::{TrainState, Trainer, TrainerConfig, F32};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-
-fn open(bytes: &[u8], verify: Verify) -> Result<Checkpoint, Error> {
-    Checkpoint::from_bytes(FileBytes::from_vec(bytes.to_vec()), verify)
-}
 
 fn open_err(bytes: &[u8]) -> Error {
     open(bytes, Verify::Full).expect_err("the reader accepted a broken file")
 }
 
-/// A random configuration (small layers) with a state of random bit patterns (NaNs included).
-fn config_and_state() -> impl Strategy<Value = (TrainerConfig, TrainState)> {
-    let sizes = proptest::collection::vec(1usize..=7, 2..=4);
-    let adam = any::<[u32; 4]>();
-    (sizes, adam)
-        .prop_flat_map(|(sizes, [lr, beta1, beta2, eps])| {
-            let config = TrainerConfig {
-                sizes: sizes.clone(),
-                adam: AdamConfig {
-                    lr: F32::from_bits(lr),
-                    beta1: F32::from_bits(beta1),
-                    beta2: F32::from_bits(beta2),
-                    eps: F32::from_bits(eps),
-                },
-            };
-            let lens: Vec<usize> = model_tensors(&Mlp::new(sizes).unwrap())
-                .iter()
-                .map(|(_, shape)| shape.iter().product())
-                .collect();
-            let tensors: Vec<_> = lens
-                .iter()
-                .map(|&n| proptest::collection::vec(any::<u32>(), n))
-                .collect();
-            (
-                Just(config),
-                tensors,
-                0..=i64::MAX,
-                any::<u32>(),
-                any::<u32>(),
-            )
-        })
-        .prop_map(|(config, tensors, epoch, b1t, b2t)| {
-            let n_params = 2 * (config.sizes.len() - 1);
-            let mut state = TrainState::fresh(vec![Vec::new(); n_params]);
-            for (slot, bits) in state.tensors_mut().into_iter().zip(tensors) {
-                *slot = bits.into_iter().map(F32::from_bits).collect();
-            }
-            state.epoch = epoch;
-            state.b1t = F32::from_bits(b1t);
-            state.b2t = F32::from_bits(b2t);
-            (config, state)
-        })
+/// What a checkpoint of this trainer must read back as, checked on an open file.
+fn check_file(ck: &Checkpoint, t: &Trainer) -> Result<(), TestCaseError> {
+    let config = t.config();
+    prop_assert_eq!(ck.config_json(), config.to_json());
+    prop_assert_eq!(&checkpoint::file_config(ck).unwrap(), config);
+    let scalars: Vec<(String, i64)> = SCALAR_NAMES
+        .iter()
+        .map(|n| n.to_string())
+        .zip(t.state().scalars())
+        .collect();
+    prop_assert_eq!(ck.scalars(), &scalars[..]);
+    let layout = TrainState::layout(t.mlp(), config.optimizer.kind.has_second_moments());
+    prop_assert_eq!(ck.tensors().len(), layout.len());
+    for ((info, (name, shape)), cells) in ck.tensors().iter().zip(&layout).zip(t.state().tensors()) {
+        prop_assert_eq!(&info.name, name);
+        prop_assert_eq!(&info.shape, shape);
+        prop_assert_eq!(info.offset % 64, 0);
+        prop_assert_eq!(info.nbytes, 4 * shape.iter().product::<usize>());
+        prop_assert_eq!(&ck.cells(info)[..], cells);
+        prop_assert_eq!(ck.tensor(name), Some(info));
+    }
+    for verify in [Verify::Full, Verify::HeaderOnly] {
+        let back = checkpoint::trainer_from(ck, verify).unwrap();
+        prop_assert_eq!(back.config(), config);
+        prop_assert_eq!(back.state(), t.state());
+        prop_assert_eq!(back.state_hash(), t.state_hash());
+    }
+    Ok(())
 }
 
 proptest! {
     #![proptest_config(cases(300))]
 
+    /// Random general configurations (loss, math, init, seed, optimizer and every
+    /// hyperparameter, schedule, clipping, batching, shuffling) with states of random bits.
     #[test]
     fn round_trip_in_memory_is_exact_and_deterministic((config, state) in config_and_state()) {
-        let bytes = v2::encode(&config, &state).unwrap();
-        prop_assert_eq!(&bytes, &v2::encode(&config, &state.clone()).unwrap());
+        let t = Trainer::from_state(config.clone(), state.clone()).unwrap();
+        let bytes = checkpoint::encode(&t, Format::V2).unwrap();
+        prop_assert_eq!(&bytes, &checkpoint::encode(&t.clone(), Format::V2).unwrap());
+        prop_assert_eq!(&bytes, &v2::encode(&checkpoint::record(&t)).unwrap());
         // The layout does not depend on the data (the CRCs): the same state with other cells
         // has the same header_len, hence the same offsets and file length.
         let mut other = state.clone();
-        for t in other.tensors_mut() {
-            t.iter_mut().for_each(|c| *c = F32::from_bits(!c.to_bits()));
+        for c in other.tensors_mut() {
+            c.iter_mut().for_each(|c| *c = F32::from_bits(!c.to_bits()));
         }
-        let other_bytes = v2::encode(&config, &other).unwrap();
+        let other = Trainer::from_state(config, other).unwrap();
+        let other_bytes = v2_bytes(&other);
         prop_assert_eq!(header_len(&other_bytes), header_len(&bytes));
         prop_assert_eq!(other_bytes.len(), bytes.len());
         let (json, padding) = split_header(&bytes);
         prop_assert!(padding.iter().all(|&b| b == b' '));
         prop_assert!(!json.contains(&b' '), "compact JSON");
         for verify in [Verify::Full, Verify::HeaderOnly] {
-            let ck = open(&bytes, verify).unwrap();
-            prop_assert_eq!(ck.config(), &config);
-            prop_assert_eq!(ck.math(), "seed");
-            prop_assert_eq!(&ck.to_state(), &state);
-            for t in ck.tensors() {
-                prop_assert_eq!(t.offset % 64, 0);
-                prop_assert_eq!(t.nbytes, 4 * t.shape.iter().product::<usize>());
-            }
+            check_file(&open(&bytes, verify).unwrap(), &t)?;
         }
     }
 }
@@ -105,16 +86,23 @@ proptest! {
     fn round_trip_through_files((config, state) in config_and_state()) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ck.nxck");
-        let expected = v2::encode(&config, &state).unwrap();
+        let t = Trainer::from_state(config, state).unwrap();
+        let expected = v2_bytes(&t);
+        let record = checkpoint::record(&t);
         for strategy in [nxck::writer::WriteStrategy::Buffered, nxck::writer::WriteStrategy::Mapped] {
-            v2::save_state_with(&config, &state, &path, strategy).unwrap();
+            v2::save_with(&record, &path, strategy).unwrap();
             prop_assert_eq!(&std::fs::read(&path).unwrap(), &expected);
             for verify in [Verify::Full, Verify::HeaderOnly] {
                 let ck = Checkpoint::open(&path, verify).unwrap();
                 prop_assert!(ck.is_mapped());
-                prop_assert_eq!(&ck.to_state(), &state);
+                check_file(&ck, &t)?;
             }
         }
+        checkpoint::save(&t, &path, Format::V2).unwrap();
+        prop_assert_eq!(&std::fs::read(&path).unwrap(), &expected);
+        let loaded = checkpoint::load(&path).unwrap();
+        prop_assert_eq!(loaded.config(), t.config());
+        prop_assert_eq!(loaded.state(), t.state());
     }
 }
 
@@ -130,8 +118,18 @@ fn the_seed_model_file_layout() {
     let header = header_value(&bytes);
     assert_eq!(header["config"]["sizes"], json!([6, 10, 4]));
     assert_eq!(header["config"]["math"], "seed");
-    assert_eq!(header["config"]["adam"]["lr_bits"], 0x3C23_D70A);
-    assert_eq!(header["scalars"]["epoch"], 3);
+    let general = &header["config"]["general"];
+    assert_eq!(general["optimizer"]["name"], "adam");
+    assert_eq!(general["optimizer"]["lr_bits"], 0x3C23_D70A);
+    assert_eq!(general["batch_size"], 1);
+    assert!(header["config"].get("adam").is_none());
+    let b1t = t.state().b1t.to_bits();
+    let b2t = t.state().b2t.to_bits();
+    // Named scalars, in the state's order: 3 epochs of 8 one-sample steps.
+    let text = std::str::from_utf8(split_header(&bytes).0).unwrap();
+    let scalars =
+        format!(r#""scalars":{{"epoch":3,"b1t_bits":{b1t},"b2t_bits":{b2t},"step":24,"batch":0}}"#);
+    assert!(text.contains(&scalars), "{text}");
     let names: Vec<&str> = header["tensors"]
         .as_array()
         .unwrap()
@@ -145,11 +143,13 @@ fn the_seed_model_file_layout() {
     let ck = open(&bytes, Verify::Full).unwrap();
     let w2 = ck.tensor("W2").unwrap();
     assert_eq!(w2.shape, vec![4, 10]);
-    let cells = &t.state().params[2];
+    let cells = &t.state().params[1].w;
     let stored = ck.tensor_bytes("W2").unwrap();
     assert_eq!(&stored[4..8], &cells[1].to_bits().to_le_bytes());
     assert_eq!(ck.tensors()[0].offset, data_start(&bytes));
-    assert_eq!(ck.scalars().b1t_bits, t.state().b1t.to_bits());
+    assert_eq!(ck.scalar("b1t_bits"), Some(i64::from(b1t)));
+    assert_eq!(ck.scalar("step"), Some(24));
+    assert_eq!(ck.scalar("lr"), None);
 }
 
 /// The header's JSON text and the bytes after it (up to `header_len`).
@@ -188,7 +188,7 @@ fn the_header_is_compact_json_padded_with_spaces_to_a_data_independent_length() 
         .tensors_mut()
         .into_iter()
         .for_each(|c| c.fill(F32::ZERO));
-    let other = v2::encode(&t.config(), &zeros).unwrap();
+    let other = v2_bytes(&Trainer::from_state(t.config().clone(), zeros).unwrap());
     assert_eq!(header_len(&other), header_len(&bytes));
     assert_eq!(other.len(), bytes.len());
     assert_ne!(header_value(&other)["tensors"], header["tensors"]);
@@ -220,8 +220,7 @@ fn the_headers_padding_is_checksummed_and_must_be_json_whitespace() {
     }
     // Other JSON whitespace reads the same.
     for byte in [b'\n', b'\t', b'\r'] {
-        let ck = open(&with_last(byte, true), Verify::Full).unwrap();
-        assert_eq!(ck.to_state(), trained(2).state().clone());
+        assert_eq!(&state_of(&with_last(byte, true)), trained(2).state());
     }
     // Anything else does not.
     for byte in [b'x', b'0', b'}', 0, 0xFF] {
@@ -232,8 +231,7 @@ fn the_headers_padding_is_checksummed_and_must_be_json_whitespace() {
         );
     }
     // A header with more padding (the data further back) reads the same too.
-    let ck = open(&rewrite(&bytes, |_| {}), Verify::Full).unwrap();
-    assert_eq!(ck.to_state(), trained(2).state().clone());
+    assert_eq!(&state_of(&rewrite(&bytes, |_| {})), trained(2).state());
 }
 
 #[test]
@@ -288,79 +286,73 @@ fn every_bit_flip_is_detected() {
     }
 }
 
-/// Header fields rewritten (with a valid checksum) to wrong, huge or inconsistent values.
+/// Header fields rewritten (with a valid checksum) to wrong, huge or inconsistent values. The
+/// format's checks (`docs/FORMAT.md`, reading steps 1-7) fail when the file is opened; the
+/// model's (steps 9-11: configuration, tensors, scalars) on a valid v2 file, when a trainer is
+/// built from it. Both are `Header` errors.
 #[test]
 fn rewritten_header_fields_give_their_documented_errors() {
     let bytes = v2_bytes(&trained(2));
-    let header = |edit: fn(&mut Value)| open_err(&rewrite(&bytes, edit));
-    let expect_header = |edit: fn(&mut Value), needle: &str| match header(edit) {
+    let expect_format = |edit: fn(&mut Value), needle: &str| match open_err(&rewrite(&bytes, edit))
+    {
         Error::Header(m) => assert!(m.contains(needle), "{m:?} lacks {needle:?}"),
         other => panic!("expected a header error with {needle:?}, got {other}"),
     };
+    let expect_model = |edit: fn(&mut Value), needle: &str| {
+        model_error(&rewrite(&bytes, edit), needle);
+    };
 
     // The unchanged header, re-laid out, still reads.
-    assert!(open(&rewrite(&bytes, |_| {}), Verify::Full).is_ok());
-    // Unknown keys are ignored at every level.
-    let ck = open(
-        &rewrite(&bytes, |h| {
-            h["future"] = json!({"a": [1, 2]});
-            h["config"]["schedule"] = json!("cosine");
-            entry(h, "W1")["name_hint"] = json!("fc1.weight");
-        }),
-        Verify::Full,
-    )
-    .unwrap();
-    assert_eq!(ck.to_state(), trained(2).state().clone());
+    assert_eq!(&state_of(&rewrite(&bytes, |_| {})), trained(2).state());
+    // Unknown keys are ignored at the top level and in tensor entries.
+    let edited = rewrite(&bytes, |h| {
+        h["future"] = json!({"a": [1, 2]});
+        entry(h, "W1")["name_hint"] = json!("fc1.weight");
+    });
+    assert_eq!(&state_of(&edited), trained(2).state());
+    // Inside the configuration an unknown key changes what a run means: refused.
+    expect_model(
+        |h| h["config"]["schedule"] = json!("cosine"),
+        "unknown field `schedule`",
+    );
+    expect_model(
+        |h| h["config"]["general"]["optimizer"]["nesterov"] = json!(true),
+        "unknown field `nesterov`",
+    );
 
-    // Tensor table.
-    expect_header(
+    // Tensor table: the format's checks.
+    expect_format(
         |h| entry(h, "W1")["offset"] = json!(70),
         "not 64-byte aligned",
     );
-    expect_header(
+    expect_format(
         |h| {
             let w1 = entry(h, "W1")["offset"].clone();
             entry(h, "b1")["offset"] = w1;
         },
-        "overlaps tensor W1",
+        "overlaps tensor \"W1\"",
     );
-    expect_header(
+    expect_format(
         |h| {
             let w1 = entry(h, "W1")["offset"].as_u64().unwrap();
             entry(h, "W1")["offset"] = json!(w1 - 64);
         },
         "overlaps the header",
     );
-    expect_header(|h| entry(h, "vb2")["offset"] = json!(1u64 << 40), "gap");
-    expect_header(|h| entry(h, "W1")["offset"] = json!(u64::MAX - 63), "gap");
-    expect_header(|h| entry(h, "W1")["nbytes"] = json!(244), "nbytes 244");
-    expect_header(|h| entry(h, "W1")["nbytes"] = json!(u64::MAX), "nbytes");
-    expect_header(
-        |h| entry(h, "W1")["shape"] = json!([10, 7]),
-        "shape [10, 7]",
-    );
-    expect_header(|h| entry(h, "W1")["shape"] = json!([60]), "shape [60]");
-    expect_header(
+    expect_format(|h| entry(h, "vb2")["offset"] = json!(1u64 << 40), "gap");
+    expect_format(|h| entry(h, "W1")["offset"] = json!(u64::MAX - 63), "gap");
+    expect_format(|h| entry(h, "W1")["nbytes"] = json!(244), "nbytes 244");
+    expect_format(|h| entry(h, "W1")["nbytes"] = json!(u64::MAX), "nbytes");
+    expect_format(
         |h| entry(h, "W1")["shape"] = json!([u64::MAX, u64::MAX]),
         "shape",
     );
-    expect_header(|h| entry(h, "W1")["dtype"] = json!("f16"), "dtype \"f16\"");
-    expect_header(
+    expect_format(|h| entry(h, "W1")["dtype"] = json!("f16"), "dtype \"f16\"");
+    expect_format(
         |h| entry(h, "b1")["name"] = json!("W1"),
-        "W1: appears more than once",
+        "\"W1\": appears more than once",
     );
-    expect_header(
-        |h| entry(h, "b1")["name"] = json!("W9"),
-        "\"W9\" is not a tensor",
-    );
-    expect_header(
-        |h| {
-            h["tensors"].as_array_mut().unwrap().pop();
-        },
-        "tensor vb2 is missing",
-    );
-    expect_header(|h| h["tensors"] = json!([]), "tensor W1 is missing");
-    expect_header(
+    expect_format(
         |h| {
             // The table's order is the file's order.
             let tensors = h["tensors"].as_array_mut().unwrap();
@@ -368,64 +360,168 @@ fn rewritten_header_fields_give_their_documented_errors() {
         },
         "leaves a gap of 256 bytes after the header",
     );
-    expect_header(
+    expect_format(
         |h| h["tensors"] = json!(vec![json!({}); 100_000]),
         "JSON header",
     );
-    // Configuration.
-    expect_header(|h| h["config"]["sizes"] = json!([6]), "fewer than two");
-    expect_header(|h| h["config"]["sizes"] = json!([6, 0, 4]), "sizes[1] = 0");
-    expect_header(
-        |h| h["config"]["sizes"] = json!([6, 1u64 << 40, 4]),
-        "sizes[1] = 1099511627776",
+    expect_format(
+        |h| entry(h, "W1")["shape"] = json!(vec![1; 1_000_000]),
+        "a tensor's shape has more than 2 items",
     );
-    expect_header(
+    // Tensor table: the model's checks (the cells still fill nbytes).
+    expect_model(
+        |h| entry(h, "W1")["shape"] = json!([6, 10]),
+        "W1: shape [6, 10] does not match the configured model's [10, 6]",
+    );
+    expect_model(
+        |h| entry(h, "W1")["shape"] = json!([60]),
+        "W1: shape [60] does not match",
+    );
+    expect_model(
+        |h| entry(h, "b1")["name"] = json!("W9"),
+        "\"W9\" is not a tensor of the configured model",
+    );
+    // A tensor missing (a valid file without it, written by the format layer).
+    let t = trained(2);
+    let mut record = checkpoint::record(&t);
+    record.tensors.retain(|t| t.name != "vb2");
+    model_error(
+        &v2::encode(&record).unwrap(),
+        "tensor vb2 is missing from the tensor table",
+    );
+    // Any order of the tensors in the file is the model's.
+    let mut record = checkpoint::record(&t);
+    record.tensors.reverse();
+    assert_eq!(&state_of(&v2::encode(&record).unwrap()), t.state());
+    expect_format(|h| h["tensors"] = json!([]), "bytes follow the end");
+    let mut record = checkpoint::record(&t);
+    record.tensors.clear();
+    model_error(&v2::encode(&record).unwrap(), "tensor W1 is missing");
+
+    // Configuration.
+    expect_model(|h| h["config"]["sizes"] = json!([6]), "at least an input and an output size");
+    expect_model(|h| h["config"]["sizes"] = json!([6, 0, 4]), "layer size 0 is outside 1..=16777216");
+    expect_model(
+        |h| h["config"]["sizes"] = json!([6, 1u64 << 40, 4]),
+        "layer size 1099511627776 is outside",
+    );
+    expect_model(
         |h| h["config"]["sizes"] = json!([1 << 24, 1 << 24, 1 << 24]),
         "more than 268435456 parameters",
     );
-    expect_header(|h| h["config"]["sizes"] = json!([6, 11, 4]), "shape");
+    expect_model(|h| h["config"]["sizes"] = json!([6, 11, 4]), "shape");
     // Millions of layers named by a few megabytes: refused while the list is read.
     let started = std::time::Instant::now();
-    expect_header(
+    expect_model(
         |h| h["config"]["sizes"] = json!(vec![1; 3_000_000]),
         "config.sizes has more than 4097 items",
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     // The most layers there may be: the table is still checked entry by entry.
-    expect_header(
-        |h| {
-            h["config"]["sizes"] = json!(vec![1; MAX_LAYERS + 1]);
-            h["tensors"] = json!([]);
-        },
-        "tensor W1 is missing",
-    );
-    expect_header(
+    let mut record = checkpoint::record(&t);
+    record.tensors.clear();
+    record.config = TrainerConfig::seed_style(vec![1; MAX_LAYERS + 1], 1).to_json();
+    model_error(&v2::encode(&record).unwrap(), "tensor W1 is missing");
+    expect_model(
         |h| h["config"]["sizes"] = json!(vec![1; MAX_LAYERS + 1]),
         "W1: shape [10, 6] does not match the configured model's [1, 1]",
     );
-    expect_header(
-        |h| entry(h, "W1")["shape"] = json!(vec![1; 1_000_000]),
-        "a tensor's shape has more than 2 items",
+    expect_model(|h| h["config"]["sizes"] = json!([-6, 10, 4]), "config");
+    expect_model(
+        |h| h["config"]["general"]["optimizer"]["lr_bits"] = json!(1u64 << 32),
+        "integer `4294967296`, expected u32",
     );
-    expect_header(|h| h["config"]["sizes"] = json!([-6, 10, 4]), "JSON header");
-    expect_header(
-        |h| h["config"]["adam"]["lr_bits"] = json!(1u64 << 32),
-        "JSON header",
+    expect_model(
+        |h| h["config"]["general"]["optimizer"]["lr_bits"] = json!(0),
+        "lr = 0.0 is outside the accepted range",
     );
-    expect_header(
+    expect_model(
+        |h| h["config"]["general"]["batch_size"] = json!(0),
+        "batch_size must be at least 1",
+    );
+    expect_model(
+        |h| h["config"]["general"]["optimizer"]["name"] = json!("adagrad"),
+        "config.optimizer \"adagrad\" is not known",
+    );
+    expect_model(
         |h| {
-            h["config"].as_object_mut().unwrap().remove("adam");
+            h["config"].as_object_mut().unwrap().remove("general");
         },
-        "missing field `adam`",
+        "either `adam`",
     );
-    expect_header(|h| h["config"]["math"] = json!("fast"), "math \"fast\"");
+    expect_model(|h| h["config"]["math"] = json!("fast"), "math \"fast\"");
+    expect_model(|h| h["config"] = json!([1, 2]), "config");
     // Scalars.
-    expect_header(|h| h["scalars"]["epoch"] = json!(-1), "epoch = -1");
-    expect_header(
+    expect_model(|h| h["scalars"]["epoch"] = json!(-1), "epoch = -1");
+    expect_model(|h| h["scalars"]["step"] = json!(-1), "step = -1");
+    expect_model(|h| h["scalars"]["batch"] = json!(-2), "batch = -2");
+    expect_model(
         |h| h["scalars"]["b1t_bits"] = json!(1u64 << 32),
-        "JSON header",
+        "b1t_bits = 4294967296 is not a binary32 bit pattern",
     );
-    expect_header(|h| *h = json!([1, 2, 3]), "JSON header");
+    expect_model(
+        |h| h["scalars"]["lr_bits"] = json!(1),
+        "scalar \"lr_bits\" is not known",
+    );
+    expect_model(
+        |h| {
+            h["scalars"].as_object_mut().unwrap().remove("b2t_bits");
+        },
+        "scalars.b2t_bits is missing",
+    );
+    expect_format(|h| h["scalars"]["epoch"] = json!(1u64 << 63), "JSON header");
+    expect_format(|h| h["scalars"] = json!([1]), "JSON header");
+    expect_format(|h| *h = json!([1, 2, 3]), "JSON header");
+}
+
+/// `edited` is a valid v2 file that the model's checks refuse with a `Header` error containing
+/// `needle`, from `trainer_from`, `load` and `restore` alike (`restore` leaving the trainer as it
+/// was).
+fn model_error(edited: &[u8], needle: &str) {
+    let ck = open(edited, Verify::Full).expect("a valid v2 file");
+    match checkpoint::trainer_from(&ck, Verify::Full).map(|_| ()) {
+        Err(Error::Header(m)) => assert!(m.contains(needle), "{m:?} lacks {needle:?}"),
+        other => panic!("expected a header error with {needle:?}, got {other:?}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edited.nxck");
+    std::fs::write(&path, edited).unwrap();
+    assert!(matches!(checkpoint::load(&path), Err(Error::Header(m)) if m.contains(needle)));
+    let mut target = trained(1);
+    let before = target.state().clone();
+    assert!(checkpoint::restore(&mut target, &path).is_err());
+    assert_eq!(target.state(), &before);
+}
+
+/// Files written before the general trainer (a configuration with `adam`, three scalars) still
+/// load, as the seed's configuration at step 0 and batch 0.
+#[test]
+fn files_written_before_the_general_trainer_still_load() {
+    let t = trained(2);
+    let bytes = v2_bytes(&t);
+    let old = rewrite(&bytes, |h| {
+        h["config"] = json!({
+            "sizes": [6, 10, 4],
+            "math": "seed",
+            "adam": {"lr_bits": 1008981770, "beta1_bits": 1063675494,
+                     "beta2_bits": 1065336439, "eps_bits": 841731191},
+        });
+        let scalars = h["scalars"].as_object_mut().unwrap();
+        scalars.remove("step");
+        scalars.remove("batch");
+    });
+    let loaded = trainer_of(&old).unwrap();
+    assert_eq!(loaded.config(), &TrainerConfig::seed_model());
+    let mut expected = t.state().clone();
+    expected.step = 0;
+    assert_eq!(loaded.state(), &expected);
+    // Continuing it trains exactly as the seed model continues (the step counter aside).
+    let data = nxrs_core::dataset::Dataset::seed(8, 6, 4);
+    let (mut a, mut b) = (loaded, t.clone());
+    a.train_until(&data, 4).unwrap();
+    b.train_until(&data, 4).unwrap();
+    assert_eq!(a.seed_hash(), b.seed_hash());
+    assert_eq!(a.state().step + 16, b.state().step);
 }
 
 #[test]
@@ -484,69 +580,137 @@ fn rewritten_prelude_fields_give_their_documented_errors() {
 #[test]
 fn the_versions_reject_each_other_clearly() {
     let t = trained(2);
-    let v1_bytes = v1::encode(t.state());
+    let v1_bytes = v1_bytes(&t);
     let v2_bytes = v2_bytes(&t);
+    let lens: Vec<usize> = t.state().tensors().iter().map(|c| c.len()).collect();
     assert!(matches!(
-        v1::decode(&v2_bytes, t.state()),
+        v1::decode(&v2_bytes, &lens),
         Err(Error::UnsupportedVersion(2))
     ));
     assert!(matches!(
         open(&v1_bytes, Verify::Full),
         Err(Error::UnsupportedVersion(1))
     ));
-    assert_eq!(nxck::detect(&v1_bytes).unwrap(), nxck::Format::V1);
-    assert_eq!(nxck::detect(&v2_bytes).unwrap(), nxck::Format::V2);
+    assert_eq!(nxck::detect(&v1_bytes).unwrap(), Format::V1);
+    assert_eq!(nxck::detect(&v2_bytes).unwrap(), Format::V2);
 }
 
 #[test]
-fn load_trainer_and_restore_read_both_versions_and_resume_exactly() {
+fn load_and_restore_read_both_versions_and_resume_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let (p1, p2) = (dir.path().join("a.v1"), dir.path().join("a.v2"));
     let t = trained(2);
-    v1::save(&t, &p1).unwrap();
-    v2::save(&t, &p2).unwrap();
+    checkpoint::save(&t, &p1, Format::V1).unwrap();
+    checkpoint::save(&t, &p2, Format::V2).unwrap();
+    assert_eq!(nxck::format_of(&p1).unwrap(), Format::V1);
+    assert_eq!(nxck::format_of(&p2).unwrap(), Format::V2);
 
     let data = nxrs_core::dataset::Dataset::seed(8, 6, 4);
     let mut straight = t.clone();
     straight.train_until(&data, 4).unwrap();
-    for path in [&p1, &p2] {
-        let mut loaded = nxck::load_trainer(path).unwrap();
-        assert_eq!(loaded.state(), t.state());
+    // v1 holds every tensor, the epoch and Adam's powers, but no step counter (read as 0).
+    let mut v1_state = t.state().clone();
+    v1_state.step = 0;
+    for (path, expected) in [(&p1, &v1_state), (&p2, t.state())] {
+        let mut loaded = checkpoint::load(path).unwrap();
+        assert_eq!(loaded.config(), &TrainerConfig::seed_model());
+        assert_eq!(loaded.state(), expected);
         loaded.train_until(&data, 4).unwrap();
-        assert_eq!(loaded.state_hash(), straight.state_hash());
+        let mut resumed = loaded.state().clone();
+        resumed.step += t.state().step - expected.step;
+        assert_eq!(&resumed, straight.state());
 
-        let mut fresh = Trainer::new(&TrainerConfig::seed_model(), 7).unwrap();
-        nxck::restore(&mut fresh, path).unwrap();
-        assert_eq!(fresh.state(), t.state());
+        // Into a trainer elsewhere in its run: a v2 file needs the same configuration, a v1
+        // file (no configuration) only the same tensor sizes (the seed's mk_state(99) trick).
+        let mut fresh = trained(1);
+        checkpoint::restore(&mut fresh, path).unwrap();
+        assert_eq!(fresh.state(), expected);
     }
+    let mut reseeded = Trainer::new(TrainerConfig::seed_style(vec![6, 10, 4], 99)).unwrap();
+    checkpoint::restore(&mut reseeded, &p1).unwrap();
+    assert_eq!(reseeded.state(), &v1_state);
+    let mut from_v2 = checkpoint::load(&p2).unwrap();
+    from_v2.train_until(&data, 4).unwrap();
+    assert_eq!(from_v2.state_hash(), straight.state_hash());
 
     // A v2 file of another model is a mismatch, and the trainer is left as it was.
-    let other = Trainer::new(
-        &TrainerConfig {
-            sizes: vec![6, 9, 4],
-            adam: AdamConfig::seed(),
-        },
-        1,
-    )
-    .unwrap();
+    let other = Trainer::new(TrainerConfig::seed_style(vec![6, 9, 4], 1)).unwrap();
     let p3 = dir.path().join("other.v2");
-    v2::save(&other, &p3).unwrap();
+    checkpoint::save(&other, &p3, Format::V2).unwrap();
     let mut target = trained(1);
     let before = target.state().clone();
     assert!(matches!(
-        nxck::restore(&mut target, &p3),
-        Err(Error::Mismatch(m)) if m.contains("[6, 9, 4]")
+        checkpoint::restore(&mut target, &p3),
+        Err(Error::Mismatch(m)) if m.contains("[6,9,4]")
+    ));
+    assert_eq!(target.state(), &before);
+    // So is one of the same model trained otherwise (here: another seed).
+    let reseeded = Trainer::new(TrainerConfig::seed_style(vec![6, 10, 4], 2)).unwrap();
+    let p4 = dir.path().join("reseeded.v2");
+    checkpoint::save(&reseeded, &p4, Format::V2).unwrap();
+    assert!(matches!(
+        checkpoint::restore(&mut target, &p4),
+        Err(Error::Mismatch(_))
     ));
     assert_eq!(target.state(), &before);
     // Another model's trainer is rebuilt from the file's own configuration.
-    let loaded = nxck::load_trainer(&p3).unwrap();
+    let loaded = checkpoint::load(&p3).unwrap();
     assert_eq!(loaded.config(), other.config());
+    // A v1 file of another model does not fit the seed model.
+    let p5 = dir.path().join("other.v1");
+    checkpoint::save(&other, &p5, Format::V1).unwrap();
+    // (same buffer count, other lengths).
+    assert!(matches!(checkpoint::load(&p5), Err(Error::Length { .. })));
 }
 
-/// `load_trainer` and `restore` check every tensor's CRC-32C (while copying it out) and report
-/// the damaged tensor; `restore` then leaves the trainer unchanged.
+/// v1 has the seed's Adam layout and three scalars: a trainer that needs more to continue
+/// exactly (SGD's buffers, a schedule's step counter, a position inside an epoch) is refused,
+/// and nothing is written.
 #[test]
-fn load_trainer_and_restore_reject_a_damaged_tensor() {
+fn v1_refuses_what_it_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("refused.v1");
+    let data = nxrs_core::dataset::Dataset::seed(8, 6, 4);
+    let mut sgd = TrainerConfig::seed_model();
+    sgd.optimizer.kind = nxrs_core::optim::Kind::Sgd;
+    let mut scheduled = TrainerConfig::seed_model();
+    scheduled.schedule.warmup_steps = 3;
+    let mut mid_epoch = Trainer::new(TrainerConfig::seed_model()).unwrap();
+    let _ = mid_epoch
+        .run(&data, nxrs_core::trainer::Until::Step(3), |_, _| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(mid_epoch.state().batch, 3);
+    for (t, needle) in [
+        (Trainer::new(sgd).unwrap(), "momentum buffers"),
+        (Trainer::new(scheduled).unwrap(), "step counter"),
+        (mid_epoch, "inside an epoch"),
+    ] {
+        for result in [
+            checkpoint::encode(&t, Format::V1).map(|_| ()),
+            checkpoint::save(&t, &path, Format::V1),
+        ] {
+            assert!(
+                matches!(&result, Err(Error::Input(m)) if m.contains(needle) && m.contains("v2")),
+                "{result:?}"
+            );
+        }
+        assert!(!path.exists());
+        // v2 holds all of it.
+        let back = trainer_of(&v2_bytes(&t)).unwrap();
+        assert_eq!(back.state_hash(), t.state_hash());
+    }
+    // AdamW at an epoch boundary fits v1 (its tensors are Adam's).
+    let mut adamw = TrainerConfig::seed_model();
+    adamw.optimizer.kind = nxrs_core::optim::Kind::AdamW;
+    assert!(checkpoint::encode(&Trainer::new(adamw).unwrap(), Format::V1).is_ok());
+}
+
+/// `load` and `restore` check every tensor's CRC-32C (while copying it out) and report the
+/// damaged tensor; `restore` then leaves the trainer unchanged.
+#[test]
+fn load_and_restore_reject_a_damaged_tensor() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.v2");
     let t = trained(2);
@@ -559,13 +723,18 @@ fn load_trainer_and_restore_reject_a_damaged_tensor() {
     bytes[vw2.offset + 7] ^= 0x10;
     std::fs::write(&path, &bytes).unwrap();
     let is_vw2 = |e: &Error| matches!(e, Error::Checksum { what, .. } if what == "tensor vW2");
-    let err = nxck::load_trainer(&path).unwrap_err();
+    let err = checkpoint::load(&path).unwrap_err();
     assert!(is_vw2(&err), "{err}");
     let mut target = trained(1);
     let before = target.state().clone();
-    let err = nxck::restore(&mut target, &path).unwrap_err();
+    let err = checkpoint::restore(&mut target, &path).unwrap_err();
     assert!(is_vw2(&err), "{err}");
     assert_eq!(target.state(), &before);
+    // trainer_from with Verify::Full finds it too; HeaderOnly trusts the caller.
+    let ck = open(&bytes, Verify::HeaderOnly).unwrap();
+    let err = checkpoint::trainer_from(&ck, Verify::Full).map(|_| ()).unwrap_err();
+    assert!(is_vw2(&err), "{err}");
+    assert!(checkpoint::trainer_from(&ck, Verify::HeaderOnly).is_ok());
 }
 
 #[test]
@@ -576,22 +745,70 @@ fn verify_tensor_names_unknown_tensors() {
     assert!(ck.tensor_bytes("W7").is_none());
 }
 
+/// The format layer checks a record's own consistency: cells that do not fill the shape, a
+/// configuration that is not JSON.
 #[test]
-fn saving_a_state_that_does_not_fit_its_config_is_refused() {
+fn records_that_do_not_fit_themselves_are_refused() {
     let t = trained(1);
-    let other = TrainerConfig {
-        sizes: vec![6, 9, 4],
-        adam: AdamConfig::seed(),
-    };
+    let mut record = checkpoint::record(&t);
+    record.tensors[0].shape = vec![9, 6];
+    assert!(matches!(v2::encode(&record), Err(Error::Mismatch(_))));
+    let mut record = checkpoint::record(&t);
+    record.config = "{not json".into();
+    assert!(matches!(v2::encode(&record), Err(Error::Config(_))));
+    // A state that does not fit its configuration never becomes a trainer.
+    let other = TrainerConfig::seed_style(vec![6, 9, 4], 1);
     assert!(matches!(
-        v2::encode(&other, t.state()),
+        Trainer::from_state(other, t.state().clone()),
         Err(Error::Mismatch(_))
     ));
-    let mut negative = t.state().clone();
-    negative.epoch = -1;
+}
+
+/// The format layer carries any names, shapes, scalars and configuration object: it knows no
+/// model.
+#[test]
+fn the_format_layer_knows_no_model() {
+    let cells: Vec<F32> = (0..6).map(F32::from_i32).collect();
+    let record = nxck::Record {
+        config: r#"{"anything":[1,{"goes":null}]}"#.into(),
+        scalars: vec![("answer", 42), ("minus", -7)],
+        tensors: vec![
+            nxck::TensorRecord {
+                name: "fc.weight".into(),
+                shape: vec![2, 3],
+                cells: &cells,
+            },
+            nxck::TensorRecord {
+                name: "empty".into(),
+                shape: vec![0],
+                cells: &[],
+            },
+            nxck::TensorRecord {
+                name: "tail".into(),
+                shape: vec![1],
+                cells: &cells[5..],
+            },
+        ],
+        metadata: vec![("data".into(), "digits".into()), ("note".into(), "é\n".into())],
+    };
+    let bytes = v2::encode(&record).unwrap();
+    let ck = open(&bytes, Verify::Full).unwrap();
+    assert_eq!(ck.config_json(), r#"{"anything":[1,{"goes":null}]}"#);
+    assert_eq!(ck.scalar("answer"), Some(42));
+    assert_eq!(ck.scalar("minus"), Some(-7));
+    assert_eq!(ck.scalars().len(), 2);
+    assert_eq!(
+        ck.metadata(),
+        &[("data".into(), "digits".into()), ("note".into(), "é\n".into())]
+    );
+    let w = ck.tensor("fc.weight").unwrap();
+    assert_eq!(w.shape, vec![2, 3]);
+    assert_eq!(ck.cells(w), cells);
+    assert_eq!(ck.cells_verified().unwrap(), vec![cells.clone(), vec![], vec![cells[5]]]);
+    // Not a trainer's file: the model's checks refuse it.
     assert!(matches!(
-        v2::encode(&t.config(), &negative),
-        Err(Error::Input(_))
+        checkpoint::trainer_from(&ck, Verify::Full),
+        Err(Error::Header(_))
     ));
 }
 

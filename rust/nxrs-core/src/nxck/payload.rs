@@ -73,8 +73,10 @@ impl<'a> Payload<'a> {
         }
     }
 
+    /// Appends a piece. Empty padding is dropped; a tensor is kept even when it has no cells,
+    /// since the head has a checksum for every tensor (a record may hold a 0-cell tensor).
     pub(crate) fn push(&mut self, piece: Piece<'a>) {
-        if piece.len() > 0 {
+        if piece.len() > 0 || matches!(piece, Piece::Cells(_)) {
             self.pieces.push(piece);
         }
     }

@@ -1,22 +1,207 @@
-//! Helpers shared by the `nxck_*` tests: a trained seed model, and v2 files rewritten with a
-//! valid header checksum so that the checks behind the checksum can be reached.
+//! Helpers shared by the `nxck_*` and `resume` tests: a trained seed model, random general
+//! configurations and states, and v2 files rewritten with a valid header checksum so that the
+//! checks behind the checksum can be reached.
 #![allow(dead_code)] // each test crate uses a different subset
 
+use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
-use nxrs_core::nxck::v2::{self, ALIGN, PRELUDE_LEN};
-use nxrs_core::{Trainer, TrainerConfig};
+use nxrs_core::loss::Loss;
+use nxrs_core::math::Math;
+use nxrs_core::mlp::{Init, Layer, Mlp};
+use nxrs_core::nxck::mapped::FileBytes;
+use nxrs_core::nxck::v2::{Checkpoint, Verify, ALIGN, PRELUDE_LEN};
+use nxrs_core::nxck::Format;
+use nxrs_core::optim::{Kind, OptimizerConfig};
+use nxrs_core::schedule::{Decay, Schedule};
+use nxrs_core::{Error, TrainState, Trainer, TrainerConfig, F32};
+use proptest::prelude::*;
 use serde_json::Value;
 
 /// The seed model trained for `epochs` epochs on the seed's data.
 pub fn trained(epochs: i64) -> Trainer {
-    let mut t = Trainer::new(&TrainerConfig::seed_model(), 1).unwrap();
+    let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
     t.train_until(&Dataset::seed(8, 6, 4), epochs).unwrap();
     t
 }
 
 /// The v2 bytes of a trainer.
 pub fn v2_bytes(t: &Trainer) -> Vec<u8> {
-    v2::encode(&t.config(), t.state()).unwrap()
+    checkpoint::encode(t, Format::V2).unwrap()
+}
+
+/// The v1 bytes of a trainer.
+pub fn v1_bytes(t: &Trainer) -> Vec<u8> {
+    checkpoint::encode(t, Format::V1).unwrap()
+}
+
+/// `bytes` opened as a v2 checkpoint (in memory).
+pub fn open(bytes: &[u8], verify: Verify) -> Result<Checkpoint, Error> {
+    Checkpoint::from_bytes(FileBytes::from_vec(bytes.to_vec()), verify)
+}
+
+/// The trainer a v2 file holds: the format's checks, then the model's (configuration, tensors,
+/// scalars), as `checkpoint::load` does them.
+pub fn trainer_of(bytes: &[u8]) -> Result<Trainer, Error> {
+    checkpoint::trainer_from(&open(bytes, Verify::Full)?, Verify::Full)
+}
+
+/// The state a v2 file holds (see [`trainer_of`]); panics if it does not load.
+pub fn state_of(bytes: &[u8]) -> TrainState {
+    trainer_of(bytes).unwrap().state().clone()
+}
+
+/// Binary32 bit patterns in `lo..=hi` (both positive).
+fn bits_in(lo: u32, hi: u32) -> impl Strategy<Value = F32> {
+    (lo..=hi).prop_map(F32::from_bits)
+}
+
+/// Positive normal finite binary32 (an `lr` or `eps` the trainer accepts).
+fn rate() -> impl Strategy<Value = F32> {
+    bits_in(0x0080_0000, 0x7F7F_FFFF)
+}
+
+/// `[0, 1)` as binary32 (betas, momentum).
+fn unit() -> impl Strategy<Value = F32> {
+    bits_in(0, 0x3F7F_FFFF)
+}
+
+/// Any optimiser with hyperparameters anywhere in their accepted ranges (the ones an optimiser
+/// does not use: neutral where they must be, any bits where they may be).
+pub fn any_optimizer() -> impl Strategy<Value = OptimizerConfig> {
+    let kind = prop_oneof![Just(Kind::Adam), Just(Kind::AdamW), Just(Kind::Sgd)];
+    (kind, rate(), unit(), unit(), rate(), bits_in(0, 0x7F7F_FFFF), unit(), any::<[u32; 3]>())
+        .prop_map(|(kind, lr, beta1, beta2, eps, wd, momentum, free)| {
+            let mut o = OptimizerConfig {
+                kind,
+                lr,
+                beta1,
+                beta2,
+                eps,
+                weight_decay: wd,
+                momentum,
+            };
+            match kind {
+                Kind::Adam => (o.weight_decay, o.momentum) = (F32::ZERO, F32::ZERO),
+                Kind::AdamW => o.momentum = F32::ZERO,
+                // SGD ignores the betas and eps: any bits are recorded as they are.
+                Kind::Sgd => [o.beta1, o.beta2, o.eps] = free.map(F32::from_bits),
+            }
+            o
+        })
+}
+
+/// Any schedule: warm-up, then constant, linear (to a later step) or step decay.
+pub fn any_schedule(max_steps: u64) -> impl Strategy<Value = Schedule> {
+    let decay = prop_oneof![
+        Just(Decay::Constant),
+        (1..=max_steps).prop_map(|total_steps| Decay::Linear { total_steps }),
+        (1..=max_steps, bits_in(1, 0x7F7F_FFFF))
+            .prop_map(|(step_size, gamma)| Decay::Step { step_size, gamma }),
+    ];
+    (0..max_steps, decay).prop_map(|(warmup_steps, decay)| {
+        let decay = match decay {
+            // total_steps > warmup_steps
+            Decay::Linear { total_steps } => Decay::Linear {
+                total_steps: warmup_steps + total_steps,
+            },
+            other => other,
+        };
+        Schedule {
+            warmup_steps,
+            decay,
+        }
+    })
+}
+
+/// A random general configuration of a small model (layer sizes `1..=max_size`, 1 to 3 layers)
+/// and the given optimiser and schedule strategies.
+pub fn general_config_with(
+    max_size: usize,
+    max_batch: usize,
+    optimizer: impl Strategy<Value = OptimizerConfig>,
+    schedule: impl Strategy<Value = Schedule>,
+    clip: impl Strategy<Value = F32>,
+) -> impl Strategy<Value = TrainerConfig> {
+    let sizes = proptest::collection::vec(1..=max_size, 2..=4);
+    let loss = prop_oneof![Just(Loss::CrossEntropy), Just(Loss::Mse)];
+    let math = prop_oneof![Just(Math::Seed), Just(Math::Ieee)];
+    let init = prop_oneof![Just(Init::Seed), Just(Init::He), Just(Init::Glorot)];
+    let shape = (sizes, loss, math, init, any::<i64>());
+    let run = (
+        optimizer,
+        schedule,
+        proptest::option::of(clip),
+        1..=max_batch,
+        proptest::option::of(1..=max_batch),
+        any::<bool>(),
+        any::<bool>(),
+    );
+    (shape, run).prop_map(
+        |(
+            (sizes, loss, math, init, seed),
+            (optimizer, schedule, clip_norm, batch_size, grad_block, shuffle, drop_last),
+        )| {
+            let config = TrainerConfig {
+                sizes,
+                loss,
+                math,
+                init,
+                seed,
+                optimizer,
+                schedule,
+                clip_norm,
+                batch_size,
+                grad_block,
+                shuffle,
+                drop_last,
+            };
+            config.validate().expect("the strategy makes valid configurations");
+            config
+        },
+    )
+}
+
+/// Any valid general configuration (every hyperparameter anywhere in its range).
+pub fn any_general_config() -> impl Strategy<Value = TrainerConfig> {
+    general_config_with(
+        7,
+        1000,
+        any_optimizer(),
+        any_schedule(i64::MAX as u64 / 2),
+        bits_in(1, 0x7F7F_FFFF),
+    )
+}
+
+/// A state of `config`'s model with random bit patterns in every tensor (NaNs included) and
+/// random scalars in their ranges.
+pub fn random_state(config: &TrainerConfig) -> impl Strategy<Value = TrainState> {
+    let mlp = Mlp::new(config.sizes.clone()).unwrap();
+    let second_moments = config.optimizer.kind.has_second_moments();
+    let lens: Vec<usize> = TrainState::layout(&mlp, second_moments)
+        .iter()
+        .map(|(_, shape)| shape.iter().product())
+        .collect();
+    let tensors: Vec<_> = lens
+        .iter()
+        .map(|&n| proptest::collection::vec(any::<u32>(), n))
+        .collect();
+    let scalars = (0..=i64::MAX, any::<u32>(), any::<u32>(), 0..=i64::MAX, 0..=i64::MAX);
+    (tensors, scalars).prop_map(move |(tensors, (epoch, b1t, b2t, step, batch))| {
+        let params: Vec<Layer> = mlp.zeros();
+        let mut state = TrainState::fresh(params, second_moments);
+        for (slot, bits) in state.tensors_mut().into_iter().zip(tensors) {
+            *slot = bits.into_iter().map(F32::from_bits).collect();
+        }
+        state
+            .set_scalars([epoch, i64::from(b1t), i64::from(b2t), step, batch])
+            .unwrap();
+        state
+    })
+}
+
+/// A random general configuration with a random state of its model.
+pub fn config_and_state() -> impl Strategy<Value = (TrainerConfig, TrainState)> {
+    any_general_config().prop_flat_map(|config| (Just(config.clone()), random_state(&config)))
 }
 
 pub fn u32_at(bytes: &[u8], at: usize) -> u32 {
