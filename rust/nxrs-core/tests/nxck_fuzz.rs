@@ -5,15 +5,16 @@
 mod nxck_support;
 
 use nxck_support::*;
+use nxrs_core::checkpoint;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify, PRELUDE_LEN};
 use nxrs_core::nxck::{self, v1};
-use nxrs_core::TrainState;
 use proptest::prelude::*;
 use std::sync::OnceLock;
 
-/// Everything a reader can be asked about `bytes`.
-fn read_everything(bytes: &[u8], template: &TrainState) {
+/// Everything a reader can be asked about `bytes`: the format layer, then the model's checks
+/// (`template` is the tensors' cell counts v1 is read with).
+fn read_everything(bytes: &[u8], template: &[usize]) {
     let _ = nxck::detect(bytes);
     let _ = v1::decode(bytes, template);
     for verify in [Verify::Full, Verify::HeaderOnly] {
@@ -21,14 +22,22 @@ fn read_everything(bytes: &[u8], template: &TrainState) {
             let _ = ck.verify_all();
             for t in ck.tensors() {
                 assert_eq!(ck.data(t).len(), t.nbytes);
+                assert_eq!(ck.cells(t).len(), t.cells());
             }
-            let _ = ck.to_state();
+            let _ = ck.config_json();
+            let _ = ck.cells_verified();
+            let _ = checkpoint::file_config(&ck);
+            for verify in [Verify::Full, Verify::HeaderOnly] {
+                if let Ok(t) = checkpoint::trainer_from(&ck, verify) {
+                    let _ = t.state_hash();
+                }
+            }
         }
     }
 }
 
 struct Files {
-    template: TrainState,
+    template: Vec<usize>,
     v1: Vec<u8>,
     v2: Vec<u8>,
 }
@@ -38,8 +47,8 @@ fn files() -> &'static Files {
     FILES.get_or_init(|| {
         let t = trained(2);
         Files {
-            template: t.state().clone(),
-            v1: v1::encode(t.state()),
+            template: t.state().tensors().iter().map(|c| c.len()).collect(),
+            v1: v1_bytes(&t),
             v2: v2_bytes(&t),
         }
     })

@@ -4,10 +4,12 @@
 //! (`NXRS_BENCH_DIR` picks the directory, default: a temporary one; `NXRS_BENCH_GB=1` uses a
 //! ~1 GB state, `[4096, 20480]`, instead).
 
-use nxrs_core::adam::AdamConfig;
+use nxrs_core::checkpoint;
+use nxrs_core::mlp::Layer;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify};
 use nxrs_core::nxck::writer::WriteStrategy;
-use nxrs_core::{TrainState, TrainerConfig, F32};
+use nxrs_core::nxck::Format;
+use nxrs_core::{TrainState, Trainer, TrainerConfig, F32};
 use std::time::{Duration, Instant};
 
 /// `[2048, 4096]`: 8.4 M parameters, 3 tensors' worth of cells each: 100.7 MB of data
@@ -18,18 +20,19 @@ fn big_state() -> (TrainerConfig, TrainState) {
     } else {
         (2048, 4096)
     };
-    let config = TrainerConfig {
-        sizes: vec![n_in, n_out],
-        adam: AdamConfig::seed(),
-    };
+    let config = TrainerConfig::seed_style(vec![n_in, n_out], 1);
     let cells = |n: usize, salt: u32| -> Vec<F32> {
         (0..n as u32)
             .map(|i| F32::from_bits(i.wrapping_mul(0x9E37_79B9) ^ salt))
             .collect()
     };
-    let mut state = TrainState::fresh(vec![cells(n_in * n_out, 1), cells(n_out, 2)]);
-    state.m = vec![cells(n_in * n_out, 3), cells(n_out, 4)];
-    state.v = vec![cells(n_in * n_out, 5), cells(n_out, 6)];
+    let layer = |salt: u32| Layer {
+        w: cells(n_in * n_out, salt),
+        b: cells(n_out, salt + 1),
+    };
+    let mut state = TrainState::fresh(vec![layer(1)], true);
+    state.m = vec![layer(3)];
+    state.v = vec![layer(5)];
     (config, state)
 }
 
@@ -65,12 +68,14 @@ fn best_of_prepared<T>(
 #[ignore = "measurement; run with --ignored --nocapture"]
 fn save_and_load_throughput() {
     let (config, state) = big_state();
+    let trainer = Trainer::from_state(config.clone(), state.clone()).unwrap();
+    let record = checkpoint::record(&trainer);
     let dir = match std::env::var_os("NXRS_BENCH_DIR") {
         Some(d) => tempfile::tempdir_in(d).unwrap(),
         None => tempfile::tempdir().unwrap(),
     };
     let path = dir.path().join("big.nxck");
-    v2::save_state(&config, &state, &path).unwrap();
+    checkpoint::save(&trainer, &path, Format::V2).unwrap();
     let len = std::fs::metadata(&path).unwrap().len();
     println!("file: {len} bytes");
 
@@ -86,7 +91,7 @@ fn save_and_load_throughput() {
             sync_all_filesystems();
         };
         let d = best_of_prepared(3, prepare, || {
-            v2::save_state_with(&config, &state, &path, strategy).unwrap();
+            v2::save_with(&record, &path, strategy).unwrap();
         });
         println!(
             "save {strategy:?} (incl. fsync): {:?}, {} MB/s",
@@ -94,7 +99,7 @@ fn save_and_load_throughput() {
             mb_per_s(len, d)
         );
     }
-    let d = best_of(3, || v2::encode(&config, &state).unwrap());
+    let d = best_of(3, || v2::encode(&record).unwrap());
     println!("encode into memory: {:?}, {} MB/s", d, mb_per_s(len, d));
     let d = best_of(3, || Checkpoint::open(&path, Verify::HeaderOnly).unwrap());
     println!("open HeaderOnly: {d:?}");
@@ -105,19 +110,29 @@ fn save_and_load_throughput() {
         mb_per_s(len, d)
     );
     let checkpoint = Checkpoint::open(&path, Verify::HeaderOnly).unwrap();
-    let d = best_of(3, || checkpoint.to_state());
-    println!("to_state: {:?}, {} MB/s", d, mb_per_s(len, d));
-    assert_eq!(checkpoint.to_state(), state);
-    let d = best_of(3, || checkpoint.to_state_verified().unwrap());
-    println!("to_state_verified (CRCs on a second thread): {d:?}");
+    let d = best_of(3, || {
+        checkpoint::trainer_from(&checkpoint, Verify::HeaderOnly).unwrap()
+    });
+    println!(
+        "trainer_from (HeaderOnly, copy): {:?}, {} MB/s",
+        d,
+        mb_per_s(len, d)
+    );
+    let back = checkpoint::trainer_from(&checkpoint, Verify::Full).unwrap();
+    assert_eq!(back.state(), &state);
+    drop(back);
+    let d = best_of(3, || checkpoint.cells_verified().unwrap());
+    println!("cells_verified (CRCs on a second thread): {d:?}");
+    let d = best_of(3, || checkpoint::trainer_from(&checkpoint, Verify::Full).unwrap());
+    println!("trainer_from (Full): {d:?}");
     let mut states: Vec<TrainState> = (0..3).map(|_| state.clone()).collect();
     let d = best_of(3, || {
-        nxrs_core::Trainer::from_state(&config, states.pop().unwrap()).unwrap()
+        Trainer::from_state(config.clone(), states.pop().unwrap()).unwrap()
     });
     println!("Trainer::from_state: {d:?}");
     drop(states);
-    let d = best_of(3, || nxrs_core::nxck::load_trainer(&path).unwrap());
-    println!("nxck::load_trainer: {d:?}");
+    let d = best_of(3, || checkpoint::load(&path).unwrap());
+    println!("checkpoint::load: {d:?}");
 }
 
 /// `sync(2)`: no dirty pages left to slow down the next save.
