@@ -6,8 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use nxrs_core::checkpoint;
 use nxrs_core::nxck::mapped::FileBytes;
-use nxrs_core::nxck::v2::{self, Checkpoint, Verify, PRELUDE_LEN};
+use nxrs_core::nxck::v2::{Checkpoint, Verify, PRELUDE_LEN};
+use nxrs_core::nxck::Format;
 
 fn read(bytes: Vec<u8>) {
     for verify in [Verify::HeaderOnly, Verify::Full] {
@@ -18,10 +20,20 @@ fn read(bytes: Vec<u8>) {
         for t in ck.tensors() {
             assert_eq!(ck.data(t).len(), t.nbytes);
         }
-        let state = ck.to_state();
-        if verified {
-            // A fully valid file decodes to a state that encodes without error.
-            v2::encode(ck.config(), &state).unwrap();
+        for t in ck.tensors() {
+            assert_eq!(ck.cells(t).len(), t.cells());
+        }
+        // The model's checks (configuration, tensors, scalars) on whatever the format accepted.
+        if let Ok(trainer) = checkpoint::trainer_from(&ck, Verify::HeaderOnly) {
+            // A file that is a trainer's encodes again, and reads back as the same trainer.
+            let bytes = checkpoint::encode(&trainer, Format::V2).unwrap();
+            let again = Checkpoint::from_bytes(FileBytes::from_vec(bytes), Verify::Full).unwrap();
+            let back = checkpoint::trainer_from(&again, Verify::Full).unwrap();
+            assert_eq!(back.config(), trainer.config());
+            assert_eq!(back.state(), trainer.state());
+        }
+        if !verified {
+            assert!(checkpoint::trainer_from(&ck, Verify::Full).is_err());
         }
     }
 }
