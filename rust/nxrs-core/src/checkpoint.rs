@@ -163,6 +163,18 @@ fn from_file_config(err: Error) -> Error {
     }
 }
 
+/// Checks everything of a v2 file that [`trainer_from`] checks except the tensors' CRC-32Cs,
+/// without copying a tensor: its configuration, that its tensors are the configured model's
+/// (names and shapes), and its scalars. Returns the configuration (`nxrs.open` checks files
+/// this way).
+pub fn check_model(checkpoint: &Checkpoint) -> Result<TrainerConfig> {
+    let config = file_config(checkpoint)?;
+    tensor_order(checkpoint, &config)?;
+    let mut state = TrainState::fresh(Vec::new(), false);
+    state.set_scalars(file_scalars(checkpoint)?)?;
+    Ok(config)
+}
+
 /// The state a v2 file holds for `config`'s model: every tensor of the model's layout exactly
 /// once with its shape (in any order in the file, nothing else), and the scalars.
 fn state_from(
@@ -170,6 +182,29 @@ fn state_from(
     config: &TrainerConfig,
     verify: Verify,
 ) -> Result<TrainState> {
+    let mlp = config.validate().map_err(from_file_config)?;
+    let second_moments = config.optimizer.kind.has_second_moments();
+    let order = tensor_order(checkpoint, config)?;
+    let table = checkpoint.tensors();
+    let mut cells: Vec<Option<Vec<F32>>> = match verify {
+        Verify::Full => checkpoint.cells_verified()?,
+        Verify::HeaderOnly => table.iter().map(|t| checkpoint.cells(t)).collect(),
+    }
+    .into_iter()
+    .map(Some)
+    .collect();
+
+    let mut state = TrainState::fresh(mlp.zeros(), second_moments);
+    for (slot, &i) in state.tensors_mut().into_iter().zip(&order) {
+        *slot = cells[i].take().expect("each table entry is one tensor");
+    }
+    state.set_scalars(file_scalars(checkpoint)?)?;
+    Ok(state)
+}
+
+/// For each tensor of `config`'s model, in layout order, its index in the file's table, which
+/// must hold exactly the model's tensors with their shapes.
+fn tensor_order(checkpoint: &Checkpoint, config: &TrainerConfig) -> Result<Vec<usize>> {
     let mlp = config.validate().map_err(from_file_config)?;
     let second_moments = config.optimizer.kind.has_second_moments();
     let layout = TrainState::layout(&mlp, second_moments);
@@ -197,7 +232,7 @@ fn state_from(
         }
         found[k] = Some(i);
     }
-    let order = found
+    found
         .iter()
         .zip(&layout)
         .map(|(i, (name, _))| {
@@ -205,21 +240,7 @@ fn state_from(
                 Error::Header(format!("tensor {name} is missing from the tensor table"))
             })
         })
-        .collect::<Result<Vec<usize>>>()?;
-    let mut cells: Vec<Option<Vec<F32>>> = match verify {
-        Verify::Full => checkpoint.cells_verified()?,
-        Verify::HeaderOnly => table.iter().map(|t| checkpoint.cells(t)).collect(),
-    }
-    .into_iter()
-    .map(Some)
-    .collect();
-
-    let mut state = TrainState::fresh(mlp.zeros(), second_moments);
-    for (slot, &i) in state.tensors_mut().into_iter().zip(&order) {
-        *slot = cells[i].take().expect("each table entry is one tensor");
-    }
-    state.set_scalars(file_scalars(checkpoint)?)?;
-    Ok(state)
+        .collect()
 }
 
 /// The state's scalars from a v2 file: `epoch`, `b1t_bits` and `b2t_bits` are required;
