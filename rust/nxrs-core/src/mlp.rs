@@ -264,6 +264,8 @@ impl Mlp {
             let hidden_layers = s.hidden.len();
             let (below, this) = s.hidden.split_at_mut(l.min(hidden_layers));
             let input: &[R] = if l == 0 { x } else { &below[l - 1] };
+            // `o` indexes the weight rows, the biases, the pre-activations and the activations.
+            #[allow(clippy::needless_range_loop)]
             for o in 0..outputs {
                 let row = &layer.w[o * inputs..(o + 1) * inputs];
                 let z = row

@@ -24,7 +24,10 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 fn fixture() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/golden/general.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/golden/general.json"
+    );
     let text =
         std::fs::read_to_string(path).expect("tests/golden/general.json is in the repository");
     serde_json::from_str(&text).expect("valid JSON")
@@ -80,7 +83,12 @@ fn config_of(case: &Value) -> TrainerConfig {
         },
     };
     let config = TrainerConfig {
-        sizes: c["layers"].as_array().unwrap().iter().map(usize_of).collect(),
+        sizes: c["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(usize_of)
+            .collect(),
         loss: Loss::from_name(str_of(&c["loss"])).expect("a known loss"),
         math: Math::from_name(str_of(&c["math"])).expect("a known math"),
         init: Init::from_name(str_of(&c["init"])).expect("a known init"),
@@ -101,7 +109,9 @@ fn config_of(case: &Value) -> TrainerConfig {
         shuffle: c["shuffle"].as_bool().unwrap(),
         drop_last: c["drop_last"].as_bool().unwrap(),
     };
-    config.validate().expect("the fixture's configuration is valid");
+    config
+        .validate()
+        .expect("the fixture's configuration is valid");
     config
 }
 
@@ -223,7 +233,12 @@ fn run_case(case: &Value, steps_expected: usize, epochs: i64) -> Vec<String> {
     let s = t.state();
     r.check("final epoch", s.epoch, i64_of(&f["epoch"]));
     r.check("final step", s.step, i64_of(&f["step"]));
-    let scalars: Vec<i64> = f["scalars"].as_array().unwrap().iter().map(i64_of).collect();
+    let scalars: Vec<i64> = f["scalars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(i64_of)
+        .collect();
     r.check("final scalars", s.scalars().to_vec(), scalars);
     r.check(
         "final state hash",
@@ -242,10 +257,8 @@ fn run_case(case: &Value, steps_expected: usize, epochs: i64) -> Vec<String> {
         correct_count(f["eval_accuracy"].as_f64(), eval.samples),
     );
     let tensors = f["tensors"].as_object().unwrap();
-    let layout = nxrs_core::TrainState::layout(
-        t.mlp(),
-        t.config().optimizer.kind.has_second_moments(),
-    );
+    let layout =
+        nxrs_core::TrainState::layout(t.mlp(), t.config().optimizer.kind.has_second_moments());
     let names: Vec<&str> = layout.iter().map(|(n, _)| n.as_str()).collect();
     let fixture_names: Vec<&str> = tensors.keys().map(String::as_str).collect();
     let mut sorted = names.clone();
@@ -279,7 +292,10 @@ fn run_case(case: &Value, steps_expected: usize, epochs: i64) -> Vec<String> {
 fn correct_count(accuracy: Option<f64>, samples: usize) -> Option<usize> {
     accuracy.map(|a| {
         let c = (a * samples as f64).round();
-        assert!((a * samples as f64 - c).abs() < 1e-6, "{a} is not a count / {samples}");
+        assert!(
+            (a * samples as f64 - c).abs() < 1e-6,
+            "{a} is not a count / {samples}"
+        );
         c as usize
     })
 }
@@ -322,28 +338,60 @@ fn prng_vectors() {
         other => panic!("domain {other:#x}"),
     };
     for s in p["streams"].as_array().unwrap() {
-        let mut stream = Stream::new(i64_of(&s["seed"]), domain(&s["domain"]), u64_of(&s["index"]));
+        let mut stream = Stream::new(
+            i64_of(&s["seed"]),
+            domain(&s["domain"]),
+            u64_of(&s["index"]),
+        );
         for want in s["draws"].as_array().unwrap() {
             assert_eq!(hex(stream.next_u64()), str_of(want), "{s}");
         }
     }
     let b = &p["below"];
-    let mut stream = Stream::new(i64_of(&b["seed"]), domain(&b["domain"]), u64_of(&b["index"]));
-    for (n, want) in b["n"].as_array().unwrap().iter().zip(b["values"].as_array().unwrap()) {
+    let mut stream = Stream::new(
+        i64_of(&b["seed"]),
+        domain(&b["domain"]),
+        u64_of(&b["index"]),
+    );
+    for (n, want) in b["n"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(b["values"].as_array().unwrap())
+    {
         assert_eq!(stream.below(u64_of(n)), u64_of(want), "below({n})");
     }
     for perm in p["permutations"].as_array().unwrap() {
-        let order = Stream::new(i64_of(&perm["seed"]), Domain::Shuffle, u64_of(&perm["epoch"]))
-            .permutation(usize_of(&perm["n"]));
-        let want: Vec<usize> = perm["order"].as_array().unwrap().iter().map(usize_of).collect();
+        let order = Stream::new(
+            i64_of(&perm["seed"]),
+            Domain::Shuffle,
+            u64_of(&perm["epoch"]),
+        )
+        .permutation(usize_of(&perm["n"]));
+        let want: Vec<usize> = perm["order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(usize_of)
+            .collect();
         assert_eq!(order, want, "{perm}");
     }
     // The split of section 12: the first n_test of the (seed, SPLIT, 0) permutation are the test
     // set (n_test = ceil(0.3 * 10) = 3), the rest the training set, each in that order.
     let split = &p["split_10_0.3_seed0"];
     let order = Stream::new(0, Domain::Split, 0).permutation(10);
-    let test: Vec<usize> = split["test"].as_array().unwrap().iter().map(usize_of).collect();
-    let train: Vec<usize> = split["train"].as_array().unwrap().iter().map(usize_of).collect();
+    let test: Vec<usize> = split["test"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(usize_of)
+        .collect();
+    let train: Vec<usize> = split["train"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(usize_of)
+        .collect();
     assert_eq!(test.len(), 3);
     assert_eq!(order[..3], test[..]);
     assert_eq!(order[3..], train[..]);
@@ -426,7 +474,11 @@ fn digits_matches_the_reference() {
     let c = &d["config"];
     assert_eq!(c["layers"], serde_json::json!([64, 128, 10]));
     assert_eq!(
-        (str_of(&c["math"]), str_of(&c["init"]), str_of(&c["optimizer"])),
+        (
+            str_of(&c["math"]),
+            str_of(&c["init"]),
+            str_of(&c["optimizer"])
+        ),
         ("ieee", "he", "adam")
     );
     let config = TrainerConfig {
@@ -463,13 +515,14 @@ fn digits_matches_the_reference() {
     for want in d["per_epoch"].as_array().unwrap() {
         let epoch = i64_of(&want["epoch"]);
         let mut losses = Vec::new();
-        let _ = t.run(&train, Until::Epoch(epoch), |_, event| {
-            if let Event::Step(report) = event {
-                losses.push(report.loss);
-            }
-            ControlFlow::Continue(())
-        })
-        .unwrap();
+        let _ = t
+            .run(&train, Until::Epoch(epoch), |_, event| {
+                if let Event::Step(report) = event {
+                    losses.push(report.loss);
+                }
+                ControlFlow::Continue(())
+            })
+            .unwrap();
         let sum = losses[1..].iter().fold(losses[0], |acc, &l| acc + l);
         let mean = sum / f32i(losses.len() as i64);
         r.check(

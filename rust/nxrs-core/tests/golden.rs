@@ -96,7 +96,11 @@ fn epochs_and_v1_bytes() {
         let s = t.state();
         assert_eq!(u64::from(s.b1t.to_bits()), u64_at(want, "b1t_bits"));
         assert_eq!(u64::from(s.b2t.to_bits()), u64_at(want, "b2t_bits"));
-        assert_eq!(s.scalars().to_vec(), i64s(&want["scalars"]), "epoch {epoch}");
+        assert_eq!(
+            s.scalars().to_vec(),
+            i64s(&want["scalars"]),
+            "epoch {epoch}"
+        );
         let bytes = checkpoint::encode(&t, Format::V1).unwrap();
         assert_eq!(bytes.len() as u64, u64_at(want, "v1_len"));
         let digest: String = Sha256::digest(&bytes)

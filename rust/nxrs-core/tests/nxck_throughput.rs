@@ -123,7 +123,9 @@ fn save_and_load_throughput() {
     drop(back);
     let d = best_of(3, || checkpoint.cells_verified().unwrap());
     println!("cells_verified (CRCs on a second thread): {d:?}");
-    let d = best_of(3, || checkpoint::trainer_from(&checkpoint, Verify::Full).unwrap());
+    let d = best_of(3, || {
+        checkpoint::trainer_from(&checkpoint, Verify::Full).unwrap()
+    });
     println!("trainer_from (Full): {d:?}");
     let mut states: Vec<TrainState> = (0..3).map(|_| state.clone()).collect();
     let d = best_of(3, || {

@@ -32,7 +32,8 @@ fn check_file(ck: &Checkpoint, t: &Trainer) -> Result<(), TestCaseError> {
     prop_assert_eq!(ck.scalars(), &scalars[..]);
     let layout = TrainState::layout(t.mlp(), config.optimizer.kind.has_second_moments());
     prop_assert_eq!(ck.tensors().len(), layout.len());
-    for ((info, (name, shape)), cells) in ck.tensors().iter().zip(&layout).zip(t.state().tensors()) {
+    for ((info, (name, shape)), cells) in ck.tensors().iter().zip(&layout).zip(t.state().tensors())
+    {
         prop_assert_eq!(&info.name, name);
         prop_assert_eq!(&info.shape, shape);
         prop_assert_eq!(info.offset % 64, 0);
@@ -399,8 +400,14 @@ fn rewritten_header_fields_give_their_documented_errors() {
     model_error(&v2::encode(&record).unwrap(), "tensor W1 is missing");
 
     // Configuration.
-    expect_model(|h| h["config"]["sizes"] = json!([6]), "at least an input and an output size");
-    expect_model(|h| h["config"]["sizes"] = json!([6, 0, 4]), "layer size 0 is outside 1..=16777216");
+    expect_model(
+        |h| h["config"]["sizes"] = json!([6]),
+        "at least an input and an output size",
+    );
+    expect_model(
+        |h| h["config"]["sizes"] = json!([6, 0, 4]),
+        "layer size 0 is outside 1..=16777216",
+    );
     expect_model(
         |h| h["config"]["sizes"] = json!([6, 1u64 << 40, 4]),
         "layer size 1099511627776 is outside",
@@ -732,7 +739,9 @@ fn load_and_restore_reject_a_damaged_tensor() {
     assert_eq!(target.state(), &before);
     // trainer_from with Verify::Full finds it too; HeaderOnly trusts the caller.
     let ck = open(&bytes, Verify::HeaderOnly).unwrap();
-    let err = checkpoint::trainer_from(&ck, Verify::Full).map(|_| ()).unwrap_err();
+    let err = checkpoint::trainer_from(&ck, Verify::Full)
+        .map(|_| ())
+        .unwrap_err();
     assert!(is_vw2(&err), "{err}");
     assert!(checkpoint::trainer_from(&ck, Verify::HeaderOnly).is_ok());
 }
@@ -789,7 +798,10 @@ fn the_format_layer_knows_no_model() {
                 cells: &cells[5..],
             },
         ],
-        metadata: vec![("data".into(), "digits".into()), ("note".into(), "é\n".into())],
+        metadata: vec![
+            ("data".into(), "digits".into()),
+            ("note".into(), "é\n".into()),
+        ],
     };
     let bytes = v2::encode(&record).unwrap();
     let ck = open(&bytes, Verify::Full).unwrap();
@@ -799,12 +811,18 @@ fn the_format_layer_knows_no_model() {
     assert_eq!(ck.scalars().len(), 2);
     assert_eq!(
         ck.metadata(),
-        &[("data".into(), "digits".into()), ("note".into(), "é\n".into())]
+        &[
+            ("data".into(), "digits".into()),
+            ("note".into(), "é\n".into())
+        ]
     );
     let w = ck.tensor("fc.weight").unwrap();
     assert_eq!(w.shape, vec![2, 3]);
     assert_eq!(ck.cells(w), cells);
-    assert_eq!(ck.cells_verified().unwrap(), vec![cells.clone(), vec![], vec![cells[5]]]);
+    assert_eq!(
+        ck.cells_verified().unwrap(),
+        vec![cells.clone(), vec![], vec![cells[5]]]
+    );
     // Not a trainer's file: the model's checks refuse it.
     assert!(matches!(
         checkpoint::trainer_from(&ck, Verify::Full),

@@ -93,7 +93,7 @@ fn saves_write_a_temporary_file_beside_the_target_and_sweep_dead_writers_leftove
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("ck.nxck");
     let big = state(1024, 1024, 1); // 12.6 MB
-                                              // Watch the directory while saves run: the temporary file appears there, nowhere else.
+                                    // Watch the directory while saves run: the temporary file appears there, nowhere else.
     let done = AtomicBool::new(false);
     let seen = std::thread::scope(|s| {
         let watcher = s.spawn(|| {

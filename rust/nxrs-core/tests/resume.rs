@@ -10,11 +10,11 @@ use nxck_support::*;
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::Loss;
-use nxrs_core::optim::{Kind, OptimizerConfig};
-use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
 use nxrs_core::nxck::Format;
+use nxrs_core::optim::{Kind, OptimizerConfig};
+use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
 use proptest::prelude::*;
@@ -81,7 +81,11 @@ fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64, bool)> {
     );
     // With drop_last, at least one whole batch.
     let sized = config.prop_flat_map(|config| {
-        let min = if config.drop_last { config.batch_size } else { 1 };
+        let min = if config.drop_last {
+            config.batch_size
+        } else {
+            1
+        };
         (Just(config), min..=12usize)
     });
     sized.prop_flat_map(|(config, n)| {
@@ -99,23 +103,21 @@ fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64, bool)> {
             any::<prop::sample::Index>(),
             any::<bool>(),
         )
-            .prop_map(
-                move |(config, x, y, total, stop, by_callback)| {
-                    let inputs = x.into_iter().map(|v| ratio(v, 4)).collect();
-                    let data = match config.loss {
-                        Loss::CrossEntropy => {
-                            let labels: Vec<usize> = y.iter().map(|v| v % outputs).collect();
-                            Dataset::new(features, outputs, inputs, &labels).unwrap()
-                        }
-                        Loss::Mse => {
-                            let t = y.iter().map(|&v| ratio(v as i32 - 500, 250)).collect();
-                            Dataset::regression(features, inputs, outputs, t).unwrap()
-                        }
-                    };
-                    let stop = stop.index(total as usize + 1) as i64;
-                    (config, data, total, stop, by_callback)
-                },
-            )
+            .prop_map(move |(config, x, y, total, stop, by_callback)| {
+                let inputs = x.into_iter().map(|v| ratio(v, 4)).collect();
+                let data = match config.loss {
+                    Loss::CrossEntropy => {
+                        let labels: Vec<usize> = y.iter().map(|v| v % outputs).collect();
+                        Dataset::new(features, outputs, inputs, &labels).unwrap()
+                    }
+                    Loss::Mse => {
+                        let t = y.iter().map(|&v| ratio(v as i32 - 500, 250)).collect();
+                        Dataset::regression(features, inputs, outputs, t).unwrap()
+                    }
+                };
+                let stop = stop.index(total as usize + 1) as i64;
+                (config, data, total, stop, by_callback)
+            })
     })
 }
 

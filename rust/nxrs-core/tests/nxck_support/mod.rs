@@ -69,7 +69,16 @@ fn unit() -> impl Strategy<Value = F32> {
 /// does not use: neutral where they must be, any bits where they may be).
 pub fn any_optimizer() -> impl Strategy<Value = OptimizerConfig> {
     let kind = prop_oneof![Just(Kind::Adam), Just(Kind::AdamW), Just(Kind::Sgd)];
-    (kind, rate(), unit(), unit(), rate(), bits_in(0, 0x7F7F_FFFF), unit(), any::<[u32; 3]>())
+    (
+        kind,
+        rate(),
+        unit(),
+        unit(),
+        rate(),
+        bits_in(0, 0x7F7F_FFFF),
+        unit(),
+        any::<[u32; 3]>(),
+    )
         .prop_map(|(kind, lr, beta1, beta2, eps, wd, momentum, free)| {
             let mut o = OptimizerConfig {
                 kind,
@@ -155,7 +164,9 @@ pub fn general_config_with(
                 shuffle,
                 drop_last,
             };
-            config.validate().expect("the strategy makes valid configurations");
+            config
+                .validate()
+                .expect("the strategy makes valid configurations");
             config
         },
     )
@@ -185,7 +196,13 @@ pub fn random_state(config: &TrainerConfig) -> impl Strategy<Value = TrainState>
         .iter()
         .map(|&n| proptest::collection::vec(any::<u32>(), n))
         .collect();
-    let scalars = (0..=i64::MAX, any::<u32>(), any::<u32>(), 0..=i64::MAX, 0..=i64::MAX);
+    let scalars = (
+        0..=i64::MAX,
+        any::<u32>(),
+        any::<u32>(),
+        0..=i64::MAX,
+        0..=i64::MAX,
+    );
     (tensors, scalars).prop_map(move |(tensors, (epoch, b1t, b2t, step, batch))| {
         let params: Vec<Layer> = mlp.zeros();
         let mut state = TrainState::fresh(params, second_moments);
