@@ -3,9 +3,11 @@
 
 use crate::errors::to_py;
 use crate::paths::path_arg;
-use crate::trainer::{float_of, PyTrainer};
+use crate::trainer::{config_dict, PyTrainer};
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
+use nxrs_core::checkpoint::{check_model, trainer_from};
+use nxrs_core::config::TrainerConfig;
 use nxrs_core::nxck;
 use nxrs_core::nxck::v2::{Checkpoint, TensorInfo, Verify};
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -27,6 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[pyclass(module = "nxrs", name = "Checkpoint", frozen)]
 pub struct PyCheckpoint {
     inner: Checkpoint,
+    /// The configuration the file records, validated on open.
+    config: TrainerConfig,
     path: PathBuf,
     /// Whether every tensor's CRC-32C was checked on open (`verify=True`).
     verified: bool,
@@ -64,9 +68,16 @@ pub fn open(
     } else {
         Verify::HeaderOnly
     };
-    let inner = py.detach(|| Checkpoint::open(&path, mode)).map_err(to_py)?;
+    let (inner, config) = py
+        .detach(|| {
+            let ck = Checkpoint::open(&path, mode)?;
+            let config = check_model(&ck)?;
+            Ok((ck, config))
+        })
+        .map_err(to_py)?;
     Ok(PyCheckpoint {
         inner,
+        config,
         path,
         verified: verify,
         closed: AtomicBool::new(false),
@@ -88,30 +99,31 @@ impl PyCheckpoint {
         Ok(self.open_inner()?.is_mapped())
     }
 
-    /// The trainer configuration: layer sizes, Adam's hyperparameters (as binary32 values and as
-    /// bit patterns), and the arithmetic ("seed").
+    /// The trainer configuration: `docs/TRAINING.md`'s keys (binary32 values as floats, and
+    /// as bit patterns under `<key>_bits`), and `sizes` (the layers).
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let ck = self.open_inner()?;
-        let config = ck.config();
+        self.open_inner()?;
+        config_dict(py, &self.config, true)
+    }
+
+    /// The integer scalars by name, in file order: epoch, b1t_bits, b2t_bits, step, batch.
+    #[getter]
+    fn scalars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        dict.set_item("sizes", config.sizes.clone())?;
-        for (name, value) in config.adam.named() {
-            dict.set_item(name, float_of(value))?;
-            dict.set_item(format!("{name}_bits"), value.to_bits())?;
+        for (name, value) in self.open_inner()?.scalars() {
+            dict.set_item(name, value)?;
         }
-        dict.set_item("math", ck.math())?;
         Ok(dict)
     }
 
-    /// The integer scalars: epoch, b1t_bits, b2t_bits.
+    /// The free-form metadata (strings), e.g. `data_fingerprint` and `nxrs_version` from `fit`.
     #[getter]
-    fn scalars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.open_inner()?.scalars();
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        dict.set_item("epoch", s.epoch)?;
-        dict.set_item("b1t_bits", s.b1t_bits)?;
-        dict.set_item("b2t_bits", s.b2t_bits)?;
+        for (name, value) in self.open_inner()?.metadata() {
+            dict.set_item(name, value)?;
+        }
         Ok(dict)
     }
 
@@ -204,7 +216,7 @@ impl PyCheckpoint {
         } else {
             Verify::Full
         };
-        let trainer = py.detach(|| ck.to_trainer(check)).map_err(to_py)?;
+        let trainer = py.detach(|| trainer_from(ck, check)).map_err(to_py)?;
         Ok(PyTrainer::from_core(trainer))
     }
 
@@ -223,12 +235,11 @@ impl PyCheckpoint {
     }
 
     fn __repr__(&self) -> String {
-        let s = self.inner.scalars();
         format!(
             "Checkpoint({:?}, sizes={:?}, epoch={}, tensors={})",
             self.path.display().to_string(),
-            self.inner.config().sizes,
-            s.epoch,
+            self.config.sizes,
+            self.inner.scalar("epoch").unwrap_or(0),
             self.inner.tensors().len()
         )
     }

@@ -48,6 +48,30 @@ impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
 /// A numpy array as given, or `numpy.asarray(value)` for anything else (lists, scalars, other
 /// array-likes), which then meets the same dtype rules. `ndim` dimensions, else InputError.
 fn ndarray<'py>(value: &Bound<'py, PyAny>, what: &str, ndim: usize) -> PyResult<Bound<'py, PyAny>> {
+    let array = as_ndarray(value, what)?;
+    if array.cast::<PyUntypedArray>()?.ndim() != ndim {
+        return Err(wrong_ndim(&array, what, &[ndim]));
+    }
+    Ok(array)
+}
+
+fn wrong_ndim(array: &Bound<'_, PyAny>, what: &str, ndims: &[usize]) -> PyErr {
+    let shape = array
+        .getattr("shape")
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let wanted = ndims
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(" or ");
+    InputError::new_err(format!(
+        "{what} must have {wanted} dimension(s), got shape {shape}"
+    ))
+}
+
+/// `value` as a numpy array (as given, or through `numpy.asarray`).
+fn as_ndarray<'py>(value: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
     let array = if value.cast::<PyUntypedArray>().is_ok() {
         value.clone()
@@ -64,12 +88,6 @@ fn ndarray<'py>(value: &Bound<'py, PyAny>, what: &str, ndim: usize) -> PyResult<
             }
         })?
     };
-    if array.cast::<PyUntypedArray>()?.ndim() != ndim {
-        return Err(InputError::new_err(format!(
-            "{what} must have {ndim} dimension(s), got shape {}",
-            array.getattr("shape")?
-        )));
-    }
     Ok(array)
 }
 
@@ -92,11 +110,29 @@ fn as_typed<'py, T: numpy::Element>(
 /// float64 rounded to nearest (ties to even) by numpy's `astype(numpy.float32)`; any other
 /// dtype (integers, float16, longdouble, bool, object, ...) is InputError.
 pub fn features(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<(Vec<F32>, Vec<usize>)> {
-    let array = ndarray(value, "x", ndim)?;
+    floats(value, "x", &[ndim])
+}
+
+/// Regression targets: float values under the rules of [`features`], with `ndims` the accepted
+/// numbers of dimensions.
+pub fn targets(value: &Bound<'_, PyAny>, ndims: &[usize]) -> PyResult<(Vec<F32>, Vec<usize>)> {
+    floats(value, "y", ndims)
+}
+
+fn floats(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    ndims: &[usize],
+) -> PyResult<(Vec<F32>, Vec<usize>)> {
+    let array = as_ndarray(value, what)?;
+    let ndim = array.cast::<PyUntypedArray>()?.ndim();
+    if !ndims.contains(&ndim) {
+        return Err(wrong_ndim(&array, what, ndims));
+    }
     let descr = array.cast::<PyUntypedArray>()?.dtype();
     if !(descr.kind() == b'f' && matches!(descr.itemsize(), 4 | 8)) {
         return Err(InputError::new_err(format!(
-            "x must be float32 (or float64, rounded to float32), got dtype {descr}"
+            "{what} must be float32 (or float64, rounded to float32), got dtype {descr}"
         )));
     }
     let typed = as_typed::<f32>(&array, "float32")?;

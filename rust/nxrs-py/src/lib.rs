@@ -26,7 +26,7 @@ mod _nxrs {
         f32_binary, f32_compare, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,
     };
     #[pymodule_export]
-    use crate::trainer::{seed_dataset, PyTrainer};
+    use crate::trainer::{permutation, seed_dataset, PyDataset, PyTrainer};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

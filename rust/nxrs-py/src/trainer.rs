@@ -1,20 +1,31 @@
-//! `nxrs.Trainer`: the core trainer behind a Python class.
+//! `nxrs.Trainer`: the core trainer behind a Python class, and `nxrs.Dataset`, data converted
+//! once for it.
 
 use crate::errors::{to_py, ConfigError, InputError};
 use crate::inputs::{self, AnyInt};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods};
-use nxrs_core::adam::AdamConfig;
+use nxrs_core::checkpoint;
+use nxrs_core::config::TrainerConfig;
 use nxrs_core::dataset::Dataset;
-use nxrs_core::mlp::layer_sizes;
-use nxrs_core::nxck;
-use nxrs_core::{Trainer, TrainerConfig, F32};
+use nxrs_core::loss::{argmax, Loss};
+use nxrs_core::math::Math;
+use nxrs_core::mlp::{layer_sizes, Init};
+use nxrs_core::nxck::Format;
+use nxrs_core::optim::{Kind, OptimizerConfig};
+use nxrs_core::schedule::{Decay, Schedule};
+use nxrs_core::state::TrainState;
+use nxrs_core::trainer::{Event, Until};
+use nxrs_core::{Trainer, F32};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-/// Steps run between two checks for Ctrl-C while training with the GIL released.
-const STEPS_PER_SIGNAL_CHECK: usize = 4096;
+/// Longest stretch the GIL stays released while training, so that Ctrl-C is honoured promptly.
+const CHUNK: Duration = Duration::from_millis(100);
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
@@ -25,75 +36,575 @@ fn floats(cells: &[F32]) -> Vec<f32> {
     bytemuck::cast_slice(cells).to_vec()
 }
 
-/// Bit-reproducible MLP training with Adam, on softf32. Hyperparameters are rounded to binary32,
-/// then checked: lr and eps finite, positive and normal, beta1 and beta2 in [0, 1) (ConfigError).
+/// A configuration as a dict with `docs/TRAINING.md`'s keys (binary32 values as floats). With
+/// `bits`, also `sizes` (the layers) and the bit pattern of every binary32 value as `<key>_bits`.
+pub(crate) fn config_dict<'py>(
+    py: Python<'py>,
+    config: &TrainerConfig,
+    bits: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let float = |d: &Bound<'py, PyDict>, name: &str, value: Option<F32>| -> PyResult<()> {
+        d.set_item(name, value.map(float_of))?;
+        if bits {
+            d.set_item(format!("{name}_bits"), value.map(F32::to_bits))?;
+        }
+        Ok(())
+    };
+    dict.set_item("layers", config.sizes.clone())?;
+    if bits {
+        dict.set_item("sizes", config.sizes.clone())?;
+    }
+    dict.set_item("loss", config.loss.name())?;
+    dict.set_item("math", config.math.name())?;
+    dict.set_item("init", config.init.name())?;
+    dict.set_item("seed", config.seed)?;
+    dict.set_item("optimizer", config.optimizer.kind.name())?;
+    for (name, value) in config.optimizer.named() {
+        float(&dict, name, Some(value))?;
+    }
+    let (schedule, total_steps, step_size, gamma) = match config.schedule.decay {
+        Decay::Constant => ("constant", None, None, None),
+        Decay::Linear { total_steps } => ("linear", Some(total_steps), None, None),
+        Decay::Step { step_size, gamma } => ("step", None, Some(step_size), Some(gamma)),
+    };
+    dict.set_item("schedule", schedule)?;
+    dict.set_item("warmup_steps", config.schedule.warmup_steps)?;
+    dict.set_item("total_steps", total_steps)?;
+    dict.set_item("step_size", step_size)?;
+    float(&dict, "gamma", gamma)?;
+    float(&dict, "clip_norm", config.clip_norm)?;
+    dict.set_item("batch_size", config.batch_size)?;
+    dict.set_item("grad_block", config.grad_block)?;
+    dict.set_item("shuffle", config.shuffle)?;
+    dict.set_item("drop_last", config.drop_last)?;
+    Ok(dict)
+}
+
+/// The setting called `name` (ConfigError listing the known names otherwise).
+fn named<T: Copy>(
+    what: &str,
+    name: &str,
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|&v| name_of(v) == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = all.iter().map(|&v| name_of(v)).collect();
+            ConfigError::new_err(format!("{what} = {name:?} is not known (known: {known:?})"))
+        })
+}
+
+/// A count parameter: an int at least `min` (ConfigError otherwise).
+fn count(value: &AnyInt, name: &str, min: i64) -> PyResult<u64> {
+    let n = value.to_i64(name, ConfigError::new_err)?;
+    if n < min {
+        return Err(ConfigError::new_err(format!(
+            "{name} = {n} must be at least {min}"
+        )));
+    }
+    Ok(n as u64)
+}
+
+fn size(value: &AnyInt, name: &str) -> PyResult<usize> {
+    usize::try_from(count(value, name, 1)?)
+        .map_err(|_| ConfigError::new_err(format!("{name} is too large")))
+}
+
+fn binary32(x: f64) -> F32 {
+    F32::from_f64_bits(x.to_bits())
+}
+
+/// The keyword arguments of `Trainer(...)` after `layers`.
+pub struct Options {
+    seed: Option<AnyInt>,
+    sizes: Option<Vec<AnyInt>>,
+    loss: Option<String>,
+    math: Option<String>,
+    init: Option<String>,
+    optimizer: Option<String>,
+    lr: Option<f64>,
+    beta1: Option<f64>,
+    beta2: Option<f64>,
+    eps: Option<f64>,
+    weight_decay: Option<f64>,
+    momentum: Option<f64>,
+    schedule: Option<String>,
+    warmup_steps: Option<AnyInt>,
+    total_steps: Option<AnyInt>,
+    step_size: Option<AnyInt>,
+    gamma: Option<f64>,
+    clip_norm: Option<f64>,
+    batch_size: Option<AnyInt>,
+    grad_block: Option<AnyInt>,
+    shuffle: Option<bool>,
+    drop_last: Option<bool>,
+}
+
+fn int_list(values: &[AnyInt], what: &str) -> PyResult<Vec<i64>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(k, n)| n.to_i64(&format!("{what}[{k}]"), ConfigError::new_err))
+        .collect()
+}
+
+/// The configuration `Trainer(layers, **options)` describes: the seed family (`layers` None:
+/// the seed model's configuration, `sizes` its layer sizes) or the general family (TRAINING.md's
+/// defaults), then every option given.
+fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConfig> {
+    let seed = match &o.seed {
+        Some(s) => Some(s.to_i64("seed", ConfigError::new_err)?),
+        None => None,
+    };
+    let mut config = match (layers, &o.sizes) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new_err(
+                "give layers (a general trainer) or sizes (the seed model's family), not both",
+            ))
+        }
+        (None, sizes) => {
+            let sizes = match sizes {
+                Some(s) => layer_sizes(&int_list(s, "sizes")?).map_err(to_py)?,
+                None => vec![6, 10, 4],
+            };
+            TrainerConfig::seed_style(sizes, seed.unwrap_or(1))
+        }
+        (Some(layers), None) => TrainerConfig {
+            sizes: layer_sizes(&int_list(&layers, "layers")?).map_err(to_py)?,
+            loss: Loss::CrossEntropy,
+            math: Math::Ieee,
+            init: Init::He,
+            seed: seed.unwrap_or(0),
+            optimizer: OptimizerConfig::from_f64(Kind::Adam, [0.001, 0.9, 0.999, 1e-8, 0.0, 0.0])
+                .map_err(to_py)?,
+            schedule: Schedule::CONSTANT,
+            clip_norm: None,
+            batch_size: 32,
+            grad_block: None,
+            shuffle: true,
+            drop_last: false,
+        },
+    };
+    if let Some(name) = &o.loss {
+        config.loss = named("loss", name, &Loss::ALL, Loss::name)?;
+    }
+    if let Some(name) = &o.math {
+        config.math = named("math", name, &Math::ALL, Math::name)?;
+    }
+    if let Some(name) = &o.init {
+        config.init = named("init", name, &Init::ALL, Init::name)?;
+    }
+    let kind = match &o.optimizer {
+        Some(name) => named("optimizer", name, &Kind::ALL, Kind::name)?,
+        None => config.optimizer.kind,
+    };
+    let hyper = [o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.momentum];
+    if kind != config.optimizer.kind || hyper.iter().any(Option::is_some) {
+        let base = config.optimizer.named().map(|(_, v)| float_of(v));
+        let default_decay = if kind == Kind::AdamW { 0.01 } else { 0.0 };
+        let values = [
+            o.lr.unwrap_or(base[0]),
+            o.beta1.unwrap_or(base[1]),
+            o.beta2.unwrap_or(base[2]),
+            o.eps.unwrap_or(base[3]),
+            o.weight_decay.unwrap_or(default_decay),
+            o.momentum.unwrap_or(0.0),
+        ];
+        config.optimizer = OptimizerConfig::from_f64(kind, values).map_err(to_py)?;
+    }
+    let name = o.schedule.as_deref().unwrap_or("constant");
+    let decay = match (name, &o.total_steps, &o.step_size, o.gamma) {
+        ("constant", None, None, None) => Decay::Constant,
+        ("linear", Some(total), None, None) => Decay::Linear {
+            total_steps: count(total, "total_steps", 1)?,
+        },
+        ("step", None, Some(step_size), Some(gamma)) => Decay::Step {
+            step_size: count(step_size, "step_size", 1)?,
+            gamma: binary32(gamma),
+        },
+        ("constant" | "linear" | "step", ..) => {
+            return Err(ConfigError::new_err(format!(
+                "schedule={name:?} takes {}",
+                match name {
+                    "constant" => "no total_steps, step_size or gamma",
+                    "linear" => "total_steps (and no step_size or gamma)",
+                    _ => "step_size and gamma (and no total_steps)",
+                }
+            )))
+        }
+        _ => {
+            return Err(ConfigError::new_err(format!(
+                "schedule = {name:?} is not known (known: [\"constant\", \"linear\", \"step\"])"
+            )))
+        }
+    };
+    config.schedule = Schedule {
+        warmup_steps: match &o.warmup_steps {
+            Some(w) => count(w, "warmup_steps", 0)?,
+            None => config.schedule.warmup_steps,
+        },
+        decay,
+    };
+    if let Some(c) = o.clip_norm {
+        config.clip_norm = Some(binary32(c));
+    }
+    if let Some(b) = &o.batch_size {
+        config.batch_size = size(b, "batch_size")?;
+    }
+    if let Some(g) = &o.grad_block {
+        config.grad_block = Some(size(g, "grad_block")?);
+    }
+    if let Some(s) = o.shuffle {
+        config.shuffle = s;
+    }
+    if let Some(d) = o.drop_last {
+        config.drop_last = d;
+    }
+    config.validate().map_err(to_py)?;
+    Ok(config)
+}
+
+/// The loss and correct predictions of the steps of one epoch, summed as they come (possibly
+/// over several calls into the core), for the epoch's report.
+#[derive(Clone, Copy, Debug)]
+struct Tally {
+    epoch: i64,
+    /// The batch the next step of this epoch must be for the tally to continue.
+    next_batch: i64,
+    /// Whether the tally began at the epoch's first batch.
+    whole: bool,
+    /// Σ step losses in order, from the first.
+    loss: F32,
+    steps: i64,
+    correct: Option<usize>,
+    samples: usize,
+}
+
+/// What one call into the core's training loop did.
+#[derive(Default)]
+struct Chunk {
+    /// (epoch, mean step loss, accuracy, samples, whole) of every epoch that ended.
+    epochs: Vec<(i64, F32, Option<f64>, usize, bool)>,
+    steps: u64,
+    losses: Vec<F32>,
+    reached: bool,
+}
+
+/// Bit-reproducible MLP training on softf32 (see the stubs, `_nxrs.pyi`, for the documentation).
 #[pyclass(module = "nxrs", name = "Trainer")]
 pub struct PyTrainer {
     inner: Trainer,
+    tally: Option<Tally>,
 }
 
 impl PyTrainer {
     pub(crate) fn from_core(inner: Trainer) -> PyTrainer {
-        PyTrainer { inner }
+        PyTrainer { inner, tally: None }
+    }
+
+    /// `(x, y)` as a data set for this model, every input rule checked.
+    fn dataset(&self, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+        let (cells, shape) = inputs::features(x, 2)?;
+        let outputs = self.inner.mlp().outputs();
+        let data = match self.inner.config().loss {
+            Loss::CrossEntropy => {
+                let labels = inputs::labels(y, 1)?;
+                Dataset::new(shape[1], outputs, cells, &labels)
+            }
+            Loss::Mse => {
+                let ndims: &[usize] = if outputs == 1 { &[1, 2] } else { &[2] };
+                let (values, tshape) = inputs::targets(y, ndims)?;
+                let width = if tshape.len() == 1 { 1 } else { tshape[1] };
+                Dataset::regression(shape[1], cells, width, values)
+            }
+        }
+        .map_err(to_py)?;
+        self.inner.check_data(&data).map_err(to_py)?;
+        Ok(data)
+    }
+
+    /// One sample `(x, y)` (1-D features; a label, or the targets) as a data set of one.
+    fn sample(&self, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+        let (cells, _) = inputs::features(x, 1)?;
+        let features = cells.len();
+        let outputs = self.inner.mlp().outputs();
+        let data = match self.inner.config().loss {
+            Loss::CrossEntropy => {
+                let label = inputs::labels(y, 0)?;
+                Dataset::new(features, outputs, cells, &label)
+            }
+            Loss::Mse => {
+                let ndims: &[usize] = if outputs == 1 { &[0, 1] } else { &[1] };
+                let (values, _) = inputs::targets(y, ndims)?;
+                let width = values.len();
+                Dataset::regression(features, cells, width, values)
+            }
+        }
+        .map_err(to_py)?;
+        self.inner.check_data(&data).map_err(to_py)?;
+        Ok(data)
+    }
+
+    /// Features for inference: 2-D, the model's feature count, finite, not empty.
+    fn features(&self, x: &Bound<'_, PyAny>) -> PyResult<(Vec<F32>, usize)> {
+        let (cells, shape) = inputs::features(x, 2)?;
+        let n = shape[0];
+        // The dataset's checks (size, finiteness), with placeholder labels.
+        let data = Dataset::new(shape[1], 1, cells, &vec![0u8; n]).map_err(to_py)?;
+        if data.features() != self.inner.mlp().inputs() {
+            return Err(InputError::new_err(format!(
+                "samples have {} features, the model takes {}",
+                data.features(),
+                self.inner.mlp().inputs()
+            )));
+        }
+        Ok((data.inputs().to_vec(), n))
+    }
+
+    /// Trains on `data` until `until`, with the GIL released for at most `max_seconds` (or
+    /// [`CHUNK`] when `signals`: then Ctrl-C is checked between chunks and the loop goes on
+    /// until `until`), at most `max_steps` steps. Tallies every epoch.
+    #[allow(clippy::too_many_arguments)]
+    fn train(
+        &mut self,
+        py: Python<'_>,
+        data: &Dataset,
+        until: Until,
+        max_steps: Option<u64>,
+        max_time: Duration,
+        keep_losses: bool,
+        signals: bool,
+    ) -> PyResult<Chunk> {
+        let mut total = Chunk::default();
+        loop {
+            let left = max_steps.map(|m| m - total.steps);
+            if left == Some(0) {
+                return Ok(total);
+            }
+            let chunk = self.chunk(py, data, until, left, max_time, keep_losses)?;
+            total.epochs.extend(chunk.epochs);
+            total.steps += chunk.steps;
+            total.losses.extend(chunk.losses);
+            total.reached = chunk.reached;
+            if chunk.reached || !signals {
+                return Ok(total);
+            }
+            py.check_signals()?;
+        }
+    }
+
+    fn chunk(
+        &mut self,
+        py: Python<'_>,
+        data: &Dataset,
+        until: Until,
+        max_steps: Option<u64>,
+        max_time: Duration,
+        keep_losses: bool,
+    ) -> PyResult<Chunk> {
+        let PyTrainer { inner, tally } = self;
+        let batches = inner.config().batches_per_epoch(data.len()) as i64;
+        let start = Instant::now();
+        let mut out = Chunk::default();
+        let mut stop_at_epoch_end = false;
+        let flow = py
+            .detach(|| {
+                inner.run(data, until, |t, event| {
+                    let Event::Step(report) = event else {
+                        return if stop_at_epoch_end {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        };
+                    };
+                    out.steps += 1;
+                    if keep_losses {
+                        out.losses.push(report.loss);
+                    }
+                    let s = t.state();
+                    let (epoch, batch) = if s.batch == 0 {
+                        (s.epoch - 1, batches - 1)
+                    } else {
+                        (s.epoch, s.batch - 1)
+                    };
+                    let mut current = match *tally {
+                        Some(t) if t.epoch == epoch && t.next_batch == batch => Tally {
+                            loss: t.loss + report.loss,
+                            steps: t.steps + 1,
+                            correct: t.correct.zip(report.correct).map(|(a, b)| a + b),
+                            samples: t.samples + report.samples,
+                            next_batch: batch + 1,
+                            ..t
+                        },
+                        _ => Tally {
+                            epoch,
+                            next_batch: batch + 1,
+                            whole: batch == 0,
+                            loss: report.loss,
+                            steps: 1,
+                            correct: report.correct,
+                            samples: report.samples,
+                        },
+                    };
+                    let epoch_done = s.batch == 0;
+                    if epoch_done {
+                        let accuracy = current.correct.map(|c| c as f64 / current.samples as f64);
+                        let mean = current.loss / F32::from_i64(current.steps);
+                        out.epochs
+                            .push((epoch, mean, accuracy, current.samples, current.whole));
+                        *tally = None;
+                    } else {
+                        current.next_batch = batch + 1;
+                        *tally = Some(current);
+                    }
+                    let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
+                    if out_of_steps || start.elapsed() >= max_time {
+                        if epoch_done {
+                            // The epoch-end event comes next: stop after it.
+                            stop_at_epoch_end = true;
+                            return ControlFlow::Continue(());
+                        }
+                        return ControlFlow::Break(());
+                    }
+                    ControlFlow::Continue(())
+                })
+            })
+            .map_err(to_py)?;
+        let _ = flow;
+        out.reached = reached(&self.inner, until);
+        Ok(out)
+    }
+
+    fn reset_tally(&mut self) {
+        self.tally = None;
+    }
+}
+
+fn reached(trainer: &Trainer, until: Until) -> bool {
+    match until {
+        Until::Epoch(e) => trainer.state().epoch >= e,
+        Until::Step(s) => trainer.state().step >= s,
+    }
+}
+
+fn seconds(max_seconds: Option<f64>) -> PyResult<Duration> {
+    match max_seconds {
+        None => Ok(Duration::MAX),
+        Some(s) => Duration::try_from_secs_f64(s)
+            .map_err(|_| PyValueError::new_err(format!("max_seconds = {s} is not a duration"))),
     }
 }
 
 #[pymethods]
 impl PyTrainer {
     #[new]
-    // Written out: the defaults of AnyInt parameters would show as `...`.
-    #[pyo3(
-        text_signature = "(seed=1, *, sizes=[6, 10, 4], lr=0.01, beta1=0.9, beta2=0.999, eps=1e-08)"
-    )]
     #[pyo3(signature = (
-        seed = AnyInt::new(1),
+        layers = None,
         *,
-        sizes = vec![AnyInt::new(6), AnyInt::new(10), AnyInt::new(4)],
-        lr = 0.01,
-        beta1 = 0.9,
-        beta2 = 0.999,
-        eps = 1e-8,
+        seed = None,
+        sizes = None,
+        loss = None,
+        math = None,
+        init = None,
+        optimizer = None,
+        lr = None,
+        beta1 = None,
+        beta2 = None,
+        eps = None,
+        weight_decay = None,
+        momentum = None,
+        schedule = None,
+        warmup_steps = None,
+        total_steps = None,
+        step_size = None,
+        gamma = None,
+        clip_norm = None,
+        batch_size = None,
+        grad_block = None,
+        shuffle = None,
+        drop_last = None,
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
-        seed: AnyInt,
-        sizes: Vec<AnyInt>,
-        lr: f64,
-        beta1: f64,
-        beta2: f64,
-        eps: f64,
+        layers: Option<Vec<AnyInt>>,
+        seed: Option<AnyInt>,
+        sizes: Option<Vec<AnyInt>>,
+        loss: Option<String>,
+        math: Option<String>,
+        init: Option<String>,
+        optimizer: Option<String>,
+        lr: Option<f64>,
+        beta1: Option<f64>,
+        beta2: Option<f64>,
+        eps: Option<f64>,
+        weight_decay: Option<f64>,
+        momentum: Option<f64>,
+        schedule: Option<String>,
+        warmup_steps: Option<AnyInt>,
+        total_steps: Option<AnyInt>,
+        step_size: Option<AnyInt>,
+        gamma: Option<f64>,
+        clip_norm: Option<f64>,
+        batch_size: Option<AnyInt>,
+        grad_block: Option<AnyInt>,
+        shuffle: Option<bool>,
+        drop_last: Option<bool>,
     ) -> PyResult<Self> {
-        let seed = seed.to_i64("seed", ConfigError::new_err)?;
-        let sizes = sizes
-            .iter()
-            .enumerate()
-            .map(|(k, n)| n.to_i64(&format!("sizes[{k}]"), ConfigError::new_err))
-            .collect::<PyResult<Vec<i64>>>()?;
-        let config = TrainerConfig {
-            sizes: layer_sizes(&sizes).map_err(to_py)?,
-            adam: AdamConfig::from_f64(lr, beta1, beta2, eps).map_err(to_py)?,
+        let options = Options {
+            seed,
+            sizes,
+            loss,
+            math,
+            init,
+            optimizer,
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            momentum,
+            schedule,
+            warmup_steps,
+            total_steps,
+            step_size,
+            gamma,
+            clip_norm,
+            batch_size,
+            grad_block,
+            shuffle,
+            drop_last,
         };
-        let inner = Trainer::new(&config, seed).map_err(to_py)?;
-        Ok(PyTrainer { inner })
+        let config = build_config(layers, options)?;
+        Ok(PyTrainer::from_core(Trainer::new(config).map_err(to_py)?))
     }
 
-    /// One Adam step on one sample; returns the sample's loss before the update. x and y follow
-    /// the rules of train_until (1-D features, one integer label).
+    /// The seed program's model: `Trainer(seed=seed)`.
+    #[classmethod]
+    #[pyo3(signature = (seed = AnyInt::new(1)), text_signature = "(seed=1)")]
+    fn seed_model(_cls: &Bound<'_, pyo3::types::PyType>, seed: AnyInt) -> PyResult<Self> {
+        let seed = seed.to_i64("seed", ConfigError::new_err)?;
+        let config = TrainerConfig::seed_style(vec![6, 10, 4], seed);
+        Ok(PyTrainer::from_core(Trainer::new(config).map_err(to_py)?))
+    }
+
+    /// One optimiser step on one sample, outside the epoch structure; returns its loss.
     fn step(
         &mut self,
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
     ) -> PyResult<f64> {
-        let (x, _) = inputs::features(x, 1)?;
-        let y = inputs::labels(y, 0)?[0]; // a 0-d array holds one value
+        let data = self.sample(x, y)?;
         let inner = &mut self.inner;
-        let loss = py.detach(|| inner.step(&x, y)).map_err(to_py)?;
+        let loss = py.detach(|| inner.step(&data, &[0])).map_err(to_py)?;
+        self.reset_tally();
         Ok(float_of(loss))
     }
 
-    /// Trains whole epochs over (x, y), every sample in order, until `epoch` epochs are done.
-    /// x: float32, or float64 rounded to float32 by numpy; y: any integer dtype, exactly; lists
-    /// through numpy.asarray. InputError for other dtypes, shapes, NaN/inf, labels out of range.
+    /// Trains until `epoch` epochs are complete.
     fn train_until(
         &mut self,
         py: Python<'_>,
@@ -102,67 +613,199 @@ impl PyTrainer {
         epoch: AnyInt,
     ) -> PyResult<()> {
         let epoch = epoch.to_i64("epoch", InputError::new_err)?;
-        let (x, shape) = inputs::features(x, 2)?;
-        let y = inputs::labels(y, 1)?;
-        let classes = self.inner.mlp().classes();
-        let data = Dataset::new(shape[1], classes, x, &y).map_err(to_py)?;
-        // Whole epochs in chunks, with the GIL released; Ctrl-C is honoured between chunks.
-        let epochs_per_chunk = (STEPS_PER_SIGNAL_CHECK / data.len()).max(1) as i64;
-        while self.inner.state().epoch < epoch {
-            let target = epoch.min(self.inner.state().epoch.saturating_add(epochs_per_chunk));
-            let inner = &mut self.inner;
-            py.detach(|| inner.train_until(&data, target))
-                .map_err(to_py)?;
-            py.check_signals()?;
-        }
+        let data = self.dataset(x, y)?;
+        self.train(py, &data, Until::Epoch(epoch), None, CHUNK, false, true)?;
         Ok(())
     }
 
-    /// Writes the whole training state to `path`, crash-safely: a temporary file in the same
-    /// directory, fsync, rename over `path`, fsync of the directory. "v2" (the default) is the
-    /// self-describing, checksummed format; "v1" is the seed program's layout.
-    #[pyo3(signature = (path, *, format = "v2"))]
+    /// `steps` optimiser steps in the epoch structure; their losses.
+    fn train_steps(
+        &mut self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+        steps: AnyInt,
+    ) -> PyResult<Vec<f64>> {
+        let steps = steps.to_i64("steps", InputError::new_err)?;
+        if steps < 0 {
+            return Err(InputError::new_err(format!(
+                "steps = {steps} must be at least 0"
+            )));
+        }
+        let data = self.dataset(x, y)?;
+        let until = Until::Step(self.inner.state().step.saturating_add(steps));
+        let chunk = self.train(py, &data, until, None, CHUNK, true, true)?;
+        Ok(chunk.losses.into_iter().map(float_of).collect())
+    }
+
+    /// Trains as `nxrs._fit.fit` describes.
+    #[pyo3(signature = (
+        x, y, epochs, *, validation_data = None, checkpoint = None, every = None, resume = true,
+        progress = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn fit<'py>(
+        slf: &Bound<'py, Self>,
+        x: &Bound<'py, PyAny>,
+        y: &Bound<'py, PyAny>,
+        epochs: &Bound<'py, PyAny>,
+        validation_data: Option<&Bound<'py, PyAny>>,
+        checkpoint: Option<&Bound<'py, PyAny>>,
+        every: Option<&Bound<'py, PyAny>>,
+        resume: bool,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let fit = py.import("nxrs._fit")?.getattr("fit")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("validation_data", validation_data)?;
+        kwargs.set_item("checkpoint", checkpoint)?;
+        kwargs.set_item("every", every)?;
+        kwargs.set_item("resume", resume)?;
+        kwargs.set_item("progress", progress)?;
+        fit.call((slf, x, y, epochs), Some(&kwargs))
+    }
+
+    /// `(x, y)` converted and checked once, for `_run`.
+    fn _dataset(&self, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
+        Ok(PyDataset {
+            inner: self.dataset(x, y)?,
+        })
+    }
+
+    /// Trains on `dataset` towards `epochs` complete epochs, returning after at most
+    /// `max_steps` steps or about `max_seconds` (the GIL released meanwhile): `(epochs ended,
+    /// steps done, last step loss)`, each ended epoch as `(epoch, mean step loss, accuracy,
+    /// samples, whole)`.
+    #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None))]
+    fn _run<'py>(
+        &mut self,
+        py: Python<'py>,
+        dataset: PyRef<'_, PyDataset>,
+        epochs: AnyInt,
+        max_steps: Option<u64>,
+        max_seconds: Option<f64>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let epochs = epochs.to_i64("epochs", InputError::new_err)?;
+        let max_time = seconds(max_seconds)?;
+        let data = &dataset.inner;
+        let chunk = self.train(
+            py,
+            data,
+            Until::Epoch(epochs),
+            max_steps,
+            max_time,
+            true,
+            false,
+        )?;
+        let ended = PyList::empty(py);
+        for (epoch, loss, accuracy, samples, whole) in chunk.epochs {
+            ended.append((epoch, float_of(loss), accuracy, samples, whole))?;
+        }
+        let last = chunk.losses.last().map(|&l| float_of(l));
+        (ended, chunk.steps, last).into_pyobject(py)
+    }
+
+    /// The model's outputs: probabilities (cross-entropy) or values (mse), float32 (N, n_out).
+    fn predict_proba<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
+        let (cells, n) = self.features(x)?;
+        let inner = &self.inner;
+        let out = py.detach(|| inner.predict(&cells)).map_err(to_py)?;
+        PyArray1::from_vec(py, floats(&out)).reshape([n, self.inner.mlp().outputs()])
+    }
+
+    /// Class indices (int64, (N,)) for cross-entropy; the outputs for mse.
+    fn predict<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let (cells, n) = self.features(x)?;
+        let inner = &self.inner;
+        let outputs = inner.mlp().outputs();
+        let out = py.detach(|| inner.predict(&cells)).map_err(to_py)?;
+        match inner.config().loss {
+            Loss::CrossEntropy => {
+                let math = inner.config().math;
+                let labels: Vec<i64> = out
+                    .chunks(outputs)
+                    .map(|p| argmax(math, p) as i64)
+                    .collect();
+                Ok(PyArray1::from_vec(py, labels).into_any())
+            }
+            Loss::Mse => Ok(PyArray1::from_vec(py, floats(&out))
+                .reshape([n, outputs])?
+                .into_any()),
+        }
+    }
+
+    /// `(loss, accuracy)` on `(x, y)`; accuracy None for mse.
+    fn evaluate(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<(f64, Option<f64>)> {
+        let data = self.dataset(x, y)?;
+        let inner = &self.inner;
+        let e = py.detach(|| inner.evaluate(&data)).map_err(to_py)?;
+        let accuracy = e.correct.map(|c| c as f64 / e.samples as f64);
+        Ok((float_of(e.loss), accuracy))
+    }
+
+    /// Writes the whole training state to `path`, crash-safely.
+    #[pyo3(signature = (path, *, format = "v2", metadata = None))]
     fn save(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
         format: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let save = match format {
-            "v1" => nxck::v1::save,
-            "v2" => nxck::v2::save,
+        let format = match format {
+            "v1" => Format::V1,
+            "v2" => Format::V2,
             other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                return Err(PyValueError::new_err(format!(
                     "unknown checkpoint format {other:?} (known: 'v1', 'v2')"
                 )))
             }
         };
+        let metadata: Vec<(String, String)> = match metadata {
+            None => Vec::new(),
+            Some(m) => m
+                .call_method0("items")?
+                .try_iter()?
+                .map(|item| item?.extract::<(String, String)>())
+                .collect::<PyResult<_>>()?,
+        };
         let inner = &self.inner;
-        py.detach(|| save(inner, &path)).map_err(to_py)
+        py.detach(|| checkpoint::save_with_metadata(inner, &path, format, metadata))
+            .map_err(to_py)
     }
 
-    /// A trainer rebuilt from a checkpoint, all checksums verified. A v2 file carries its own
-    /// configuration; a v1 file has none and is read as the seed model with the default
-    /// hyperparameters (for another model, build the trainer and call `restore`).
+    /// A trainer rebuilt from a checkpoint, all checksums verified.
     #[classmethod]
     fn load(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
     ) -> PyResult<Self> {
-        let inner = py.detach(|| nxck::load_trainer(&path)).map_err(to_py)?;
-        Ok(PyTrainer { inner })
+        let inner = py.detach(|| checkpoint::load(&path)).map_err(to_py)?;
+        Ok(PyTrainer::from_core(inner))
     }
 
-    /// Replaces this trainer's whole state with the checkpoint's (v1 or v2; a v2 file must hold
-    /// this trainer's configuration). On any error nothing changes.
+    /// Replaces this trainer's whole state with the checkpoint's.
     fn restore(
         &mut self,
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
     ) -> PyResult<()> {
         let inner = &mut self.inner;
-        py.detach(|| nxck::restore(inner, &path)).map_err(to_py)
+        py.detach(|| checkpoint::restore(inner, &path))
+            .map_err(to_py)?;
+        self.reset_tally();
+        Ok(())
     }
 
     /// The seed program's state hash (`hstate`) of the weights.
@@ -170,7 +813,7 @@ impl PyTrainer {
         self.inner.seed_hash()
     }
 
-    /// A 64-bit hash of the whole state: weights, Adam moments, epoch and bias-correction powers.
+    /// A 64-bit hash of the whole state.
     fn state_hash(&self) -> u64 {
         self.inner.state_hash()
     }
@@ -179,9 +822,9 @@ impl PyTrainer {
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         let state = self.inner.state();
-        let shapes = nxck::model_tensors(self.inner.mlp());
-        for ((name, cells), (_, shape)) in state.tensors().into_iter().zip(shapes) {
-            // Weight matrices (and their moments) come out as (outputs, inputs).
+        let second = self.inner.config().optimizer.kind.has_second_moments();
+        let layout = TrainState::layout(self.inner.mlp(), second);
+        for (cells, (name, shape)) in state.tensors().into_iter().zip(layout) {
             let array = PyArray1::from_vec(py, floats(cells)).reshape(shape)?;
             dict.set_item(name, array)?;
         }
@@ -194,13 +837,23 @@ impl PyTrainer {
         self.inner.state().epoch
     }
 
-    /// `beta1^t` after `t` steps (a running product, as the seed keeps it).
+    /// Batches of the current epoch already done.
+    #[getter]
+    fn batch(&self) -> i64 {
+        self.inner.state().batch
+    }
+
+    /// Optimiser steps taken in total.
+    #[getter]
+    fn steps(&self) -> i64 {
+        self.inner.state().step
+    }
+
     #[getter]
     fn b1t(&self) -> f64 {
         float_of(self.inner.state().b1t)
     }
 
-    /// `beta2^t` after `t` steps.
     #[getter]
     fn b2t(&self) -> f64 {
         float_of(self.inner.state().b2t)
@@ -212,14 +865,20 @@ impl PyTrainer {
         self.inner.mlp().sizes().to_vec()
     }
 
-    /// Adam's hyperparameters as binary32 values: lr, beta1, beta2, eps.
+    /// The optimiser's hyperparameters as binary32 values.
     #[getter]
     fn hyperparameters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        for (name, value) in self.inner.config().adam.named() {
+        for (name, value) in self.inner.config().optimizer.named() {
             dict.set_item(name, float_of(value))?;
         }
         Ok(dict)
+    }
+
+    /// The configuration, with TRAINING.md's keys.
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        config_dict(py, self.inner.config(), false)
     }
 
     fn __repr__(&self) -> String {
@@ -232,11 +891,45 @@ impl PyTrainer {
     }
 }
 
+/// Training data converted and checked once for a trainer (`Trainer._dataset`).
+#[pyclass(module = "nxrs", name = "Dataset", frozen)]
+pub struct PyDataset {
+    inner: Dataset,
+}
+
+#[pymethods]
+impl PyDataset {
+    /// The data's FNV-1a fingerprint as 16 lowercase hex digits (features' bits, labels or
+    /// targets, shapes).
+    #[getter]
+    fn fingerprint(&self) -> String {
+        format!("{:016x}", self.inner.fingerprint())
+    }
+
+    /// Number of features per sample.
+    #[getter]
+    fn features(&self) -> usize {
+        self.inner.features()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Dataset(samples={}, features={}, fingerprint={:016x})",
+            self.inner.len(),
+            self.inner.features(),
+            self.inner.fingerprint()
+        )
+    }
+}
+
 /// Features (samples, features) and labels (samples,), as numpy arrays.
 type Samples<'py> = (Bound<'py, numpy::PyArray2<f32>>, Bound<'py, PyArray1<i64>>);
 
-/// The seed's synthetic dataset as (x float32 (samples, features), y int64 (samples,)). Sizes at
-/// least 1, samples * features at most 2**28 (InputError).
+/// The seed's synthetic dataset.
 #[pyfunction]
 #[pyo3(
     signature = (samples = AnyInt::new(8), features = AnyInt::new(6), classes = AnyInt::new(4)),
@@ -256,8 +949,37 @@ pub fn seed_dataset(
     )
     .map_err(to_py)?;
     let x = floats(data.inputs());
-    // Labels are below classes <= 2^63 - 1: they fit in i64.
-    let y: Vec<i64> = data.labels().iter().map(|&l| l as i64).collect();
+    let y: Vec<i64> = match data.targets() {
+        nxrs_core::dataset::Targets::Labels { labels, .. } => {
+            labels.iter().map(|&l| l as i64).collect()
+        }
+        nxrs_core::dataset::Targets::Values { .. } => unreachable!("the seed's data has labels"),
+    };
     let x = PyArray1::from_vec(py, x).reshape([data.len(), data.features()])?;
     Ok((x, PyArray1::from_vec(py, y)))
+}
+
+/// The permutation of `n` items drawn from the stream `(seed, domain, index)`
+/// (`docs/TRAINING.md`, section 9); `domain` is "init", "shuffle" or "split".
+#[pyfunction]
+pub fn permutation(seed: AnyInt, domain: &str, index: u64, n: usize) -> PyResult<Vec<usize>> {
+    use nxrs_core::rng::{Domain, Stream};
+    let seed = seed.to_i64("seed", InputError::new_err)?;
+    let domain = match domain {
+        "init" => Domain::Init,
+        "shuffle" => Domain::Shuffle,
+        "split" => Domain::Split,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "domain {other:?} is not known (known: 'init', 'shuffle', 'split')"
+            )))
+        }
+    };
+    if n > nxrs_core::dataset::MAX_CELLS {
+        return Err(InputError::new_err(format!(
+            "n = {n} is more than {} items",
+            nxrs_core::dataset::MAX_CELLS
+        )));
+    }
+    Ok(Stream::new(seed, domain, index).permutation(n))
 }
