@@ -24,12 +24,14 @@ True
 """
 
 from nxrs import softf32
+from nxrs._fit import History
 from nxrs._nxrs import (
     BadMagicError,
     Checkpoint,
     CheckpointError,
     ChecksumError,
     ConfigError,
+    Dataset,
     HeaderError,
     InputError,
     LengthError,
@@ -54,7 +56,9 @@ __all__ = [
     "ChecksumError",
     "ConfigError",
     "CorruptCheckpointWarning",
+    "Dataset",
     "HeaderError",
+    "History",
     "InputError",
     "LengthError",
     "MismatchError",

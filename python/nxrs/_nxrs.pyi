@@ -1,5 +1,7 @@
 """Type stubs of the compiled extension ``nxrs._nxrs`` (Rust, PyO3)."""
 
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, final
 
@@ -7,12 +9,16 @@ import numpy as np
 import numpy.typing as npt
 from _typeshed import StrOrBytesPath
 
+from nxrs._fit import History
+from nxrs.manager import CheckpointManager
+
 __all__ = [
     "BadMagicError",
     "Checkpoint",
     "CheckpointError",
     "ChecksumError",
     "ConfigError",
+    "Dataset",
     "HeaderError",
     "InputError",
     "LengthError",
@@ -30,6 +36,7 @@ __all__ = [
     "f32_to_i64",
     "f32_unary",
     "open",
+    "permutation",
     "seed_dataset",
     "sweep_temp_files",
 ]
@@ -67,90 +74,185 @@ class ChecksumError(CheckpointError):
 
 @final
 class Trainer:
-    """Bit-reproducible MLP training with Adam, on softf32.
+    """Bit-reproducible MLP training on softf32 (``docs/TRAINING.md`` defines every bit).
 
-    ``Trainer(seed=1)`` is the seed program's model: 6 inputs, 10 ReLU hidden units, 4 softmax
-    classes, weights from the seed's deterministic init, Adam with the seed's hyperparameters.
+    Two families of configurations, every keyword defaulting to its family's value:
 
-    ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside); the init is exact for
-    all of them. ``sizes`` needs at least two entries, each in 1 ..= 2**24, with at most 2**28
-    parameters in all (ConfigError otherwise, negative entries included).
+    - ``Trainer(layers=[n_in, ..., n_out], ...)``, the general trainer, with TRAINING.md's
+      defaults: loss "cross_entropy", math "ieee", init "he", seed 0, Adam lr 0.001 (0.9,
+      0.999, 1e-8), batch_size 32, shuffle True, weight_decay 0.01 for "adamw" else 0.
+    - ``Trainer()`` / ``Trainer(seed=1)`` / ``Trainer.seed_model()``: the seed program's model
+      (sizes [6, 10, 4], the seed's math and init, seed 1, the seed's Adam, batch 1, no
+      shuffle); ``sizes=`` changes its layer sizes (``layers`` and ``sizes`` together is a
+      ConfigError), other keywords override its values.
+
+    ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside). Layer sizes need at least
+    two entries, each in 1 ..= 2**24, with at most 2**28 parameters in all (ConfigError).
 
     Hyperparameters given as Python floats are rounded to binary32 (to nearest even), then
     checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
-    ``eps`` finite, positive and normal as binary32 (2**-126 ≈ 1.18e-38 up to ≈ 3.40e38; so
-    ``lr=1e40``, which rounds to inf, and ``eps=1e-40``, a subnormal, are refused), ``beta1``
-    and ``beta2`` in [0, 1) (0.999999999 rounds to 1.0 and is refused).
+    ``eps`` finite, positive and normal as binary32 (so ``lr=1e40``, which rounds to inf, and
+    ``eps=1e-40``, a subnormal, are refused), ``beta1``, ``beta2`` and ``momentum`` in [0, 1),
+    ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd").
 
-    >>> t = Trainer(seed=1, sizes=[6, 10, 4], lr=0.01)
-    >>> t.epoch
-    0
+    >>> t = Trainer(layers=[4, 8, 3], batch_size=2, lr=0.01)
+    >>> t.config["math"], t.config["batch_size"], t.steps
+    ('ieee', 2, 0)
     """
 
     def __new__(
         cls,
-        seed: int = 1,
+        layers: Sequence[int] | None = None,
         *,
-        sizes: list[int] = ...,
-        lr: float = 0.01,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        eps: float = 1e-8,
+        seed: int | None = None,
+        sizes: Sequence[int] | None = None,
+        loss: Literal["cross_entropy", "mse"] | None = None,
+        math: Literal["seed", "ieee"] | None = None,
+        init: Literal["seed", "he", "glorot"] | None = None,
+        optimizer: Literal["adam", "adamw", "sgd"] | None = None,
+        lr: float | None = None,
+        beta1: float | None = None,
+        beta2: float | None = None,
+        eps: float | None = None,
+        weight_decay: float | None = None,
+        momentum: float | None = None,
+        schedule: Literal["constant", "linear", "step"] | None = None,
+        warmup_steps: int | None = None,
+        total_steps: int | None = None,
+        step_size: int | None = None,
+        gamma: float | None = None,
+        clip_norm: float | None = None,
+        batch_size: int | None = None,
+        grad_block: int | None = None,
+        shuffle: bool | None = None,
+        drop_last: bool | None = None,
     ) -> Trainer: ...
-    def step(self, x: npt.ArrayLike, y: int | np.integer[Any]) -> float:
-        """One Adam step on one sample; returns its cross-entropy loss before the update.
+    @classmethod
+    def seed_model(cls, seed: int = 1) -> Trainer:
+        """The seed program's model (``Trainer(seed=seed)``)."""
+    def fit(
+        self,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        epochs: int,
+        *,
+        validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
+        every: int | None = None,
+        resume: bool = True,
+        progress: bool | None = None,
+    ) -> History:
+        """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
-        ``x`` holds the features (1-D) and ``y`` the label, under the rules of ``train_until``.
-        Does not count epochs. Raises InputError for a bad sample; the trainer is unchanged.
+        ``epochs`` is the final epoch count, as Keras reads ``epochs`` with ``initial_epoch``:
+        a trainer at step 70 of epoch 3 finishes epoch 3 first and stops after epoch ``epochs``
+        (nothing happens when they are already complete). ``x``, ``y`` follow the input rules of
+        ``train_until``; for ``loss="mse"`` ``y`` holds float targets, shape (N, n_out) or (N,)
+        when n_out is 1. ``validation_data=(x_val, y_val)`` is evaluated after every epoch.
+
+        ``checkpoint``: a directory (a ``CheckpointManager`` with ``keep=3`` is made for it) or
+        a ``CheckpointManager``. Checkpoints are named by the global step and written
+        crash-safely when the step count is a multiple of ``every`` (if given) and at the end.
+        Each records the data's fingerprint and nxrs's version (``nxrs.open(p).metadata``).
+        With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
+        MismatchError (nothing changed) when it was written for another configuration, for
+        other data (fingerprint), or not by ``fit`` (no fingerprint, or a v1 file). With
+        ``resume=False`` the trainer trains from its current state and the directory's old
+        checkpoints are left where they are (subject to the manager's pruning, which goes by
+        step: use a fresh directory for a fresh run).
+
+        The GIL is released while computing. Ctrl-C stops at a step boundary, saves a checkpoint
+        when one is configured, and re-raises KeyboardInterrupt. ``progress``: a tqdm bar with
+        epoch, loss and samples/s; by default only when stderr is a terminal.
+        """
+    def step(self, x: npt.ArrayLike, y: npt.ArrayLike) -> float:
+        """One optimiser step on one sample; returns its loss (before the update).
+
+        ``x`` holds the features (1-D) and ``y`` the label (or, for mse, the targets), under
+        the rules of ``train_until``. Counts a step, not an epoch or batch. Raises InputError
+        for a bad sample; the trainer is then unchanged.
         """
     def train_until(self, x: npt.ArrayLike, y: npt.ArrayLike, epoch: int) -> None:
-        """Whole epochs over (x, y), every sample in order, until ``epoch`` epochs are done.
-
-        This is the seed's ``train_run``: after ``restore`` it continues an interrupted run
-        exactly. Nothing happens if the trainer is already at or past ``epoch``. The GIL is
+        """Trains until ``epoch`` epochs are complete (TRAINING.md section 3), continuing with
+        batch ``batch`` of epoch ``epoch``. Nothing happens if they already are. The GIL is
         released while training; Ctrl-C is honoured between chunks of steps.
 
         ``x`` (samples, features): float32 as is; float64 is rounded to float32 to nearest by
         numpy (``x.astype(np.float32)``); every other dtype is refused. ``y`` (samples,): any
         numpy integer dtype, signed or unsigned, converted exactly; floats, bools and objects
-        are refused. Lists and other array-likes go through ``np.asarray`` first, then the same
-        rules (so a list of Python floats is float64, one of ints is int64). InputError for
-        a refused dtype, a wrong number of dimensions or features, lengths that differ, no
-        samples, more than 2**28 feature values, a NaN or infinite feature, a label outside
-        0 ..< classes, or an ``epoch`` beyond 64 bits; the trainer is then unchanged.
+        are refused (for ``loss="mse"``: float targets as ``x``, (samples, n_out), or
+        (samples,) when n_out is 1). Lists and other array-likes go through ``np.asarray``
+        first. InputError for a refused dtype, a wrong number of dimensions or features,
+        lengths that differ, no samples, more than 2**28 feature values, a NaN or infinite
+        feature or target, a label outside 0 ..< n_out, or an ``epoch`` beyond 64 bits; the
+        trainer is then unchanged.
         """
-    def save(self, path: StrOrBytesPath, *, format: Literal["v1", "v2"] = "v2") -> None:
+    def train_steps(self, x: npt.ArrayLike, y: npt.ArrayLike, steps: int) -> list[float]:
+        """``steps`` optimiser steps in the epoch structure (as ``train_until``); their losses."""
+    def predict_proba(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """The model's outputs, float32 (N, n_out): softmax probabilities (cross-entropy) or
+        the output values (mse), in the same exact arithmetic as training."""
+    def predict(self, x: npt.ArrayLike) -> npt.NDArray[Any]:
+        """Class indices, int64 (N,), the maximum of ``predict_proba`` by TRAINING.md section
+        10's rule (cross-entropy); the outputs (mse)."""
+    def evaluate(self, x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float | None]:
+        """``(loss, accuracy)`` on ``(x, y)``: the mean sample loss (binary32) and correct / N;
+        accuracy is None for mse. Changes nothing."""
+    def save(
+        self,
+        path: StrOrBytesPath,
+        *,
+        format: Literal["v1", "v2"] = "v2",
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         """Writes the whole training state to ``path``, crash-safely.
 
         A temporary file in the same directory is written, fsynced and renamed over ``path``,
         then the directory is fsynced: after a crash at any instant ``path`` is the complete old
-        file or the complete new one. "v2" (the default) is self-describing and checksummed;
-        "v1" is the seed program's layout.
+        file or the complete new one. "v2" (the default) is self-describing and checksummed,
+        with optional string ``metadata``; "v1" is the seed program's layout (Adam, constant
+        rate, at an epoch boundary; no step counter, no metadata: InputError otherwise).
         """
     @classmethod
     def load(cls, path: StrOrBytesPath) -> Trainer:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
-        A v2 file carries its configuration; a v1 file is read as the seed model. The file is
-        read into memory (not mapped), so a program rewriting it meanwhile cannot crash the
-        process: the load gives a CheckpointError instead. Only regular files are read (an
-        OSError with errno EINVAL for a FIFO, socket or device; IsADirectoryError).
+        A v2 file carries its configuration; a v1 file is read as the seed model with its step
+        counter at 0 (v1 holds none). The file is read into memory (not mapped), so a program
+        rewriting it meanwhile cannot crash the process: the load gives a CheckpointError
+        instead. Only regular files are read (an OSError with errno EINVAL for a FIFO, socket or
+        device; IsADirectoryError).
         """
     def restore(self, path: StrOrBytesPath) -> None:
         """Replaces this trainer's whole state with the checkpoint's (v1 or v2).
 
-        A v2 file must hold this trainer's configuration (MismatchError otherwise). On any error
-        nothing changes. The file is read as by ``load``.
+        A v2 file must hold this trainer's configuration, seed included (MismatchError
+        otherwise). On any error nothing changes. The file is read as by ``load``.
         """
     def hash(self) -> int:
         """The seed program's state hash (``hstate``) of the weights."""
     def state_hash(self) -> int:
-        """64-bit FNV-1a over the whole state: weights, Adam moments, epoch, b1t, b2t."""
+        """64-bit FNV-1a over the whole state: every tensor, then epoch, b1t, b2t, step, batch."""
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]:
-        """Copies of every tensor (W1 b1 W2 b2 ... mW1 vW1 ...), weights shaped (out, in)."""
+        """Copies of every tensor (W1 b1 W2 b2 ... then the optimiser's slots), weights
+        shaped (out, in)."""
+    def _dataset(self, x: npt.ArrayLike, y: npt.ArrayLike) -> Dataset: ...
+    def _run(
+        self,
+        dataset: Dataset,
+        epochs: int,
+        max_steps: int | None = None,
+        max_seconds: float | None = None,
+    ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]: ...
     @property
     def epoch(self) -> int:
         """Completed epochs."""
+    @property
+    def batch(self) -> int:
+        """Batches of the current epoch already done."""
+    @property
+    def steps(self) -> int:
+        """Optimiser steps taken in total (``step`` of TRAINING.md section 3)."""
     @property
     def b1t(self) -> float:
         """``beta1**t`` after ``t`` steps, as the seed's running product."""
@@ -162,7 +264,22 @@ class Trainer:
         """Layer sizes, inputs first."""
     @property
     def hyperparameters(self) -> dict[str, float]:
-        """Adam's lr, beta1, beta2, eps as the binary32 values in use."""
+        """lr, beta1, beta2, eps, weight_decay, momentum as the binary32 values in use."""
+    @property
+    def config(self) -> dict[str, Any]:
+        """The configuration with TRAINING.md's keys (binary32 values as floats)."""
+
+@final
+class Dataset:
+    """Data converted and checked once for a trainer (``Trainer._dataset``)."""
+
+    @property
+    def fingerprint(self) -> str:
+        """FNV-1a over the features' bits, labels or targets and shapes: 16 hex digits."""
+    @property
+    def features(self) -> int:
+        """Features per sample."""
+    def __len__(self) -> int: ...
 
 @final
 class Checkpoint:
@@ -187,10 +304,13 @@ class Checkpoint:
         """Whether tensors view a memory mapping."""
     @property
     def config(self) -> dict[str, Any]:
-        """sizes, lr/beta1/beta2/eps (floats and ``*_bits``), math."""
+        """TRAINING.md's keys, ``sizes`` (the layers) and ``<key>_bits`` for binary32 values."""
     @property
     def scalars(self) -> dict[str, int]:
-        """epoch, b1t_bits, b2t_bits."""
+        """epoch, b1t_bits, b2t_bits, step, batch (as the file has them)."""
+    @property
+    def metadata(self) -> dict[str, str]:
+        """Free-form strings: ``fit`` records ``data_fingerprint`` and ``nxrs_version``."""
     def tensor_table(self) -> list[dict[str, Any]]:
         """name, dtype, shape, offset, nbytes, crc32c of each tensor, in file order."""
     def keys(self) -> list[str]:
@@ -220,6 +340,10 @@ def open(path: StrOrBytesPath, *, verify: bool = True) -> Checkpoint:
     The arrays view the mapping: do not rewrite the file in place while they are in use (see
     ``Checkpoint``). Only regular files are opened (OSError otherwise, as for ``Trainer.load``).
     """
+
+def permutation(seed: int, domain: str, index: int, n: int) -> list[int]:
+    """The permutation of ``n`` items from the stream ``(seed, domain, index)`` (TRAINING.md
+    section 9); ``domain`` is "init", "shuffle" or "split"."""
 
 def checkpoint_format(path: StrOrBytesPath) -> int:
     """The NXCK format version of a file (1 or 2), from its first 12 bytes."""

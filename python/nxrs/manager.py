@@ -17,6 +17,7 @@ import operator
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsIndex
@@ -116,13 +117,15 @@ class CheckpointManager:
             raise ValueError(f"step must be non-negative, not {step}")
         return self.directory / f"{self.prefix}-{step:012d}.nxck"
 
-    def save(self, trainer: Trainer, step: int) -> Path:
+    def save(self, trainer: Trainer, step: int, metadata: Mapping[str, str] | None = None) -> Path:
         """Saves ``trainer`` as the checkpoint of ``step`` (v2), then prunes; returns its path.
 
-        The file written is never deleted by this pruning; see the class for the rules.
+        ``metadata`` (strings) goes into the file (``nxrs.open(path).metadata``); ``fit`` records
+        the data's fingerprint there. The file written is never deleted by this pruning; see the
+        class for the rules.
         """
         path = self.path_for(step)
-        trainer.save(path)
+        trainer.save(path, metadata=metadata)
         self._prune(also_keep=path)
         return path
 
