@@ -1,5 +1,7 @@
 """The ``nxrs`` command line.
 
+- ``nxrs train``: train an MLP (by default on scikit-learn's bundled digits) and print its
+  accuracy, full-state hash and checkpoint; ``--json`` for a machine-readable summary.
 - ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
 - ``nxrs inspect FILE [--verify]``: what a checkpoint holds (and, with ``--verify``, whether
   every tensor is intact).
@@ -12,10 +14,23 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import nxrs
 from nxrs.gate import run_gate
 from nxrs.inspection import inspect_checkpoint
+from nxrs.training import CliError, train_command
+
+
+def _train(args: argparse.Namespace) -> int:
+    try:
+        return train_command(args, sys.stdout)
+    except BrokenPipeError:
+        raise
+    except (CliError, nxrs.NxrsError, OSError, ValueError) as err:
+        name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
+        print(f"nxrs train: {name}{err}", file=sys.stderr)
+        return 1
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -42,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"nxrs {nxrs.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_train(commands)
     gate = commands.add_parser(
         "gate",
         help="run the seed's checkpoint/resume proof (T1-T4) and the v2 checks (T5-T6)",
@@ -68,8 +84,89 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_train(commands: Any) -> None:
+    train = commands.add_parser(
+        "train",
+        help="train an MLP exactly (default: a quick run on scikit-learn's digits)",
+        description="Train an MLP with nxrs's exact arithmetic on a deterministic train/test "
+        "split, then print the final train and test accuracy, the full-state hash and the "
+        "checkpoint. With no arguments: 64-128-10 on scikit-learn's bundled 8x8 digits.",
+    )
+    train.add_argument(
+        "--data",
+        default="digits",
+        help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), a .npz file with "
+        "arrays X and y, or a .csv file with a header row",
+    )
+    train.add_argument(
+        "--target", default=None, help="the label column of a .csv file (default: the last)"
+    )
+    shape = train.add_mutually_exclusive_group()
+    shape.add_argument("--layers", default=None, help="layer sizes, inputs first, e.g. 64,128,10")
+    shape.add_argument(
+        "--hidden",
+        default=None,
+        help="hidden layer sizes, e.g. 128 or 256,128 (inputs and outputs from the data)",
+    )
+    train.add_argument("--epochs", type=int, default=20, help="epochs in all (default 20)")
+    train.add_argument("--batch-size", type=int, default=32, help="default 32")
+    train.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
+    train.add_argument(
+        "--optimizer", choices=["adam", "adamw", "sgd"], default="adam", help="default adam"
+    )
+    train.add_argument("--math", choices=["ieee", "seed"], default="ieee", help="default ieee")
+    train.add_argument(
+        "--seed", type=int, default=0, help="initialisation, shuffle and split seed (default 0)"
+    )
+    train.add_argument(
+        "--test-size",
+        type=float,
+        default=0.2,
+        help="fraction of the samples in the deterministic test split (default 0.2)",
+    )
+    train.add_argument(
+        "--ckpt-dir", type=Path, default=None, help="checkpoint directory (default: none)"
+    )
+    train.add_argument(
+        "--every", type=int, default=None, help="also checkpoint every N steps (needs --ckpt-dir)"
+    )
+    train.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="continue from the newest checkpoint in --ckpt-dir (default: --resume)",
+    )
+    train.add_argument(
+        "--json",
+        action="store_true",
+        help="print a machine-readable summary on stdout (train_accuracy, test_accuracy, "
+        "state_hash, epochs, steps, checkpoint, ...)",
+    )
+    train.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="PNG",
+        help="write loss/accuracy curves (needs matplotlib: pip install 'nxrs[plot]')",
+    )
+    train.set_defaults(run=_train, check=_check_train)
+
+
+def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.every is not None and args.ckpt_dir is None:
+        parser.error("--every needs --ckpt-dir")
+    if args.every is not None and args.every < 1:
+        parser.error("--every must be at least 1")
+    if not 0 < args.test_size < 1:
+        parser.error("--test-size must be between 0 and 1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check = getattr(args, "check", None)
+    if check is not None:
+        check(parser, args)
     code: int = args.run(args)
     return code
 

@@ -1,0 +1,210 @@
+"""``nxrs train``: data loading, the deterministic split (TRAINING.md section 12), a run, and
+its summary."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+import nxrs
+from nxrs._nxrs import permutation
+
+__all__ = ["CliError", "load_data", "split", "train_command"]
+
+F32Array = npt.NDArray[np.float32]
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with exit status 1."""
+
+
+def load_digits() -> tuple[F32Array, npt.NDArray[np.int64]]:
+    """scikit-learn's bundled 8x8 digits: pixels ``/ 16`` (exact in binary32), labels 0..9."""
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    d = sk_load_digits()
+    x = np.asarray(d.data).astype(np.float32) / np.float32(16)
+    return x, np.asarray(d.target, dtype=np.int64)
+
+
+def load_data(spec: str, target: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """``digits``, an ``.npz`` with arrays ``X`` and ``y``, or a ``.csv`` with a header row and
+    the label column ``target`` (default: the last column)."""
+    if spec == "digits":
+        return load_digits()
+    path = Path(spec)
+    if not path.is_file():
+        raise CliError(f"--data {spec}: no such file (use 'digits' or a .npz/.csv file)")
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in ("X", "y") if k not in f.files]
+            if missing:
+                raise CliError(f"{path}: missing array(s) {missing} (has {f.files})")
+            return np.asarray(f["X"]), np.asarray(f["y"])
+    if path.suffix == ".csv":
+        return _load_csv(path, target)
+    raise CliError(f"{path}: unknown data format {path.suffix!r} (use .npz or .csv)")
+
+
+def _load_csv(path: Path, target: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    if len(rows) < 2:
+        raise CliError(f"{path}: a header row and at least one data row are needed")
+    header, body = rows[0], rows[1:]
+    column = header[-1] if target is None else target
+    if column not in header:
+        raise CliError(f"{path}: no column {column!r} (columns: {', '.join(header)})")
+    k = header.index(column)
+    try:
+        table = np.array([[float(v) for v in row] for row in body], dtype=np.float64)
+    except ValueError as err:
+        raise CliError(f"{path}: not a numeric table: {err}") from err
+    x = np.delete(table, k, axis=1)
+    labels = table[:, k]
+    if np.all(labels == np.round(labels)):
+        return x, labels.astype(np.int64)
+    return x, labels
+
+
+def split(n: int, test_size: float, seed: int) -> tuple[list[int], list[int]]:
+    """TRAINING.md section 12: ``n_test = ceil(test_size * n)``; the permutation of the stream
+    ``(seed, SPLIT, 0)``; its first ``n_test`` samples are the test set, the rest training.
+
+    >>> split(10, 0.3, 0)
+    ([7, 6, 5, 4, 2, 1, 0], [3, 9, 8])
+    """
+    n_test = math.ceil(test_size * n)
+    if not 0 < n_test < n:
+        raise CliError(f"--test-size {test_size} of {n} samples leaves an empty part")
+    order = permutation(seed, "split", 0, n)
+    return order[n_test:], order[:n_test]
+
+
+def _layers(args: Any, x: npt.NDArray[Any], y: npt.NDArray[Any], loss: str) -> list[int]:
+    if args.layers is not None:
+        try:
+            return [int(v) for v in args.layers.split(",")]
+        except ValueError as err:
+            raise CliError(f"--layers {args.layers!r}: comma-separated integers expected") from err
+    n_in = int(x.shape[1]) if x.ndim == 2 else 0
+    if loss == "mse":
+        n_out = 1 if y.ndim == 1 else int(y.shape[1])
+    else:
+        n_out = int(y.max()) + 1 if y.size and np.issubdtype(y.dtype, np.integer) else 1
+    hidden = [int(v) for v in str(args.hidden).split(",")] if args.hidden else [128]
+    return [n_in, *hidden, n_out]
+
+
+def train_command(args: Any, out: TextIO) -> int:
+    """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``)."""
+    start = time.perf_counter()
+    x, y = load_data(args.data, args.target)
+    loss = "cross_entropy" if np.issubdtype(np.asarray(y).dtype, np.integer) else "mse"
+    train_idx, test_idx = split(len(x), args.test_size, args.seed)
+    x_train, y_train, x_test, y_test = x[train_idx], y[train_idx], x[test_idx], y[test_idx]
+    layers = _layers(args, x, y, loss)
+    trainer = nxrs.Trainer(
+        layers=layers,
+        loss=loss,
+        math=args.math,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        seed=args.seed,
+        batch_size=args.batch_size,
+    )
+    if not args.json:
+        print(
+            f"nxrs train: {args.data}: {len(train_idx)} training and {len(test_idx)} test "
+            f"samples; layers {layers}, {args.optimizer} lr={args.lr}, batch {args.batch_size}, "
+            f"math {args.math}, seed {args.seed}",
+            file=out,
+        )
+    history = trainer.fit(
+        x_train,
+        y_train,
+        epochs=args.epochs,
+        validation_data=(x_test, y_test),
+        checkpoint=args.ckpt_dir,
+        every=args.every,
+        resume=args.resume,
+        progress=None if not args.json else False,
+    )
+    train_loss, train_acc = trainer.evaluate(x_train, y_train)
+    test_loss, test_acc = trainer.evaluate(x_test, y_test)
+    checkpoint = history.checkpoint
+    if checkpoint is None and args.ckpt_dir is not None:
+        latest = nxrs.CheckpointManager(args.ckpt_dir).latest()
+        checkpoint = None if latest is None else str(latest.path)
+    summary: dict[str, Any] = {
+        "data": args.data,
+        "layers": layers,
+        "epochs": trainer.epoch,
+        "steps": trainer.steps,
+        "train_loss": train_loss,
+        "train_accuracy": train_acc,
+        "test_loss": test_loss,
+        "test_accuracy": test_acc,
+        "state_hash": f"{trainer.state_hash():016x}",
+        "checkpoint": checkpoint,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    if args.plot is not None:
+        _plot(history, args.plot)
+        summary["plot"] = str(args.plot)
+    if args.json:
+        out.write(json.dumps(summary) + "\n")
+        return 0
+    for epoch, row in zip(history.epoch, _rows(history)):
+        print(f"epoch {epoch:4d}  {row}", file=out)
+    acc = "" if train_acc is None else f"train accuracy {train_acc:.4f}  "
+    tacc = "" if test_acc is None else f"test accuracy {test_acc:.4f}  "
+    print(f"{acc}{tacc}train loss {train_loss:.6f}  test loss {test_loss:.6f}", file=out)
+    print(f"state hash {summary['state_hash']}  ({trainer.steps} steps, "
+          f"{summary['seconds']:.1f} s)", file=out)  # fmt: skip
+    if checkpoint is not None:
+        print(f"checkpoint {checkpoint}", file=out)
+    return 0
+
+
+def _rows(history: nxrs.History) -> list[str]:
+    h = history.history
+    rows = []
+    for i in range(len(history.epoch)):
+        parts = [f"{key} {h[key][i]:.4f}" for key in h if i < len(h[key])]
+        rows.append("  ".join(parts))
+    return rows
+
+
+def _plot(history: nxrs.History, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise CliError(
+            "--plot needs matplotlib, which is not installed: pip install 'nxrs[plot]' "
+            "(or pip install matplotlib)"
+        ) from err
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    for key in ("loss", "val_loss"):
+        if key in history.history:
+            ax_loss.plot(history.epoch, history.history[key], label=key)
+    for key in ("accuracy", "val_accuracy"):
+        if key in history.history:
+            ax_acc.plot(history.epoch, history.history[key], label=key)
+    for ax, title in ((ax_loss, "loss"), (ax_acc, "accuracy")):
+        ax.set_xlabel("epoch")
+        ax.set_title(title)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
