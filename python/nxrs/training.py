@@ -8,7 +8,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,9 @@ class CliError(Exception):
 
 def load_digits() -> tuple[F32Array, npt.NDArray[np.int64]]:
     """scikit-learn's bundled 8x8 digits: pixels ``/ 16`` (exact in binary32), labels 0..9."""
-    from sklearn.datasets import load_digits as sk_load_digits
+    from sklearn.datasets import (  # type: ignore[import-untyped,unused-ignore]
+        load_digits as sk_load_digits,
+    )
 
     d = sk_load_digits()
     x = np.asarray(d.data).astype(np.float32) / np.float32(16)
@@ -107,7 +109,9 @@ def train_command(args: Any, out: TextIO) -> int:
     """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``)."""
     start = time.perf_counter()
     x, y = load_data(args.data, args.target)
-    loss = "cross_entropy" if np.issubdtype(np.asarray(y).dtype, np.integer) else "mse"
+    loss: Literal["cross_entropy", "mse"] = (
+        "cross_entropy" if np.issubdtype(np.asarray(y).dtype, np.integer) else "mse"
+    )
     train_idx, test_idx = split(len(x), args.test_size, args.seed)
     x_train, y_train, x_test, y_test = x[train_idx], y[train_idx], x[test_idx], y[test_idx]
     layers = _layers(args, x, y, loss)
@@ -185,10 +189,10 @@ def _rows(history: nxrs.History) -> list[str]:
 
 def _plot(history: nxrs.History, path: Path) -> None:
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
     except ImportError as err:
         raise CliError(
             "--plot needs matplotlib, which is not installed: pip install 'nxrs[plot]' "
