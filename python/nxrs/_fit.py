@@ -104,7 +104,9 @@ def fit(
             max_steps = None if every is None else every - trainer.steps % every
             start = time.perf_counter()
             before = trainer.steps
-            ended, steps, last_loss = trainer._run(data, epochs, max_steps, _CHUNK_SECONDS)
+            ended, steps, last_loss = trainer._run(
+                data, epochs, max_steps, _CHUNK_SECONDS, epoch_end=val is not None
+            )
             history.steps += steps
             for epoch, loss, accuracy, _samples, _whole in ended:
                 history.epoch.append(epoch + 1)

@@ -243,6 +243,7 @@ class Trainer:
         epochs: int,
         max_steps: int | None = None,
         max_seconds: float | None = None,
+        epoch_end: bool = False,
     ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]: ...
     @property
     def epoch(self) -> int:

@@ -377,6 +377,7 @@ impl PyTrainer {
         max_time: Duration,
         keep_losses: bool,
         signals: bool,
+        stop_after_epoch: bool,
     ) -> PyResult<Chunk> {
         let mut total = Chunk::default();
         loop {
@@ -384,18 +385,28 @@ impl PyTrainer {
             if left == Some(0) {
                 return Ok(total);
             }
-            let chunk = self.chunk(py, data, until, left, max_time, keep_losses)?;
+            let chunk = self.chunk(
+                py,
+                data,
+                until,
+                left,
+                max_time,
+                keep_losses,
+                stop_after_epoch,
+            )?;
+            let epoch_ended = !chunk.epochs.is_empty();
             total.epochs.extend(chunk.epochs);
             total.steps += chunk.steps;
             total.losses.extend(chunk.losses);
             total.reached = chunk.reached;
-            if chunk.reached || !signals {
+            if chunk.reached || !signals || (stop_after_epoch && epoch_ended) {
                 return Ok(total);
             }
             py.check_signals()?;
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn chunk(
         &mut self,
         py: Python<'_>,
@@ -404,6 +415,7 @@ impl PyTrainer {
         max_steps: Option<u64>,
         max_time: Duration,
         keep_losses: bool,
+        stop_after_epoch: bool,
     ) -> PyResult<Chunk> {
         let PyTrainer { inner, tally } = self;
         let batches = inner.config().batches_per_epoch(data.len()) as i64;
@@ -451,7 +463,7 @@ impl PyTrainer {
                     };
                     let epoch_done = s.batch == 0;
                     if epoch_done {
-                        let accuracy = current.correct.map(|c| c as f64 / current.samples as f64);
+                        let accuracy = current.correct.map(|c| accuracy(c, current.samples));
                         let mean = current.loss / F32::from_i64(current.steps);
                         out.epochs
                             .push((epoch, mean, accuracy, current.samples, current.whole));
@@ -461,7 +473,8 @@ impl PyTrainer {
                         *tally = Some(current);
                     }
                     let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
-                    if out_of_steps || start.elapsed() >= max_time {
+                    let epoch_stop = epoch_done && stop_after_epoch;
+                    if out_of_steps || epoch_stop || start.elapsed() >= max_time {
                         if epoch_done {
                             // The epoch-end event comes next: stop after it.
                             stop_at_epoch_end = true;
@@ -481,6 +494,13 @@ impl PyTrainer {
     fn reset_tally(&mut self) {
         self.tally = None;
     }
+}
+
+/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
+/// statistic of exact integer counts, not training arithmetic (which is all softf32).
+#[allow(clippy::float_arithmetic)]
+fn accuracy(correct: usize, samples: usize) -> f64 {
+    correct as f64 / samples as f64
 }
 
 fn reached(trainer: &Trainer, until: Until) -> bool {
@@ -614,7 +634,16 @@ impl PyTrainer {
     ) -> PyResult<()> {
         let epoch = epoch.to_i64("epoch", InputError::new_err)?;
         let data = self.dataset(x, y)?;
-        self.train(py, &data, Until::Epoch(epoch), None, CHUNK, false, true)?;
+        self.train(
+            py,
+            &data,
+            Until::Epoch(epoch),
+            None,
+            CHUNK,
+            false,
+            true,
+            false,
+        )?;
         Ok(())
     }
 
@@ -634,7 +663,7 @@ impl PyTrainer {
         }
         let data = self.dataset(x, y)?;
         let until = Until::Step(self.inner.state().step.saturating_add(steps));
-        let chunk = self.train(py, &data, until, None, CHUNK, true, true)?;
+        let chunk = self.train(py, &data, until, None, CHUNK, true, true, false)?;
         Ok(chunk.losses.into_iter().map(float_of).collect())
     }
 
@@ -676,8 +705,8 @@ impl PyTrainer {
     /// Trains on `dataset` towards `epochs` complete epochs, returning after at most
     /// `max_steps` steps or about `max_seconds` (the GIL released meanwhile): `(epochs ended,
     /// steps done, last step loss)`, each ended epoch as `(epoch, mean step loss, accuracy,
-    /// samples, whole)`.
-    #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None))]
+    /// samples, whole)`. With `epoch_end`, it also returns at the end of an epoch.
+    #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None, epoch_end = false))]
     fn _run<'py>(
         &mut self,
         py: Python<'py>,
@@ -685,6 +714,7 @@ impl PyTrainer {
         epochs: AnyInt,
         max_steps: Option<u64>,
         max_seconds: Option<f64>,
+        epoch_end: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let epochs = epochs.to_i64("epochs", InputError::new_err)?;
         let max_time = seconds(max_seconds)?;
@@ -697,6 +727,7 @@ impl PyTrainer {
             max_time,
             true,
             false,
+            epoch_end,
         )?;
         let ended = PyList::empty(py);
         for (epoch, loss, accuracy, samples, whole) in chunk.epochs {
@@ -749,7 +780,7 @@ impl PyTrainer {
         let data = self.dataset(x, y)?;
         let inner = &self.inner;
         let e = py.detach(|| inner.evaluate(&data)).map_err(to_py)?;
-        let accuracy = e.correct.map(|c| c as f64 / e.samples as f64);
+        let accuracy = e.correct.map(|c| accuracy(c, e.samples));
         Ok((float_of(e.loss), accuracy))
     }
 
