@@ -7,7 +7,7 @@
 //! unless `e^x` lies closer than that to a rounding boundary; no binary32 input does (the hardest
 //! is about `2^-(24+36)` away), which `tests/exhaustive_exp_log.rs` checks on all 2^32 inputs.
 
-use super::fixed::{exp_q126, mul_q126, LN2_Q126, ONE_Q126};
+use super::fixed::{exp_q126, LN2_Q126};
 use super::{round_pack, F32, QUIET_BIT, SIGN_BIT};
 
 /// `2^(j/64)` in Q126 for `j` in `0..64` (all in `[1, 2)`), built at compile time.
@@ -110,6 +110,7 @@ impl F32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixed::{mul_q126, ONE_Q126};
     use super::*;
 
     fn f(bits: u32) -> F32 {
