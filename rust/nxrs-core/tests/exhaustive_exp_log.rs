@@ -2,7 +2,7 @@
 //! (`tests/support/oracle.rs`). Ignored by default (a few minutes on two cores); run with
 //!
 //! ```text
-//! cargo test --release -p nxrs-core --test exhaustive_exp_log -- --ignored --nocapture
+//! cargo test -p nxrs-core --test exhaustive_exp_log -- --ignored
 //! python3 scripts/softf32_exp_log_mpmath.py target/softf32-deferred-exp.txt target/softf32-deferred-ln.txt
 //! ```
 //!
@@ -10,6 +10,9 @@
 //! binary64 result too close to a binary32 rounding boundary). The deferred inputs and softf32's
 //! results for them go to `softf32-deferred-<op>.txt` in the target directory (or
 //! `$NXRS_DEFERRED_DIR`), which the mpmath script decides at 256 bits.
+//!
+//! The workspace's test profile is optimised but keeps overflow checks, so the run also shows
+//! that no fixed-point intermediate overflows on any input.
 
 #[path = "support/oracle.rs"]
 mod oracle;

@@ -27,8 +27,8 @@ const EXP2_TABLE: [u128; 64] = {
 /// `64 / ln 2` in Q58 (`2^64 / ln 2`); only picks `m`, so its last bits do not matter.
 const INV_LN2_64_Q58: i128 = ((1u128 << 127) / (LN2_Q126 >> 63)) as i128;
 
-/// `ln 2 / 64` in Q120 (`ln 2 * 2^114`).
-const LN2_64_Q120: i128 = (LN2_Q126 >> 12) as i128;
+/// `ln 2 / 64` in Q119 (`ln 2 * 2^113`).
+const LN2_64_Q119: i128 = (LN2_Q126 >> 13) as i128;
 
 /// `1/n!` in Q62 for `n` in `2..=7`: the coefficients of `(e^r - 1 - r) / r^2`. Index `i` holds
 /// `1/(i+2)!`.
@@ -73,12 +73,13 @@ impl F32 {
         let x_q48 = sig << ((magnitude >> 23) - 102);
         let x_q48 = if negative { -x_q48 } else { x_q48 };
 
-        // Range reduction: m = round(x * 64/ln2) (|m| < 2^14), then r = x - m * ln2/64 in Q120,
-        // where the error of the constant times m stays below 2^-105.
+        // Range reduction: m = round(x * 64/ln2) (|m| < 2^14), then r = x - m * ln2/64 in Q119
+        // (|x| and |m * ln2/64| stay below 2^7, so 2^126), where the error of the constant times
+        // m stays below 2^-105.
         let m = ((i128::from(x_q48) * INV_LN2_64_Q58 + (1 << 105)) >> 106) as i64;
-        let r_q120 = (i128::from(x_q48) << 72) - i128::from(m) * LN2_64_Q120;
+        let r_q119 = (i128::from(x_q48) << 71) - i128::from(m) * LN2_64_Q119;
         // |r| < 2^-7.5, so r in Q70 fits an i64 (truncating costs at most 2^-70).
-        let r = (r_q120 >> 50) as i64;
+        let r = (r_q119 >> 49) as i64;
         let (k, j) = (m >> 6, (m & 63) as usize);
 
         // Evaluation: e^r = 1 + r + r^2 q(r), q(r) = 1/2! + r/3! + ... + r^5/7!, leaving out
