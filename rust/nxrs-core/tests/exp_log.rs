@@ -63,6 +63,7 @@ fn around(centres: &[u32], count: u32) -> Vec<u32> {
 
 /// Special values and the edges of every class: zeros, subnormals, the smallest normals, one,
 /// the largest finite values, infinities, NaNs.
+#[rustfmt::skip]
 const SPECIALS: [u32; 16] = [
     0x0000_0000, 0x0000_0001, 0x0000_0002, 0x007F_FFFF, 0x0080_0000, 0x0080_0001, 0x3F7F_FFFF,
     0x3F80_0000, 0x3F80_0001, 0x7F7F_FFFF, 0x7F80_0000, 0x7F80_0001, 0x7FBF_FFFF, 0x7FC0_0000,

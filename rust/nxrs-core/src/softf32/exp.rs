@@ -142,6 +142,7 @@ mod tests {
     fn known_values() {
         assert_eq!(F32::ONE.exp().to_bits(), 0x402D_F854); // e
         assert_eq!(f(0xBF80_0000).exp().to_bits(), 0x3EBC_5AB2); // 1/e
+
         // Overflow threshold: 0x42B17217 (88.72283) is the largest x with a finite e^x.
         assert_eq!(f(0x42B1_7217).exp().to_bits(), 0x7F7F_FF84);
         assert_eq!(f(0x42B1_7218).exp(), F32::INFINITY);
