@@ -19,6 +19,9 @@ mod add;
 mod compare;
 mod convert;
 mod div;
+mod exp;
+mod fixed;
+mod log;
 mod mul;
 mod sqrt;
 
