@@ -32,8 +32,10 @@ __all__ = [
     "add",
     "div",
     "eq",
+    "exp",
     "from_int",
     "le",
+    "log",
     "lt",
     "mul",
     "neg",
@@ -83,6 +85,39 @@ def div(a: Float32Like, b: Float32Like) -> npt.NDArray[np.float32]:
 def sqrt(a: Float32Like) -> npt.NDArray[np.float32]:
     """The correctly rounded square root (``sqrt(-0) = -0``)."""
     return _nxrs.f32_unary("sqrt", _f32(a))
+
+
+def exp(a: Float32Like) -> npt.NDArray[np.float32]:
+    """``e**a``, correctly rounded (to nearest, ties to even) on every input.
+
+    ``exp(+-0) = 1``, ``exp(inf) = inf``, ``exp(-inf) = +0``; results overflow to ``inf`` above
+    ``88.72283`` and underflow gradually through the subnormals to ``+0`` below ``-103.97208``.
+    A NaN comes back quieted. Computed in integer fixed point, so it gives the same bits on every
+    machine (numpy's ``np.exp`` may differ in the last bit and from machine to machine).
+
+    >>> import numpy as np
+    >>> from nxrs import softf32
+    >>> softf32.exp(np.array([0.0, 1.0, -100.0], dtype=np.float32))
+    array([1.0000000e+00, 2.7182817e+00, 3.7835059e-44], dtype=float32)
+    """
+    return _nxrs.f32_unary("exp", _f32(a))
+
+
+def log(a: Float32Like) -> npt.NDArray[np.float32]:
+    """The natural logarithm, correctly rounded (to nearest, ties to even) on every input.
+
+    ``log(+-0) = -inf``, ``log(inf) = inf``, ``log(1) = +0``; a negative input (``-inf`` too) gives
+    the default NaN ``0xFFC00000``, and a NaN comes back quieted. Subnormal inputs are exact
+    like any other. Integer fixed point, so the same bits on every machine.
+
+    >>> import numpy as np
+    >>> from nxrs import softf32
+    >>> softf32.log(np.array([1.0, 2.0, 1e-45], dtype=np.float32))
+    array([   0.       ,    0.6931472, -103.27893  ], dtype=float32)
+    >>> hex(softf32.log(np.float32(-1.0)).view(np.uint32))
+    '0xffc00000'
+    """
+    return _nxrs.f32_unary("log", _f32(a))
 
 
 def neg(a: Float32Like) -> npt.NDArray[np.float32]:

@@ -65,7 +65,7 @@ pub fn f32_binary<'py>(
     collect(py, a.shape(), values)
 }
 
-/// `op(a)` for `op` in sqrt, neg, abs, seed_sqrt, seed_exp, seed_log.
+/// `op(a)` for `op` in sqrt, exp, log, neg, abs, seed_sqrt, seed_exp, seed_log.
 #[pyfunction]
 pub fn f32_unary<'py>(
     py: Python<'py>,
@@ -74,6 +74,8 @@ pub fn f32_unary<'py>(
 ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
     let f: fn(F32) -> F32 = match op {
         "sqrt" => F32::sqrt,
+        "exp" => F32::exp,
+        "log" => F32::ln,
         "neg" => |x| -x,
         "abs" => F32::abs,
         "seed_sqrt" => seed_sqrt,

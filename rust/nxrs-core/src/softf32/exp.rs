@@ -1,11 +1,13 @@
 //! Correctly rounded exponential, in integer fixed point.
 //!
 //! `e^x = 2^k * 2^(j/64) * e^r` with `m = 64k + j` the integer nearest `x * 64 / ln 2` and
-//! `r = x - m * ln2/64`, `|r| <= ln2/128 < 2^-7.5`. The table gives `2^(j/64)` to 126 bits, a
-//! degree-7 polynomial gives `e^r - 1` to about `2^-70`, and their product is the significand of
-//! the result to a relative error below `2^-69`. Rounding that approximation once is correct
-//! unless `e^x` lies closer than that to a rounding boundary; no binary32 input does (the hardest
-//! is about `2^-(24+36)` away), which `tests/exhaustive_exp_log.rs` checks on all 2^32 inputs.
+//! `r = x - m * ln2/64`, `|r| <= ln2/128 < 2^-7.5`. The table gives `2^(j/64)` to 118 bits, a
+//! degree-7 polynomial gives `e^r - 1` to within `2^-68.6` (mostly the truncation of `r` to Q70
+//! and of two products), and their product, the significand of the result in `(0.99, 2)`, is
+//! within `2^-67.3` of `2^(j/64) e^r`: `2^-44.3` of a result ulp. Rounding that approximation
+//! once is correct unless `e^x` lies closer than that to a rounding boundary; no binary32 input
+//! does (the hardest, `x = 0xC16912CD`, is `2^-28.7` ulp from one), which
+//! `tests/exhaustive_exp_log.rs` checks on all 2^32 inputs.
 
 use super::fixed::{exp_q126, LN2_Q126};
 use super::{round_pack, F32, QUIET_BIT, SIGN_BIT};
@@ -27,8 +29,8 @@ const EXP2_TABLE: [u128; 64] = {
 /// `64 / ln 2` in Q58 (`2^64 / ln 2`); only picks `m`, so its last bits do not matter.
 const INV_LN2_64_Q58: i128 = ((1u128 << 127) / (LN2_Q126 >> 63)) as i128;
 
-/// `ln 2 / 64` in Q120 (`ln 2 * 2^114`).
-const LN2_64_Q120: i128 = (LN2_Q126 >> 12) as i128;
+/// `ln 2 / 64` in Q119 (`ln 2 * 2^113`).
+const LN2_64_Q119: i128 = (LN2_Q126 >> 13) as i128;
 
 /// `1/n!` in Q62 for `n` in `2..=7`: the coefficients of `(e^r - 1 - r) / r^2`. Index `i` holds
 /// `1/(i+2)!`.
@@ -73,12 +75,13 @@ impl F32 {
         let x_q48 = sig << ((magnitude >> 23) - 102);
         let x_q48 = if negative { -x_q48 } else { x_q48 };
 
-        // Range reduction: m = round(x * 64/ln2) (|m| < 2^14), then r = x - m * ln2/64 in Q120,
-        // where the error of the constant times m stays below 2^-105.
+        // Range reduction: m = round(x * 64/ln2) (|m| < 2^14), then r = x - m * ln2/64 in Q119
+        // (|x| and |m * ln2/64| stay below 2^7, so 2^126), where the error of the constant times
+        // m stays below 2^-105.
         let m = ((i128::from(x_q48) * INV_LN2_64_Q58 + (1 << 105)) >> 106) as i64;
-        let r_q120 = (i128::from(x_q48) << 72) - i128::from(m) * LN2_64_Q120;
+        let r_q119 = (i128::from(x_q48) << 71) - i128::from(m) * LN2_64_Q119;
         // |r| < 2^-7.5, so r in Q70 fits an i64 (truncating costs at most 2^-70).
-        let r = (r_q120 >> 50) as i64;
+        let r = (r_q119 >> 49) as i64;
         let (k, j) = (m >> 6, (m & 63) as usize);
 
         // Evaluation: e^r = 1 + r + r^2 q(r), q(r) = 1/2! + r/3! + ... + r^5/7!, leaving out
@@ -141,7 +144,8 @@ mod tests {
     fn known_values() {
         assert_eq!(F32::ONE.exp().to_bits(), 0x402D_F854); // e
         assert_eq!(f(0xBF80_0000).exp().to_bits(), 0x3EBC_5AB2); // 1/e
-                                                                 // Overflow threshold: 0x42B17217 (88.72283) is the largest x with a finite e^x.
+
+        // Overflow threshold: 0x42B17217 (88.72283) is the largest x with a finite e^x.
         assert_eq!(f(0x42B1_7217).exp().to_bits(), 0x7F7F_FF84);
         assert_eq!(f(0x42B1_7218).exp(), F32::INFINITY);
         // Gradual underflow: e^-100 = 3.72e-44 is a subnormal (26.55 units of 2^-149); 0xC2CFF1B4

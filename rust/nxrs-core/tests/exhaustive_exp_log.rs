@@ -1,0 +1,120 @@
+//! softf32 `exp` and `ln` on all 2^32 inputs against the binary64 libm oracle
+//! (`tests/support/oracle.rs`). Ignored by default (a few minutes on two cores); run with
+//!
+//! ```text
+//! cargo test -p nxrs-core --test exhaustive_exp_log -- --ignored
+//! python3 scripts/softf32_exp_log_mpmath.py target/softf32-deferred-exp.txt target/softf32-deferred-ln.txt
+//! ```
+//!
+//! Each test prints the inputs checked, the mismatches and the inputs the oracle deferred (its
+//! binary64 result too close to a binary32 rounding boundary). The deferred inputs and softf32's
+//! results for them go to `softf32-deferred-<op>.txt` in the target directory (or
+//! `$NXRS_DEFERRED_DIR`), which the mpmath script decides at 256 bits.
+//!
+//! The workspace's test profile is optimised but keeps overflow checks, so the run also shows
+//! that no fixed-point intermediate overflows on any input.
+
+#[path = "support/oracle.rs"]
+mod oracle;
+
+use nxrs_core::softf32::F32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Writes a line to stderr directly: libtest swallows `eprintln!` output of a passing test.
+fn say(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+}
+
+#[derive(Default)]
+struct Tally {
+    checked: u64,
+    mismatches: Vec<(u32, u32, u32)>,
+    deferred: Vec<(u32, u32)>,
+}
+
+/// Compares `soft` with `oracle` on every `u32`; threads claim blocks of 2^24 inputs in turn.
+fn exhaustive(name: &str, soft: fn(F32) -> F32, oracle: fn(u32) -> Option<u32>) {
+    const BLOCK: u64 = 1 << 24;
+    let start = Instant::now();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next_block = AtomicU64::new(0);
+    let total = Mutex::new(Tally::default());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let first = next_block.fetch_add(BLOCK, Ordering::Relaxed);
+                if first > u64::from(u32::MAX) {
+                    break;
+                }
+                let mut tally = Tally::default();
+                for x in first as u32..=(first + BLOCK - 1) as u32 {
+                    let got = soft(F32::from_bits(x)).to_bits();
+                    match oracle(x) {
+                        Some(want) => {
+                            tally.checked += 1;
+                            if want != got {
+                                tally.mismatches.push((x, got, want));
+                            }
+                        }
+                        None => tally.deferred.push((x, got)),
+                    }
+                }
+                let mut total = total.lock().unwrap();
+                total.checked += tally.checked;
+                total.mismatches.extend(tally.mismatches);
+                total.deferred.extend(tally.deferred);
+            });
+        }
+    });
+    let mut tally = total.into_inner().unwrap();
+    tally.deferred.sort_unstable();
+    tally.mismatches.sort_unstable();
+
+    let dir = std::env::var_os("NXRS_DEFERRED_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target").into());
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("softf32-deferred-{name}.txt"));
+    let lines: String = tally
+        .deferred
+        .iter()
+        .map(|(x, got)| format!("{name} {x:08x} {got:08x}\n"))
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+
+    say(&format!(
+        "exhaustive {name}: 2^32 inputs in {:.1} s on {threads} threads: {} checked against \
+         binary64 libm, {} mismatches, {} deferred to mpmath (written to {})",
+        start.elapsed().as_secs_f64(),
+        tally.checked,
+        tally.mismatches.len(),
+        tally.deferred.len(),
+        path.display(),
+    ));
+    let listing: Vec<String> = tally
+        .mismatches
+        .iter()
+        .take(20)
+        .map(|(x, got, want)| format!("  {name}({x:08X}): softf32 {got:08X}, oracle {want:08X}"))
+        .collect();
+    assert!(
+        tally.mismatches.is_empty(),
+        "{name}: {} inputs differ, first ones:\n{}",
+        tally.mismatches.len(),
+        listing.join("\n")
+    );
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn exp_all_inputs() {
+    exhaustive("exp", F32::exp, oracle::exp);
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn ln_all_inputs() {
+    exhaustive("ln", F32::ln, oracle::ln);
+}
