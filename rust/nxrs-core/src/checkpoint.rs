@@ -1,5 +1,5 @@
 //! Trainers to checkpoint files and back: a trainer's configuration and state as a
-//! [`Record`] the format layer writes ([`nxck`]), and a file's record checked against the
+//! [`Record`] the format layer writes ([`crate::nxck`]), and a file's record checked against the
 //! model its configuration describes before it becomes a trainer.
 
 use crate::config::TrainerConfig;
