@@ -13,7 +13,9 @@ import nxrs.softf32
 import nxrs.training
 
 
-@pytest.mark.parametrize("module", [nxrs, nxrs.softf32, nxrs.manager, nxrs.training], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [nxrs, nxrs.softf32, nxrs.manager, nxrs.training], ids=lambda m: m.__name__
+)
 def test_docstring_examples(module: ModuleType) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
