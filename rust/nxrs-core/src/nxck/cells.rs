@@ -101,11 +101,29 @@ fn advise_huge_pages(cells: &mut [F32]) {
     }
 }
 
+/// The little-endian integer of `N` bytes at `at` (the caller has checked that they exist):
+/// the one place the format's fixed-width fields are read.
+pub(crate) fn le_bytes<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    std::array::from_fn(|k| bytes[at + k])
+}
+
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(le_bytes(bytes, at))
+}
+
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(le_bytes(bytes, at))
+}
+
+pub(crate) fn i64_at(bytes: &[u8], at: usize) -> i64 {
+    i64::from_le_bytes(le_bytes(bytes, at))
+}
+
 /// The portable path of [`decode_le`]: cell by cell (big-endian hosts).
 #[cfg_attr(target_endian = "little", allow(dead_code))]
 fn decode_le_into(bytes: &[u8], cells: &mut [F32]) {
     for (cell, b) in cells.iter_mut().zip(bytes.chunks_exact(4)) {
-        *cell = F32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        *cell = F32::from_bits(u32_at(b, 0));
     }
 }
 

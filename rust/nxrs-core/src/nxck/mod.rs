@@ -72,8 +72,7 @@ pub fn detect(bytes: &[u8]) -> Result<Format> {
         actual: bytes.len() as u64,
         what: what.into(),
     };
-    let word =
-        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let word = |at: usize| cells::u32_at(bytes, at);
     if bytes.len() < 8 {
         return Err(short(8, "the file ends before its format can be told"));
     }

@@ -70,7 +70,6 @@ pub fn file_len(tensor_lens: &[usize]) -> u64 {
 /// them): the [`SCALARS`] and the tensors' cells.
 pub fn decode(bytes: &[u8], lens: &[usize]) -> Result<([i64; 3], Vec<Vec<F32>>)> {
     let expected_len = file_len(lens);
-    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
     if bytes.len() < HEADER_LEN {
         return Err(Error::Length {
             expected: expected_len,
@@ -81,7 +80,7 @@ pub fn decode(bytes: &[u8], lens: &[usize]) -> Result<([i64; 3], Vec<Vec<F32>>)>
     if detect(bytes)? == Format::V2 {
         return Err(Error::UnsupportedVersion(2));
     }
-    let (n_buf, n_scalar) = (u32_at(4), u32_at(8));
+    let (n_buf, n_scalar) = (cells::u32_at(bytes, 4), cells::u32_at(bytes, 8));
     if n_buf as usize != lens.len() || n_scalar as usize != SCALARS.len() {
         return Err(Error::Mismatch(format!(
             "the v1 file holds {n_buf} buffers and {n_scalar} scalars, the model needs {} and {}",
@@ -99,7 +98,7 @@ pub fn decode(bytes: &[u8], lens: &[usize]) -> Result<([i64; 3], Vec<Vec<F32>>)>
     let mut offset = HEADER_LEN;
     let mut scalars = [0i64; 3];
     for s in &mut scalars {
-        *s = i64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"));
+        *s = cells::i64_at(bytes, offset);
         offset += 8;
     }
     let tensors = lens

@@ -210,14 +210,6 @@ impl Checkpoint {
     }
 }
 
-fn read_u32(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-}
-
-fn read_u64(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(std::array::from_fn(|k| bytes[at + k]))
-}
-
 /// Checks the prelude and the header's CRC; returns the header's length and JSON bytes.
 fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
     if detect(bytes)? == Format::V1 {
@@ -231,7 +223,7 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
             what: format!("the file ends inside the {PRELUDE_LEN}-byte v2 prelude"),
         });
     }
-    let file_len = read_u64(bytes, prelude::FILE_LEN);
+    let file_len = cells::u64_at(bytes, prelude::FILE_LEN);
     if file_len != actual {
         return Err(Error::Length {
             expected: file_len,
@@ -239,7 +231,7 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
             what: "the prelude's file_len".into(),
         });
     }
-    let header_len = read_u32(bytes, prelude::HEADER_LEN) as usize;
+    let header_len = cells::u32_at(bytes, prelude::HEADER_LEN) as usize;
     if header_len > MAX_HEADER_LEN {
         return Err(Error::Header(format!(
             "header_len {header_len} exceeds the limit of {MAX_HEADER_LEN} bytes"
@@ -254,7 +246,7 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
         });
     }
     let json = &bytes[PRELUDE_LEN..header_end];
-    let stored = read_u32(bytes, prelude::HEADER_CRC);
+    let stored = cells::u32_at(bytes, prelude::HEADER_CRC);
     let computed = header_crc(bytes, json);
     if stored != computed {
         return Err(Error::Checksum {
@@ -263,7 +255,7 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
             computed,
         });
     }
-    let flags = read_u32(bytes, prelude::FLAGS);
+    let flags = cells::u32_at(bytes, prelude::FLAGS);
     if flags != 0 {
         return Err(Error::Header(format!(
             "prelude flags are {flags:#010x}; version 2 defines none, they must be 0"
