@@ -96,8 +96,10 @@ class Workload:
     steps: int
     config: dict[str, Any]  # nxrs.Trainer's keywords; empty for the seed model
 
-    def new_nxrs(self) -> nxrs.Trainer:
-        return nxrs.Trainer(**self.config) if self.config else nxrs.Trainer(seed=1)
+    def new_nxrs(self, backend: str = "soft") -> nxrs.Trainer:
+        if self.config:
+            return nxrs.Trainer(**self.config, backend=backend)
+        return nxrs.Trainer(seed=1, backend=backend)
 
     @functools.cached_property
     def batches(self) -> list[I64Array]:
@@ -183,18 +185,21 @@ def nxrs_outcome(t: nxrs.Trainer, loss: float) -> Outcome:
     return Outcome(params, loss, t.state_hash())
 
 
-def nxrs_row(wl: Workload, repeats: int) -> Row:
+def nxrs_row(wl: Workload, repeats: int, backend: str, first: bool) -> Row:
+    """nxrs on ``backend``; the first backend's row is the baseline (kind "nxrs"), another's is
+    kind "nxrs-<backend>" and must end in the same full-state hash."""
+
     def run(t: nxrs.Trainer, steps: int) -> tuple[nxrs.Trainer, float]:
         losses = t.train_steps(wl.x, wl.y, steps)
         return t, losses[-1]
 
     return Row(
-        "nxrs Trainer.train_steps",
-        "nxrs",
+        f"nxrs Trainer.train_steps ({backend})",
+        "nxrs" if first else f"nxrs-{backend}",
         wl.steps,
         wl.samples,
         repeats,
-        wl.new_nxrs,
+        lambda: wl.new_nxrs(backend),
         run,
         lambda r: nxrs_outcome(*r),
     )
@@ -494,8 +499,15 @@ def print_summary(results: list[tuple[Workload, list[Row]]]) -> None:
         ("natural", "numpy natural"),
         ("torch", "torch eager"),
     ]
+    first = results[0][1]
+    base_name = next(r.name for r in first if r.kind == "nxrs").split("(")[-1].rstrip(")")
+    kinds = [
+        (r.kind, f"nxrs {r.kind.removeprefix('nxrs-')}")
+        for r in first
+        if r.kind.startswith("nxrs-")
+    ] + kinds
     print("summary: samples/s, and in brackets nxrs time / other time for the same samples")
-    cols = [f"{'nxrs':>10}"] + [f"{label:>26}" for _, label in kinds]
+    cols = [f"{'nxrs ' + base_name:>10}"] + [f"{label:>26}" for _, label in kinds]
     print(f"  {'workload':<32}  " + "  ".join(cols))
     for wl, rows in results:
         by_kind = {r.kind: r for r in rows if r.kind != "extra"}
@@ -516,7 +528,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quick", action="store_true", help="one timed run per row, 200 / 40 digits steps"
     )
+    ap.add_argument(
+        "--backend",
+        choices=["soft", "hw", "both"],
+        default="both",
+        help="nxrs's backend(s): softf32, the verified hardware floats, or both (the default; "
+        "soft is the baseline of the ratios, hw must end bit-identical to it)",
+    )
     args = ap.parse_args(argv)
+    backends = ["soft", "hw"] if args.backend == "both" else [args.backend]
     fast_n, slow_n = (1, 1) if args.quick else (5, 3)
     digits_steps = (200, 40) if args.quick else (1000, 200)
 
@@ -560,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         # nxrs on the seed model runs its steps in Rust in milliseconds: more repeats there.
         nxrs_n = fast_n if wl.key == "a" else slow_n
         rows = [
-            nxrs_row(wl, nxrs_n),
+            *(nxrs_row(wl, nxrs_n, b, k == 0) for k, b in enumerate(backends)),
             ref_row(wl, slow_n),
             natural_row(wl, slow_n),
             torch_row(torch, wl, slow_n),

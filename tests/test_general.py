@@ -22,6 +22,25 @@ CASES = {case["name"]: case for case in GOLDEN["cases"]}
 CONFIG_KEYS = [k for k in GOLDEN["cases"][0]["config"] if k != "layers"]
 
 
+def hw_unavailable() -> str | None:
+    """Why the hardware backend is not available in this process (None when it is)."""
+    try:
+        nxrs.Trainer(backend="hw")
+    except nxrs.ConfigError as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture(params=["soft", "hw"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every golden test runs under both backends; "hw" is skipped (saying why) where the
+    hardware path is unavailable, which on x86_64 and aarch64 it must not be."""
+    name: str = request.param
+    if name == "hw" and (why := hw_unavailable()) is not None:
+        pytest.skip(why)
+    return name
+
+
 def f32_bits(x: float) -> int:
     return int(np.float32(x).view(np.uint32))
 
@@ -30,10 +49,12 @@ def bits(a: Any) -> list[int]:
     return [int(v) for v in np.asarray(a, dtype=np.float32).reshape(-1).view(np.uint32)]
 
 
-def trainer_for(config: dict[str, Any]) -> nxrs.Trainer:
+def trainer_for(config: dict[str, Any], backend: str = "soft") -> nxrs.Trainer:
     """The case's configuration as keywords (None for what it leaves to the family default)."""
     kwargs = {k: config[k] for k in CONFIG_KEYS if config[k] is not None}
-    return nxrs.Trainer(layers=config["layers"], **kwargs)
+    t = nxrs.Trainer(layers=config["layers"], backend=backend, **kwargs)
+    assert t.backend == backend
+    return t
 
 
 def case_data(n: int, n_in: int, k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
@@ -59,10 +80,10 @@ def test_data_formulas_are_documented() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_case_step_by_step(name: str) -> None:
+def test_case_step_by_step(name: str, backend: str) -> None:
     case = CASES[name]
     config = case["config"]
-    t = trainer_for(config)
+    t = trainer_for(config, backend)
     for key, want in case["hyper_bits"].items():
         got = t.config[key]
         assert (None if got is None else f32_bits(got)) == want, key
@@ -100,9 +121,9 @@ def test_seed_configuration_is_the_seed_model() -> None:
     assert general.state_hash() == seed.state_hash()
 
 
-def test_seed_goldens_through_fit(golden: dict[str, Any]) -> None:
+def test_seed_goldens_through_fit(golden: dict[str, Any], backend: str) -> None:
     x, y = nxrs.seed_dataset()
-    t = nxrs.Trainer.seed_model()
+    t = nxrs.Trainer.seed_model(backend=backend)
     t.fit(x, y, epochs=400)
     want = golden["epochs"]["400"]
     assert t.hash() == want["seed_hash"] and t.state_hash() == want["state_hash"]
@@ -123,13 +144,13 @@ def test_digits_split_is_the_references(digits_split: tuple[np.ndarray, ...]) ->
     assert test[:10] == d["test_indices_first_10"]
 
 
-def test_digits_golden(digits_split: tuple[np.ndarray, ...]) -> None:
+def test_digits_golden(digits_split: tuple[np.ndarray, ...], backend: str) -> None:
     """64-128-10, batch 32, ieee, Adam, 20 epochs: every epoch's hash, mean step loss and test
     metrics as the reference computed them, and at least 95% test accuracy."""
     d = GOLDEN["digits"]
     x_train, y_train, x_test, y_test = digits_split
     config = d["config"]
-    t = trainer_for(config)
+    t = trainer_for(config, backend)
     history = t.fit(x_train, y_train, epochs=d["epochs"], validation_data=(x_test, y_test))
     assert history.epoch == [e["epoch"] for e in d["per_epoch"]]
     assert [f32_bits(v) for v in history.history["loss"]] == [

@@ -95,6 +95,16 @@ class Trainer:
     ``eps=1e-40``, a subnormal, are refused), ``beta1``, ``beta2`` and ``momentum`` in [0, 1),
     ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd").
 
+    ``backend`` chooses the arithmetic that computes steps, evaluations and predictions (the
+    same bits either way; not part of the configuration, the state or a checkpoint, so a run
+    saved under one backend resumes under the other): "soft" is softf32 (integer operations),
+    "hw" the CPU's binary32 ``+ - * /`` and ``sqrt`` under a floating-point environment guard
+    (round to nearest, FTZ/DAZ off, restored after every call), verified once per process
+    against softf32 on a fixed set of hard cases. "hw" where it is unavailable (a target other
+    than x86_64/aarch64, or a self-check disagreement) is a ConfigError saying why; "auto" (the
+    default, None) takes "hw" where available, else "soft" (with a RuntimeWarning naming the
+    case when the self-check disagreed). ``trainer.backend`` is the one in use, and is settable.
+
     >>> t = Trainer(layers=[4, 8, 3], batch_size=2, lr=0.01)
     >>> t.config["math"], t.config["batch_size"], t.steps
     ('ieee', 2, 0)
@@ -126,10 +136,13 @@ class Trainer:
         grad_block: int | None = None,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
+        backend: Literal["auto", "hw", "soft"] | None = None,
     ) -> Trainer: ...
     @classmethod
-    def seed_model(cls, seed: int = 1) -> Trainer:
-        """The seed program's model (``Trainer(seed=seed)``)."""
+    def seed_model(
+        cls, seed: int = 1, *, backend: Literal["auto", "hw", "soft"] | None = None
+    ) -> Trainer:
+        """The seed program's model (``Trainer(seed=seed)``), on ``backend``."""
     def fit(
         self,
         x: npt.ArrayLike,
@@ -214,7 +227,9 @@ class Trainer:
         rate, at an epoch boundary; no step counter, no metadata: InputError otherwise).
         """
     @classmethod
-    def load(cls, path: StrOrBytesPath) -> Trainer:
+    def load(
+        cls, path: StrOrBytesPath, *, backend: Literal["auto", "hw", "soft"] | None = None
+    ) -> Trainer:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
         A v2 file carries its configuration; a v1 file is read as the seed model with its step
@@ -251,6 +266,11 @@ class Trainer:
     @property
     def batch(self) -> int:
         """Batches of the current epoch already done."""
+    @property
+    def backend(self) -> str:
+        """The backend in use, "hw" or "soft"; set it to "auto", "hw" or "soft" (see the class)."""
+    @backend.setter
+    def backend(self, value: str) -> None: ...
     @property
     def steps(self) -> int:
         """Optimiser steps taken in total (``step`` of TRAINING.md section 3)."""

@@ -5,6 +5,10 @@
 //! the same trait and must give the same bits: it may only provide the operations below, each a
 //! single IEEE binary32 operation rounded to nearest even, so a kernel's sequence of operations
 //! (its order is part of the result) is the same whichever backend runs it.
+//!
+//! Tensors are stored as [`F32`] whatever the backend: a backend's type has `F32`'s layout
+//! (`bytemuck::Pod`, 4 bytes, 4-byte aligned), and the kernels view the stored cells as their
+//! own type with [`cells`] and [`cells_mut`], without copying.
 
 use crate::softf32::F32;
 use core::fmt::Debug;
@@ -12,8 +16,10 @@ use core::ops::{Add, Div, Mul, Neg, Sub};
 
 /// An IEEE 754 binary32 arithmetic: `+ - * /` and `sqrt` correctly rounded to nearest even with
 /// gradual underflow, negation flipping the sign bit, and conversion to and from the bit pattern.
+/// Its values are binary32 bit patterns in memory (size and alignment 4), like [`F32`]'s.
 pub trait Real:
     Copy
+    + bytemuck::Pod
     + Debug
     + PartialEq
     + Send
@@ -72,4 +78,16 @@ impl Real for F32 {
     fn ieee_lt(self, rhs: F32) -> bool {
         F32::ieee_lt(self, rhs)
     }
+}
+
+/// Stored cells viewed as backend `R`'s values (no copy).
+#[inline]
+pub fn cells<R: Real>(x: &[F32]) -> &[R] {
+    bytemuck::cast_slice(x)
+}
+
+/// Stored cells viewed as backend `R`'s values, to write (no copy).
+#[inline]
+pub fn cells_mut<R: Real>(x: &mut [F32]) -> &mut [R] {
+    bytemuck::cast_slice_mut(x)
 }

@@ -5,10 +5,11 @@
 //! flag. This crate has no Python in it; `nxrs-py` wraps it.
 //!
 //! Dependencies run one way:
-//! [`softf32`] -> [`arith`] -> [`math`] -> [`mlp`], [`loss`], [`optim`], [`schedule`], [`rng`]
+//! [`softf32`] -> [`arith`] -> [`backend`], [`math`] -> [`mlp`], [`loss`], [`optim`], [`schedule`], [`rng`]
 //! -> [`config`], [`state`], [`dataset`] -> [`hash`], [`nxck`] -> [`trainer`] -> [`checkpoint`].
 //!
-//! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over.
+//! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over;
+//!   [`backend`]: the verified hardware-float backend behind it, and its environment guard.
 //! - [`math`]: the two settings of `exp`, `log`, `sqrt` and `le` (the seed's and IEEE's).
 //! - [`mlp`], [`loss`]: the model's forward and backward passes and its losses.
 //! - [`optim`], [`schedule`]: Adam, AdamW, SGD, clipping; learning-rate schedules.
@@ -22,6 +23,7 @@
 //! `docs/TRAINING.md` defines every bit a run computes.
 
 pub mod arith;
+pub mod backend;
 mod bounded;
 pub mod checkpoint;
 pub mod config;

@@ -2,8 +2,9 @@
 //! for classification, identity with mean squared error for regression. Each computes one
 //! sample's loss and the gradient of that loss with respect to the last layer's outputs.
 
-use crate::arith::Real;
+use crate::arith::{cells, Real};
 use crate::math::Math;
+use crate::softf32::F32;
 
 /// The loss a model is trained with; recorded in every checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,6 +20,16 @@ pub enum Loss {
 pub enum Target<'a, R> {
     Class(usize),
     Values(&'a [R]),
+}
+
+impl<'a> Target<'a, F32> {
+    /// The target viewed in backend `R` (no copy).
+    pub fn cells<R: Real>(self) -> Target<'a, R> {
+        match self {
+            Target::Class(label) => Target::Class(label),
+            Target::Values(values) => Target::Values(cells(values)),
+        }
+    }
 }
 
 impl Loss {
@@ -37,20 +48,20 @@ impl Loss {
     }
 
     /// The sample's loss. Leaves the model's outputs (probabilities or values) in `outputs` and
-    /// the gradient with respect to `z` (the last layer's pre-activations) in `delta`.
+    /// the gradient with respect to `z` (the last layer's pre-activations) in `delta` (both as
+    /// long as `z`).
     pub fn forward<R: Real>(
         self,
         math: Math,
         z: &[R],
         target: Target<'_, R>,
         outputs: &mut [R],
-        delta: &mut Vec<R>,
+        delta: &mut [R],
     ) -> R {
         match (self, target) {
             (Loss::CrossEntropy, Target::Class(label)) => {
                 let loss = softmax_cross_entropy(math, z, label, outputs);
-                delta.clear();
-                delta.extend_from_slice(outputs);
+                delta.copy_from_slice(outputs);
                 delta[label] = outputs[label] - R::ONE;
                 loss
             }
@@ -115,15 +126,14 @@ fn softmax_cross_entropy<R: Real>(math: Math, z: &[R], label: usize, p: &mut [R]
 }
 
 /// `(Σ d_o^2 from +0) / K` with `d = z - t`; the gradient is `d_o * (2 / K)`.
-fn mean_squared_error<R: Real>(z: &[R], t: &[R], delta: &mut Vec<R>) -> R {
+fn mean_squared_error<R: Real>(z: &[R], t: &[R], delta: &mut [R]) -> R {
     let outputs = R::from_i64(z.len() as i64);
     let scale = R::from_i64(2) / outputs;
     let mut sum = R::ZERO;
-    delta.clear();
-    for (&zo, &to) in z.iter().zip(t) {
+    for ((&zo, &to), delta) in z.iter().zip(t).zip(delta.iter_mut()) {
         let d = zo - to;
         sum = sum + d * d;
-        delta.push(d * scale);
+        *delta = d * scale;
     }
     sum / outputs
 }
@@ -131,7 +141,6 @@ fn mean_squared_error<R: Real>(z: &[R], t: &[R], delta: &mut Vec<R>) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::softf32::F32;
 
     fn f(x: i32) -> F32 {
         F32::from_i32(x)
@@ -141,17 +150,17 @@ mod tests {
     fn mse_of_small_integers_is_exact() {
         // z = (3, 1), t = (1, 1): d = (2, 0), loss = 4 / 2 = 2, gradient = (2 * 1, 0).
         let (z, t) = ([f(3), f(1)], [f(1), f(1)]);
-        let (mut out, mut delta) = ([F32::ZERO; 2], Vec::new());
+        let (mut out, mut delta) = ([F32::ZERO; 2], [F32::ZERO; 2]);
         let loss = Loss::Mse.forward(Math::Ieee, &z, Target::Values(&t), &mut out, &mut delta);
         assert_eq!(loss, f(2));
-        assert_eq!(delta, vec![f(2), F32::ZERO]);
+        assert_eq!(delta, [f(2), F32::ZERO]);
         assert_eq!(out, z);
     }
 
     #[test]
     fn equal_logits_give_uniform_probabilities_and_log_k_loss() {
         let z = [f(5); 4];
-        let (mut p, mut delta) = ([F32::ZERO; 4], Vec::new());
+        let (mut p, mut delta) = ([F32::ZERO; 4], [F32::ZERO; 4]);
         let loss = Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(2), &mut p, &mut delta);
         let quarter = F32::ONE / f(4);
         assert_eq!(p, [quarter; 4]);
@@ -162,7 +171,7 @@ mod tests {
     #[test]
     fn ieee_loss_stays_finite_when_the_probability_underflows() {
         let z = [f(0), f(-200)];
-        let (mut p, mut delta) = ([F32::ZERO; 2], Vec::new());
+        let (mut p, mut delta) = ([F32::ZERO; 2], [F32::ZERO; 2]);
         let loss = Loss::CrossEntropy.forward(Math::Ieee, &z, Target::Class(1), &mut p, &mut delta);
         assert_eq!(p[1], F32::ZERO);
         // log(1 + e^-200) rounds to 0 in binary32, so the loss is exactly 200.

@@ -5,7 +5,7 @@
 //! input by input, in order), hidden layers apply ReLU, the last layer feeds the loss. The order
 //! of float operations is part of the result; it is the seed's `fwd` and `bwd`.
 
-use crate::arith::Real;
+use crate::arith::{cells, cells_mut, Real};
 use crate::error::{Error, Result};
 use crate::loss::{Loss, Target};
 use crate::math::Math;
@@ -210,40 +210,47 @@ fn uniform(l: usize, cells: usize, seed: i64, fan: usize) -> Vec<F32> {
         .collect()
 }
 
-/// One sample's working memory for forward and backward, allocated once per trainer.
+/// One sample's working memory for forward and backward, allocated once per trainer. Stored as
+/// [`F32`] cells, which the kernels view as their backend's values (see [`crate::arith::cells`]).
 #[derive(Clone, Debug)]
-pub struct Scratch<R> {
+pub struct Scratch {
     /// Pre-activations of every layer (the last one holds the model's raw outputs `z`).
-    pre: Vec<Vec<R>>,
+    pre: Vec<Vec<F32>>,
     /// ReLU outputs of the hidden layers.
-    hidden: Vec<Vec<R>>,
+    hidden: Vec<Vec<F32>>,
     /// The model's outputs (probabilities or values).
-    pub outputs: Vec<R>,
+    pub outputs: Vec<F32>,
     /// The loss gradient with respect to the current layer's pre-activations, and the one being
     /// accumulated for the layer below.
-    delta: Vec<R>,
-    delta_below: Vec<R>,
+    delta: Vec<F32>,
+    delta_below: Vec<F32>,
 }
 
-impl<R: Real> Scratch<R> {
-    pub fn new(mlp: &Mlp) -> Scratch<R> {
+impl Scratch {
+    pub fn new(mlp: &Mlp) -> Scratch {
         let widest = mlp.sizes.iter().copied().max().unwrap_or(0);
         let last = mlp.sizes.len() - 1;
         Scratch {
-            pre: mlp.sizes[1..].iter().map(|&n| vec![R::ZERO; n]).collect(),
+            pre: mlp.sizes[1..].iter().map(|&n| vec![F32::ZERO; n]).collect(),
             hidden: mlp.sizes[1..last]
                 .iter()
-                .map(|&n| vec![R::ZERO; n])
+                .map(|&n| vec![F32::ZERO; n])
                 .collect(),
-            outputs: vec![R::ZERO; mlp.outputs()],
+            outputs: vec![F32::ZERO; mlp.outputs()],
             delta: Vec::with_capacity(widest),
             delta_below: Vec::with_capacity(widest),
         }
     }
 
     /// The last layer's pre-activations of the last forward pass.
-    pub fn z(&self) -> &[R] {
+    pub fn z(&self) -> &[F32] {
         &self.pre[self.pre.len() - 1]
+    }
+
+    /// The last layer's pre-activations, and the outputs to write from them.
+    pub fn z_and_outputs<R: Real>(&mut self) -> (&[R], &mut [R]) {
+        let last = self.pre.len() - 1;
+        (cells(&self.pre[last]), cells_mut(&mut self.outputs))
     }
 }
 
@@ -257,24 +264,30 @@ pub enum Accumulate {
 
 impl Mlp {
     /// The forward pass up to the last layer's pre-activations (left in `s.z()`): the seed's
-    /// `fwd`, with ReLU by the setting's `le`.
-    pub fn forward<R: Real>(&self, math: Math, params: &[Layer<R>], x: &[R], s: &mut Scratch<R>) {
+    /// `fwd`, with ReLU by the setting's `le`. Computes in `R` on the stored cells.
+    pub fn forward<R: Real>(&self, math: Math, params: &[Layer], x: &[R], s: &mut Scratch) {
         for (l, layer) in params.iter().enumerate() {
             let (outputs, inputs) = self.weight_shape(l);
+            let (w, b) = (cells::<R>(&layer.w), cells::<R>(&layer.b));
             let hidden_layers = s.hidden.len();
             let (below, this) = s.hidden.split_at_mut(l.min(hidden_layers));
-            let input: &[R] = if l == 0 { x } else { &below[l - 1] };
+            let input: &[R] = if l == 0 { x } else { cells(&below[l - 1]) };
+            let pre: &mut [R] = cells_mut(&mut s.pre[l]);
+            let activations: &mut [R] = match this.first_mut() {
+                Some(a) if l + 1 < self.layers() => cells_mut(a),
+                _ => &mut [],
+            };
             // `o` indexes the weight rows, the biases, the pre-activations and the activations.
             #[allow(clippy::needless_range_loop)]
             for o in 0..outputs {
-                let row = &layer.w[o * inputs..(o + 1) * inputs];
+                let row = &w[o * inputs..(o + 1) * inputs];
                 let z = row
                     .iter()
                     .zip(input)
-                    .fold(layer.b[o], |acc, (&w, &a)| acc + w * a);
-                s.pre[l][o] = z;
+                    .fold(b[o], |acc, (&w, &a)| acc + w * a);
+                pre[o] = z;
                 if l + 1 < self.layers() {
-                    this[0][o] = if math.le(z, R::ZERO) { R::ZERO } else { z };
+                    activations[o] = if math.le(z, R::ZERO) { R::ZERO } else { z };
                 }
             }
         }
@@ -287,16 +300,24 @@ impl Mlp {
         &self,
         math: Math,
         loss: Loss,
-        params: &[Layer<R>],
+        params: &[Layer],
         x: &[R],
         target: Target<'_, R>,
-        s: &mut Scratch<R>,
-        grads: &mut [Layer<R>],
+        s: &mut Scratch,
+        grads: &mut [Layer],
         accumulate: Accumulate,
     ) -> R {
         self.forward(math, params, x, s);
         let last = self.layers() - 1;
-        let value = loss.forward(math, &s.pre[last], target, &mut s.outputs, &mut s.delta);
+        s.delta.clear();
+        s.delta.resize(self.outputs(), F32::ZERO);
+        let value = loss.forward(
+            math,
+            cells::<R>(&s.pre[last]),
+            target,
+            cells_mut(&mut s.outputs),
+            cells_mut(&mut s.delta),
+        );
         self.backward(math, params, x, s, grads, accumulate);
         value
     }
@@ -305,48 +326,52 @@ impl Mlp {
     fn backward<R: Real>(
         &self,
         math: Math,
-        params: &[Layer<R>],
+        params: &[Layer],
         x: &[R],
-        s: &mut Scratch<R>,
-        grads: &mut [Layer<R>],
+        s: &mut Scratch,
+        grads: &mut [Layer],
         accumulate: Accumulate,
     ) {
         for l in (0..self.layers()).rev() {
             let (outputs, inputs) = self.weight_shape(l);
-            let input: &[R] = if l == 0 { x } else { &s.hidden[l - 1] };
-            let weights = &params[l].w;
+            let input: &[R] = if l == 0 { x } else { cells(&s.hidden[l - 1]) };
+            let weights: &[R] = cells(&params[l].w);
             let grad = &mut grads[l];
+            let (grad_w, grad_b): (&mut [R], &mut [R]) =
+                (cells_mut(&mut grad.w), cells_mut(&mut grad.b));
             // The seed starts this accumulation from +0 (so a lone -0 term becomes +0).
             s.delta_below.clear();
             s.delta_below
-                .resize(if l > 0 { inputs } else { 0 }, R::ZERO);
+                .resize(if l > 0 { inputs } else { 0 }, F32::ZERO);
+            let delta: &[R] = cells(&s.delta);
+            let delta_below: &mut [R] = cells_mut(&mut s.delta_below);
             for o in 0..outputs {
-                let d = s.delta[o];
+                let d = delta[o];
                 let row = o * inputs..(o + 1) * inputs;
                 match accumulate {
                     Accumulate::Write => {
-                        grad.b[o] = d;
-                        for (g, &a) in grad.w[row].iter_mut().zip(input) {
+                        grad_b[o] = d;
+                        for (g, &a) in grad_w[row].iter_mut().zip(input) {
                             *g = d * a;
                         }
                     }
                     Accumulate::Add => {
-                        grad.b[o] = grad.b[o] + d;
-                        for (g, &a) in grad.w[row].iter_mut().zip(input) {
+                        grad_b[o] = grad_b[o] + d;
+                        for (g, &a) in grad_w[row].iter_mut().zip(input) {
                             *g = *g + d * a;
                         }
                     }
                 }
                 if l > 0 {
                     let row = &weights[o * inputs..(o + 1) * inputs];
-                    for (below, &w) in s.delta_below.iter_mut().zip(row) {
+                    for (below, &w) in delta_below.iter_mut().zip(row) {
                         *below = *below + w * d;
                     }
                 }
             }
             if l > 0 {
                 // ReLU's derivative: zero where the pre-activation was <= 0 by the setting's le.
-                for (d, &z) in s.delta_below.iter_mut().zip(&s.pre[l - 1]) {
+                for (d, &z) in delta_below.iter_mut().zip(cells::<R>(&s.pre[l - 1])) {
                     if math.le(z, R::ZERO) {
                         *d = R::ZERO;
                     }

@@ -2,7 +2,8 @@
 //! epoch, as `docs/TRAINING.md` defines them; the training loop, with a callback between steps
 //! that can stop it (Ctrl-C, progress, checkpoints); evaluation and prediction.
 
-use crate::arith::Real;
+use crate::arith::{cells, cells_mut, Real};
+use crate::backend::{Backend, BackendChoice, FpEnvGuard, Native};
 use crate::config::TrainerConfig;
 use crate::dataset::{Dataset, Targets};
 use crate::error::{Error, Result};
@@ -69,7 +70,7 @@ pub struct Evaluation {
 /// Per-batch working memory.
 #[derive(Clone, Debug)]
 struct Work {
-    scratch: Scratch<F32>,
+    scratch: Scratch,
     /// The batch's gradient (the first block's sum, then the total, then the mean).
     total: Vec<Layer>,
     /// The sum of a block after the first.
@@ -82,13 +83,15 @@ struct BatchSums {
     correct: usize,
 }
 
-/// An MLP with its optimiser state.
+/// An MLP with its optimiser state, and the backend it computes with (not part of the state:
+/// every backend gives the same bits).
 #[derive(Clone, Debug)]
 pub struct Trainer {
     config: TrainerConfig,
     mlp: Mlp,
     state: TrainState,
     work: Work,
+    backend: Backend,
 }
 
 impl Trainer {
@@ -115,7 +118,32 @@ impl Trainer {
             mlp,
             state,
             work,
+            backend: Backend::Soft,
         })
+    }
+
+    /// The backend training, evaluation and prediction compute with ([`Backend::Soft`] unless
+    /// set).
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Computes with `backend` from now on. [`Backend::Hw`] needs [`crate::backend::hardware`]:
+    /// otherwise `Error::Config` says why not, and nothing changes.
+    pub fn set_backend(&mut self, backend: Backend) -> Result<()> {
+        if backend == Backend::Hw {
+            BackendChoice::Hw.resolve()?;
+        }
+        self.backend = backend;
+        Ok(())
+    }
+
+    /// Computes with the backend `choice` resolves to (see [`BackendChoice::resolve`]); returns
+    /// the self-check's failure when `Auto` fell back to soft because of it.
+    pub fn choose_backend(&mut self, choice: BackendChoice) -> Result<Option<&'static str>> {
+        let (backend, warning) = choice.resolve()?;
+        self.backend = backend;
+        Ok(warning)
     }
 
     pub fn config(&self) -> &TrainerConfig {
@@ -273,31 +301,41 @@ impl Trainer {
     /// The model's loss (and accuracy, for classification) on `data`. Changes nothing.
     pub fn evaluate(&self, data: &Dataset) -> Result<Evaluation> {
         self.check_data(data)?;
+        Ok(match self.backend {
+            Backend::Soft => self.evaluate_in::<F32>(data),
+            Backend::Hw => {
+                let _env = FpEnvGuard::new();
+                self.evaluate_in::<Native>(data)
+            }
+        })
+    }
+
+    #[inline(never)] // see `hardware_call`
+    fn evaluate_in<R: Real>(&self, data: &Dataset) -> Evaluation {
+        let math = self.config.math;
         let mut scratch = Scratch::new(&self.mlp);
-        let mut delta = Vec::new();
-        let mut loss_sum: Option<F32> = None;
+        let mut delta = vec![F32::ZERO; self.mlp.outputs()];
+        let mut loss_sum: Option<R> = None;
         let mut correct = 0;
         for s in 0..data.len() {
             let (x, target) = data.sample(s);
+            let target = target.cells::<R>();
             self.mlp
-                .forward(self.config.math, &self.state.params, x, &mut scratch);
-            let z = scratch.z().to_vec();
-            let loss = self.config.loss.forward(
-                self.config.math,
-                &z,
-                target,
-                &mut scratch.outputs,
-                &mut delta,
-            );
+                .forward::<R>(math, &self.state.params, cells(x), &mut scratch);
+            let (z, outputs) = scratch.z_and_outputs::<R>();
+            let loss = self
+                .config
+                .loss
+                .forward(math, z, target, outputs, cells_mut(&mut delta));
             loss_sum = Some(loss_sum.map_or(loss, |sum| sum + loss));
-            correct += usize::from(is_correct(self.config.math, &scratch.outputs, target));
+            correct += usize::from(is_correct(math, outputs, target));
         }
-        let loss = loss_sum.expect("data sets are not empty") / F32::from_i64(data.len() as i64);
-        Ok(Evaluation {
-            loss,
+        let loss = loss_sum.expect("data sets are not empty") / R::from_i64(data.len() as i64);
+        Evaluation {
+            loss: loss.to_f32(),
             correct: self.classifies().then_some(correct),
             samples: data.len(),
-        })
+        }
     }
 
     /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values
@@ -310,18 +348,28 @@ impl Trainer {
                 inputs.len()
             )));
         }
+        Ok(match self.backend {
+            Backend::Soft => self.predict_in::<F32>(inputs),
+            Backend::Hw => {
+                let _env = FpEnvGuard::new();
+                self.predict_in::<Native>(inputs)
+            }
+        })
+    }
+
+    #[inline(never)] // see `hardware_call`
+    fn predict_in<R: Real>(&self, inputs: &[F32]) -> Vec<F32> {
+        let features = self.mlp.inputs();
         let mut scratch = Scratch::new(&self.mlp);
         let mut out = Vec::with_capacity(inputs.len() / features * self.mlp.outputs());
         for x in inputs.chunks(features) {
             self.mlp
-                .forward(self.config.math, &self.state.params, x, &mut scratch);
-            let z = scratch.z().to_vec();
-            self.config
-                .loss
-                .outputs(self.config.math, &z, &mut scratch.outputs);
+                .forward::<R>(self.config.math, &self.state.params, cells(x), &mut scratch);
+            let (z, outputs) = scratch.z_and_outputs::<R>();
+            self.config.loss.outputs(self.config.math, z, outputs);
             out.extend_from_slice(&scratch.outputs);
         }
-        Ok(out)
+        out
     }
 
     fn classifies(&self) -> bool {
@@ -366,14 +414,31 @@ impl Trainer {
         }
     }
 
+    // hardware_call: the `*_in` functions run under an [`FpEnvGuard`] for the hardware backend.
+    // They are never inlined, so all their floating-point operations happen inside the call, between
+    // the guard's two register writes: the compiler assumes the default environment and could
+    // otherwise move an operation whose operands it already has across them.
+
     /// Gradient of the batch `samples` (blocked sums, then the mean), optional clipping, then
-    /// the optimiser's update. Advances `b1t`, `b2t` but no counters.
+    /// the optimiser's update, on the trainer's backend. Advances `b1t`, `b2t` but no counters.
     fn step_unchecked(&mut self, data: &Dataset, samples: &[usize]) -> BatchSums {
+        match self.backend {
+            Backend::Soft => self.step_in::<F32>(data, samples),
+            Backend::Hw => {
+                let _env = FpEnvGuard::new();
+                self.step_in::<Native>(data, samples)
+            }
+        }
+    }
+
+    /// [`Trainer::step_unchecked`] computing in `R` on the stored cells.
+    #[inline(never)] // see `hardware_call`
+    fn step_in<R: Real>(&mut self, data: &Dataset, samples: &[usize]) -> BatchSums {
         let config = &self.config;
         let (math, loss_kind) = (config.math, config.loss);
         let params = &self.state.params;
         let work = &mut self.work;
-        let mut sums: Option<BatchSums> = None;
+        let mut sums: Option<(R, usize)> = None;
         for (k, block) in samples.chunks(config.block_len()).enumerate() {
             if k == 1 && work.block.is_empty() {
                 work.block = params.iter().map(zeroed_like).collect();
@@ -385,48 +450,44 @@ impl Trainer {
             };
             for (i, &s) in block.iter().enumerate() {
                 let (x, target) = data.sample(s);
+                let target = target.cells::<R>();
                 let accumulate = if i == 0 {
                     Accumulate::Write
                 } else {
                     Accumulate::Add
                 };
-                let loss = self.mlp.sample_gradient(
+                let loss = self.mlp.sample_gradient::<R>(
                     math,
                     loss_kind,
                     params,
-                    x,
+                    cells(x),
                     target,
                     &mut work.scratch,
                     into,
                     accumulate,
                 );
-                let correct = is_correct(math, &work.scratch.outputs, target);
+                let correct = usize::from(is_correct(math, cells(&work.scratch.outputs), target));
                 sums = Some(match sums {
-                    None => BatchSums {
-                        loss,
-                        correct: usize::from(correct),
-                    },
-                    Some(acc) => BatchSums {
-                        loss: acc.loss + loss,
-                        correct: acc.correct + usize::from(correct),
-                    },
+                    None => (loss, correct),
+                    Some((loss_sum, correct_sum)) => (loss_sum + loss, correct_sum + correct),
                 });
             }
             if k > 0 {
                 for (total, block) in work.total.iter_mut().zip(&work.block) {
-                    add_assign(&mut total.w, &block.w);
-                    add_assign(&mut total.b, &block.b);
+                    add_assign::<R>(cells_mut(&mut total.w), cells(&block.w));
+                    add_assign::<R>(cells_mut(&mut total.b), cells(&block.b));
                 }
             }
         }
-        let batch = F32::from_i64(samples.len() as i64);
+        let batch = R::from_i64(samples.len() as i64);
         for layer in work.total.iter_mut() {
-            for g in layer.w.iter_mut().chain(layer.b.iter_mut()) {
+            let (w, b): (&mut [R], &mut [R]) = (cells_mut(&mut layer.w), cells_mut(&mut layer.b));
+            for g in w.iter_mut().chain(b.iter_mut()) {
                 *g = *g / batch;
             }
         }
         if let Some(max_norm) = config.clip_norm {
-            clip_by_global_norm(&mut work.total, max_norm);
+            clip_by_global_norm::<R>(&mut work.total, max_norm);
         }
         let s = &mut self.state;
         let lr = config.schedule.rate(config.optimizer.lr, s.step as u64);
@@ -438,17 +499,28 @@ impl Trainer {
                 None => (&mut [], &mut []),
             };
             let update = |p: &mut [F32], g: &[F32], m: &mut [F32], v: &mut [F32]| {
-                config.optimizer.update(math, &scalars, p, g, m, v);
+                config.optimizer.update::<R>(
+                    math,
+                    &scalars,
+                    cells_mut(p),
+                    cells(g),
+                    cells_mut(m),
+                    cells_mut(v),
+                );
             };
             update(&mut p.w, &grad.w, &mut m.w, vw);
             update(&mut p.b, &grad.b, &mut m.b, vb);
         }
-        sums.expect("a batch has at least one sample")
+        let (loss, correct) = sums.expect("a batch has at least one sample");
+        BatchSums {
+            loss: loss.to_f32(),
+            correct,
+        }
     }
 }
 
 /// Whether the maximum of the probabilities `p` (section 10's rule) is the sample's label.
-fn is_correct(math: Math, p: &[F32], target: Target<'_, F32>) -> bool {
+fn is_correct<R: Real>(math: Math, p: &[R], target: Target<'_, R>) -> bool {
     matches!(target, Target::Class(label) if argmax(math, p) == label)
 }
 

@@ -10,6 +10,7 @@
 //! A case that does not match reports every difference (all cases run before the test fails),
 //! so a mismatch can be traced to the first step where the two implementations part.
 
+use nxrs_core::backend::{self, Backend};
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
@@ -22,6 +23,18 @@ use nxrs_core::{Trainer, TrainerConfig, F32};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+
+/// Every backend these tests run under: softf32, and the hardware where it is available (it
+/// must be on x86_64 and aarch64).
+fn backends() -> Vec<Backend> {
+    if backend::GUARDED_TARGET {
+        backend::hardware().expect("the hardware backend is available on this target");
+        vec![Backend::Soft, Backend::Hw]
+    } else {
+        println!("the hardware backend is not available here: softf32 only");
+        vec![Backend::Soft]
+    }
+}
 
 fn fixture() -> Value {
     let path = concat!(
@@ -184,7 +197,7 @@ fn one_step(t: &mut Trainer, data: &Dataset) -> F32 {
 }
 
 /// Runs one case and reports every difference from the fixture.
-fn run_case(case: &Value, steps_expected: usize, epochs: i64) -> Vec<String> {
+fn run_case(case: &Value, steps_expected: usize, epochs: i64, backend: Backend) -> Vec<String> {
     let mut r = Report::default();
     let config = config_of(case);
     let n = usize_of(&case["n"]);
@@ -195,6 +208,7 @@ fn run_case(case: &Value, steps_expected: usize, epochs: i64) -> Vec<String> {
         usize_of(&case["batches_per_epoch"]),
     );
     let mut t = Trainer::new(config).unwrap();
+    t.set_backend(backend).unwrap();
     r.check(
         "initial hash",
         hex(t.state_hash()),
@@ -308,9 +322,12 @@ fn every_case_matches_the_reference_bit_for_bit() {
     let cases = g["cases"].as_array().unwrap();
     assert!(cases.len() >= 9);
     let mut failed = Vec::new();
-    for case in cases {
-        let name = str_of(&case["name"]);
-        let differences = run_case(case, steps, epochs);
+    for (case, backend) in cases
+        .iter()
+        .flat_map(|case| backends().into_iter().map(move |b| (case, b)))
+    {
+        let name = format!("{} ({})", str_of(&case["name"]), backend.name());
+        let differences = run_case(case, steps, epochs, backend);
         if differences.is_empty() {
             println!("{name}: matches");
         } else {
@@ -510,62 +527,69 @@ fn digits_matches_the_reference() {
     let train = subset(&x, &y, train_idx);
     let test = subset(&x, &y, test_idx);
 
-    let mut t = Trainer::new(config).unwrap();
-    let mut r = Report::default();
-    for want in d["per_epoch"].as_array().unwrap() {
-        let epoch = i64_of(&want["epoch"]);
-        let mut losses = Vec::new();
-        let _ = t
-            .run(&train, Until::Epoch(epoch), |_, event| {
-                if let Event::Step(report) = event {
-                    losses.push(report.loss);
-                }
-                ControlFlow::Continue(())
-            })
-            .unwrap();
-        let sum = losses[1..].iter().fold(losses[0], |acc, &l| acc + l);
-        let mean = sum / f32i(losses.len() as i64);
+    for backend in backends() {
+        let mut t = Trainer::new(config.clone()).unwrap();
+        t.set_backend(backend).unwrap();
+        let mut r = Report::default();
+        for want in d["per_epoch"].as_array().unwrap() {
+            let epoch = i64_of(&want["epoch"]);
+            let mut losses = Vec::new();
+            let _ = t
+                .run(&train, Until::Epoch(epoch), |_, event| {
+                    if let Event::Step(report) = event {
+                        losses.push(report.loss);
+                    }
+                    ControlFlow::Continue(())
+                })
+                .unwrap();
+            let sum = losses[1..].iter().fold(losses[0], |acc, &l| acc + l);
+            let mean = sum / f32i(losses.len() as i64);
+            r.check(
+                &format!("epoch {epoch}: mean step loss bits"),
+                mean.to_bits(),
+                bits(&want["mean_step_loss_bits"]).to_bits(),
+            );
+            let eval = t.evaluate(&test).unwrap();
+            r.check(
+                &format!("epoch {epoch}: test loss bits"),
+                eval.loss.to_bits(),
+                bits(&want["test_loss_bits"]).to_bits(),
+            );
+            r.check(
+                &format!("epoch {epoch}: test accuracy (correct samples)"),
+                eval.correct,
+                correct_count(want["test_accuracy"].as_f64(), n_test),
+            );
+            r.check(
+                &format!("epoch {epoch}: state hash"),
+                hex(t.state_hash()),
+                str_of(&want["state_hash"]).to_string(),
+            );
+        }
         r.check(
-            &format!("epoch {epoch}: mean step loss bits"),
-            mean.to_bits(),
-            bits(&want["mean_step_loss_bits"]).to_bits(),
-        );
-        let eval = t.evaluate(&test).unwrap();
-        r.check(
-            &format!("epoch {epoch}: test loss bits"),
-            eval.loss.to_bits(),
-            bits(&want["test_loss_bits"]).to_bits(),
-        );
-        r.check(
-            &format!("epoch {epoch}: test accuracy (correct samples)"),
-            eval.correct,
-            correct_count(want["test_accuracy"].as_f64(), n_test),
-        );
-        r.check(
-            &format!("epoch {epoch}: state hash"),
+            "final state hash",
             hex(t.state_hash()),
-            str_of(&want["state_hash"]).to_string(),
+            str_of(&d["final_state_hash"]).to_string(),
         );
+        let eval = t.evaluate(&train).unwrap();
+        r.check(
+            "training loss bits",
+            eval.loss.to_bits(),
+            bits(&d["train_loss_bits"]).to_bits(),
+        );
+        r.check(
+            "training accuracy (correct samples)",
+            eval.correct,
+            correct_count(d["train_accuracy"].as_f64(), train_idx.len()),
+        );
+        for line in &r.0 {
+            println!("    {line}");
+        }
+        assert!(
+            r.0.is_empty(),
+            "the digits case differs from the reference ({})",
+            backend.name()
+        );
+        println!("digits ({}, {}): matches", path.display(), backend.name());
     }
-    r.check(
-        "final state hash",
-        hex(t.state_hash()),
-        str_of(&d["final_state_hash"]).to_string(),
-    );
-    let eval = t.evaluate(&train).unwrap();
-    r.check(
-        "training loss bits",
-        eval.loss.to_bits(),
-        bits(&d["train_loss_bits"]).to_bits(),
-    );
-    r.check(
-        "training accuracy (correct samples)",
-        eval.correct,
-        correct_count(d["train_accuracy"].as_f64(), train_idx.len()),
-    );
-    for line in &r.0 {
-        println!("    {line}");
-    }
-    assert!(r.0.is_empty(), "the digits case differs from the reference");
-    println!("digits ({}): matches", path.display());
 }

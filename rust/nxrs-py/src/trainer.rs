@@ -5,6 +5,7 @@ use crate::errors::{to_py, ConfigError, InputError};
 use crate::inputs::{self, AnyInt};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods};
+use nxrs_core::backend::BackendChoice;
 use nxrs_core::checkpoint;
 use nxrs_core::config::TrainerConfig;
 use nxrs_core::dataset::Dataset;
@@ -17,7 +18,7 @@ use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::state::TrainState;
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, F32};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::ops::ControlFlow;
@@ -301,8 +302,14 @@ pub struct PyTrainer {
 }
 
 impl PyTrainer {
-    pub(crate) fn from_core(inner: Trainer) -> PyTrainer {
-        PyTrainer { inner, tally: None }
+    /// A Python trainer computing with `backend` (None: "auto").
+    pub(crate) fn from_core(
+        py: Python<'_>,
+        mut inner: Trainer,
+        backend: Option<&str>,
+    ) -> PyResult<PyTrainer> {
+        choose_backend(py, &mut inner, backend)?;
+        Ok(PyTrainer { inner, tally: None })
     }
 
     /// `(x, y)` as a data set for this model, every input rule checked.
@@ -498,6 +505,25 @@ impl PyTrainer {
 
 /// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
 /// statistic of exact integer counts, not training arithmetic (which is all softf32).
+/// Sets the backend `name` (None: "auto") asks for: a ConfigError for an unknown name or for
+/// "hw" where the hardware path is unavailable (saying why), a RuntimeWarning naming the
+/// self-check's disagreement when "auto" falls back to softf32 because of one.
+fn choose_backend(py: Python<'_>, trainer: &mut Trainer, name: Option<&str>) -> PyResult<()> {
+    let name = name.unwrap_or("auto");
+    let choice = BackendChoice::from_name(name).ok_or_else(|| {
+        ConfigError::new_err(format!(
+            "backend = {name:?} is not one of {:?}",
+            BackendChoice::NAMES
+        ))
+    })?;
+    if let Some(warning) = trainer.choose_backend(choice).map_err(to_py)? {
+        let message = format!("{warning}; backend='auto' computes with softf32 ('soft')");
+        let message = std::ffi::CString::new(message).expect("no NUL in the message");
+        PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
+    }
+    Ok(())
+}
+
 #[allow(clippy::float_arithmetic)]
 fn accuracy(correct: usize, samples: usize) -> f64 {
     correct as f64 / samples as f64
@@ -546,9 +572,11 @@ impl PyTrainer {
         grad_block = None,
         shuffle = None,
         drop_last = None,
+        backend = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         layers: Option<Vec<AnyInt>>,
         seed: Option<AnyInt>,
         sizes: Option<Vec<AnyInt>>,
@@ -572,6 +600,7 @@ impl PyTrainer {
         grad_block: Option<AnyInt>,
         shuffle: Option<bool>,
         drop_last: Option<bool>,
+        backend: Option<String>,
     ) -> PyResult<Self> {
         let options = Options {
             seed,
@@ -598,16 +627,24 @@ impl PyTrainer {
             drop_last,
         };
         let config = build_config(layers, options)?;
-        Ok(PyTrainer::from_core(Trainer::new(config).map_err(to_py)?))
+        PyTrainer::from_core(py, Trainer::new(config).map_err(to_py)?, backend.as_deref())
     }
 
     /// The seed program's model: `Trainer(seed=seed)`.
     #[classmethod]
-    #[pyo3(signature = (seed = AnyInt::new(1)), text_signature = "(seed=1)")]
-    fn seed_model(_cls: &Bound<'_, pyo3::types::PyType>, seed: AnyInt) -> PyResult<Self> {
+    #[pyo3(
+        signature = (seed = AnyInt::new(1), *, backend = None),
+        text_signature = "(seed=1, *, backend=None)"
+    )]
+    fn seed_model(
+        _cls: &Bound<'_, pyo3::types::PyType>,
+        py: Python<'_>,
+        seed: AnyInt,
+        backend: Option<String>,
+    ) -> PyResult<Self> {
         let seed = seed.to_i64("seed", ConfigError::new_err)?;
         let config = TrainerConfig::seed_style(vec![6, 10, 4], seed);
-        Ok(PyTrainer::from_core(Trainer::new(config).map_err(to_py)?))
+        PyTrainer::from_core(py, Trainer::new(config).map_err(to_py)?, backend.as_deref())
     }
 
     /// One optimiser step on one sample, outside the epoch structure; returns its loss.
@@ -817,13 +854,15 @@ impl PyTrainer {
 
     /// A trainer rebuilt from a checkpoint, all checksums verified.
     #[classmethod]
+    #[pyo3(signature = (path, *, backend = None))]
     fn load(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
+        backend: Option<String>,
     ) -> PyResult<Self> {
         let inner = py.detach(|| checkpoint::load(&path)).map_err(to_py)?;
-        Ok(PyTrainer::from_core(inner))
+        PyTrainer::from_core(py, inner, backend.as_deref())
     }
 
     /// Replaces this trainer's whole state with the checkpoint's.
@@ -863,6 +902,17 @@ impl PyTrainer {
     }
 
     /// Completed epochs.
+    /// The backend computing this trainer's steps, evaluations and predictions: "hw" or "soft".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.inner.backend().name()
+    }
+
+    #[setter(backend)]
+    fn set_backend(&mut self, py: Python<'_>, value: &str) -> PyResult<()> {
+        choose_backend(py, &mut self.inner, Some(value))
+    }
+
     #[getter]
     fn epoch(&self) -> i64 {
         self.inner.state().epoch

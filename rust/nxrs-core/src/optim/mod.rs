@@ -9,7 +9,7 @@ mod sgd;
 
 pub use adam::BiasCorrection;
 
-use crate::arith::Real;
+use crate::arith::{cells_mut, Real};
 use crate::error::{Error, Result};
 use crate::math::Math;
 use crate::mlp::Layer;
@@ -229,10 +229,12 @@ impl StepScalars {
 /// Scales the gradient so its global norm is at most `max_norm` (section 8): the squares of every
 /// cell summed from +0 in tensor order (`W1, b1, W2, ...`), the correctly rounded square root,
 /// and if it exceeds `max_norm`, every cell times `max_norm / norm`.
-pub fn clip_by_global_norm<R: Real>(grads: &mut [Layer<R>], max_norm: F32) {
+/// Computes in `R` on the stored cells.
+pub fn clip_by_global_norm<R: Real>(grads: &mut [Layer], max_norm: F32) {
     let mut squares = R::ZERO;
-    for layer in grads.iter() {
-        for &g in layer.w.iter().chain(&layer.b) {
+    for layer in grads.iter_mut() {
+        let (w, b): (&mut [R], &mut [R]) = (cells_mut(&mut layer.w), cells_mut(&mut layer.b));
+        for &g in w.iter().chain(b.iter()) {
             squares = squares + g * g;
         }
     }
@@ -240,7 +242,8 @@ pub fn clip_by_global_norm<R: Real>(grads: &mut [Layer<R>], max_norm: F32) {
     if max_norm.ieee_lt(norm) {
         let factor = R::from_f32(max_norm / norm);
         for layer in grads.iter_mut() {
-            for g in layer.w.iter_mut().chain(layer.b.iter_mut()) {
+            let (w, b): (&mut [R], &mut [R]) = (cells_mut(&mut layer.w), cells_mut(&mut layer.b));
+            for g in w.iter_mut().chain(b.iter_mut()) {
                 *g = *g * factor;
             }
         }

@@ -1,0 +1,674 @@
+//! The hardware-float backend: [`Native`], the CPU's own binary32 arithmetic behind [`Real`],
+//! verified to give softf32's bits (`docs/TRAINING.md`, section 13).
+//!
+//! Three things make hardware `+ - * /` and `sqrt` give the same bits as [`F32`]:
+//!
+//! - **The operations are IEEE's.** Each is a single binary32 operation rounded to nearest even
+//!   (Rust never contracts `a * b + c` into a fused multiply-add, and `f32::sqrt` is the
+//!   correctly rounded square root), so every result that is not a NaN is unique.
+//! - **NaN results are softf32's.** Which NaN comes back depends on the CPU (x86 returns the
+//!   negative default NaN `0xFFC00000`, AArch64 the positive `0x7FC00000`) and, when both
+//!   operands are NaNs, on the operand order the compiler chose (`a + b` may become `b + a`).
+//!   So a NaN result is recomputed by softf32 from the same operands: a predictable branch on
+//!   the result, taken only once the run has produced a NaN.
+//! - **The floating-point environment is the default one** while the hardware computes: a
+//!   [`FpEnvGuard`] sets round-to-nearest and clears flush-to-zero and denormals-are-zero
+//!   (which another library in the process can turn on), and restores the register afterwards.
+//!
+//! [`hardware`] checks all of that once per process on a fixed set of hard cases
+//! ([`self_check_cases`]) before the hardware path is used; any disagreement disables it.
+
+#![allow(clippy::float_arithmetic)] // this module is the hardware backend: native binary32 is its point
+
+use crate::arith::Real;
+use crate::softf32::F32;
+use core::ops::{Add, Div, Mul, Neg, Sub};
+use std::hint::black_box;
+use std::sync::OnceLock;
+
+/// A binary32 value computed by the CPU's floating-point unit. Same layout as [`F32`] (both are
+/// `#[repr(transparent)]` over 32 bits), so tensors stored as `F32` are viewed as `Native` with
+/// `bytemuck` and no copy. `==` compares bit patterns, as on `F32`.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+pub struct Native(pub f32);
+
+// SAFETY: `#[repr(transparent)]` over f32: no padding, every bit pattern is a valid value, and
+// all-zero bits are +0.
+unsafe impl bytemuck::Zeroable for Native {}
+// SAFETY: as above; Native is also `Copy` and `'static`.
+unsafe impl bytemuck::Pod for Native {}
+
+impl PartialEq for Native {
+    fn eq(&self, other: &Native) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Native {
+    #[inline(always)]
+    fn soft(self) -> F32 {
+        F32::from_bits(self.0.to_bits())
+    }
+
+    #[inline(always)]
+    fn of(x: F32) -> Native {
+        Native(f32::from_bits(x.to_bits()))
+    }
+}
+
+/// Recomputes a NaN result in softf32 (out of line: a run reaches it only after producing a NaN).
+#[cold]
+#[inline(never)]
+fn soft_binary(a: Native, b: Native, op: fn(F32, F32) -> F32) -> Native {
+    Native::of(op(a.soft(), b.soft()))
+}
+
+macro_rules! native_binary {
+    ($trait:ident, $method:ident, $op:tt) => {
+        impl $trait for Native {
+            type Output = Native;
+
+            #[inline(always)]
+            fn $method(self, rhs: Native) -> Native {
+                let r = self.0 $op rhs.0;
+                if r.is_nan() {
+                    soft_binary(self, rhs, |a, b| a $op b)
+                } else {
+                    Native(r)
+                }
+            }
+        }
+    };
+}
+
+native_binary!(Add, add, +);
+native_binary!(Sub, sub, -);
+native_binary!(Mul, mul, *);
+native_binary!(Div, div, /);
+
+impl Neg for Native {
+    type Output = Native;
+
+    /// Flips the sign bit (of NaNs too), as softf32 does.
+    #[inline(always)]
+    fn neg(self) -> Native {
+        Native(f32::from_bits(self.0.to_bits() ^ 0x8000_0000))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn soft_sqrt(a: Native) -> Native {
+    Native::of(a.soft().sqrt())
+}
+
+impl Real for Native {
+    const ZERO: Native = Native(0.0);
+    const ONE: Native = Native(1.0);
+
+    #[inline(always)]
+    fn from_f32(x: F32) -> Native {
+        Native::of(x)
+    }
+
+    #[inline(always)]
+    fn to_f32(self) -> F32 {
+        self.soft()
+    }
+
+    #[inline(always)]
+    fn sqrt(self) -> Native {
+        let r = self.0.sqrt();
+        if r.is_nan() {
+            soft_sqrt(self)
+        } else {
+            Native(r)
+        }
+    }
+
+    #[inline(always)]
+    fn ieee_le(self, rhs: Native) -> bool {
+        self.0 <= rhs.0
+    }
+
+    #[inline(always)]
+    fn ieee_lt(self, rhs: Native) -> bool {
+        self.0 < rhs.0
+    }
+}
+
+/// Whether this target has a floating-point environment guard (x86_64 and AArch64).
+pub const GUARDED_TARGET: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
+/// Saves the thread's floating-point control register, sets IEEE's default environment (round to
+/// nearest even, subnormals kept, exceptions masked) and restores the saved value when dropped.
+///
+/// x86_64: MXCSR, clearing FTZ (bit 15), DAZ (bit 6) and the rounding control (bits 13-14) and
+/// setting the six exception masks (bits 7-12). AArch64: FPCR, clearing FZ (bit 24), the rounding
+/// mode (bits 22-23), FIZ and AH (bits 0-1, FEAT_AFP) and the trap enables (bits 8-12, 15). On
+/// other targets it does nothing (and the hardware path is not available).
+#[derive(Debug)]
+#[must_use = "the environment is restored when the guard is dropped"]
+pub struct FpEnvGuard {
+    #[allow(dead_code)] // read on the guarded targets only
+    saved: u64,
+}
+
+impl FpEnvGuard {
+    /// Sets the default environment on this thread until the guard is dropped.
+    #[inline]
+    pub fn new() -> FpEnvGuard {
+        let saved = read_control();
+        write_control(default_control(saved));
+        FpEnvGuard { saved }
+    }
+}
+
+impl Default for FpEnvGuard {
+    fn default() -> FpEnvGuard {
+        FpEnvGuard::new()
+    }
+}
+
+impl Drop for FpEnvGuard {
+    #[inline]
+    fn drop(&mut self) {
+        write_control(self.saved);
+    }
+}
+
+/// The thread's floating-point control register (MXCSR or FPCR; 0 elsewhere).
+pub fn read_control() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut csr: u32 = 0;
+        // SAFETY: stmxcsr stores the 32-bit MXCSR to the pointed-to local (SSE is baseline).
+        unsafe {
+            core::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut csr, options(nostack, preserves_flags));
+        }
+        u64::from(csr)
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let fpcr: u64;
+        // SAFETY: reading FPCR is allowed at EL0 and has no side effects.
+        unsafe {
+            core::arch::asm!("mrs {r}, fpcr", r = out(reg) fpcr, options(nomem, nostack, preserves_flags));
+        }
+        fpcr
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        0
+    }
+}
+
+/// `value` with the default environment's bits (see [`FpEnvGuard`]).
+pub fn default_control(value: u64) -> u64 {
+    if cfg!(target_arch = "x86_64") {
+        const FTZ: u64 = 1 << 15;
+        const DAZ: u64 = 1 << 6;
+        const ROUNDING: u64 = 0b11 << 13;
+        const MASKS: u64 = 0b11_1111 << 7;
+        (value & !(FTZ | DAZ | ROUNDING)) | MASKS
+    } else if cfg!(target_arch = "aarch64") {
+        const FZ: u64 = 1 << 24;
+        const RMODE: u64 = 0b11 << 22;
+        const FIZ_AH: u64 = 0b11;
+        const TRAPS: u64 = (0b1_1111 << 8) | (1 << 15);
+        value & !(FZ | RMODE | FIZ_AH | TRAPS)
+    } else {
+        value
+    }
+}
+
+/// Sets the thread's floating-point control register (nothing on other targets).
+///
+/// The hardware path keeps its own environment with [`FpEnvGuard`]; this is public so that
+/// tests can put the thread in the environment another library might leave (FTZ/DAZ on).
+pub fn write_control(value: u64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let csr = value as u32;
+        // SAFETY: ldmxcsr loads MXCSR from the local; reserved bits are zero (they come from
+        // stmxcsr or from `default_control` of such a value), so it cannot fault.
+        unsafe {
+            core::arch::asm!("ldmxcsr [{p}]", p = in(reg) &csr, options(nostack, readonly, preserves_flags));
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: writing FPCR is allowed at EL0; it only changes floating-point behaviour.
+        unsafe {
+            core::arch::asm!("msr fpcr, {r}", r = in(reg) value, options(nostack, preserves_flags));
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = value;
+    }
+}
+
+/// One operation of the self-check, on bit patterns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Sqrt,
+    Neg,
+    Le,
+    Lt,
+}
+
+impl Op {
+    pub const ALL: [Op; 8] = [
+        Op::Add,
+        Op::Sub,
+        Op::Mul,
+        Op::Div,
+        Op::Sqrt,
+        Op::Neg,
+        Op::Le,
+        Op::Lt,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Add => "add",
+            Op::Sub => "sub",
+            Op::Mul => "mul",
+            Op::Div => "div",
+            Op::Sqrt => "sqrt",
+            Op::Neg => "neg",
+            Op::Le => "le",
+            Op::Lt => "lt",
+        }
+    }
+
+    /// The result of `self` on `a` (and `b`) in arithmetic `R`, as bits (comparisons as 0/1).
+    /// The operands pass through `black_box` so that the compiler cannot fold the operation.
+    pub fn eval<R: Real>(self, a: u32, b: u32) -> u32 {
+        let x = black_box(R::from_f32(F32::from_bits(a)));
+        let y = black_box(R::from_f32(F32::from_bits(b)));
+        let bits = |r: R| black_box(r).to_f32().to_bits();
+        match self {
+            Op::Add => bits(x + y),
+            Op::Sub => bits(x - y),
+            Op::Mul => bits(x * y),
+            Op::Div => bits(x / y),
+            Op::Sqrt => bits(x.sqrt()),
+            Op::Neg => bits(-x),
+            Op::Le => u32::from(black_box(x.ieee_le(y))),
+            Op::Lt => u32::from(black_box(x.ieee_lt(y))),
+        }
+    }
+}
+
+/// Operands of the self-check: every class and the edges between them (TestFloat's boundary
+/// patterns), plus values whose sums, products and quotients are ties or land in the subnormals.
+const SPECIAL: [u32; 34] = [
+    0x0000_0000, // +0
+    0x0000_0001, // smallest subnormal
+    0x0000_0002,
+    0x0000_0003,
+    0x003F_FFFF,
+    0x0040_0000,
+    0x007F_FFFF, // largest subnormal
+    0x0080_0000, // smallest normal
+    0x0080_0001,
+    0x00FF_FFFF,
+    0x0100_0000,
+    0x1F80_0000, // 2^-64: squares underflow
+    0x2000_0001,
+    0x3380_0000, // 2^-24: half an ulp of 1
+    0x3380_0001,
+    0x33FF_FFFF,
+    0x3F00_0000, // 0.5
+    0x3F7F_FFFF,
+    0x3F80_0000, // 1
+    0x3F80_0001,
+    0x3FC0_0000, // 1.5
+    0x3FFF_FFFF,
+    0x4040_0000, // 3
+    0x4B00_0000, // 2^23
+    0x4B7F_FFFF,
+    0x5F80_0000, // 2^64: squares overflow
+    0x7EFF_FFFF,
+    0x7F00_0000,
+    0x7F7F_FFFF, // largest finite
+    0x7F80_0000, // infinity
+    0x7F80_0001, // signalling NaN
+    0x7FA0_0000, // signalling NaN, other payload
+    0x7FC0_0000, // quiet NaN (numpy's nan)
+    0x7FD2_3456, // quiet NaN with a payload
+];
+
+/// The self-check's cases: every operation on every pair of a fixed list of operands (every class and TestFloat-style boundaries) and their
+/// negations (including `0xFFC00000`, the default NaN), plus structured pseudo-random pairs
+/// (sparse and dense significands, near and far exponents), about 45,000 in all.
+pub fn self_check_cases() -> Vec<(Op, u32, u32)> {
+    let operands: Vec<u32> = SPECIAL.iter().flat_map(|&x| [x, x ^ 0x8000_0000]).collect();
+    let mut cases = Vec::new();
+    for op in Op::ALL {
+        for &a in &operands {
+            for &b in &operands {
+                cases.push((op, a, b));
+            }
+        }
+    }
+    // A fixed xorshift stream: pairs near each other's exponent (cancellation, ties) or apart.
+    let mut s: u64 = 0x6E78_7273_6877_5F31;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 32) as u32
+    };
+    for k in 0..2048u32 {
+        let op = Op::ALL[(k % 8) as usize];
+        let a = next();
+        let frac = match next() % 3 {
+            0 => next() & 0x007F_FFFF,
+            1 => 1 << (next() % 23),
+            _ => 0x007F_FFFF ^ (1 << (next() % 23)),
+        };
+        let exp_a = (a >> 23) & 0xFF;
+        let exp_b = match next() % 4 {
+            0 => exp_a,
+            1 => exp_a.saturating_sub(next() % 30),
+            2 => (exp_a + next() % 30).min(0xFF),
+            _ => next() & 0xFF,
+        };
+        let b = (next() & 0x8000_0000) | (exp_b << 23) | frac;
+        cases.push((op, a, b));
+    }
+    cases
+}
+
+/// Runs `cases` through `R` and through softf32; the first disagreement, named.
+pub fn check<R: Real>(cases: &[(Op, u32, u32)]) -> Result<(), String> {
+    for &(op, a, b) in cases {
+        let (got, want) = (op.eval::<R>(a, b), op.eval::<F32>(a, b));
+        if got != want {
+            let operands = match op {
+                Op::Sqrt | Op::Neg => format!("{a:#010x}"),
+                _ => format!("{a:#010x}, {b:#010x}"),
+            };
+            return Err(format!(
+                "{}({operands}) gave {got:#010x} in hardware, {want:#010x} in softf32",
+                op.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why the hardware path is not available.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// This target has no floating-point environment guard.
+    Target(String),
+    /// The self-check found a disagreement with softf32 (the message names the case).
+    SelfCheck(String),
+}
+
+impl Unavailable {
+    pub fn message(&self) -> &str {
+        match self {
+            Unavailable::Target(m) | Unavailable::SelfCheck(m) => m,
+        }
+    }
+}
+
+/// Environment variable that makes the self-check report a disagreement on its first case (for
+/// testing the fallback in a child process); the value is ignored.
+pub const FAULT_VARIABLE: &str = "NXRS_TEST_HW_SELFCHECK_FAULT";
+
+/// Whether this process may train on the hardware: the target has a guard and the self-check
+/// (run once, the first time this is asked, under the guard) agreed with softf32 on every case.
+pub fn hardware() -> Result<(), &'static Unavailable> {
+    static STATUS: OnceLock<Result<(), Unavailable>> = OnceLock::new();
+    STATUS.get_or_init(probe).as_ref().map(|_| ())
+}
+
+fn probe() -> Result<(), Unavailable> {
+    if !GUARDED_TARGET {
+        return Err(Unavailable::Target(format!(
+            "the hardware backend needs x86_64 or aarch64 (a floating-point environment guard); \
+             this is {}",
+            std::env::consts::ARCH
+        )));
+    }
+    let cases = self_check_cases();
+    let result = if std::env::var_os(FAULT_VARIABLE).is_some() {
+        check::<Faulty>(&cases)
+    } else {
+        let _env = FpEnvGuard::new();
+        check::<Native>(&cases)
+    };
+    result.map_err(|case| {
+        Unavailable::SelfCheck(format!(
+            "the hardware self-check disagreed with softf32: {case}"
+        ))
+    })
+}
+
+/// [`Native`] with one wrong bit in `+`'s result (the self-check's first case is `0 + 0`):
+/// stands in for a CPU that disagrees, for the fallback test ([`FAULT_VARIABLE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[repr(transparent)]
+struct Faulty(Native);
+
+// SAFETY: `#[repr(transparent)]` over Native, which is Pod.
+unsafe impl bytemuck::Zeroable for Faulty {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for Faulty {}
+
+/// `bits` with the bits of `mask` flipped.
+fn flip(bits: u32, mask: u32) -> u32 {
+    bits ^ mask
+}
+
+macro_rules! faulty_binary {
+    ($trait:ident, $method:ident, $flip:expr) => {
+        impl $trait for Faulty {
+            type Output = Faulty;
+            fn $method(self, rhs: Faulty) -> Faulty {
+                let r = $trait::$method(self.0, rhs.0);
+                Faulty(Native(f32::from_bits(flip(r.0.to_bits(), $flip))))
+            }
+        }
+    };
+}
+
+faulty_binary!(Add, add, 1);
+faulty_binary!(Sub, sub, 0);
+faulty_binary!(Mul, mul, 0);
+faulty_binary!(Div, div, 0);
+
+impl Neg for Faulty {
+    type Output = Faulty;
+    fn neg(self) -> Faulty {
+        Faulty(-self.0)
+    }
+}
+
+impl Real for Faulty {
+    const ZERO: Faulty = Faulty(Native::ZERO);
+    const ONE: Faulty = Faulty(Native::ONE);
+
+    fn from_f32(x: F32) -> Faulty {
+        Faulty(Native::from_f32(x))
+    }
+
+    fn to_f32(self) -> F32 {
+        self.0.to_f32()
+    }
+
+    fn sqrt(self) -> Faulty {
+        Faulty(self.0.sqrt())
+    }
+
+    fn ieee_le(self, rhs: Faulty) -> bool {
+        self.0.ieee_le(rhs.0)
+    }
+
+    fn ieee_lt(self, rhs: Faulty) -> bool {
+        self.0.ieee_lt(rhs.0)
+    }
+}
+
+/// Which arithmetic a trainer computes with. Not part of a run's configuration or state: both
+/// give the same bits, so a run checkpointed under one resumes under the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Backend {
+    /// softf32, integer operations: the definition, on every target.
+    #[default]
+    Soft,
+    /// [`Native`] under an [`FpEnvGuard`], where [`hardware`] allows it.
+    Hw,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Soft => "soft",
+            Backend::Hw => "hw",
+        }
+    }
+}
+
+/// What a user asks for: a backend, or `Auto` (the hardware where [`hardware`] allows it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Hw,
+    Soft,
+}
+
+/// A resolved choice: the backend, and the self-check's failure when `Auto` fell back to soft
+/// because of it (to show as a warning; a target without a guard falls back silently).
+pub type Resolved = (Backend, Option<&'static str>);
+
+impl BackendChoice {
+    pub const NAMES: [&'static str; 3] = ["auto", "hw", "soft"];
+
+    pub fn from_name(name: &str) -> Option<BackendChoice> {
+        match name {
+            "auto" => Some(BackendChoice::Auto),
+            "hw" => Some(BackendChoice::Hw),
+            "soft" => Some(BackendChoice::Soft),
+            _ => None,
+        }
+    }
+
+    /// The backend this choice gives in this process. `Hw` where the hardware is not available
+    /// is an `Error::Config` saying why.
+    pub fn resolve(self) -> crate::Result<Resolved> {
+        self.resolve_with(hardware())
+    }
+
+    /// [`BackendChoice::resolve`] given the hardware's availability.
+    pub fn resolve_with(
+        self,
+        hardware: Result<(), &'static Unavailable>,
+    ) -> crate::Result<Resolved> {
+        match (self, hardware) {
+            (BackendChoice::Soft, _) => Ok((Backend::Soft, None)),
+            (BackendChoice::Hw | BackendChoice::Auto, Ok(())) => Ok((Backend::Hw, None)),
+            (BackendChoice::Hw, Err(why)) => Err(crate::Error::Config(format!(
+                "backend='hw' is not available: {}",
+                why.message()
+            ))),
+            (BackendChoice::Auto, Err(Unavailable::Target(_))) => Ok((Backend::Soft, None)),
+            (BackendChoice::Auto, Err(why @ Unavailable::SelfCheck(_))) => {
+                Ok((Backend::Soft, Some(why.message())))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_self_check_passes_here() {
+        if GUARDED_TARGET {
+            assert_eq!(hardware(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_disagreeing_arithmetic_is_caught_and_named() {
+        let err = check::<Faulty>(&self_check_cases()).unwrap_err();
+        assert_eq!(
+            err,
+            "add(0x00000000, 0x00000000) gave 0x00000001 in hardware, 0x00000000 in softf32"
+        );
+    }
+
+    #[test]
+    fn auto_falls_back_to_soft_with_the_reason() {
+        static FAILED: Unavailable = Unavailable::SelfCheck(String::new());
+        let failed = Err(&FAILED);
+        assert_eq!(
+            BackendChoice::Auto.resolve_with(failed).unwrap(),
+            (Backend::Soft, Some(""))
+        );
+        assert!(matches!(
+            BackendChoice::Hw.resolve_with(failed),
+            Err(crate::Error::Config(m)) if m.starts_with("backend='hw' is not available")
+        ));
+        assert_eq!(
+            BackendChoice::Soft.resolve_with(failed).unwrap(),
+            (Backend::Soft, None)
+        );
+        assert_eq!(
+            BackendChoice::Auto.resolve_with(Ok(())).unwrap(),
+            (Backend::Hw, None)
+        );
+    }
+
+    #[test]
+    fn the_guard_clears_flush_to_zero_and_restores_the_register() {
+        if !GUARDED_TARGET {
+            return;
+        }
+        let before = read_control();
+        let flushing = if cfg!(target_arch = "x86_64") {
+            before | (1 << 15) | (1 << 6)
+        } else {
+            before | (1 << 24)
+        };
+        write_control(flushing);
+        // The operands pass through black_box where they are used, so that the compiler (which
+        // assumes the default environment) cannot compute the product once for both places.
+        let product = || {
+            let tiny = black_box(Native(f32::from_bits(0x0080_0000)));
+            black_box(tiny * black_box(Native(0.5))).0.to_bits()
+        };
+        // With flush-to-zero the product of the smallest normal and 1/2 is 0.
+        let flushed = product();
+        // MXCSR's status flags (bits 0-5) record what the multiplications raised.
+        let flags: u64 = if cfg!(target_arch = "x86_64") {
+            0x3F
+        } else {
+            0
+        };
+        let flushing = read_control();
+        let kept = {
+            let _env = FpEnvGuard::new();
+            assert_eq!(read_control() & !flags, default_control(flushing) & !flags);
+            product()
+        };
+        assert_eq!(read_control(), flushing);
+        write_control(before);
+        assert_eq!(flushed, 0);
+        assert_eq!(kept, 0x0040_0000);
+    }
+}
