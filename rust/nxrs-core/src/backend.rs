@@ -1,5 +1,5 @@
 //! The hardware-float backend: [`Native`], the CPU's own binary32 arithmetic behind [`Real`],
-//! verified to give softf32's bits (`docs/TRAINING.md`, section 13).
+//! verified to give softf32's bits (`docs/TRAINING.md`, section 14).
 //!
 //! Three things make hardware `+ - * /` and `sqrt` give the same bits as [`F32`]:
 //!
