@@ -28,6 +28,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +192,15 @@ class RunDirectory:
         self.directory.mkdir(parents=True, exist_ok=True)
         f = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # A few tries: ``holder()`` (nxrs status) takes a shared lock for an instant.
+            for attempt in range(10):
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == 9:
+                        raise
+                    time.sleep(0.02)
         except OSError as err:
             f.seek(0)
             holder = f.read().strip() or "another process"
