@@ -99,24 +99,36 @@ def test_a_locked_directory_is_refused_and_changes_nothing(tmp_path: Path) -> No
     small().fit(X, Y, epochs=1, checkpoint=tmp_path)
 
 
-def sigterm_soon(delay: float) -> threading.Timer:
-    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM))
+def signal_soon(delay: float, signum: int) -> threading.Timer:
+    timer = threading.Timer(delay, os.kill, (os.getpid(), signum))
     timer.start()
     return timer
 
 
-def test_sigterm_in_fit_saves_the_step_reached_and_restores_the_handlers(tmp_path: Path) -> None:
+class SignallingManager(nxrs.CheckpointManager):
+    """Sends itself SIGINT at the start of every save: a second signal while stopping."""
+
+    def save(self, trainer: nxrs.Trainer, step: int, metadata: Any = None) -> Path:
+        os.kill(os.getpid(), signal.SIGINT)
+        return super().save(trainer, step, metadata)
+
+
+def test_sigterm_in_fit_saves_the_step_reached_and_restores_the_handlers(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM, then a second signal (SIGINT) during the save: one stop, one good checkpoint."""
     from nxrs.training import load_digits
 
     x, y = load_digits()
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     t = nxrs.Trainer(layers=[64, 32, 10])
-    timer = sigterm_soon(0.5)
+    timer = signal_soon(0.5, signal.SIGTERM)
     try:
         with pytest.raises(RunStopped) as info:
-            t.fit(x, y, epochs=1000, checkpoint=tmp_path)
+            t.fit(x, y, epochs=1000, checkpoint=SignallingManager(tmp_path))
     finally:
-        timer.cancel()
+        timer.join()
+    assert "already stopping" in capfd.readouterr().err
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     stopped = info.value
     assert isinstance(stopped, KeyboardInterrupt) and stopped.signal == signal.SIGTERM
