@@ -32,7 +32,7 @@ from nxrs.rundir import MANIFEST_NAME, RunDirectory
 
 KILLS = int(os.environ.get("NXRS_CHAOS_KILLS", "30"))
 #: Layers, batch size, epochs and checkpoint interval of the run the harnesses interrupt:
-#: 125 steps per epoch of about 1 ms each, a checkpoint every 4 steps (saves are a good part of
+#: 100 steps per epoch (800 training samples) of about 1 ms each, a checkpoint every 4 steps (saves are a good part of
 #: the time, so many kills land inside one).
 LAYERS = "16,32,4"
 BATCH = 8
