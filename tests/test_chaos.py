@@ -32,8 +32,8 @@ from nxrs.rundir import MANIFEST_NAME, RunDirectory
 
 KILLS = int(os.environ.get("NXRS_CHAOS_KILLS", "30"))
 #: Layers, batch size, epochs and checkpoint interval of the run the harnesses interrupt:
-#: 100 steps per epoch (800 training samples) of about 1 ms each, a checkpoint every 4 steps (saves are a good part of
-#: the time, so many kills land inside one).
+#: 100 steps per epoch (800 training samples) of about 1 ms each, a checkpoint every 4 steps
+#: (saves are a good part of the time, so many kills land inside one).
 LAYERS = "16,32,4"
 BATCH = 8
 EPOCHS = max(3, KILLS // 10)
