@@ -46,6 +46,7 @@ from nxrs._nxrs import (
     sweep_temp_files,
 )
 from nxrs.manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
+from nxrs.rundir import CheckpointSaveError, RunLockedError, RunStopped, SaveFailedWarning
 
 __all__ = [
     "BadMagicError",
@@ -53,6 +54,7 @@ __all__ = [
     "CheckpointEntry",
     "CheckpointError",
     "CheckpointManager",
+    "CheckpointSaveError",
     "ChecksumError",
     "ConfigError",
     "CorruptCheckpointWarning",
@@ -63,6 +65,9 @@ __all__ = [
     "LengthError",
     "MismatchError",
     "NxrsError",
+    "RunLockedError",
+    "RunStopped",
+    "SaveFailedWarning",
     "Trainer",
     "UnsupportedVersionError",
     "__version__",

@@ -7,21 +7,37 @@ steps; the steps run in Rust with the GIL released, in chunks of at most ``_CHUN
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
-from nxrs._nxrs import InputError, MismatchError, __version__
+from nxrs._nxrs import InputError, MismatchError, NxrsError, __version__
 from nxrs._nxrs import open as open_checkpoint
 from nxrs.manager import CheckpointManager
+from nxrs.rundir import (
+    MANIFEST_FORMAT,
+    CheckpointSaveError,
+    RunDirectory,
+    RunStopped,
+    StopFlag,
+    describe_end,
+    event,
+    now,
+    stop_signals,
+    warn_save_failed,
+)
 
 if TYPE_CHECKING:
-    from nxrs._nxrs import Trainer
+    from nxrs._nxrs import Dataset, Trainer
 
 __all__ = ["History", "fit"]
 
@@ -60,16 +76,26 @@ def fit(
     validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
     checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
     every: int | None = None,
+    every_seconds: float | None = None,
     resume: bool = True,
     progress: bool | None = None,
+    _stop: StopFlag | None = None,
+    _command: list[str] | None = None,
+    _say: Callable[[str], None] | None = None,
 ) -> History:
     """Trains ``trainer`` until ``epochs`` epochs are complete (see ``Trainer.fit``)."""
     if isinstance(epochs, bool) or not isinstance(epochs, int):
         raise TypeError(f"epochs must be an int, not {type(epochs).__name__}")
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise ValueError(f"every must be a positive int or None, not {every!r}")
-    if every is not None and checkpoint is None:
-        raise ValueError("every needs a checkpoint (a directory or a CheckpointManager)")
+    if every_seconds is not None and (
+        isinstance(every_seconds, bool)
+        or not isinstance(every_seconds, (int, float))
+        or not every_seconds > 0
+    ):
+        raise ValueError(f"every_seconds must be a positive number or None, not {every_seconds!r}")
+    if (every is not None or every_seconds is not None) and checkpoint is None:
+        raise ValueError("every and every_seconds need a checkpoint (a directory or a manager)")
     # Every input is converted and checked before anything changes.
     data = trainer._dataset(x, y)
     val = None
@@ -78,29 +104,252 @@ def fit(
             raise InputError("validation_data must be a tuple (x, y)")
         val = validation_data
         trainer._dataset(*val)
-    manager: CheckpointManager | None
-    if checkpoint is None or isinstance(checkpoint, CheckpointManager):
-        manager = checkpoint
-    else:
-        manager = CheckpointManager(checkpoint)
-    metadata = {"data_fingerprint": data.fingerprint, "nxrs_version": __version__}
+    if checkpoint is None:
+        return _fit(trainer, data, epochs, val, None, None, every, every_seconds, progress, None)
+    directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
+    run = RunDirectory(directory)
+    run.acquire()
+    try:
+        # The manager (which sweeps dead writers' temporary files) only under the lock.
+        manager = (
+            checkpoint
+            if isinstance(checkpoint, CheckpointManager)
+            else CheckpointManager(checkpoint)
+        )
+        with stop_signals(_stop) as stop:
+            state = _RunState(run, manager, trainer, data, epochs, _command, _say)
+            state.begin(resume)
+            return _fit(
+                trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop
+            )
+    finally:
+        run.release()
 
-    restored = manager is not None and resume and _resume(trainer, manager, data.fingerprint)
+
+class _RunState:
+    """The manifest of a run directory, kept up to date by ``fit``."""
+
+    def __init__(
+        self,
+        run: RunDirectory,
+        manager: CheckpointManager,
+        trainer: Trainer,
+        data: Dataset,
+        epochs: int,
+        command: list[str] | None,
+        say: Callable[[str], None] | None,
+    ) -> None:
+        self.say = say or (lambda line: None)
+        self.run = run
+        self.manager = manager
+        self.trainer = trainer
+        self.fingerprint = data.fingerprint
+        self.metadata = {"data_fingerprint": data.fingerprint, "nxrs_version": __version__}
+        self.epochs = epochs
+        self.samples = len(data)
+        self.command = command
+        self.manifest: dict[str, Any] = {}
+        #: The step of the newest checkpoint known to hold this run's state.
+        self.saved_step: int | None = None
+
+    def _config(self) -> dict[str, Any]:
+        config: dict[str, Any] = json.loads(json.dumps(self.trainer.config))
+        return config
+
+    def begin(self, resume: bool) -> None:
+        """Checks the directory holds this run (or nothing), restores its newest checkpoint and
+        records the start or resume; or, without ``resume``, moves the old run aside first."""
+        trainer = self.trainer
+        old = self.run.read_manifest()
+        moved = None
+        if not resume:
+            moved = self.run.move_aside([e.path for e in self.manager.list()])
+            old = None
+        elif old is not None:
+            self._check_identity(old)
+        entry = self.manager.latest() if resume else None
+        restored = entry is not None and _resume(trainer, self.manager, self.fingerprint)
+        batches = self._batches_per_epoch()
+        previous_end = None if old is None else describe_end(old)
+        if old is None:
+            self.manifest = {
+                "format": MANIFEST_FORMAT,
+                "nxrs_version": __version__,
+                "started": now(),
+                "updated": None,
+                "state": "running",
+                "config": self._config(),
+                "data": {"fingerprint": self.fingerprint, "samples": self.samples},
+                "plan": {},
+                "progress": None,
+                "events": [],
+            }
+        else:
+            self.manifest = old
+            self.manifest["nxrs_version"] = __version__
+            self.manifest["state"] = "running"
+        if self.command is not None:
+            self.manifest["command"] = self.command
+        self.manifest["plan"] = {
+            "epochs": self.epochs,
+            "steps_per_epoch": batches,
+            "steps": self.epochs * batches,
+        }
+        where = self.run.directory
+        if moved is not None:
+            self.say(f"moved the previous run in {where} aside to {moved}")
+        if restored:
+            assert entry is not None
+            self.say(
+                f"resuming {where} from {entry.path.name}: step {trainer.steps}, epoch "
+                f"{trainer.epoch}, batch {trainer.batch}"
+                + ("" if old is None else f" (the previous process: {previous_end})")
+            )
+            self.saved_step = trainer.steps
+            self._progress(entry.path)
+            self.manifest["events"].append(
+                event(
+                    "resume",
+                    trainer,
+                    checkpoint=entry.path.name,
+                    previous_end=previous_end,
+                )
+            )
+        elif old is not None:
+            self.say(
+                f"resuming {where}: no checkpoint yet, starting from the beginning (the "
+                f"previous process: {previous_end})"
+            )
+            self.manifest["events"].append(
+                event("resume", trainer, checkpoint=None, previous_end=previous_end)
+            )
+        else:
+            moved_to = None if moved is None else str(moved.relative_to(self.run.directory))
+            self.manifest["events"].append(
+                event("start", trainer, moved_aside=moved_to, resume=resume)
+            )
+        self.run.write_manifest(self.manifest)
+
+    def _batches_per_epoch(self) -> int:
+        b: int = self.trainer.config["batch_size"]
+        if self.trainer.config["drop_last"]:
+            return self.samples // b
+        return -(-self.samples // b)
+
+    def _check_identity(self, old: dict[str, Any]) -> None:
+        config = self._config()
+        stored = old.get("config", {})
+        if stored != config:
+            diff = sorted(k for k in set(config) | set(stored) if config.get(k) != stored.get(k))
+            raise MismatchError(
+                f"{self.run.directory} holds a run with another configuration (differs in "
+                f"{', '.join(diff)}); restart to move it aside (resume=False, nxrs train "
+                "--restart) or use another directory"
+            )
+        fingerprint = old.get("data", {}).get("fingerprint")
+        if fingerprint != self.fingerprint:
+            raise MismatchError(
+                f"{self.run.directory} holds a run on other data (fingerprint {fingerprint}, "
+                f"this data's is {self.fingerprint}); restart to move it aside (resume=False, "
+                "nxrs train --restart) or use another directory"
+            )
+
+    def _progress(self, path: Path) -> None:
+        t = self.trainer
+        self.manifest["progress"] = {
+            "step": t.steps,
+            "epoch": t.epoch,
+            "batch": t.batch,
+            "checkpoint": path.name,
+            "saved": now(),
+        }
+
+    def record(self, entry: dict[str, Any] | None, state: str | None = None) -> None:
+        """Adds ``entry`` to the history and rewrites the manifest; a failure is a warning."""
+        if entry is not None:
+            self.manifest["events"].append(entry)
+        if state is not None:
+            self.manifest["state"] = state
+        try:
+            self.run.write_manifest(self.manifest)
+        except OSError as err:
+            warn_save_failed(f"the run manifest {self.run.manifest_path} was not updated: {err}")
+
+    def save(self, final: bool) -> Path | None:
+        """Saves a checkpoint of the trainer's step unless one exists. A failure leaves the
+        previous checkpoint; it is raised (CheckpointSaveError) when ``final``, otherwise
+        reported (SaveFailedWarning) and training goes on."""
+        t = self.trainer
+        if self.saved_step == t.steps:
+            return None
+        try:
+            path = self.manager.save(t, t.steps, metadata=self.metadata)
+        except (OSError, NxrsError) as err:
+            newest = self.saved_step
+            kept = "none" if newest is None else f"step {newest}"
+            self.record(event("save-failed", t, error=f"{type(err).__name__}: {err}"))
+            message = (
+                f"the checkpoint of step {t.steps} could not be saved ({type(err).__name__}: "
+                f"{err}); the newest checkpoint of this run is still {kept}"
+            )
+            if final:
+                save_error = CheckpointSaveError(getattr(err, "errno", None) or errno.EIO, message)
+                raise save_error from err
+            warn_save_failed(message + "; training goes on and retries at the next save point")
+            return None
+        self.saved_step = t.steps
+        self._progress(path)
+        self.record(None)
+        return path
+
+
+def _fit(
+    trainer: Trainer,
+    data: Dataset,
+    epochs: int,
+    val: tuple[npt.ArrayLike, npt.ArrayLike] | None,
+    manager: CheckpointManager | None,
+    state: _RunState | None,
+    every: int | None,
+    every_seconds: float | None,
+    progress: bool | None,
+    stop: StopFlag | None,
+) -> History:
     history = History()
-    # The state a checkpoint already holds needs no second save.
-    last_saved = trainer.steps if restored else None
     bar = _progress_bar(progress, trainer, epochs, len(data))
+    last_save = time.monotonic()
 
-    def save() -> None:
-        nonlocal last_saved
-        if manager is None or last_saved == trainer.steps:
+    def save(final: bool) -> None:
+        nonlocal last_save
+        last_save = time.monotonic()
+        if state is not None:
+            path = state.save(final)
+            if path is not None:
+                history.checkpoint = str(path)
+
+    def stopped(reason: str) -> None:
+        """Saves the step reached and records the stop."""
+        if state is None:
             return
-        path = manager.save(trainer, trainer.steps, metadata=metadata)
-        history.checkpoint = str(path)
-        last_saved = trainer.steps
+        try:
+            save(final=True)
+        except CheckpointSaveError as err:
+            state.record(event("stop", trainer, reason=reason, saved=False), state="failed")
+            raise err from err.__cause__
+        state.record(
+            event(
+                "stop",
+                trainer,
+                reason=reason,
+                checkpoint=state.manager.path_for(trainer.steps).name,
+            ),
+            state="stopped",
+        )
 
     try:
         while trainer.epoch < epochs:
+            if stop is not None and stop.signum is not None:
+                break
             max_steps = None if every is None else every - trainer.steps % every
             start = time.perf_counter()
             before = trainer.steps
@@ -120,22 +369,47 @@ def fit(
                         history._add("val_accuracy", val_accuracy)
             if bar is not None:
                 bar.update(trainer, trainer.steps - before, time.perf_counter() - start, last_loss)
-            if every is not None and trainer.steps % every == 0:
-                save()
+            if stop is not None and stop.signum is not None:
+                break
+            if (every is not None and trainer.steps % every == 0) or (
+                every_seconds is not None and time.monotonic() - last_save >= every_seconds
+            ):
+                save(final=False)
             if steps == 0:
                 break  # nothing left to do (cannot happen while epoch < epochs; a safeguard)
-        save()
+        if stop is not None and stop.signum is not None:
+            if bar is not None:
+                bar.close()
+                bar = None
+            stopped(signal.Signals(stop.signum).name)
+            saved = None if state is None else history.checkpoint or _newest(state)
+            raise RunStopped(stop.signum, trainer.steps, saved)
+        try:
+            save(final=True)
+        except CheckpointSaveError:
+            if state is not None:
+                state.record(None, state="failed")
+            raise
+        if state is not None:
+            state.record(event("complete", trainer), state="complete")
+    except RunStopped:
+        raise
     except KeyboardInterrupt:
-        # The state is at a step boundary: keep it, then stop as asked.
+        # Ctrl-C outside the handlers (fit not in the main thread's control): the state is at a
+        # step boundary; keep it, then stop as asked.
         if bar is not None:
             bar.close()
             bar = None
-        save()
+        stopped("KeyboardInterrupt")
         raise
     finally:
         if bar is not None:
             bar.close()
     return history
+
+
+def _newest(state: _RunState) -> str:
+    return str(state.manager.path_for(state.trainer.steps))
 
 
 def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> bool:
@@ -151,24 +425,24 @@ def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> b
     except Exception as err:  # a v1 file: no configuration or metadata
         raise MismatchError(
             f"{entry.path} cannot be resumed by fit (no configuration or data fingerprint: "
-            f"{err}); pass resume=False to train from the trainer as it is"
+            f"{err}); pass resume=False to start over (the old run is moved aside)"
         ) from err
     if config != trainer.config:
         diff = sorted(k for k in config if config[k] != trainer.config[k])
         raise MismatchError(
             f"{entry.path} was written by a trainer with another configuration (differs in "
-            f"{', '.join(diff)}); pass resume=False to train from the trainer as it is"
+            f"{', '.join(diff)}); pass resume=False to start over (the old run is moved aside)"
         )
     if "data_fingerprint" not in stored:
         raise MismatchError(
             f"{entry.path} records no data fingerprint (it was not written by fit); pass "
-            "resume=False to train from the trainer as it is"
+            "resume=False to start over (the old run is moved aside)"
         )
     if stored["data_fingerprint"] != fingerprint:
         raise MismatchError(
             f"{entry.path} was trained on other data (fingerprint "
             f"{stored['data_fingerprint']}, this data's is {fingerprint}); pass resume=False "
-            "to train from the trainer as it is"
+            "to start over (the old run is moved aside)"
         )
     trainer.restore(entry.path)
     return True

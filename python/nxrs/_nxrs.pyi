@@ -152,6 +152,7 @@ class Trainer:
         validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
         checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
         every: int | None = None,
+        every_seconds: float | None = None,
         resume: bool = True,
         progress: bool | None = None,
     ) -> History:
@@ -163,20 +164,34 @@ class Trainer:
         ``train_until``; for ``loss="mse"`` ``y`` holds float targets, shape (N, n_out) or (N,)
         when n_out is 1. ``validation_data=(x_val, y_val)`` is evaluated after every epoch.
 
-        ``checkpoint``: a directory (a ``CheckpointManager`` with ``keep=3`` is made for it) or
-        a ``CheckpointManager``. Checkpoints are named by the global step and written
-        crash-safely when the step count is a multiple of ``every`` (if given) and at the end.
-        Each records the data's fingerprint and nxrs's version (``nxrs.open(p).metadata``).
-        With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
-        MismatchError (nothing changed) when it was written for another configuration, for
-        other data (fingerprint), or not by ``fit`` (no fingerprint, or a v1 file). With
-        ``resume=False`` the trainer trains from its current state and the directory's old
-        checkpoints are left where they are (subject to the manager's pruning, which goes by
-        step: use a fresh directory for a fresh run).
+        ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
+        the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs.rundir``)
+        or a ``CheckpointManager`` (its directory becomes the run directory). Checkpoints are
+        named by the global step and written crash-safely when the step count is a multiple of
+        ``every`` (if given), at the first step boundary ``every_seconds`` after the previous
+        save (if given), and at the end. Each records the data's fingerprint and nxrs's version
+        (``nxrs.open(p).metadata``). The directory is locked for the call: another process's
+        ``fit`` or ``nxrs train`` on it raises ``nxrs.rundir.RunLockedError``.
 
-        The GIL is released while computing. Ctrl-C stops at a step boundary, saves a checkpoint
-        when one is configured, and re-raises KeyboardInterrupt. ``progress``: a tqdm bar with
-        epoch, loss and samples/s; by default only when stderr is a terminal.
+        With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
+        MismatchError (nothing changed) when the directory holds a run of another configuration
+        or other data (manifest or checkpoint), or a checkpoint not written by ``fit`` (no
+        fingerprint, or a v1 file). With ``resume=False`` the run starts over from the trainer
+        as it is: the directory's checkpoints and manifest are first moved aside to
+        ``previous/<UTC time>/``.
+
+        In the main thread, with a checkpoint, SIGINT and SIGTERM are caught for the call (the
+        previous handlers restored after it): the step under way finishes (within about 0.1 s),
+        a checkpoint of it is saved, the stop is recorded in the manifest, and
+        ``nxrs.rundir.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
+        is reported with ``nxrs.rundir.SaveFailedWarning`` and retried at the next save point;
+        the final one (or a stop's) raises ``nxrs.rundir.CheckpointSaveError`` (an OSError). In
+        either case the previous checkpoint is intact.
+
+        The GIL is released while computing. Without a checkpoint (or outside the main thread)
+        Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
+        re-raises KeyboardInterrupt. ``progress``: a tqdm bar with epoch, loss and samples/s; by
+        default only when stderr is a terminal.
         """
     def step(self, x: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """One optimiser step on one sample; returns its loss (before the update).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -14,7 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 import nxrs
+from nxrs._fit import fit
 from nxrs._nxrs import permutation
+from nxrs.rundir import StopFlag
 
 __all__ = ["CliError", "load_data", "split", "train_command"]
 
@@ -105,8 +108,9 @@ def _layers(args: Any, x: npt.NDArray[Any], y: npt.NDArray[Any], loss: str) -> l
     return [n_in, *hidden, n_out]
 
 
-def train_command(args: Any, out: TextIO) -> int:
-    """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``)."""
+def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
+    """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``). ``stop``: the
+    SIGINT/SIGTERM flag the command line installed before loading the data."""
     start = time.perf_counter()
     x, y = load_data(args.data, args.target)
     loss: Literal["cross_entropy", "mse"] = (
@@ -131,15 +135,20 @@ def train_command(args: Any, out: TextIO) -> int:
             f"math {args.math}, seed {args.seed}",
             file=out,
         )
-    history = trainer.fit(
+    history = fit(
+        trainer,
         x_train,
         y_train,
         epochs=args.epochs,
         validation_data=(x_test, y_test),
         checkpoint=args.ckpt_dir,
         every=args.every,
+        every_seconds=getattr(args, "every_seconds", None),
         resume=args.resume,
         progress=None if not args.json else False,
+        _stop=stop,
+        _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
+        _say=lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True),
     )
     train_loss, train_acc = trainer.evaluate(x_train, y_train)
     test_loss, test_acc = trainer.evaluate(x_test, y_test)

@@ -706,8 +706,8 @@ impl PyTrainer {
 
     /// Trains as `nxrs._fit.fit` describes.
     #[pyo3(signature = (
-        x, y, epochs, *, validation_data = None, checkpoint = None, every = None, resume = true,
-        progress = None
+        x, y, epochs, *, validation_data = None, checkpoint = None, every = None,
+        every_seconds = None, resume = true, progress = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn fit<'py>(
@@ -718,6 +718,7 @@ impl PyTrainer {
         validation_data: Option<&Bound<'py, PyAny>>,
         checkpoint: Option<&Bound<'py, PyAny>>,
         every: Option<&Bound<'py, PyAny>>,
+        every_seconds: Option<&Bound<'py, PyAny>>,
         resume: bool,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -727,6 +728,7 @@ impl PyTrainer {
         kwargs.set_item("validation_data", validation_data)?;
         kwargs.set_item("checkpoint", checkpoint)?;
         kwargs.set_item("every", every)?;
+        kwargs.set_item("every_seconds", every_seconds)?;
         kwargs.set_item("resume", resume)?;
         kwargs.set_item("progress", progress)?;
         fit.call((slf, x, y, epochs), Some(&kwargs))

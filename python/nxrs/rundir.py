@@ -1,0 +1,457 @@
+"""A run directory: the checkpoints of one training run, its manifest and its lock.
+
+``fit(checkpoint=DIR)`` and ``nxrs train --ckpt-dir DIR`` keep in ``DIR``:
+
+- the checkpoints, ``step-<12 digits>.nxck`` (a ``CheckpointManager``'s, ``keep=3``);
+- ``nxrs-run.json``, the manifest: a small JSON document for people and scripts (see
+  ``docs/RUNS.md``): the configuration, the data's fingerprint, nxrs's version, when the run
+  started, the plan (epochs, steps), the newest checkpoint written, and the history of starts,
+  stops, resumes and failed saves with their reasons. It is rewritten crash-safely (temporary
+  file, fsync, rename, directory fsync), so it is always the complete old or new document;
+- ``.nxrs-run.lock``, locked (``fcntl.flock``, exclusive) by the process training in ``DIR``.
+  The kernel drops the lock when that process ends, however it ends, so a killed run never
+  blocks a restart; the file itself stays (deleting lock files invites races);
+- ``previous/<UTC time>/``: earlier runs moved aside by ``resume=False`` / ``--restart``.
+
+A second process pointed at a locked directory gets ``RunLockedError`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import errno
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from nxrs._nxrs import NxrsError
+
+__all__ = [
+    "LOCK_NAME",
+    "MANIFEST_NAME",
+    "CheckpointSaveError",
+    "RunDirectory",
+    "RunLockedError",
+    "RunStopped",
+    "SaveFailedWarning",
+]
+
+MANIFEST_NAME = "nxrs-run.json"
+LOCK_NAME = ".nxrs-run.lock"
+PREVIOUS_NAME = "previous"
+MANIFEST_FORMAT = "nxrs-run/1"
+_MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp."
+
+
+class RunLockedError(NxrsError):
+    """Another live process holds the run directory's lock."""
+
+
+class CheckpointSaveError(OSError):
+    """A checkpoint that had to be written (at the end of a run, or when stopping on a signal)
+    could not be: the newest valid checkpoint in the directory is the previous one."""
+
+
+class SaveFailedWarning(UserWarning):
+    """A periodic checkpoint (or a manifest update) could not be written; training goes on and
+    the next save point tries again. The previous checkpoint is intact."""
+
+
+class RunStopped(KeyboardInterrupt):
+    """``fit`` stopped on SIGINT or SIGTERM after saving a checkpoint of the step it reached.
+
+    A ``KeyboardInterrupt``, so code that handles Ctrl-C handles it. ``signal`` is the signal's
+    number, ``step`` the step saved and ``checkpoint`` the file (None without a checkpoint).
+    """
+
+    def __init__(self, signum: int, step: int, checkpoint: str | None) -> None:
+        name = signal.Signals(signum).name
+        where = f"saved {checkpoint}" if checkpoint is not None else "no checkpoint configured"
+        super().__init__(f"stopped by {name} at step {step}; {where}")
+        self.signal = signum
+        self.step = step
+        self.checkpoint = checkpoint
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 to the millisecond."""
+    t = datetime.datetime.now(datetime.timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomically(path: Path, document: Any) -> None:
+    """Writes ``document`` to ``path`` as JSON: temporary file, fsync, rename, directory fsync.
+    On any failure the temporary file is removed and ``path`` is unchanged."""
+    data = (json.dumps(document, indent=1) + "\n").encode()
+    temp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    _fsync_directory(path.parent)
+
+
+@dataclass
+class StopFlag:
+    """Set by the SIGINT/SIGTERM handlers ``stop_signals`` installs: the first signal's number
+    and how many arrived."""
+
+    signum: Optional[int] = None  # noqa: UP045 (a dataclass field evaluated on Python 3.9)
+    count: int = 0
+    installed: bool = False
+    _previous: dict[int, Any] = field(default_factory=dict)
+
+
+def _handler(flag: StopFlag) -> Any:
+    def handle(signum: int, frame: object) -> None:
+        flag.count += 1
+        if flag.signum is None:
+            flag.signum = signum
+        else:
+            # A second signal while stopping: say so, change nothing (the save goes on).
+            with contextlib.suppress(OSError):
+                os.write(2, b"nxrs: already stopping; saving the checkpoint, please wait\n")
+
+    return handle
+
+
+@contextlib.contextmanager
+def stop_signals(flag: StopFlag | None = None) -> Iterator[StopFlag]:
+    """Within the block, SIGINT and SIGTERM set ``flag`` instead of interrupting (main thread
+    only: elsewhere nothing is installed and ``flag.installed`` is False); the previous handlers
+    are restored after it. A flag that is already installed is passed through."""
+    if flag is not None and flag.installed:
+        yield flag
+        return
+    flag = StopFlag() if flag is None else flag
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    handle = _handler(flag)
+    for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
+        flag._previous[signum] = signal.signal(signum, handle)
+    flag.installed = True
+    try:
+        yield flag
+    finally:
+        for signum, previous in flag._previous.items():
+            # None: the previous handler was not installed from Python; SIG_DFL is the nearest.
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        flag._previous.clear()
+        flag.installed = False
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+class RunDirectory:
+    """The manifest and lock of one run directory (the checkpoints are a manager's)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.manifest_path = self.directory / MANIFEST_NAME
+        self.lock_path = self.directory / LOCK_NAME
+        self._lock: IO[str] | None = None
+
+    # ------------------------------------------------------------------ lock
+
+    def acquire(self) -> None:
+        """Takes the directory's lock (creating the directory); RunLockedError if another
+        process holds it. Then removes the manifest's temporary files left by killed writers."""
+        import fcntl
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        f = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
+        try:
+            # A few tries: ``holder()`` (nxrs status) takes a shared lock for an instant.
+            for attempt in range(10):
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == 9:
+                        raise
+                    time.sleep(0.02)
+        except OSError as err:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise RunLockedError(
+                    f"{self.directory} is in use by {holder}: one run per directory (wait for "
+                    "it to stop, or stop it; a killed process's lock is released by the system)"
+                ) from None
+            raise
+        f.seek(0)
+        f.truncate()
+        f.write(f"process {os.getpid()} on {_host()} since {now()}\n")
+        f.flush()
+        self._lock = f
+        for child in self.directory.iterdir():
+            if child.name.startswith(_MANIFEST_TEMP):
+                child.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Releases the lock (closing the file releases it)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def holder(self) -> str | None:
+        """Who holds the lock now (its file's line), or None when nobody does."""
+        import fcntl
+
+        if not self.lock_path.is_file():
+            return None
+        with open(self.lock_path, encoding="utf-8") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return f.read().strip() or "another process"
+            return None
+
+    # ------------------------------------------------------------------ manifest
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        """The manifest, or None when the directory has none."""
+        try:
+            text = self.manifest_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            manifest = json.loads(text)
+        except ValueError as err:
+            raise NxrsError(f"{self.manifest_path}: not a JSON document: {err}") from err
+        if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+            raise NxrsError(f"{self.manifest_path}: not an nxrs run manifest ({MANIFEST_FORMAT})")
+        return manifest
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        manifest["updated"] = now()
+        write_json_atomically(self.manifest_path, manifest)
+
+    def move_aside(self, files: list[Path]) -> Path | None:
+        """Moves ``files`` and the manifest into ``previous/<UTC time>/``; returns that folder
+        (None when there was nothing to move)."""
+        files = [p for p in files if p.exists()]
+        if self.manifest_path.exists():
+            files.append(self.manifest_path)
+        if not files:
+            return None
+        stamp = now().replace(":", "").replace("-", "")
+        target = self.directory / PREVIOUS_NAME / stamp
+        k = 1
+        while target.exists():
+            k += 1
+            target = self.directory / PREVIOUS_NAME / f"{stamp}-{k}"
+        target.mkdir(parents=True)
+        for p in files:
+            os.replace(p, target / p.name)
+        _fsync_directory(target)
+        _fsync_directory(self.directory)
+        return target
+
+
+def event(kind: str, trainer: Any, **details: Any) -> dict[str, Any]:
+    """A manifest history entry: what happened, when, where, at which step."""
+    entry: dict[str, Any] = {
+        "event": kind,
+        "time": now(),
+        "step": trainer.steps,
+        "epoch": trainer.epoch,
+        "batch": trainer.batch,
+        "pid": os.getpid(),
+        "host": _host(),
+    }
+    entry.update({k: v for k, v in details.items() if v is not None})
+    return entry
+
+
+def describe_end(manifest: dict[str, Any]) -> str:
+    """How the previous process in this directory ended, from its manifest."""
+    state = manifest.get("state")
+    events = manifest.get("events") or [{}]
+    last = events[-1]
+    if state == "stopped":
+        return f"stopped ({last.get('reason', 'signal')})"
+    if state == "complete":
+        return "complete"
+    if state == "failed":
+        return f"failed ({last.get('error', 'error')})"
+    return "unclean (no stop recorded: killed or crashed)"
+
+
+def warn_save_failed(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, SaveFailedWarning, stacklevel=3)
+
+
+def stderr_line(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------- nxrs status
+
+
+def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """What ``nxrs status`` reports: the manifest, every checkpoint file with the validity of
+    the newest ones (read newest first until one validates), the lock, and ``ok`` (False when
+    the newest checkpoint is damaged or the directory holds no run)."""
+    from nxrs._nxrs import Trainer
+
+    run = RunDirectory(directory)
+    if not run.directory.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(run.directory))
+    manifest = run.read_manifest()
+    # Listed as a CheckpointManager lists them, without making one: its constructor sweeps
+    # temporary files, and status only looks.
+    entries = []
+    with os.scandir(run.directory) as children:
+        for child in children:
+            match = re.fullmatch(r"step-([0-9]{12})\.nxck", child.name)
+            if match and child.is_file(follow_symlinks=False):
+                entries.append((int(match.group(1)), run.directory / child.name))
+    entries.sort()
+    checkpoints: list[dict[str, Any]] = []
+    resumable = None
+    for step, path in reversed(entries):
+        row: dict[str, Any] = {"file": path.name, "step": step, "bytes": None}
+        if resumable is None:
+            try:
+                row["bytes"] = path.stat().st_size
+                t = Trainer.load(path)
+                row.update(valid=True, epoch=t.epoch, batch=t.batch, error=None)
+                resumable = path.name
+            except (OSError, NxrsError) as err:
+                row.update(valid=False, error=f"{type(err).__name__}: {err}")
+        else:
+            row["valid"] = None  # not checked: an older file than the one a resume would use
+        checkpoints.append(row)
+    temporary = sorted(
+        c.name
+        for c in run.directory.iterdir()
+        if ".nxck-tmp." in c.name or _MANIFEST_TEMP in c.name
+    )
+    newest_ok = not checkpoints or checkpoints[0]["valid"] is True
+    plan = (manifest or {}).get("plan") or {}
+    progress = (manifest or {}).get("progress") or None
+    done = None
+    if resumable is not None:
+        done = next(c for c in checkpoints if c["file"] == resumable)
+    percent = None
+    if done is not None and plan.get("steps"):
+        percent = round(100 * done["step"] / plan["steps"], 1)
+    return {
+        "directory": str(run.directory),
+        "manifest": manifest,
+        "running": run.holder(),
+        "checkpoints": checkpoints,
+        "resume_from": resumable,
+        "resume_step": None if done is None else done["step"],
+        "resume_epoch": None if done is None else done.get("epoch"),
+        "percent": percent,
+        "progress": progress,
+        "temporary_files": temporary,
+        "ok": manifest is not None and newest_ok,
+    }
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """``run_status`` in human terms."""
+    lines = [f"run directory {status['directory']}"]
+    manifest = status["manifest"]
+    if manifest is None:
+        lines.append(f"  no manifest ({MANIFEST_NAME}): not a run directory of nxrs train or fit")
+    else:
+        config = manifest.get("config", {})
+        data = manifest.get("data", {})
+        lines.append(
+            f"  state {manifest.get('state')}, started {manifest.get('started')}, updated "
+            f"{manifest.get('updated')}, nxrs {manifest.get('nxrs_version')}"
+        )
+        if "command" in manifest:
+            lines.append("  command " + " ".join(manifest["command"]))
+        lines.append(
+            f"  configuration layers {config.get('layers')}, {config.get('optimizer')} "
+            f"lr={config.get('lr')}, batch {config.get('batch_size')}, math "
+            f"{config.get('math')}, seed {config.get('seed')}"
+        )
+        lines.append(f"  data {data.get('samples')} samples, fingerprint {data.get('fingerprint')}")
+        plan = manifest.get("plan", {})
+        if status["resume_step"] is not None:
+            pct = "" if status["percent"] is None else f" ({status['percent']}% of the plan)"
+            lines.append(
+                f"  progress step {status['resume_step']} of {plan.get('steps')}{pct}, epoch "
+                f"{status['resume_epoch']} of {plan.get('epochs')}"
+            )
+        else:
+            lines.append(f"  progress no valid checkpoint yet (plan: {plan.get('steps')} steps)")
+    running = status["running"]
+    lines.append(f"  lock {'held by ' + running if running else 'free (no process running)'}")
+    if not status["checkpoints"]:
+        lines.append("  checkpoints none")
+    for c in status["checkpoints"]:
+        if c["valid"] is True:
+            verdict = f"valid (epoch {c['epoch']}, batch {c['batch']})"
+        elif c["valid"] is False:
+            verdict = f"DAMAGED: {c['error']}"
+        else:
+            verdict = "not checked (older)"
+        lines.append(f"  checkpoint {c['file']}  step {c['step']}  {verdict}")
+    if status["resume_from"] is not None:
+        lines.append(f"  a resume starts from {status['resume_from']}")
+    if status["temporary_files"]:
+        lines.append(
+            f"  temporary files of interrupted saves (removed by the next run): "
+            f"{', '.join(status['temporary_files'])}"
+        )
+    if manifest is not None:
+        lines.append("  history")
+        for e in manifest.get("events", []):
+            extra = [
+                f"{k} {e[k]}"
+                for k in ("reason", "checkpoint", "previous_end", "moved_aside", "error")
+                if k in e
+            ]
+            lines.append(
+                f"    {e.get('time')}  {e.get('event'):<11} step {e.get('step')} (epoch "
+                f"{e.get('epoch')}, batch {e.get('batch')})  pid {e.get('pid')}"
+                + ("  " + "; ".join(extra) if extra else "")
+            )
+    if not status["ok"]:
+        lines.append(
+            "  PROBLEM: "
+            + ("no run manifest" if manifest is None else "the newest checkpoint is damaged")
+        )
+    return "\n".join(lines) + "\n"
