@@ -43,6 +43,19 @@ def test_train_json_on_digits_is_the_references_run(tmp_path: Path) -> None:
     assert json.loads(more.stdout)["state_hash"] == GOLDEN["digits"]["per_epoch"][3]["state_hash"]
 
 
+@pytest.mark.parametrize("backend", ["soft", "hw"])
+def test_every_backend_trains_the_references_run(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--backend changes the speed, not a bit: one epoch ends on the reference's hash."""
+    if backend == "hw" and nxrs.Trainer(layers=[1, 1]).backend != "hw":
+        pytest.skip("the hardware backend is not available on this machine")
+    assert main(["train", "--epochs", "1", "--json", "--backend", backend]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["backend"] == backend
+    assert summary["state_hash"] == GOLDEN["digits"]["per_epoch"][0]["state_hash"]
+
+
 def test_train_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "--epochs", "1", "--hidden", "16"]) == 0
     out = capsys.readouterr().out

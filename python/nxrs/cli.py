@@ -210,6 +210,14 @@ def _add_train(commands: Any) -> None:
     )
     train.add_argument("--math", choices=["ieee", "seed"], default="ieee", help="default ieee")
     train.add_argument(
+        "--backend",
+        choices=["auto", "hw", "soft"],
+        default="auto",
+        help="compute with the CPU's floats where they are verified to give softf32's bits "
+        "(auto, the default), always (hw: an error where they are not), or with softf32 "
+        "(soft); every backend gives the same bits",
+    )
+    train.add_argument(
         "--seed", type=int, default=0, help="initialisation, shuffle and split seed (default 0)"
     )
     train.add_argument(

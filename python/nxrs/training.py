@@ -127,12 +127,13 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         lr=args.lr,
         seed=args.seed,
         batch_size=args.batch_size,
+        backend=getattr(args, "backend", "auto"),
     )
     if not args.json:
         print(
             f"nxrs train: {args.data}: {len(train_idx)} training and {len(test_idx)} test "
             f"samples; layers {layers}, {args.optimizer} lr={args.lr}, batch {args.batch_size}, "
-            f"math {args.math}, seed {args.seed}",
+            f"math {args.math}, seed {args.seed}, backend {trainer.backend}",
             file=out,
         )
     history = fit(
@@ -166,6 +167,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         "test_loss": test_loss,
         "test_accuracy": test_acc,
         "state_hash": f"{trainer.state_hash():016x}",
+        "backend": trainer.backend,
         "checkpoint": checkpoint,
         "seconds": round(time.perf_counter() - start, 3),
     }
