@@ -11,109 +11,29 @@ use nxck_support::*;
 use nxrs_core::backend::{self, Backend};
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
-use nxrs_core::loss::Loss;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
 use nxrs_core::nxck::Format;
-use nxrs_core::optim::{Kind, OptimizerConfig};
-use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
 use proptest::prelude::*;
 use std::ops::ControlFlow;
 
-fn ratio(n: i32, d: i32) -> F32 {
-    F32::from_i32(n) / F32::from_i32(d)
-}
-
-fn optimizer() -> impl Strategy<Value = OptimizerConfig> {
-    let kind = prop_oneof![Just(Kind::Adam), Just(Kind::AdamW), Just(Kind::Sgd)];
-    // Mostly useful rates, sometimes absurd ones (up to 50) that blow the run up.
-    let lr = prop_oneof![4 => 1..=50i32, 1 => 1..=50_000i32];
-    (kind, lr, 0..=20i32, 0..=9i32).prop_map(|(kind, lr, wd, momentum)| OptimizerConfig {
-        kind,
-        lr: ratio(lr, 1000),
-        weight_decay: if kind == Kind::Adam {
-            F32::ZERO
-        } else {
-            ratio(wd, 100)
-        },
-        momentum: if kind == Kind::Sgd {
-            ratio(momentum, 10)
-        } else {
-            F32::ZERO
-        },
-        ..OptimizerConfig::seed()
-    })
-}
-
-fn schedule() -> impl Strategy<Value = Schedule> {
-    let decay = prop_oneof![
-        Just(Decay::Constant),
-        (1..=20u64).prop_map(|total_steps| Decay::Linear { total_steps }),
-        (1..=5u64, 1..=9i32).prop_map(|(step_size, g)| Decay::Step {
-            step_size,
-            gamma: ratio(g, 10),
-        }),
-    ];
-    (0..=4u64, decay).prop_map(|(warmup_steps, decay)| Schedule {
-        warmup_steps,
-        decay: match decay {
-            Decay::Linear { total_steps } => Decay::Linear {
-                total_steps: warmup_steps + total_steps,
-            },
-            other => other,
-        },
-    })
-}
-
-/// A configuration, data that fits it, the run's steps and where the resumed run stops.
+/// A configuration (some with absurd learning rates, up to 50, that blow the run up), data that
+/// fits it, the run's steps and where the resumed run stops.
 fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
-    let config = general_config_with(
-        9,
-        64,
-        optimizer(),
-        schedule(),
-        (1..=20i32).prop_map(|c| ratio(c, 10)),
-    );
-    let sized = config.prop_flat_map(|config| {
-        let min = if config.drop_last {
-            config.batch_size
-        } else {
-            1
-        };
-        (Just(config), min..=(min + 40))
-    });
-    sized.prop_flat_map(|(config, n)| {
-        let features = config.sizes[0];
-        let outputs = *config.sizes.last().unwrap();
-        let targets = match config.loss {
-            Loss::CrossEntropy => n,
-            Loss::Mse => n * outputs,
-        };
-        (
-            Just(config),
-            proptest::collection::vec(-64..=64i32, n * features),
-            proptest::collection::vec(0..1000usize, targets),
-            1..=12i64,
-            any::<prop::sample::Index>(),
-        )
-            .prop_map(move |(config, x, y, total, stop)| {
-                let inputs = x.into_iter().map(|v| ratio(v, 7)).collect();
-                let data = match config.loss {
-                    Loss::CrossEntropy => {
-                        let labels: Vec<usize> = y.iter().map(|v| v % outputs).collect();
-                        Dataset::new(features, outputs, inputs, &labels).unwrap()
-                    }
-                    Loss::Mse => {
-                        let t = y.iter().map(|&v| ratio(v as i32 - 500, 250)).collect();
-                        Dataset::regression(features, inputs, outputs, t).unwrap()
-                    }
-                };
-                let stop = stop.index(total as usize + 1) as i64;
-                (config, data, total, stop)
-            })
-    })
+    let shape = RunShape {
+        max_size: 9,
+        max_batch: 64,
+        extra_samples: 40,
+        amplitude: 64,
+        divisor: 7,
+        max_steps: 12,
+    };
+    run_case(
+        shape,
+        useful_optimizer(prop_oneof![4 => 1..=50i32, 1 => 1..=50_000i32]),
+    )
 }
 
 fn trainer(config: &TrainerConfig, backend: Backend) -> Trainer {

@@ -10,7 +10,11 @@
 //! A case that does not match reports every difference (all cases run before the test fails),
 //! so a mismatch can be traced to the first step where the two implementations part.
 
-use nxrs_core::backend::{self, Backend};
+#[path = "support/backends.rs"]
+mod backends;
+
+use backends::backends;
+use nxrs_core::backend::Backend;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
@@ -23,18 +27,6 @@ use nxrs_core::{Trainer, TrainerConfig, F32};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-
-/// Every backend these tests run under: softf32, and the hardware where it is available (it
-/// must be on x86_64 and aarch64).
-fn backends() -> Vec<Backend> {
-    if backend::GUARDED_TARGET {
-        backend::hardware().expect("the hardware backend is available on this target");
-        vec![Backend::Soft, Backend::Hw]
-    } else {
-        println!("the hardware backend is not available here: softf32 only");
-        vec![Backend::Soft]
-    }
-}
 
 fn fixture() -> Value {
     let path = concat!(

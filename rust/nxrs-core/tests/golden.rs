@@ -5,7 +5,11 @@
 //! The full-state hashes cover five scalars (`docs/TRAINING.md` section 11): epoch, b1t, b2t,
 //! step (one per sample in the seed run) and batch (0 at epoch boundaries).
 
-use nxrs_core::backend::{self, Backend};
+#[path = "support/backends.rs"]
+mod backends;
+
+use backends::backends;
+use nxrs_core::backend::Backend;
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
@@ -32,18 +36,6 @@ fn i64s(v: &Value) -> Vec<i64> {
         .iter()
         .map(|x| x.as_i64().expect("an integer"))
         .collect()
-}
-
-/// Every backend these tests run under: softf32, and the hardware where it is available (it
-/// must be on x86_64 and aarch64).
-fn backends() -> Vec<Backend> {
-    if backend::GUARDED_TARGET {
-        backend::hardware().expect("the hardware backend is available on this target");
-        vec![Backend::Soft, Backend::Hw]
-    } else {
-        println!("the hardware backend is not available here: softf32 only");
-        vec![Backend::Soft]
-    }
 }
 
 fn seed_trainer(seed: i64, backend: Backend) -> Trainer {

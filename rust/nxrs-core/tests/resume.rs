@@ -9,116 +9,28 @@ mod nxck_support;
 use nxck_support::*;
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
-use nxrs_core::loss::Loss;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
 use nxrs_core::nxck::Format;
-use nxrs_core::optim::{Kind, OptimizerConfig};
-use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::trainer::{Event, Until};
-use nxrs_core::{Trainer, TrainerConfig, F32};
+use nxrs_core::{Trainer, TrainerConfig};
 use proptest::prelude::*;
 use std::ops::ControlFlow;
 
-/// `n / d` in binary32.
-fn ratio(n: i32, d: i32) -> F32 {
-    F32::from_i32(n) / F32::from_i32(d)
-}
-
-/// Optimisers with hyperparameters a run would use (so that training moves the weights rather
-/// than turning them into NaN, which would hide differences).
-fn sane_optimizer() -> impl Strategy<Value = OptimizerConfig> {
-    let kind = prop_oneof![Just(Kind::Adam), Just(Kind::AdamW), Just(Kind::Sgd)];
-    (kind, 1..=50i32, 0..=20i32, 0..=9i32).prop_map(|(kind, lr, wd, momentum)| {
-        let adam = OptimizerConfig::seed();
-        OptimizerConfig {
-            kind,
-            lr: ratio(lr, 1000),
-            weight_decay: if kind == Kind::Adam {
-                F32::ZERO
-            } else {
-                ratio(wd, 100)
-            },
-            momentum: if kind == Kind::Sgd {
-                ratio(momentum, 10)
-            } else {
-                F32::ZERO
-            },
-            ..adam
-        }
-    })
-}
-
-fn sane_schedule() -> impl Strategy<Value = Schedule> {
-    let decay = prop_oneof![
-        Just(Decay::Constant),
-        (1..=20u64).prop_map(|total_steps| Decay::Linear { total_steps }),
-        (1..=5u64, 1..=9i32).prop_map(|(step_size, g)| Decay::Step {
-            step_size,
-            gamma: ratio(g, 10),
-        }),
-    ];
-    (0..=4u64, decay).prop_map(|(warmup_steps, decay)| Schedule {
-        warmup_steps,
-        decay: match decay {
-            Decay::Linear { total_steps } => Decay::Linear {
-                total_steps: warmup_steps + total_steps,
-            },
-            other => other,
-        },
-    })
-}
-
-/// A configuration, data that fits it (`n` samples, at least one batch per epoch), the steps of
-/// the whole run and where it stops.
+/// A configuration, data that fits it (at least one batch per epoch), the steps of the whole
+/// run, where it stops, and whether the callback stops it.
 fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64, bool)> {
-    let config = general_config_with(
-        5,
-        5,
-        sane_optimizer(),
-        sane_schedule(),
-        (1..=20i32).prop_map(|c| ratio(c, 10)),
-    );
-    // With drop_last, at least one whole batch.
-    let sized = config.prop_flat_map(|config| {
-        let min = if config.drop_last {
-            config.batch_size
-        } else {
-            1
-        };
-        (Just(config), min..=12usize)
-    });
-    sized.prop_flat_map(|(config, n)| {
-        let features = config.sizes[0];
-        let outputs = *config.sizes.last().unwrap();
-        let targets = match config.loss {
-            Loss::CrossEntropy => n,
-            Loss::Mse => n * outputs,
-        };
-        (
-            Just(config),
-            proptest::collection::vec(-8..=8i32, n * features),
-            proptest::collection::vec(0..1000usize, targets),
-            1..=30i64,
-            any::<prop::sample::Index>(),
-            any::<bool>(),
-        )
-            .prop_map(move |(config, x, y, total, stop, by_callback)| {
-                let inputs = x.into_iter().map(|v| ratio(v, 4)).collect();
-                let data = match config.loss {
-                    Loss::CrossEntropy => {
-                        let labels: Vec<usize> = y.iter().map(|v| v % outputs).collect();
-                        Dataset::new(features, outputs, inputs, &labels).unwrap()
-                    }
-                    Loss::Mse => {
-                        let t = y.iter().map(|&v| ratio(v as i32 - 500, 250)).collect();
-                        Dataset::regression(features, inputs, outputs, t).unwrap()
-                    }
-                };
-                let stop = stop.index(total as usize + 1) as i64;
-                (config, data, total, stop, by_callback)
-            })
-    })
+    let shape = RunShape {
+        max_size: 5,
+        max_batch: 5,
+        extra_samples: 11,
+        amplitude: 8,
+        divisor: 4,
+        max_steps: 30,
+    };
+    (run_case(shape, useful_optimizer(1..=50i32)), any::<bool>()).prop_map(
+        |((config, data, total, stop), by_callback)| (config, data, total, stop, by_callback),
+    )
 }
 
 fn run_to(t: &mut Trainer, data: &Dataset, until: Until) {

@@ -313,3 +313,120 @@ pub fn cases(cases: u32) -> proptest::test_runner::Config {
         ..Default::default()
     }
 }
+
+/// `n / d` in binary32.
+pub fn ratio(n: i32, d: i32) -> F32 {
+    F32::from_i32(n) / F32::from_i32(d)
+}
+
+/// Optimisers with the hyperparameters a run would use, the rate `lr / 1000` (so that training
+/// moves the weights; rates far above 0.05 make some runs overflow into infinities and NaNs).
+pub fn useful_optimizer(lr: impl Strategy<Value = i32>) -> impl Strategy<Value = OptimizerConfig> {
+    let kind = prop_oneof![Just(Kind::Adam), Just(Kind::AdamW), Just(Kind::Sgd)];
+    (kind, lr, 0..=20i32, 0..=9i32).prop_map(|(kind, lr, wd, momentum)| OptimizerConfig {
+        kind,
+        lr: ratio(lr, 1000),
+        weight_decay: if kind == Kind::Adam {
+            F32::ZERO
+        } else {
+            ratio(wd, 100)
+        },
+        momentum: if kind == Kind::Sgd {
+            ratio(momentum, 10)
+        } else {
+            F32::ZERO
+        },
+        ..OptimizerConfig::seed()
+    })
+}
+
+/// Schedules a short run reaches every part of: a warm-up of up to 4 steps, then constant,
+/// linear to zero within 20 more steps, or step decay by a tenth to nine tenths every 1 to 5.
+pub fn useful_schedule() -> impl Strategy<Value = Schedule> {
+    let decay = prop_oneof![
+        Just(Decay::Constant),
+        (1..=20u64).prop_map(|total_steps| Decay::Linear { total_steps }),
+        (1..=5u64, 1..=9i32).prop_map(|(step_size, g)| Decay::Step {
+            step_size,
+            gamma: ratio(g, 10),
+        }),
+    ];
+    (0..=4u64, decay).prop_map(|(warmup_steps, decay)| Schedule {
+        warmup_steps,
+        decay: match decay {
+            Decay::Linear { total_steps } => Decay::Linear {
+                total_steps: warmup_steps + total_steps,
+            },
+            other => other,
+        },
+    })
+}
+
+/// The shape of a random run (see [`run_case`]).
+pub struct RunShape {
+    /// Largest layer size and batch size.
+    pub max_size: usize,
+    pub max_batch: usize,
+    /// Samples beyond the fewest an epoch needs (one, or a batch with `drop_last`).
+    pub extra_samples: usize,
+    /// Features are `k / divisor` for integers `k` in `-amplitude..=amplitude`.
+    pub amplitude: i32,
+    pub divisor: i32,
+    /// The run's length in steps, at most.
+    pub max_steps: i64,
+}
+
+/// A configuration of the given optimisers (useful schedules, clipping at 0.1 to 2), random data
+/// that fits it (labels or targets by its loss), the run's length in steps, and a random step
+/// inside the run (`0..=steps`) to stop at.
+pub fn run_case(
+    shape: RunShape,
+    optimizer: impl Strategy<Value = OptimizerConfig>,
+) -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
+    let config = general_config_with(
+        shape.max_size,
+        shape.max_batch,
+        optimizer,
+        useful_schedule(),
+        (1..=20i32).prop_map(|c| ratio(c, 10)),
+    );
+    let sized = config.prop_flat_map(move |config| {
+        let min = if config.drop_last {
+            config.batch_size
+        } else {
+            1
+        };
+        (Just(config), min..=(min + shape.extra_samples))
+    });
+    let (amplitude, divisor, max_steps) = (shape.amplitude, shape.divisor, shape.max_steps);
+    sized.prop_flat_map(move |(config, n)| {
+        let features = config.sizes[0];
+        let outputs = *config.sizes.last().unwrap();
+        let targets = match config.loss {
+            Loss::CrossEntropy => n,
+            Loss::Mse => n * outputs,
+        };
+        (
+            Just(config),
+            proptest::collection::vec(-amplitude..=amplitude, n * features),
+            proptest::collection::vec(0..1000usize, targets),
+            1..=max_steps,
+            any::<prop::sample::Index>(),
+        )
+            .prop_map(move |(config, x, y, total, stop)| {
+                let inputs = x.into_iter().map(|v| ratio(v, divisor)).collect();
+                let data = match config.loss {
+                    Loss::CrossEntropy => {
+                        let labels: Vec<usize> = y.iter().map(|v| v % outputs).collect();
+                        Dataset::new(features, outputs, inputs, &labels).unwrap()
+                    }
+                    Loss::Mse => {
+                        let t = y.iter().map(|&v| ratio(v as i32 - 500, 250)).collect();
+                        Dataset::regression(features, inputs, outputs, t).unwrap()
+                    }
+                };
+                let stop = stop.index(total as usize + 1) as i64;
+                (config, data, total, stop)
+            })
+    })
+}

@@ -1,0 +1,15 @@
+//! The backends the golden tests run under.
+
+use nxrs_core::backend::{self, Backend};
+
+/// Every backend these tests run under: softf32, and the hardware where it is available (it
+/// must be on x86_64 and aarch64).
+pub fn backends() -> Vec<Backend> {
+    if backend::GUARDED_TARGET {
+        backend::hardware().expect("the hardware backend is available on this target");
+        vec![Backend::Soft, Backend::Hw]
+    } else {
+        println!("the hardware backend is not available here: softf32 only");
+        vec![Backend::Soft]
+    }
+}
