@@ -161,7 +161,9 @@ def test_every_seconds_checkpoints_at_the_first_step_boundary_after(tmp_path: Pa
 
     x, y = load_digits()
     manager = nxrs.CheckpointManager(tmp_path, keep=1000)
-    t = nxrs.Trainer(layers=[64, 32, 10])
+    # softf32, so that the run lasts about a second here (the hardware backend finishes it in
+    # one 0.1 s chunk, before any time-based save is due).
+    t = nxrs.Trainer(layers=[64, 32, 10], backend="soft")
     t.fit(x, y, epochs=3, checkpoint=manager, every_seconds=0.05)
     steps = [e.step for e in manager.list()]
     assert steps[-1] == t.steps and len(steps) >= 3, steps  # two or more before the end
