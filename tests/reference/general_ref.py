@@ -1344,23 +1344,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     g = golden(digits=not args.no_digits)
     print(f"computed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    if args.write:
-        args.path.parent.mkdir(parents=True, exist_ok=True)
-        args.path.write_text(dump_golden(g))
-        print(f"wrote {args.path}")
-        return 0
-    try:
-        on_disk = json.loads(args.path.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"cannot read {args.path}: {exc}", file=sys.stderr)
-        return 1
-    if args.no_digits:
-        on_disk.pop("digits", None)
-    if on_disk != g:
-        print(f"MISMATCH: {args.path} differs from the reference", file=sys.stderr)
-        return 1
-    print(f"OK: {args.path} matches the reference")
-    return 0
+    ignore = ("digits",) if args.no_digits else ()
+    return seed_ref.write_or_check(args.path, g, dump_golden(g), args.write, ignore)
 
 
 if __name__ == "__main__":

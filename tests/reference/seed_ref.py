@@ -691,6 +691,31 @@ def dump_golden(g: dict[str, Any]) -> str:
     return json.dumps(g, indent=2) + "\n"
 
 
+def write_or_check(
+    path: Path, fixture: dict[str, Any], text: str, write: bool, ignore: tuple[str, ...] = ()
+) -> int:
+    """Writes ``text`` (``fixture``'s file text) to ``path``, or checks that the fixture there
+    equals ``fixture`` (the keys in ``ignore`` left out); returns the exit status, 1 on a
+    mismatch. The fixtures' command lines (``--write`` / ``--check``) share it."""
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+        return 0
+    try:
+        on_disk = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"cannot read {path}: {exc}", file=sys.stderr)
+        return 1
+    for key in ignore:
+        on_disk.pop(key, None)
+    if on_disk != fixture:
+        print(f"MISMATCH: {path} differs from the reference", file=sys.stderr)
+        return 1
+    print(f"OK: {path} matches the reference")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``--write``: (re)write the fixture; default / ``--check``: compare with it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -700,21 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--path", type=Path, default=GOLDEN_PATH)
     args = ap.parse_args(argv)
     g = golden()
-    if args.write:
-        args.path.parent.mkdir(parents=True, exist_ok=True)
-        args.path.write_text(dump_golden(g))
-        print(f"wrote {args.path}")
-        return 0
-    try:
-        on_disk = json.loads(args.path.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"cannot read {args.path}: {exc}", file=sys.stderr)
-        return 1
-    if on_disk != g:
-        print(f"MISMATCH: {args.path} differs from the reference", file=sys.stderr)
-        return 1
-    print(f"OK: {args.path} matches the reference")
-    return 0
+    return write_or_check(args.path, g, dump_golden(g), args.write)
 
 
 if __name__ == "__main__":
