@@ -9,7 +9,7 @@ use crate::nxck::v2::{Checkpoint, Verify};
 use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
 use crate::schedule::Schedule;
 use crate::softf32::F32;
-use crate::state::{TrainState, SCALAR_NAMES};
+use crate::state::{check_scalars, TensorSpec, TrainState, SCALAR_NAMES};
 use crate::trainer::Trainer;
 use std::collections::HashMap;
 use std::path::Path;
@@ -169,9 +169,10 @@ fn from_file_config(err: Error) -> Error {
 /// this way).
 pub fn check_model(checkpoint: &Checkpoint) -> Result<TrainerConfig> {
     let config = file_config(checkpoint)?;
-    tensor_order(checkpoint, &config)?;
-    let mut state = TrainState::fresh(Vec::new(), false);
-    state.set_scalars(file_scalars(checkpoint)?)?;
+    let mlp = config.validate().map_err(from_file_config)?;
+    let second_moments = config.optimizer.kind.has_second_moments();
+    tensor_order(checkpoint, &TrainState::layout(&mlp, second_moments))?;
+    check_scalars(file_scalars(checkpoint)?)?;
     Ok(config)
 }
 
@@ -184,7 +185,7 @@ fn state_from(
 ) -> Result<TrainState> {
     let mlp = config.validate().map_err(from_file_config)?;
     let second_moments = config.optimizer.kind.has_second_moments();
-    let order = tensor_order(checkpoint, config)?;
+    let order = tensor_order(checkpoint, &TrainState::layout(&mlp, second_moments))?;
     let table = checkpoint.tensors();
     let mut cells: Vec<Option<Vec<F32>>> = match verify {
         Verify::Full => checkpoint.cells_verified()?,
@@ -202,12 +203,9 @@ fn state_from(
     Ok(state)
 }
 
-/// For each tensor of `config`'s model, in layout order, its index in the file's table, which
-/// must hold exactly the model's tensors with their shapes.
-fn tensor_order(checkpoint: &Checkpoint, config: &TrainerConfig) -> Result<Vec<usize>> {
-    let mlp = config.validate().map_err(from_file_config)?;
-    let second_moments = config.optimizer.kind.has_second_moments();
-    let layout = TrainState::layout(&mlp, second_moments);
+/// For each tensor of `layout` (a model's), in its order, its index in the file's table, which
+/// must hold exactly those tensors with their shapes.
+fn tensor_order(checkpoint: &Checkpoint, layout: &[TensorSpec]) -> Result<Vec<usize>> {
     let position: HashMap<&str, usize> = layout
         .iter()
         .enumerate()
@@ -234,7 +232,7 @@ fn tensor_order(checkpoint: &Checkpoint, config: &TrainerConfig) -> Result<Vec<u
     }
     found
         .iter()
-        .zip(&layout)
+        .zip(layout)
         .map(|(i, (name, _))| {
             i.ok_or_else(|| {
                 Error::Header(format!("tensor {name} is missing from the tensor table"))

@@ -111,23 +111,12 @@ impl TrainState {
     }
 
     /// Sets the scalars from [`TrainState::scalars`]'s encoding, checking each is in range.
-    pub fn set_scalars(&mut self, [epoch, b1t, b2t, step, batch]: [i64; 5]) -> Result<()> {
-        let bits = |name: &str, value: i64| {
-            u32::try_from(value).map(F32::from_bits).map_err(|_| {
-                Error::Header(format!(
-                    "scalar {name} = {value} is not a binary32 bit pattern"
-                ))
-            })
-        };
-        for (name, value) in [("epoch", epoch), ("step", step), ("batch", batch)] {
-            if value < 0 {
-                return Err(Error::Header(format!(
-                    "scalar {name} = {value} is negative"
-                )));
-            }
-        }
-        self.b1t = bits("b1t_bits", b1t)?;
-        self.b2t = bits("b2t_bits", b2t)?;
+    pub fn set_scalars(&mut self, scalars: [i64; 5]) -> Result<()> {
+        check_scalars(scalars)?;
+        let [epoch, b1t, b2t, step, batch] = scalars;
+        // In range: checked above.
+        self.b1t = F32::from_bits(b1t as u32);
+        self.b2t = F32::from_bits(b2t as u32);
         (self.epoch, self.step, self.batch) = (epoch, step, batch);
         Ok(())
     }
@@ -146,6 +135,26 @@ impl TrainState {
         }
         Ok(())
     }
+}
+
+/// Checks scalars in [`TrainState::scalars`]'s encoding (as a checkpoint holds them): the
+/// counters `>= 0`, the powers binary32 bit patterns.
+pub fn check_scalars([epoch, b1t, b2t, step, batch]: [i64; 5]) -> Result<()> {
+    for (name, value) in [("epoch", epoch), ("step", step), ("batch", batch)] {
+        if value < 0 {
+            return Err(Error::Header(format!(
+                "scalar {name} = {value} is negative"
+            )));
+        }
+    }
+    for (name, value) in [("b1t_bits", b1t), ("b2t_bits", b2t)] {
+        if u32::try_from(value).is_err() {
+            return Err(Error::Header(format!(
+                "scalar {name} = {value} is not a binary32 bit pattern"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Zeros shaped like `layer`, allocated zeroed (`calloc`) rather than filled: a large one is
