@@ -10,56 +10,38 @@
 #[path = "support/native.rs"]
 mod native;
 
+#[path = "support/all_inputs.rs"]
+mod all_inputs;
+
+use all_inputs::{for_all_u32, say};
 use nxrs_core::softf32::{IntRounding, F32};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
-
-/// Writes a line to stderr directly: libtest swallows `eprintln!` output of a passing test.
-fn say(line: &str) {
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
-}
 
 /// Checks `ok(x)` for every `u32` `x`, and reports the first few failing inputs through
-/// `describe`. Threads claim blocks of 2^24 inputs in turn, so uneven costs (a NaN is cheaper than
-/// a normal) still balance.
+/// `describe`.
 fn exhaustive(name: &str, ok: impl Fn(u32) -> bool + Sync, describe: impl Fn(u32) -> String) {
-    const BLOCK: u64 = 1 << 24;
-    let start = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let next_block = AtomicU64::new(0);
-    let failures = Mutex::new((0u64, Vec::new()));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let first = next_block.fetch_add(BLOCK, Ordering::Relaxed);
-                if first > u64::from(u32::MAX) {
-                    break;
-                }
-                let (first, last) = (first as u32, (first + BLOCK - 1) as u32);
-                let mut count = 0u64;
-                let mut examples = Vec::new();
-                for x in first..=last {
-                    if !ok(x) {
-                        count += 1;
-                        if examples.len() < 10 {
-                            examples.push(x);
-                        }
+    let ((count, mut examples), threads, elapsed) = for_all_u32(
+        |block| {
+            let mut count = 0u64;
+            let mut examples = Vec::new();
+            for x in block {
+                if !ok(x) {
+                    count += 1;
+                    if examples.len() < 10 {
+                        examples.push(x);
                     }
                 }
-                if count > 0 {
-                    let mut failures = failures.lock().unwrap();
-                    failures.0 += count;
-                    failures.1.extend(examples);
-                }
-            });
-        }
-    });
-    let (count, mut examples) = failures.into_inner().unwrap();
+            }
+            (count, examples)
+        },
+        |total: &mut (u64, Vec<u32>), (count, examples)| {
+            total.0 += count;
+            total.1.extend(examples);
+        },
+    );
     say(&format!(
         "exhaustive {name}: 2^32 inputs in {:.1} s on {threads} threads, {count} mismatches",
-        start.elapsed().as_secs_f64()
+        elapsed.as_secs_f64()
     ));
     examples.sort_unstable();
     examples.truncate(20);

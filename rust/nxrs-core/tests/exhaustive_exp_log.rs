@@ -17,15 +17,11 @@
 #[path = "support/oracle.rs"]
 mod oracle;
 
-use nxrs_core::softf32::F32;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
+#[path = "support/all_inputs.rs"]
+mod all_inputs;
 
-/// Writes a line to stderr directly: libtest swallows `eprintln!` output of a passing test.
-fn say(line: &str) {
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
-}
+use all_inputs::{for_all_u32, say};
+use nxrs_core::softf32::F32;
 
 #[derive(Default)]
 struct Tally {
@@ -34,41 +30,31 @@ struct Tally {
     deferred: Vec<(u32, u32)>,
 }
 
-/// Compares `soft` with `oracle` on every `u32`; threads claim blocks of 2^24 inputs in turn.
+/// Compares `soft` with `oracle` on every `u32`.
 fn exhaustive(name: &str, soft: fn(F32) -> F32, oracle: fn(u32) -> Option<u32>) {
-    const BLOCK: u64 = 1 << 24;
-    let start = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let next_block = AtomicU64::new(0);
-    let total = Mutex::new(Tally::default());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let first = next_block.fetch_add(BLOCK, Ordering::Relaxed);
-                if first > u64::from(u32::MAX) {
-                    break;
-                }
-                let mut tally = Tally::default();
-                for x in first as u32..=(first + BLOCK - 1) as u32 {
-                    let got = soft(F32::from_bits(x)).to_bits();
-                    match oracle(x) {
-                        Some(want) => {
-                            tally.checked += 1;
-                            if want != got {
-                                tally.mismatches.push((x, got, want));
-                            }
+    let (mut tally, threads, elapsed) = for_all_u32(
+        |block| {
+            let mut tally = Tally::default();
+            for x in block {
+                let got = soft(F32::from_bits(x)).to_bits();
+                match oracle(x) {
+                    Some(want) => {
+                        tally.checked += 1;
+                        if want != got {
+                            tally.mismatches.push((x, got, want));
                         }
-                        None => tally.deferred.push((x, got)),
                     }
+                    None => tally.deferred.push((x, got)),
                 }
-                let mut total = total.lock().unwrap();
-                total.checked += tally.checked;
-                total.mismatches.extend(tally.mismatches);
-                total.deferred.extend(tally.deferred);
-            });
-        }
-    });
-    let mut tally = total.into_inner().unwrap();
+            }
+            tally
+        },
+        |total: &mut Tally, tally| {
+            total.checked += tally.checked;
+            total.mismatches.extend(tally.mismatches);
+            total.deferred.extend(tally.deferred);
+        },
+    );
     tally.deferred.sort_unstable();
     tally.mismatches.sort_unstable();
 
@@ -87,7 +73,7 @@ fn exhaustive(name: &str, soft: fn(F32) -> F32, oracle: fn(u32) -> Option<u32>) 
     say(&format!(
         "exhaustive {name}: 2^32 inputs in {:.1} s on {threads} threads: {} checked against \
          binary64 libm, {} mismatches, {} deferred to mpmath (written to {})",
-        start.elapsed().as_secs_f64(),
+        elapsed.as_secs_f64(),
         tally.checked,
         tally.mismatches.len(),
         tally.deferred.len(),
