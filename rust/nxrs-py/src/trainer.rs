@@ -429,7 +429,8 @@ impl PyTrainer {
         let start = Instant::now();
         let mut out = Chunk::default();
         let mut stop_at_epoch_end = false;
-        let flow = py
+        // Whether the run broke or reached `until`: `reached` below says which.
+        let _ = py
             .detach(|| {
                 inner.run(data, until, |t, event| {
                     let Event::Step(report) = event else {
@@ -493,7 +494,6 @@ impl PyTrainer {
                 })
             })
             .map_err(to_py)?;
-        let _ = flow;
         out.reached = reached(&self.inner, until);
         Ok(out)
     }
@@ -503,8 +503,6 @@ impl PyTrainer {
     }
 }
 
-/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
-/// statistic of exact integer counts, not training arithmetic (which is all softf32).
 /// Sets the backend `name` (None: "auto") asks for: a ConfigError for an unknown name or for
 /// "hw" where the hardware path is unavailable (saying why), a RuntimeWarning naming the
 /// self-check's disagreement when "auto" falls back to softf32 because of one.
@@ -524,6 +522,8 @@ fn choose_backend(py: Python<'_>, trainer: &mut Trainer, name: Option<&str>) -> 
     Ok(())
 }
 
+/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
+/// statistic of exact integer counts, not training arithmetic (which is all softf32).
 #[allow(clippy::float_arithmetic)]
 fn accuracy(correct: usize, samples: usize) -> f64 {
     correct as f64 / samples as f64
