@@ -105,6 +105,12 @@ class Trainer:
     default, None) takes "hw" where available, else "soft" (with a RuntimeWarning naming the
     case when the self-check disagreed). ``trainer.backend`` is the one in use, and is settable.
 
+    ``threads`` is how many threads training, evaluation and prediction use (1 to 1024; None,
+    the default: the cores available to the process). Like the backend it is not part of the
+    configuration or the state: every value's operations and their order are the same on any
+    number of threads, so the bits are too. Work too small to gain from a thread stays on one.
+    ``trainer.threads`` is settable.
+
     >>> t = Trainer(layers=[4, 8, 3], batch_size=2, lr=0.01)
     >>> t.config["math"], t.config["batch_size"], t.steps
     ('ieee', 2, 0)
@@ -137,10 +143,15 @@ class Trainer:
         shuffle: bool | None = None,
         drop_last: bool | None = None,
         backend: Literal["auto", "hw", "soft"] | None = None,
+        threads: int | None = None,
     ) -> Trainer: ...
     @classmethod
     def seed_model(
-        cls, seed: int = 1, *, backend: Literal["auto", "hw", "soft"] | None = None
+        cls,
+        seed: int = 1,
+        *,
+        backend: Literal["auto", "hw", "soft"] | None = None,
+        threads: int | None = None,
     ) -> Trainer:
         """The seed program's model (``Trainer(seed=seed)``), on ``backend``."""
     def fit(
@@ -243,7 +254,11 @@ class Trainer:
         """
     @classmethod
     def load(
-        cls, path: StrOrBytesPath, *, backend: Literal["auto", "hw", "soft"] | None = None
+        cls,
+        path: StrOrBytesPath,
+        *,
+        backend: Literal["auto", "hw", "soft"] | None = None,
+        threads: int | None = None,
     ) -> Trainer:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
@@ -302,6 +317,11 @@ class Trainer:
         """The backend in use, "hw" or "soft"; set it to "auto", "hw" or "soft" (see the class)."""
     @backend.setter
     def backend(self, value: str) -> None: ...
+    @property
+    def threads(self) -> int:
+        """The threads in use (see the class); set it to change them."""
+    @threads.setter
+    def threads(self, value: int) -> None: ...
     @property
     def steps(self) -> int:
         """Optimiser steps taken in total (``step`` of TRAINING.md section 3)."""

@@ -218,6 +218,12 @@ def _add_train(commands: Any) -> None:
         "(soft); every backend gives the same bits",
     )
     train.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads to train with (default: the available cores); any number gives the same bits",
+    )
+    train.add_argument(
         "--seed", type=int, default=0, help="initialisation, shuffle and split seed (default 0)"
     )
     train.add_argument(

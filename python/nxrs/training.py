@@ -128,6 +128,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         seed=args.seed,
         batch_size=args.batch_size,
         backend=getattr(args, "backend", "auto"),
+        threads=getattr(args, "threads", None),
     )
     if not args.json:
         print(
@@ -168,6 +169,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         "test_accuracy": test_acc,
         "state_hash": f"{trainer.state_hash():016x}",
         "backend": trainer.backend,
+        "threads": trainer.threads,
         "checkpoint": checkpoint,
         "seconds": round(time.perf_counter() - start, 3),
     }

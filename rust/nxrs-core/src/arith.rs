@@ -41,6 +41,13 @@ pub trait Real:
     /// `Self` (see `optim::adam`). softf32 is its own.
     type Fast: Real;
 
+    /// What a thread holds while it computes in this arithmetic (the hardware backend's
+    /// floating-point environment guard; nothing for softf32).
+    type Environment;
+
+    /// Sets up the calling thread to compute in this arithmetic, until the value is dropped.
+    fn environment() -> Self::Environment;
+
     /// The value with these bits (no arithmetic).
     fn from_f32(x: F32) -> Self;
 
@@ -124,6 +131,9 @@ impl Real for F32 {
     const ZERO: F32 = F32::ZERO;
     const ONE: F32 = F32::ONE;
     type Fast = F32;
+    type Environment = ();
+
+    fn environment() {}
 
     fn from_f32(x: F32) -> F32 {
         x

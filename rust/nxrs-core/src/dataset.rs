@@ -74,7 +74,7 @@ impl Dataset {
         width: usize,
         values: Vec<F32>,
     ) -> Result<Dataset> {
-        if width == 0 || values.len() % width != 0 {
+        if width == 0 || !values.len().is_multiple_of(width) {
             return Err(Error::Input(format!(
                 "{} target values are not rows of {width}",
                 values.len()

@@ -40,6 +40,7 @@ pub mod rng;
 pub mod schedule;
 pub mod softf32;
 pub mod state;
+pub mod threads;
 pub mod trainer;
 
 pub use config::TrainerConfig;

@@ -11,7 +11,9 @@ use crate::loss::{Loss, Target};
 use crate::math::Math;
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
+use crate::threads::{ranges, split_mut, Threads};
 use crate::Integer;
+use core::ops::Range;
 
 /// Largest size of one layer, and of all parameters together. They bound what a configuration
 /// (and so a checkpoint header) can make nxrs allocate.
@@ -142,6 +144,16 @@ impl Mlp {
 
     pub fn outputs(&self) -> usize {
         self.sizes[self.sizes.len() - 1]
+    }
+
+    /// Number of parameters (weights and biases).
+    pub fn parameters(&self) -> usize {
+        (0..self.layers())
+            .map(|l| {
+                let (outputs, inputs) = self.weight_shape(l);
+                outputs * inputs + outputs
+            })
+            .sum()
     }
 
     /// Number of weight layers.
@@ -313,10 +325,55 @@ impl Transposed {
 pub struct BlockRecords {
     /// Per layer: the samples' inputs to the layer, sample after sample (`samples x inputs`).
     inputs: Vec<Vec<F32>>,
-    /// Per layer: the gradient with respect to its pre-activations, output by output
-    /// (`outputs x samples`: row `o` holds every sample's `δ_o`, in order).
+    /// Per layer: the gradient with respect to its pre-activations, sample after sample
+    /// (`samples x outputs`), as the samples' tasks write them.
     deltas: Vec<Vec<F32>>,
+    /// The same, output by output (`outputs x samples`: row `o` holds every sample's `δ_o`, in
+    /// order), as the weight rows' sums read them.
+    deltas_by_output: Vec<Vec<F32>>,
     samples: usize,
+}
+
+/// The records of some consecutive samples of a block: what one task writes.
+pub struct RecordsPart<'a> {
+    inputs: Vec<&'a mut [F32]>,
+    deltas: Vec<&'a mut [F32]>,
+}
+
+impl BlockRecords {
+    /// The records of the samples in `ranges` (consecutive, from the first), one part each.
+    pub fn parts(&mut self, mlp: &Mlp, ranges: &[Range<usize>]) -> Vec<RecordsPart<'_>> {
+        let mut parts: Vec<RecordsPart<'_>> = ranges
+            .iter()
+            .map(|_| RecordsPart {
+                inputs: Vec::new(),
+                deltas: Vec::new(),
+            })
+            .collect();
+        for (l, (inputs, deltas)) in self.inputs.iter_mut().zip(&mut self.deltas).enumerate() {
+            let (outputs, width) = mlp.weight_shape(l);
+            let inputs = split_mut(inputs, ranges, width);
+            let deltas = split_mut(deltas, ranges, outputs);
+            for ((part, i), d) in parts.iter_mut().zip(inputs).zip(deltas) {
+                part.inputs.push(i);
+                part.deltas.push(d);
+            }
+        }
+        parts
+    }
+}
+
+/// Part of one layer's weight rows and their gradient sums: what one task of
+/// [`Mlp::block_gradient`] writes.
+struct RowsPart<'a> {
+    /// The rows' gradients (`rows x width`) and biases.
+    w: &'a mut [F32],
+    b: &'a mut [F32],
+    /// The rows' `δ`s, output by output (`rows x samples`).
+    deltas: &'a [F32],
+    /// The layer's inputs of every sample (`samples x width`).
+    inputs: &'a [F32],
+    width: usize,
 }
 
 impl Mlp {
@@ -354,12 +411,18 @@ impl Mlp {
     /// [`Mlp::block_gradient`].
     pub fn start_block(&self, records: &mut BlockRecords, samples: usize) {
         records.samples = samples;
-        records.inputs.resize_with(self.layers(), Vec::new);
-        records.deltas.resize_with(self.layers(), Vec::new);
+        for list in [
+            &mut records.inputs,
+            &mut records.deltas,
+            &mut records.deltas_by_output,
+        ] {
+            list.resize_with(self.layers(), Vec::new);
+        }
         for l in 0..self.layers() {
             let (outputs, inputs) = self.weight_shape(l);
             records.inputs[l].resize(samples * inputs, F32::ZERO);
             records.deltas[l].resize(samples * outputs, F32::ZERO);
+            records.deltas_by_output[l].resize(samples * outputs, F32::ZERO);
         }
     }
 
@@ -376,7 +439,7 @@ impl Mlp {
         x: &[R],
         target: Target<'_, R>,
         s: &mut Scratch,
-        records: &mut BlockRecords,
+        records: &mut RecordsPart<'_>,
         k: usize,
     ) -> R {
         self.forward(math, params, transposed, x, s);
@@ -390,15 +453,12 @@ impl Mlp {
             cells_mut(&mut s.outputs),
             cells_mut(&mut s.delta),
         );
-        let n = records.samples;
         for l in (0..self.layers()).rev() {
             let (outputs, inputs) = self.weight_shape(l);
             let input: &[R] = if l == 0 { x } else { cells(&s.hidden[l - 1]) };
             cells_mut::<R>(&mut records.inputs[l][k * inputs..(k + 1) * inputs])
                 .copy_from_slice(input);
-            for (o, &d) in s.delta.iter().enumerate() {
-                records.deltas[l][o * n + k] = d;
-            }
+            records.deltas[l][k * outputs..(k + 1) * outputs].copy_from_slice(&s.delta);
             if l == 0 {
                 break;
             }
@@ -420,24 +480,79 @@ impl Mlp {
     }
 
     /// Writes into `into` the block's gradient: for every weight and bias, the sum of its
-    /// samples' terms in order, from the first sample's (section 5).
-    pub fn block_gradient<R: Real>(&self, records: &BlockRecords, into: &mut [Layer]) {
+    /// samples' terms in order, from the first sample's (section 5). Weight rows are shared
+    /// out among `threads`.
+    pub fn block_gradient<R: Real>(
+        &self,
+        records: &mut BlockRecords,
+        into: &mut [Layer],
+        threads: &Threads,
+    ) {
         let n = records.samples;
-        for (l, grad) in into.iter_mut().enumerate() {
-            let (_, inputs) = self.weight_shape(l);
-            let (grad_w, grad_b): (&mut [R], &mut [R]) =
-                (cells_mut(&mut grad.w), cells_mut(&mut grad.b));
-            let deltas: &[R] = cells(&records.deltas[l]);
-            let sample_inputs: &[R] = cells(&records.inputs[l]);
-            for ((row, b), d) in grad_w
-                .chunks_exact_mut(inputs)
-                .zip(grad_b.iter_mut())
-                .zip(deltas.chunks_exact(n))
-            {
-                R::scaled_rows_sum(row, d, sample_inputs);
-                *b = d[1..].iter().fold(d[0], |sum, &d| sum + d);
+        for (l, (by_sample, by_output)) in records
+            .deltas
+            .iter()
+            .zip(&mut records.deltas_by_output)
+            .enumerate()
+        {
+            let (outputs, _) = self.weight_shape(l);
+            for (k, deltas) in by_sample.chunks_exact(outputs).enumerate() {
+                for (o, &d) in deltas.iter().enumerate() {
+                    by_output[o * n + k] = d;
+                }
             }
         }
+        // Every layer's rows, cut into parts of about equal work.
+        let rows: usize = (0..self.layers()).map(|l| self.weight_shape(l).0).sum();
+        let widest = self.sizes[..self.layers()]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1);
+        let ranges = ranges(rows, threads.parts(rows, n * widest));
+        let mut parts: Vec<Vec<RowsPart<'_>>> = ranges.iter().map(|_| Vec::new()).collect();
+        let mut first_row = 0;
+        for (l, grad) in into.iter_mut().enumerate() {
+            let (outputs, width) = self.weight_shape(l);
+            let layer_rows = first_row..first_row + outputs;
+            let (mut w, mut b) = (&mut grad.w[..], &mut grad.b[..]);
+            let mut deltas = &records.deltas_by_output[l][..];
+            for (part, range) in parts.iter_mut().zip(&ranges) {
+                let start = range.start.clamp(layer_rows.start, layer_rows.end);
+                let end = range.end.clamp(layer_rows.start, layer_rows.end);
+                if start == end {
+                    continue;
+                }
+                let rows = end - start;
+                let (part_w, rest_w) = w.split_at_mut(rows * width);
+                let (part_b, rest_b) = b.split_at_mut(rows);
+                let (part_d, rest_d) = deltas.split_at(rows * n);
+                (w, b, deltas) = (rest_w, rest_b, rest_d);
+                part.push(RowsPart {
+                    w: part_w,
+                    b: part_b,
+                    deltas: part_d,
+                    inputs: &records.inputs[l],
+                    width,
+                });
+            }
+            first_row += outputs;
+        }
+        threads.run(parts, |part| {
+            let _env = R::environment();
+            for rows in part {
+                let inputs: &[R] = cells(rows.inputs);
+                let (w, b): (&mut [R], &mut [R]) = (cells_mut(rows.w), cells_mut(rows.b));
+                for ((row, b), d) in w
+                    .chunks_exact_mut(rows.width)
+                    .zip(b.iter_mut())
+                    .zip(cells::<R>(rows.deltas).chunks_exact(n))
+                {
+                    R::scaled_rows_sum(row, d, inputs);
+                    *b = d[1..].iter().fold(d[0], |sum, &d| sum + d);
+                }
+            }
+        });
     }
 }
 

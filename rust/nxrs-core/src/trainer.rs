@@ -15,7 +15,11 @@ use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 use crate::state::{zeroed_like, TrainState};
+use crate::threads::{ranges, split, split_mut, Threads};
 use std::ops::ControlFlow;
+
+/// An optimiser update's work per cell, in multiply-adds, for sharing cells out among threads.
+const CELL_WORK: usize = 16;
 
 /// Where a run stops (besides a callback asking it to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +124,7 @@ pub struct Trainer {
     state: TrainState,
     work: Work,
     backend: Backend,
+    threads: Threads,
     tally: Option<Tally>,
 }
 
@@ -138,7 +143,7 @@ impl Trainer {
         let mlp = config.validate()?;
         state.check_fits(&mlp, config.optimizer.kind.has_second_moments())?;
         let work = Work {
-            block_work: BlockWork::new(&mlp),
+            block_work: BlockWork::default(),
             transposed: Transposed::new(&mlp),
             total: state.params.iter().map(zeroed_like).collect(),
             block: Vec::new(),
@@ -150,6 +155,7 @@ impl Trainer {
             state,
             work,
             backend: Backend::Soft,
+            threads: Threads::ONE,
             tally: None,
         })
     }
@@ -176,6 +182,16 @@ impl Trainer {
         let (backend, warning) = choice.resolve()?;
         self.backend = backend;
         Ok(warning)
+    }
+
+    /// The threads training and prediction use (not part of the state: any number gives the
+    /// same bits). One unless set.
+    pub fn threads(&self) -> &Threads {
+        &self.threads
+    }
+
+    pub fn set_threads(&mut self, threads: Threads) {
+        self.threads = threads;
     }
 
     pub fn config(&self) -> &TrainerConfig {
@@ -319,9 +335,15 @@ impl Trainer {
             losses: Vec::with_capacity(samples.len()),
             correct: 0,
         };
-        let mut work = BlockWork::new(&self.mlp);
+        let mut work = BlockWork::default();
         let transposed = self.transposed();
-        let model = Model::new(&self.mlp, &self.config, &self.state.params, &transposed);
+        let model = Model::new(
+            &self.mlp,
+            &self.config,
+            &self.threads,
+            &self.state.params,
+            &transposed,
+        );
         block.correct = match self.backend {
             Backend::Soft => model.block_sum::<F32>(
                 data,
@@ -419,34 +441,48 @@ impl Trainer {
     #[inline(never)] // see `hardware_call`
     fn evaluate_in<R: Real>(&self, data: &Dataset) -> Evaluation {
         let math = self.config.math;
-        let mut scratch = Scratch::new(&self.mlp);
         let transposed = self.transposed();
-        let mut delta = vec![F32::ZERO; self.mlp.outputs()];
-        let mut loss_sum: Option<R> = None;
-        let mut correct = 0;
-        for s in 0..data.len() {
-            let (x, target) = data.sample(s);
-            let target = target.cells::<R>();
-            self.mlp.forward::<R>(
-                math,
-                &self.state.params,
-                &transposed,
-                cells(x),
-                &mut scratch,
-            );
-            let (z, outputs) = scratch.z_and_outputs::<R>();
-            let loss = self
-                .config
-                .loss
-                .forward(math, z, target, outputs, cells_mut(&mut delta));
-            loss_sum = Some(loss_sum.map_or(loss, |sum| sum + loss));
-            correct += usize::from(is_correct(math, outputs, target));
-        }
-        let loss = loss_sum.expect("data sets are not empty") / R::from_i64(data.len() as i64);
+        let n = data.len();
+        let mut losses = vec![F32::ZERO; n];
+        let mut correct = vec![false; n];
+        let ranges = ranges(n, self.threads.parts(n, self.mlp.parameters()));
+        let tasks: Vec<_> = ranges
+            .iter()
+            .cloned()
+            .zip(split_mut(&mut losses, &ranges, 1))
+            .zip(split_mut(&mut correct, &ranges, 1))
+            .collect();
+        self.threads.run(tasks, |((range, losses), correct)| {
+            let _env = R::environment();
+            let mut scratch = Scratch::new(&self.mlp);
+            let mut delta = vec![F32::ZERO; self.mlp.outputs()];
+            for (k, s) in range.enumerate() {
+                let (x, target) = data.sample(s);
+                let target = target.cells::<R>();
+                self.mlp.forward::<R>(
+                    math,
+                    &self.state.params,
+                    &transposed,
+                    cells(x),
+                    &mut scratch,
+                );
+                let (z, outputs) = scratch.z_and_outputs::<R>();
+                let loss =
+                    self.config
+                        .loss
+                        .forward(math, z, target, outputs, cells_mut(&mut delta));
+                losses[k] = loss.to_f32();
+                correct[k] = is_correct(math, outputs, target);
+            }
+        });
+        // The losses summed in sample order (softf32 gives every backend's bits).
+        let sum = losses[1..].iter().fold(losses[0], |sum, &loss| sum + loss);
         Evaluation {
-            loss: loss.to_f32(),
-            correct: self.classifies().then_some(correct),
-            samples: data.len(),
+            loss: sum / F32::from_i64(n as i64),
+            correct: self
+                .classifies()
+                .then(|| correct.iter().filter(|&&c| c).count()),
+            samples: n,
         }
     }
 
@@ -454,7 +490,7 @@ impl Trainer {
     /// (MSE), `outputs` per sample, row-major. Changes nothing.
     pub fn predict(&self, inputs: &[F32]) -> Result<Vec<F32>> {
         let features = self.mlp.inputs();
-        if inputs.len() % features != 0 {
+        if !inputs.len().is_multiple_of(features) {
             return Err(Error::Input(format!(
                 "{} feature values do not make rows of {features}",
                 inputs.len()
@@ -471,22 +507,31 @@ impl Trainer {
 
     #[inline(never)] // see `hardware_call`
     fn predict_in<R: Real>(&self, inputs: &[F32]) -> Vec<F32> {
-        let features = self.mlp.inputs();
-        let mut scratch = Scratch::new(&self.mlp);
+        let (features, width) = (self.mlp.inputs(), self.mlp.outputs());
         let transposed = self.transposed();
-        let mut out = Vec::with_capacity(inputs.len() / features * self.mlp.outputs());
-        for x in inputs.chunks(features) {
-            self.mlp.forward::<R>(
-                self.config.math,
-                &self.state.params,
-                &transposed,
-                cells(x),
-                &mut scratch,
-            );
-            let (z, outputs) = scratch.z_and_outputs::<R>();
-            self.config.loss.outputs(self.config.math, z, outputs);
-            out.extend_from_slice(&scratch.outputs);
-        }
+        let n = inputs.len() / features;
+        let mut out = vec![F32::ZERO; n * width];
+        let ranges = ranges(n, self.threads.parts(n, self.mlp.parameters()));
+        let tasks: Vec<_> = split(inputs, &ranges, features)
+            .into_iter()
+            .zip(split_mut(&mut out, &ranges, width))
+            .collect();
+        self.threads.run(tasks, |(inputs, out)| {
+            let _env = R::environment();
+            let mut scratch = Scratch::new(&self.mlp);
+            for (x, out) in inputs.chunks(features).zip(out.chunks_mut(width)) {
+                self.mlp.forward::<R>(
+                    self.config.math,
+                    &self.state.params,
+                    &transposed,
+                    cells(x),
+                    &mut scratch,
+                );
+                let (z, outputs) = scratch.z_and_outputs::<R>();
+                self.config.loss.outputs(self.config.math, z, outputs);
+                out.copy_from_slice(&scratch.outputs);
+            }
+        });
         out
     }
 
@@ -571,6 +616,7 @@ impl Trainer {
         let model = Model::new(
             &self.mlp,
             &self.config,
+            &self.threads,
             &self.state.params,
             &work.transposed,
         );
@@ -630,25 +676,43 @@ impl Trainer {
         let s = &mut self.state;
         let lr = config.schedule.rate(config.optimizer.lr, s.step as u64);
         let scalars = StepScalars::advance(&config.optimizer, lr, &mut s.b1t, &mut s.b2t);
-        for (l, grad) in work.total.iter().enumerate() {
-            let (p, m) = (&mut s.params[l], &mut s.m[l]);
-            let (vw, vb): (&mut [F32], &mut [F32]) = match s.v.get_mut(l) {
+        // Every tensor's cells, cut into parts of about equal size (a cell's update reads only
+        // its own values, so the cut changes no bit).
+        let mut parts = Vec::new();
+        let mut second_moments = s.v.iter_mut();
+        for ((grad, p), m) in work.total.iter().zip(&mut s.params).zip(&mut s.m) {
+            let (vw, vb): (&mut [F32], &mut [F32]) = match second_moments.next() {
                 Some(v) => (&mut v.w, &mut v.b),
                 None => (&mut [], &mut []),
             };
-            let update = |p: &mut [F32], g: &[F32], m: &mut [F32], v: &mut [F32]| {
-                config.optimizer.update::<R>(
-                    config.math,
-                    &scalars,
-                    cells_mut(p),
-                    cells(g),
-                    cells_mut(m),
-                    cells_mut(v),
+            let tensors = [
+                (&mut p.w[..], &grad.w[..], &mut m.w[..], vw),
+                (&mut p.b[..], &grad.b[..], &mut m.b[..], vb),
+            ];
+            for (p, g, m, v) in tensors {
+                let ranges = ranges(p.len(), self.threads.parts(p.len(), CELL_WORK));
+                let v_width = usize::from(!v.is_empty()); // SGD keeps no second moments
+                parts.extend(
+                    split_mut(p, &ranges, 1)
+                        .into_iter()
+                        .zip(split(g, &ranges, 1))
+                        .zip(split_mut(m, &ranges, 1))
+                        .zip(split_mut(v, &ranges, v_width))
+                        .map(|(((p, g), m), v)| (p, g, m, v)),
                 );
-            };
-            update(&mut p.w, &grad.w, &mut m.w, vw);
-            update(&mut p.b, &grad.b, &mut m.b, vb);
+            }
         }
+        self.threads.run(parts, |(p, g, m, v)| {
+            let _env = R::environment();
+            config.optimizer.update::<R>(
+                config.math,
+                &scalars,
+                cells_mut(p),
+                cells(g),
+                cells_mut(m),
+                cells_mut(v),
+            );
+        });
     }
 
     /// The report of the step whose sample losses are in `work.losses`: their sum in batch
@@ -717,12 +781,14 @@ struct Model<'a> {
     loss: Loss,
     params: &'a [Layer],
     transposed: &'a Transposed,
+    threads: &'a Threads,
 }
 
 impl<'a> Model<'a> {
     fn new(
         mlp: &'a Mlp,
         config: &TrainerConfig,
+        threads: &'a Threads,
         params: &'a [Layer],
         transposed: &'a Transposed,
     ) -> Model<'a> {
@@ -732,12 +798,14 @@ impl<'a> Model<'a> {
             loss: config.loss,
             params,
             transposed,
+            threads,
         }
     }
 
     /// Writes into `into` the sum of the gradients of `samples` (in order, from the first
     /// sample's gradient), appends their losses to `losses`; returns how many were classified
-    /// correctly.
+    /// correctly. The samples' forward and backward passes are shared out among the threads,
+    /// then the weight rows' sums (see [`Mlp::block_gradient`]).
     fn block_sum<R: Real>(
         &self,
         data: &Dataset,
@@ -746,45 +814,61 @@ impl<'a> Model<'a> {
         into: &mut [Layer],
         losses: &mut Vec<F32>,
     ) -> usize {
-        let BlockWork { scratch, records } = work;
-        self.mlp.start_block(records, samples.len());
-        let mut correct = 0;
-        for (k, &s) in samples.iter().enumerate() {
-            let (x, target) = data.sample(s);
-            let target = target.cells::<R>();
-            let loss = self.mlp.record_sample::<R>(
-                self.math,
-                self.loss,
-                self.params,
-                self.transposed,
-                cells(x),
-                target,
-                scratch,
-                records,
-                k,
-            );
-            losses.push(loss.to_f32());
-            correct += usize::from(is_correct(self.math, cells(&scratch.outputs), target));
+        let n = samples.len();
+        let ranges = ranges(n, self.threads.parts(n, self.mlp.parameters()));
+        if work.scratches.len() < ranges.len() {
+            work.scratches
+                .resize_with(ranges.len(), || Scratch::new(self.mlp));
         }
-        self.mlp.block_gradient::<R>(records, into);
-        correct
+        work.losses.resize(n, F32::ZERO);
+        work.correct.resize(n, false);
+        self.mlp.start_block(&mut work.records, n);
+        let tasks: Vec<_> = ranges
+            .iter()
+            .cloned()
+            .zip(work.records.parts(self.mlp, &ranges))
+            .zip(work.scratches.iter_mut())
+            .zip(split_mut(&mut work.losses, &ranges, 1))
+            .zip(split_mut(&mut work.correct, &ranges, 1))
+            .collect();
+        self.threads.run(
+            tasks,
+            |((((range, mut records), scratch), losses), correct)| {
+                let _env = R::environment();
+                for (k, &s) in samples[range].iter().enumerate() {
+                    let (x, target) = data.sample(s);
+                    let target = target.cells::<R>();
+                    let loss = self.mlp.record_sample::<R>(
+                        self.math,
+                        self.loss,
+                        self.params,
+                        self.transposed,
+                        cells(x),
+                        target,
+                        scratch,
+                        &mut records,
+                        k,
+                    );
+                    losses[k] = loss.to_f32();
+                    correct[k] = is_correct(self.math, cells(&scratch.outputs), target);
+                }
+            },
+        );
+        self.mlp
+            .block_gradient::<R>(&mut work.records, into, self.threads);
+        losses.extend_from_slice(&work.losses);
+        work.correct.iter().filter(|&&c| c).count()
     }
 }
 
-/// What computing a block's gradient writes: one sample's scratch, and the block's records.
-#[derive(Clone, Debug)]
+/// What computing a block's gradient writes: one scratch per thread, the block's records, and
+/// its samples' losses and whether each was classified correctly.
+#[derive(Clone, Debug, Default)]
 struct BlockWork {
-    scratch: Scratch,
+    scratches: Vec<Scratch>,
     records: BlockRecords,
-}
-
-impl BlockWork {
-    fn new(mlp: &Mlp) -> BlockWork {
-        BlockWork {
-            scratch: Scratch::new(mlp),
-            records: BlockRecords::default(),
-        }
-    }
+    losses: Vec<F32>,
+    correct: Vec<bool>,
 }
 
 /// The samples of batch `b` of an epoch's `order`.

@@ -15,6 +15,7 @@ use nxrs_core::dataset::Dataset;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
 use nxrs_core::nxck::Format;
+use nxrs_core::threads::Threads;
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
 use proptest::prelude::*;
@@ -75,12 +76,24 @@ proptest! {
         }
         let mut soft = trainer(&config, Backend::Soft);
         let mut hw = trainer(&config, Backend::Hw);
-        prop_assert_eq!(run_to(&mut hw, &data, total), run_to(&mut soft, &data, total));
+        let losses = run_to(&mut soft, &data, total);
+        prop_assert_eq!(run_to(&mut hw, &data, total), losses.clone());
         prop_assert_eq!(hw.state(), soft.state());
         prop_assert_eq!(hw.state_hash(), soft.state_hash());
+
         let (e_hw, e_soft) = (hw.evaluate(&data).unwrap(), soft.evaluate(&data).unwrap());
-        prop_assert_eq!((e_hw.loss.to_bits(), e_hw.correct), (e_soft.loss.to_bits(), e_soft.correct));
         let inputs: Vec<F32> = (0..data.len()).flat_map(|s| data.sample(s).0.to_vec()).collect();
+        // Threads (each splitting the work as finely as it can) change no bit either.
+        for (threads, backend) in [(2, Backend::Hw), (3, Backend::Soft), (4, Backend::Hw)] {
+            let mut threaded = trainer(&config, backend);
+            threaded.set_threads(Threads::splitting_everything(threads).unwrap());
+            prop_assert_eq!(run_to(&mut threaded, &data, total), losses.clone());
+            prop_assert_eq!(threaded.state(), soft.state());
+            let e = threaded.evaluate(&data).unwrap();
+            prop_assert_eq!((e.loss.to_bits(), e.correct), (e_soft.loss.to_bits(), e_soft.correct));
+            prop_assert_eq!(bits(&threaded.predict(&inputs).unwrap()), bits(&soft.predict(&inputs).unwrap()));
+        }
+        prop_assert_eq!((e_hw.loss.to_bits(), e_hw.correct), (e_soft.loss.to_bits(), e_soft.correct));
         prop_assert_eq!(
             bits(&hw.predict(&inputs).unwrap()),
             bits(&soft.predict(&inputs).unwrap())

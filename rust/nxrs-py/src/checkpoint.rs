@@ -217,7 +217,7 @@ impl PyCheckpoint {
             Verify::Full
         };
         let trainer = py.detach(|| trainer_from(ck, check)).map_err(to_py)?;
-        PyTrainer::from_core(py, trainer, None)
+        PyTrainer::from_core(py, trainer, None, None)
     }
 
     /// Stops access through this object. Arrays already taken stay valid: they keep the mapping.

@@ -17,6 +17,7 @@ use nxrs_core::optim::{Kind, OptimizerConfig};
 use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::state::TrainState;
 
+use nxrs_core::threads::{Threads, MAX_THREADS};
 use nxrs_core::trainer::{BlockGradient, EpochReport, Event, Until};
 use nxrs_core::{Trainer, F32};
 use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
@@ -277,13 +278,16 @@ pub struct PyTrainer {
 }
 
 impl PyTrainer {
-    /// A Python trainer computing with `backend` (None: "auto").
+    /// A Python trainer computing with `backend` (None: "auto") on `threads` threads (None: the
+    /// available cores).
     pub(crate) fn from_core(
         py: Python<'_>,
         mut inner: Trainer,
         backend: Option<&str>,
+        threads: Option<AnyInt>,
     ) -> PyResult<PyTrainer> {
         choose_backend(py, &mut inner, backend)?;
+        inner.set_threads(threads_of(threads)?);
         Ok(PyTrainer { inner })
     }
 
@@ -502,6 +506,20 @@ fn epoch_tuple(end: &EpochReport) -> (i64, f64, Option<f64>, usize, bool) {
     )
 }
 
+/// The threads `threads=` asks for (None: the available cores), or a ConfigError.
+fn threads_of(threads: Option<AnyInt>) -> PyResult<Threads> {
+    let count = match threads {
+        None => Threads::available(),
+        Some(n) => {
+            let n = n.to_i64("threads", ConfigError::new_err)?;
+            usize::try_from(n).map_err(|_| {
+                ConfigError::new_err(format!("threads = {n} is outside 1..={MAX_THREADS}"))
+            })?
+        }
+    };
+    Threads::new(count).map_err(to_py)
+}
+
 /// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
 /// statistic of exact integer counts, not training arithmetic (which is all softf32).
 #[allow(clippy::float_arithmetic)]
@@ -553,6 +571,7 @@ impl PyTrainer {
         shuffle = None,
         drop_last = None,
         backend = None,
+        threads = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -581,6 +600,7 @@ impl PyTrainer {
         shuffle: Option<bool>,
         drop_last: Option<bool>,
         backend: Option<String>,
+        threads: Option<AnyInt>,
     ) -> PyResult<Self> {
         let options = Options {
             seed,
@@ -607,24 +627,27 @@ impl PyTrainer {
             drop_last,
         };
         let config = build_config(layers, options)?;
-        PyTrainer::from_core(py, Trainer::new(config).map_err(to_py)?, backend.as_deref())
+        let trainer = Trainer::new(config).map_err(to_py)?;
+        PyTrainer::from_core(py, trainer, backend.as_deref(), threads)
     }
 
     /// The seed program's model: `Trainer(seed=seed)`.
     #[classmethod]
     #[pyo3(
-        signature = (seed = AnyInt::new(1), *, backend = None),
-        text_signature = "(seed=1, *, backend=None)"
+        signature = (seed = AnyInt::new(1), *, backend = None, threads = None),
+        text_signature = "(seed=1, *, backend=None, threads=None)"
     )]
     fn seed_model(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
         seed: AnyInt,
         backend: Option<String>,
+        threads: Option<AnyInt>,
     ) -> PyResult<Self> {
         let seed = seed.to_i64("seed", ConfigError::new_err)?;
         let config = TrainerConfig::seed_style(vec![6, 10, 4], seed);
-        PyTrainer::from_core(py, Trainer::new(config).map_err(to_py)?, backend.as_deref())
+        let trainer = Trainer::new(config).map_err(to_py)?;
+        PyTrainer::from_core(py, trainer, backend.as_deref(), threads)
     }
 
     /// One optimiser step on one sample, outside the epoch structure; returns its loss.
@@ -904,15 +927,16 @@ impl PyTrainer {
 
     /// A trainer rebuilt from a checkpoint, all checksums verified.
     #[classmethod]
-    #[pyo3(signature = (path, *, backend = None))]
+    #[pyo3(signature = (path, *, backend = None, threads = None))]
     fn load(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
         backend: Option<String>,
+        threads: Option<AnyInt>,
     ) -> PyResult<Self> {
         let inner = py.detach(|| checkpoint::load(&path)).map_err(to_py)?;
-        PyTrainer::from_core(py, inner, backend.as_deref())
+        PyTrainer::from_core(py, inner, backend.as_deref(), threads)
     }
 
     /// Replaces this trainer's whole state with the checkpoint's.
@@ -959,6 +983,19 @@ impl PyTrainer {
     #[setter(backend)]
     fn set_backend(&mut self, py: Python<'_>, value: &str) -> PyResult<()> {
         choose_backend(py, &mut self.inner, Some(value))
+    }
+
+    /// The threads training, evaluation and prediction use; set it to change them.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.inner.threads().count()
+    }
+
+    #[setter(threads)]
+    fn set_threads(&mut self, value: AnyInt) -> PyResult<()> {
+        let threads = threads_of(Some(value))?;
+        self.inner.set_threads(threads);
+        Ok(())
     }
 
     /// Completed epochs.

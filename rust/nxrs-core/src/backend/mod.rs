@@ -97,6 +97,12 @@ impl Real for Native {
     const ZERO: Native = Native(0.0);
     const ONE: Native = Native(1.0);
     type Fast = Unchecked;
+    type Environment = FpEnvGuard;
+
+    #[inline(always)]
+    fn environment() -> FpEnvGuard {
+        FpEnvGuard::new()
+    }
 
     #[inline(always)]
     fn from_f32(x: F32) -> Native {
@@ -199,6 +205,12 @@ impl Real for Unchecked {
     const ZERO: Unchecked = Unchecked(0.0);
     const ONE: Unchecked = Unchecked(1.0);
     type Fast = Unchecked;
+    type Environment = FpEnvGuard;
+
+    #[inline(always)]
+    fn environment() -> FpEnvGuard {
+        FpEnvGuard::new()
+    }
 
     #[inline(always)]
     fn from_f32(x: F32) -> Unchecked {
@@ -631,6 +643,9 @@ impl Real for Faulty {
     const ZERO: Faulty = Faulty(Native::ZERO);
     const ONE: Faulty = Faulty(Native::ONE);
     type Fast = Faulty;
+    type Environment = ();
+
+    fn environment() {}
 
     fn from_f32(x: F32) -> Faulty {
         Faulty(Native::from_f32(x))

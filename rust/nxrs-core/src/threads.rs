@@ -1,0 +1,155 @@
+//! A trainer's threads: fixed parts of a step's work (samples of a block, weight rows, optimiser
+//! cells) run on a thread pool. Every value is computed by one task with the operations and
+//! order the definition gives it, whatever the part it falls in, so the bits do not depend on
+//! the number of threads; the parts only decide which thread computes what.
+
+use crate::error::{Error, Result};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Most threads one trainer may use.
+pub const MAX_THREADS: usize = 1024;
+
+/// Below this many multiply-adds, a part is not worth a thread (a task costs microseconds).
+const MIN_WORK_PER_PART: usize = 1 << 15;
+
+/// A trainer's threads: `count` of them, as a pool when more than one.
+#[derive(Clone, Debug)]
+pub struct Threads {
+    count: usize,
+    pool: Option<Arc<rayon::ThreadPool>>,
+    /// The least work a part gets (see [`Threads::parts`]).
+    min_work: usize,
+}
+
+impl Threads {
+    /// One thread: everything runs on the caller's.
+    pub const ONE: Threads = Threads {
+        count: 1,
+        pool: None,
+        min_work: MIN_WORK_PER_PART,
+    };
+
+    /// `count` threads (`1..=MAX_THREADS`).
+    pub fn new(count: usize) -> Result<Threads> {
+        if !(1..=MAX_THREADS).contains(&count) {
+            return Err(Error::Config(format!(
+                "threads = {count} is outside 1..={MAX_THREADS}"
+            )));
+        }
+        if count == 1 {
+            return Ok(Threads::ONE);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(count)
+            .thread_name(|i| format!("nxrs-{i}"))
+            .build()
+            .map_err(|e| Error::Config(format!("cannot start {count} threads: {e}")))?;
+        Ok(Threads {
+            count,
+            pool: Some(Arc::new(pool)),
+            min_work: MIN_WORK_PER_PART,
+        })
+    }
+
+    /// `count` threads that split even the smallest work (one item per part if need be): for
+    /// the tests that show the bits do not depend on how the work is split.
+    pub fn splitting_everything(count: usize) -> Result<Threads> {
+        Ok(Threads {
+            min_work: 1,
+            ..Threads::new(count)?
+        })
+    }
+
+    /// The cores this process may use (1 when unknown).
+    pub fn available() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// How many parts `items` items of `work_per_item` multiply-adds each are cut into: at most
+    /// one per thread and per item, and none smaller than a thread's worth of work.
+    pub fn parts(&self, items: usize, work_per_item: usize) -> usize {
+        let worth = (items.saturating_mul(work_per_item) / self.min_work).max(1);
+        self.count.min(items).min(worth).max(1)
+    }
+
+    /// Runs `task` on every part, in parallel on the pool (or in order here with one thread or
+    /// one part), and returns when all are done.
+    pub fn run<T: Send>(&self, parts: Vec<T>, task: impl Fn(T) + Sync) {
+        match &self.pool {
+            Some(pool) if parts.len() > 1 => pool.scope(|scope| {
+                let task = &task;
+                for part in parts {
+                    scope.spawn(move |_| task(part));
+                }
+            }),
+            _ => parts.into_iter().for_each(task),
+        }
+    }
+}
+
+/// `0..n` cut into `parts` contiguous ranges whose lengths differ by at most one.
+pub fn ranges(n: usize, parts: usize) -> Vec<Range<usize>> {
+    let parts = parts.max(1);
+    (0..parts)
+        .map(|i| n * i / parts..n * (i + 1) / parts)
+        .collect()
+}
+
+/// `cells` cut at `ranges` scaled by `width` cells per item (each range's items, in order).
+pub fn split_mut<'a, T>(
+    mut cells: &'a mut [T],
+    ranges: &[Range<usize>],
+    width: usize,
+) -> Vec<&'a mut [T]> {
+    let mut parts = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let (part, rest) = cells.split_at_mut(range.len() * width);
+        parts.push(part);
+        cells = rest;
+    }
+    parts
+}
+
+/// `cells` cut at `ranges` scaled by `width` cells per item, to read.
+pub fn split<'a, T>(mut cells: &'a [T], ranges: &[Range<usize>], width: usize) -> Vec<&'a [T]> {
+    let mut parts = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let (part, rest) = cells.split_at(range.len() * width);
+        parts.push(part);
+        cells = rest;
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_cover_everything_in_order() {
+        for n in 0..20 {
+            for parts in 1..6 {
+                let r = ranges(n, parts);
+                assert_eq!(r.len(), parts);
+                assert_eq!(r[0].start, 0);
+                assert_eq!(r[parts - 1].end, n);
+                assert!(r.windows(2).all(|w| w[0].end == w[1].start));
+                assert!(r
+                    .iter()
+                    .all(|r| r.len() + 1 >= n / parts && r.len() <= n / parts + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn thread_counts_are_checked() {
+        assert!(Threads::new(0).is_err());
+        assert!(Threads::new(MAX_THREADS + 1).is_err());
+        assert_eq!(Threads::new(3).unwrap().count(), 3);
+    }
+}
