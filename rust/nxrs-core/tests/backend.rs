@@ -8,7 +8,6 @@
 mod nxck_support;
 
 use nxck_support::*;
-use nxrs_core::arith::Real;
 use nxrs_core::backend::{self, Backend};
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
@@ -139,22 +138,6 @@ fn kernel_case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Vec<u32>)> {
     })
 }
 
-fn kernels<R: Real>(out: &[u32], rows: &[u32], a: &[u32]) -> [Vec<u32>; 3] {
-    let cells_of = |bits: &[u32]| -> Vec<R> {
-        bits.iter()
-            .map(|&b| R::from_f32(F32::from_bits(b)))
-            .collect()
-    };
-    let bits_of =
-        |cells: Vec<R>| -> Vec<u32> { cells.into_iter().map(|c| c.to_f32().to_bits()).collect() };
-    let (rows, a) = (cells_of(rows), cells_of(a));
-    let mut results = [cells_of(out), cells_of(out), cells_of(out)];
-    R::add_row_products(&mut results[0], &rows, &a);
-    R::scaled_rows_sum(&mut results[1], &a, &rows);
-    R::add_assign(&mut results[2], &rows);
-    results.map(bits_of)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
@@ -164,6 +147,9 @@ proptest! {
             return Ok(());
         }
         let _env = backend::FpEnvGuard::new();
-        prop_assert_eq!(kernels::<backend::Native>(&out, &rows, &a), kernels::<F32>(&out, &rows, &a));
+        prop_assert_eq!(
+            backend::kernel_outputs::<backend::Native>(&out, &rows, &a),
+            backend::kernel_outputs::<F32>(&out, &rows, &a)
+        );
     }
 }

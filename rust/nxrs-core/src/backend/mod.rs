@@ -549,6 +549,55 @@ pub fn check<R: Real>(cases: &[(Op, u32, u32)]) -> Result<(), String> {
     Ok(())
 }
 
+/// The slice kernels' results for `out`, `rows` (`a.len()` rows of `out.len()` cells) and the
+/// row scalars `a`, computed in `R`, as bits: `add_row_products`, `scaled_rows_sum`, and
+/// `add_assign` of the first row.
+pub fn kernel_outputs<R: Real>(out: &[u32], rows: &[u32], a: &[u32]) -> [Vec<u32>; 3] {
+    let cells_of = |bits: &[u32]| -> Vec<R> {
+        bits.iter()
+            .map(|&b| R::from_f32(F32::from_bits(b)))
+            .collect()
+    };
+    let bits_of =
+        |cells: Vec<R>| -> Vec<u32> { cells.iter().map(|c| c.to_f32().to_bits()).collect() };
+    let (rows, a) = (cells_of(rows), cells_of(a));
+    let mut results = [cells_of(out), cells_of(out), cells_of(out)];
+    R::add_row_products(&mut results[0], &rows, &a);
+    R::scaled_rows_sum(&mut results[1], &a, &rows);
+    R::add_assign(&mut results[2], &rows);
+    results.map(bits_of)
+}
+
+/// The slice kernels on the self-check's operands, laid out as vectors of lengths that reach
+/// every vector path (groups of 32 and of 8, and the elements after them): their results must
+/// be softf32's bit for bit. Returns the first disagreement.
+pub fn check_kernels<R: Real>(cases: &[(Op, u32, u32)]) -> Result<(), String> {
+    const NAMES: [&str; 3] = ["add_row_products", "scaled_rows_sum", "add_assign"];
+    let values: Vec<u32> = cases.iter().flat_map(|&(_, a, b)| [a, b]).collect();
+    for n in [45, 13] {
+        for (w, window) in values.chunks_exact(3 * n + 2).enumerate() {
+            let (out, rest) = window.split_at(n);
+            let (rows, a) = rest.split_at(2 * n);
+            let (got, want) = (
+                kernel_outputs::<R>(out, rows, a),
+                kernel_outputs::<F32>(out, rows, a),
+            );
+            if let Some(k) = (0..3).find(|&k| got[k] != want[k]) {
+                let j = (0..n).find(|&j| got[k][j] != want[k][j]).unwrap_or(0);
+                return Err(format!(
+                    "{} on {n} elements (operands from self-check value {}) gave {:#010x} in \
+                     hardware, {:#010x} in softf32 at element {j}",
+                    NAMES[k],
+                    w * (3 * n + 2),
+                    got[k][j],
+                    want[k][j]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why the hardware path is not available.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unavailable {
@@ -590,7 +639,7 @@ fn probe() -> Result<(), Unavailable> {
         check::<Faulty>(&cases)
     } else {
         let _env = FpEnvGuard::new();
-        check::<Native>(&cases)
+        check::<Native>(&cases).and_then(|()| check_kernels::<Native>(&cases))
     };
     result.map_err(|case| {
         Unavailable::SelfCheck(format!(
@@ -757,6 +806,8 @@ mod tests {
             err,
             "add(0x00000000, 0x00000000) gave 0x00000001 in hardware, 0x00000000 in softf32"
         );
+        let err = check_kernels::<Faulty>(&self_check_cases()).unwrap_err();
+        assert!(err.contains(" on 45 elements (operands from self-check value 0)"), "{err}");
     }
 
     #[test]
