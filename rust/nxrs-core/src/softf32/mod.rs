@@ -77,6 +77,11 @@ impl F32 {
         self.0 & !SIGN_BIT == EXP_MASK
     }
 
+    /// Neither NaN nor infinite.
+    pub const fn is_finite(self) -> bool {
+        self.0 & EXP_MASK != EXP_MASK
+    }
+
     pub const fn is_zero(self) -> bool {
         self.0 & !SIGN_BIT == 0
     }
