@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import numbers
 from abc import abstractmethod
+from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
-import sklearn
+import sklearn  # type: ignore[import-untyped,unused-ignore]
 from sklearn.base import (  # type: ignore[import-untyped,unused-ignore]
     BaseEstimator,
     ClassifierMixin,
@@ -75,6 +76,8 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
     trainer, pickling."""
 
     _loss: ClassVar[Literal["cross_entropy", "mse"]]
+    #: The fitted run (set by fit and partial_fit).
+    trainer_: Trainer
 
     def __init__(
         self,
@@ -129,7 +132,7 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
 
     def _layers(self, n_features: int, n_outputs: int) -> list[int]:
         hidden = self.hidden_layer_sizes
-        sizes = [hidden] if isinstance(hidden, numbers.Integral) else list(hidden)
+        sizes = list(hidden) if isinstance(hidden, Iterable) else [hidden]
         return [n_features, *(int(h) for h in sizes), n_outputs]
 
     def _trainer_options(self, n_samples: int) -> dict[str, Any]:
