@@ -245,7 +245,13 @@ mod tests {
         let b = vec![F32::ONE, F32::ZERO];
         let good = vec![(w.clone(), vec![2, 3]), (b.clone(), vec![2])];
         let state = TrainState::starting_from(&mlp, good, true).unwrap();
-        assert_eq!(state.params, vec![Layer { w: w.clone(), b: b.clone() }]);
+        assert_eq!(
+            state.params,
+            vec![Layer {
+                w: w.clone(),
+                b: b.clone()
+            }]
+        );
         assert_eq!(state, {
             let mut fresh = TrainState::fresh(mlp.zeros(), true);
             fresh.params = state.params.clone();
@@ -253,14 +259,20 @@ mod tests {
         });
         let transposed = vec![(w.clone(), vec![3, 2]), (b.clone(), vec![2])];
         let err = TrainState::starting_from(&mlp, transposed, true).unwrap_err();
-        assert!(matches!(&err, Error::Input(m) if m.starts_with("W1 has shape [3, 2]")), "{err}");
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("W1 has shape [3, 2]")),
+            "{err}"
+        );
         let missing = vec![(w.clone(), vec![2, 3])];
         assert!(TrainState::starting_from(&mlp, missing, true).is_err());
         let mut nan = b.clone();
         nan[1] = F32::from_bits(0x7FC0_0000);
         let err = TrainState::starting_from(&mlp, vec![(w, vec![2, 3]), (nan, vec![2])], false)
             .unwrap_err();
-        assert!(matches!(&err, Error::Input(m) if m.starts_with("b1 value 1")), "{err}");
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("b1 value 1")),
+            "{err}"
+        );
     }
 
     #[test]

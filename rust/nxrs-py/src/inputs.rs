@@ -114,7 +114,11 @@ pub fn features(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<(Vec<F32>, Ve
 }
 
 /// A parameter tensor called `what` with `ndim` dimensions, under the rules of [`features`].
-pub fn tensor(value: &Bound<'_, PyAny>, what: &str, ndim: usize) -> PyResult<(Vec<F32>, Vec<usize>)> {
+pub fn tensor(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    ndim: usize,
+) -> PyResult<(Vec<F32>, Vec<usize>)> {
     floats(value, what, &[ndim])
 }
 

@@ -946,15 +946,14 @@ impl PyTrainer {
     fn _start_from(&mut self, weights: &Bound<'_, PyAny>) -> PyResult<()> {
         let mut tensors = Vec::new();
         for (l, pair) in weights.try_iter()?.enumerate() {
-            let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract().map_err(|_| {
-                InputError::new_err(format!("weights[{l}] is not a pair (W, b)"))
-            })?;
+            let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
+                .extract()
+                .map_err(|_| InputError::new_err(format!("weights[{l}] is not a pair (W, b)")))?;
             tensors.push(inputs::tensor(&w, &format!("W{}", l + 1), 2)?);
             tensors.push(inputs::tensor(&b, &format!("b{}", l + 1), 1)?);
         }
         let second = self.inner.config().optimizer.kind.has_second_moments();
-        let state =
-            TrainState::starting_from(self.inner.mlp(), tensors, second).map_err(to_py)?;
+        let state = TrainState::starting_from(self.inner.mlp(), tensors, second).map_err(to_py)?;
         self.inner.set_state(state).map_err(to_py)?;
         self.reset_tally();
         Ok(())

@@ -227,6 +227,33 @@ mod tests {
     }
 
     #[test]
+    fn is_finite_matches_the_hardware_classification() {
+        let cases = [
+            0,
+            0x8000_0000,
+            1,
+            0x007F_FFFF,
+            0x0080_0000,
+            0x3F80_0000,
+            0x7F7F_FFFF,
+            0xFF7F_FFFF,
+            0x7F80_0000,
+            0xFF80_0000,
+            0x7F80_0001,
+            0x7FC0_0000,
+            0xFFC0_0000,
+            0xFFFF_FFFF,
+        ];
+        for bits in cases {
+            assert_eq!(
+                F32::from_bits(bits).is_finite(),
+                f32::from_bits(bits).is_finite(),
+                "{bits:#010x}"
+            );
+        }
+    }
+
+    #[test]
     fn shift_right_jam_keeps_sticky() {
         assert_eq!(shift_right_jam32(0b1001, 3), 0b1 | 1);
         assert_eq!(shift_right_jam32(0b1000, 3), 0b1);
