@@ -8,7 +8,9 @@ two runs, pickled and not), never from nxrs's own output.
 from __future__ import annotations
 
 import importlib
+import json
 import pickle
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -77,6 +79,22 @@ def test_classifier_fit_is_the_reference_run_with_labels_in_sorted_order() -> No
     assert [c.shape for c in est.coefs_] == [(4, 5), (5, 3)]
     assert u32(est.coefs_[0]) == u32(ref.W[0].T)
     assert u32(est.intercepts_[1]) == u32(ref.b[1])
+
+
+def test_digits_epoch_by_epoch_is_the_golden_reference_run() -> None:
+    """partial_fit, one epoch per call, on ``nxrs train``'s digits split gives the numpy
+    reference's state hash, mean step loss and test accuracy after every epoch
+    (tests/golden/general.json)."""
+    golden = json.loads((Path(__file__).parent / "golden" / "general.json").read_text())["digits"]
+    x, y = gr.load_digits_f32()
+    train, test = gr.split(len(x), golden["test_size"], golden["split_seed"])
+    est = ExactMLPClassifier(hidden_layer_sizes=(128,), batch_size=32, random_state=0)
+    for expected in golden["per_epoch"]:
+        est.partial_fit(x[train], y[train], classes=np.arange(10))
+        assert f"{hash_of(est):016x}" == expected["state_hash"]
+        assert np.float32(est.loss_).view(np.uint32) == expected["mean_step_loss_bits"]
+        assert est.score(x[test], y[test]) == expected["test_accuracy"]
+    assert f"{hash_of(est):016x}" == golden["final_state_hash"]
 
 
 @pytest.mark.parametrize("solver", ["adam", "adamw", "sgd"])
