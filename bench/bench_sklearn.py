@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 import warnings
@@ -35,7 +34,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import sklearn  # noqa: E402
-from _machine import cpu_model  # noqa: E402
+from _machine import print_machine  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.neural_network import MLPClassifier  # noqa: E402
 
@@ -97,13 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(model, "trainer_"):
             hashes[name] = model.trainer_.state_hash()
 
-    print("machine")
-    print(f"  platform : {platform.platform()}")
-    print(f"  cpu      : {cpu_model()} ({os.cpu_count() or 0} logical CPUs)")
-    if hasattr(os, "getloadavg"):
-        load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-        print(f"  load avg : {load} (1, 5, 15 min, at the end: other work shares the CPUs)")
-    print(f"  python   : {platform.python_implementation()} {platform.python_version()}")
+    print_machine()
     print(f"  numpy    : {np.__version__}, scikit-learn {sklearn.__version__}")
     print(f"  nxrs     : {nxrs.__version__}")
     print(
