@@ -39,6 +39,7 @@ __all__ = [
     "save_safetensors",
     "to_onnx",
     "to_torch",
+    "weights",
 ]
 
 #: The ONNX operator set ``to_onnx`` writes (MatMul, Add, Relu, Softmax over the last axis).

@@ -57,6 +57,7 @@ from sklearn.utils.validation import (  # type: ignore[import-untyped,unused-ign
 )
 
 from nxrs._nxrs import Trainer
+from nxrs.interop import weights
 
 __all__ = ["ExactMLPClassifier", "ExactMLPRegressor"]
 
@@ -183,6 +184,8 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
                 "differ): an exact run cannot change them; fit with warm_start=False to start "
                 "over"
             )
+        # The backend is not part of the run (every backend computes the same bits).
+        trainer.backend = self.backend
         return trainer
 
     def _train(self, x: npt.NDArray[Any], y: npt.NDArray[Any], epochs: int) -> None:
@@ -231,15 +234,13 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
         """The weights, layer by layer, shaped (inputs, outputs) as ``MLPClassifier.coefs_``
         (nxrs's ``W<l>`` transposed; copies)."""
         check_is_fitted(self, "trainer_")
-        state = self.trainer_.state_dict()
-        return [state[f"W{k}"].T.copy() for k in range(1, len(self.trainer_.sizes))]
+        return [w.T.copy() for w, _ in weights(self.trainer_)]
 
     @property
     def intercepts_(self) -> list[npt.NDArray[np.float32]]:
         """The biases, layer by layer (copies)."""
         check_is_fitted(self, "trainer_")
-        state = self.trainer_.state_dict()
-        return [state[f"b{k}"] for k in range(1, len(self.trainer_.sizes))]
+        return [b for _, b in weights(self.trainer_)]
 
     # -- pickling: the run as NXCK bytes -------------------------------------------------------
 
@@ -256,12 +257,6 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
         if data is not None:
             state["trainer_"] = Trainer.from_bytes(data, backend=state.get("backend", "auto"))
         super().__setstate__(state)
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = False
-        tags.input_tags.allow_nan = False
-        return tags
 
 
 class ExactMLPClassifier(ClassifierMixin, _ExactMLP):  # type: ignore[misc]
@@ -370,5 +365,5 @@ class ExactMLPRegressor(RegressorMixin, _ExactMLP):  # type: ignore[misc]
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
+        tags.target_tags.multi_output = True  # y of shape (n, k) trains k outputs
         return tags
