@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.numpy import load_file, save_file
 
 import nxrs
@@ -161,6 +164,46 @@ def test_safetensors_round_trip_is_bit_exact(tmp_path: Path) -> None:
     assert back.predict_proba(np.eye(5, dtype=np.float32)).tobytes() == (
         t.predict_proba(np.eye(5, dtype=np.float32)).tobytes()
     )
+
+
+finite_f32 = st.integers(0, 2**32 - 1).filter(lambda bits: bits & 0x7F800000 != 0x7F800000)
+
+
+@st.composite
+def weight_sets(draw: st.DrawFn) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Random layer sizes and every kind of finite binary32 (zeros of both signs, subnormals,
+    the largest values) as weights."""
+    sizes = draw(st.lists(st.integers(1, 5), min_size=2, max_size=4))
+
+    def tensor(*shape: int) -> np.ndarray:
+        bits = draw(
+            st.lists(finite_f32, min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
+        )
+        return np.array(bits, dtype=np.uint32).view(np.float32).reshape(shape)
+
+    return [(tensor(o, i), tensor(o)) for i, o in zip(sizes, sizes[1:])]
+
+
+@settings(max_examples=30, deadline=None)
+@given(weight_sets())
+def test_weights_cross_every_boundary_bit_for_bit(
+    weights: list[tuple[np.ndarray, np.ndarray]],
+) -> None:
+    t = nxrs.Trainer.from_weights(weights)
+    expected = {
+        f"{k}{layer}": u32(v) for layer, pair in enumerate(weights, 1) for k, v in zip("Wb", pair)
+    }
+    assert params(t) == expected
+    assert params(nxrs.Trainer.from_bytes(t.to_bytes())) == expected
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "w.safetensors"
+        t.save_safetensors(path)
+        assert params(nxrs.Trainer.from_safetensors(path)) == expected
+        t.to_onnx(Path(directory) / "w.onnx")
+        model = onnx.load(str(Path(directory) / "w.onnx"))
+    stored = {i.name: u32(onnx.numpy_helper.to_array(i)) for i in model.graph.initializer}
+    for layer, (w, b) in enumerate(weights, 1):
+        assert stored[f"W{layer}T"] == u32(w.T) and stored[f"b{layer}"] == u32(b)
 
 
 def test_safetensors_moments_and_metadata(tmp_path: Path) -> None:
