@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 
@@ -15,3 +16,14 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def print_machine() -> None:
+    """Prints the platform, CPU, load average and Python (each script adds its libraries)."""
+    print("machine")
+    print(f"  platform : {platform.platform()}")
+    print(f"  cpu      : {cpu_model()} ({os.cpu_count() or 0} logical CPUs)")
+    if hasattr(os, "getloadavg"):
+        load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+        print(f"  load avg : {load} (1, 5, 15 min, at the end: other work shares the CPUs)")
+    print(f"  python   : {platform.python_implementation()} {platform.python_version()}")

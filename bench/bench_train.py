@@ -45,7 +45,6 @@ import dataclasses
 import functools
 import io
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -62,7 +61,7 @@ import numpy.typing as npt  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _machine import cpu_model  # noqa: E402
+from _machine import print_machine  # noqa: E402
 from reference import general_ref, seed_ref  # noqa: E402
 
 import nxrs  # noqa: E402
@@ -593,13 +592,7 @@ def main(argv: list[str] | None = None) -> int:
                 best_of(row)
         results.append((wl, rows))
 
-    print("machine")
-    print(f"  platform : {platform.platform()}")
-    print(f"  cpu      : {cpu_model()} ({os.cpu_count() or 0} logical CPUs)")
-    if hasattr(os, "getloadavg"):
-        load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-        print(f"  load avg : {load} (1, 5, 15 min, at the end: other work shares the CPUs)")
-    print(f"  python   : {platform.python_implementation()} {platform.python_version()}")
+    print_machine()
     print(f"  numpy    : {np.__version__}")
     print(f"  nxrs     : {nxrs.__version__}")
     if torch is not None:

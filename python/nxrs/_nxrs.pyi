@@ -281,6 +281,55 @@ class Trainer:
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]:
         """Copies of every tensor (W1 b1 W2 b2 ... then the optimiser's slots), weights
         shaped (out, in)."""
+    def to_bytes(self) -> bytes:
+        """The whole state as the bytes of an NXCK v2 file, as ``save`` writes it (no
+        metadata): for pickling and sending. ``Trainer.from_bytes`` reads them back."""
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        *,
+        backend: Literal["auto", "hw", "soft"] | None = None,
+        threads: int | None = None,
+    ) -> Trainer:
+        """A trainer rebuilt from checkpoint bytes (v2, or v1 read as the seed model), every
+        checksum verified, as ``load`` rebuilds it from a file (CheckpointError subclasses)."""
+    def _start_from(self, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]]) -> None: ...
+    @classmethod
+    def from_weights(
+        cls, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]], **config: Any
+    ) -> Trainer:
+        """A trainer at the start of a run whose parameters are ``weights``, ``[(W1, b1), (W2,
+        b2), ...]`` (``Wl`` shaped (outputs, inputs) as ``torch.nn.Linear.weight``, ``bl``
+        (outputs,); the layer sizes come from the shapes; values under ``fit``'s input rules).
+        ``config``: the keywords of ``Trainer(layers=...)`` but ``layers``. The optimiser starts
+        fresh (zero moments, step 0). InputError for weights that make no model, ConfigError
+        for the configuration (``nxrs.interop.from_weights``)."""
+    def to_torch(self, *, softmax: bool = False) -> Any:
+        """The model as a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU`` (float32, CPU),
+        ending in ``Softmax(dim=-1)`` when ``softmax`` (cross-entropy models only, ConfigError
+        otherwise). Needs torch (``pip install 'nxrs[torch]'``; ImportError naming it)."""
+    @classmethod
+    def from_torch(cls, module: Any, **config: Any) -> Trainer:
+        """A trainer starting from a torch module's weights: a ``Linear`` with bias, or a
+        ``Sequential`` of them with ``ReLU`` between each two and optionally a final
+        ``Softmax(dim=-1)``; any other layer is a ConfigError naming it. ``config`` as for
+        ``from_weights``."""
+    def save_safetensors(self, path: str | os.PathLike[str], *, moments: bool = False) -> None:
+        """Writes the weights ``W1 b1 ... WL bL`` (float32, shaped as in a checkpoint) and, with
+        ``moments``, the optimiser's slots (``mW1 vW1 ...``) to ``path`` in the safetensors
+        format, crash-safely. Not a checkpoint: see ``nxrs.interop.save_safetensors`` for what
+        only NXCK keeps. Needs safetensors (``pip install 'nxrs[safetensors]'``)."""
+    @classmethod
+    def from_safetensors(cls, path: str | os.PathLike[str], **config: Any) -> Trainer:
+        """A trainer starting from the weights in a safetensors file written by
+        ``save_safetensors`` (optimiser slots there are not used). ``config`` as for
+        ``from_weights``."""
+    def to_onnx(self, path: str | os.PathLike[str], *, softmax: bool | None = None) -> None:
+        """Writes the model's inference as ONNX (opset 13: MatMul, Add, Relu, Softmax), checked
+        by ``onnx.checker``: input ``input`` (batch, inputs) float32, output ``probabilities``
+        (the default for cross-entropy), ``logits`` (``softmax=False``) or ``outputs`` (mse).
+        Needs onnx (``pip install 'nxrs[onnx]'``)."""
     def _dataset(self, x: npt.ArrayLike, y: npt.ArrayLike) -> Dataset: ...
     def _run(
         self,

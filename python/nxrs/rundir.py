@@ -98,9 +98,13 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def write_json_atomically(path: Path, document: Any) -> None:
-    """Writes ``document`` to ``path`` as JSON: temporary file, fsync, rename, directory fsync.
-    On any failure the temporary file is removed and ``path`` is unchanged."""
-    data = (json.dumps(document, indent=1) + "\n").encode()
+    """Writes ``document`` to ``path`` as JSON, as ``write_bytes_atomically`` writes."""
+    write_bytes_atomically(path, (json.dumps(document, indent=1) + "\n").encode())
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path``: temporary file, fsync, rename, directory fsync. On any
+    failure the temporary file is removed and ``path`` is unchanged."""
     temp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)

@@ -97,7 +97,12 @@ fn fits_v1(trainer: &Trainer) -> Result<()> {
 /// The file is read into memory, not mapped: loading copies every byte anyway, and a copy
 /// cannot be changed under the reader by another program rewriting the file in place.
 pub fn load(path: &Path) -> Result<Trainer> {
-    let bytes = FileBytes::read(path)?;
+    decode(FileBytes::read(path)?)
+}
+
+/// A trainer rebuilt from the bytes of a checkpoint of either version ([`encode`]'s, or a
+/// file's already read), all checksums verified, as [`load`] rebuilds it from a file.
+pub fn decode(bytes: FileBytes) -> Result<Trainer> {
     match detect(&bytes)? {
         Format::V1 => {
             let mut trainer = Trainer::new(TrainerConfig::seed_model())?;

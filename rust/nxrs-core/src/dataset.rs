@@ -81,7 +81,7 @@ impl Dataset {
             )));
         }
         let features = check_inputs(values.len() / width, features, &inputs, "row of targets")?;
-        if let Some(k) = values.iter().position(|v| !is_finite(*v)) {
+        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
             return Err(Error::Input(format!(
                 "target {} of sample {} is {}: targets must be finite",
                 k % width,
@@ -194,10 +194,6 @@ impl Dataset {
     }
 }
 
-fn is_finite(x: F32) -> bool {
-    !(x.is_nan() || x.is_infinite())
-}
-
 /// Checks the size (see [`check_size`]) and that `inputs` are `samples` rows of `features`
 /// finite values, `samples` being the number of targets (each a `target`). Returns `features`.
 fn check_inputs(samples: usize, features: usize, inputs: &[F32], target: &str) -> Result<usize> {
@@ -208,7 +204,7 @@ fn check_inputs(samples: usize, features: usize, inputs: &[F32], target: &str) -
             inputs.len()
         )));
     }
-    if let Some(k) = inputs.iter().position(|v| !is_finite(*v)) {
+    if let Some(k) = inputs.iter().position(|v| !v.is_finite()) {
         return Err(Error::Input(format!(
             "feature {} of sample {} is {}: features must be finite",
             k % features,

@@ -48,6 +48,55 @@ impl TrainState {
         }
     }
 
+    /// A state at the start of a run of `mlp` from given parameters (weights exported by
+    /// another framework, or by nxrs): `tensors` are `W1 b1 W2 b2 ...` with their shapes, in
+    /// [`TrainState::layout`]'s order and shapes, every value finite. The rest is as
+    /// [`TrainState::fresh`] makes it. `Error::Input` names the first tensor that does not fit.
+    pub fn starting_from(
+        mlp: &Mlp,
+        tensors: Vec<(Vec<F32>, Vec<usize>)>,
+        second_moments: bool,
+    ) -> Result<TrainState> {
+        let layout = TrainState::layout(mlp, second_moments);
+        let names: Vec<&str> = layout[..2 * mlp.layers()]
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if tensors.len() != names.len() {
+            return Err(Error::Input(format!(
+                "{} parameter tensors given, the model {:?} has {} ({})",
+                tensors.len(),
+                mlp.sizes(),
+                names.len(),
+                names.join(" ")
+            )));
+        }
+        let mut cells = Vec::with_capacity(tensors.len());
+        for ((values, shape), (name, expected)) in tensors.into_iter().zip(&layout) {
+            if &shape != expected {
+                return Err(Error::Input(format!(
+                    "{name} has shape {shape:?}, the model {:?} needs {expected:?}",
+                    mlp.sizes()
+                )));
+            }
+            if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+                return Err(Error::Input(format!(
+                    "{name} value {k} (row-major) is {}: parameters must be finite",
+                    f32::from_bits(values[k].to_bits())
+                )));
+            }
+            cells.push(values);
+        }
+        let mut cells = cells.into_iter();
+        let params = (0..mlp.layers())
+            .map(|_| Layer {
+                w: cells.next().expect("two tensors per layer"),
+                b: cells.next().expect("two tensors per layer"),
+            })
+            .collect();
+        Ok(TrainState::fresh(params, second_moments))
+    }
+
     /// The names and shapes of the tensors of a state of `mlp` (with second moments or not):
     /// `W1 b1 W2 b2 ...`, then per parameter `m<p> v<p>` (the seed's `mW1 vW1 mb1 vb1 ...`),
     /// or `m<p>` alone without second moments.
@@ -187,6 +236,43 @@ mod tests {
             .map(|(n, _)| n)
             .collect();
         assert_eq!(sgd.join(" "), "W1 b1 W2 b2 mW1 mb1 mW2 mb2");
+    }
+
+    #[test]
+    fn starting_from_checks_shapes_and_values() {
+        let mlp = Mlp::new(vec![3, 2]).unwrap();
+        let w: Vec<F32> = (0..6).map(F32::from_i64).collect();
+        let b = vec![F32::ONE, F32::ZERO];
+        let good = vec![(w.clone(), vec![2, 3]), (b.clone(), vec![2])];
+        let state = TrainState::starting_from(&mlp, good, true).unwrap();
+        assert_eq!(
+            state.params,
+            vec![Layer {
+                w: w.clone(),
+                b: b.clone()
+            }]
+        );
+        assert_eq!(state, {
+            let mut fresh = TrainState::fresh(mlp.zeros(), true);
+            fresh.params = state.params.clone();
+            fresh
+        });
+        let transposed = vec![(w.clone(), vec![3, 2]), (b.clone(), vec![2])];
+        let err = TrainState::starting_from(&mlp, transposed, true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("W1 has shape [3, 2]")),
+            "{err}"
+        );
+        let missing = vec![(w.clone(), vec![2, 3])];
+        assert!(TrainState::starting_from(&mlp, missing, true).is_err());
+        let mut nan = b.clone();
+        nan[1] = F32::from_bits(0x7FC0_0000);
+        let err = TrainState::starting_from(&mlp, vec![(w, vec![2, 3]), (nan, vec![2])], false)
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("b1 value 1")),
+            "{err}"
+        );
     }
 
     #[test]

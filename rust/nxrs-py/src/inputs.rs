@@ -113,6 +113,15 @@ pub fn features(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<(Vec<F32>, Ve
     floats(value, "x", &[ndim])
 }
 
+/// A parameter tensor called `what` with `ndim` dimensions, under the rules of [`features`].
+pub fn tensor(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    ndim: usize,
+) -> PyResult<(Vec<F32>, Vec<usize>)> {
+    floats(value, what, &[ndim])
+}
+
 /// Regression targets: float values under the rules of [`features`], with `ndims` the accepted
 /// numbers of dimensions.
 pub fn targets(value: &Bound<'_, PyAny>, ndims: &[usize]) -> PyResult<(Vec<F32>, Vec<usize>)> {

@@ -12,6 +12,7 @@ use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::{argmax, Loss};
 use nxrs_core::math::Math;
 use nxrs_core::mlp::{layer_sizes, Init, Layer};
+use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::Format;
 use nxrs_core::optim::{Kind, OptimizerConfig};
 use nxrs_core::schedule::{Decay, Schedule};
@@ -22,7 +23,7 @@ use nxrs_core::trainer::{BlockGradient, EpochReport, Event, Until};
 use nxrs_core::{Trainer, F32};
 use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -444,6 +445,19 @@ impl PyTrainer {
         out.reached = reached(&self.inner, until);
         Ok(out)
     }
+}
+
+/// Calls `nxrs.interop.<function>`: the conversions to and from other libraries are Python
+/// (they drive torch, onnx and safetensors), attached here as methods as `fit` is.
+fn interop<'py>(
+    py: Python<'py>,
+    function: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.import("nxrs.interop")?
+        .getattr(function)?
+        .call(args, kwargs)
 }
 
 /// Sets the backend `name` (None: "auto") asks for: a ConfigError for an unknown name or for
@@ -972,6 +986,112 @@ impl PyTrainer {
             dict.set_item(name, array)?;
         }
         Ok(dict)
+    }
+
+    /// The whole state as the bytes of an NXCK v2 file (what `save` writes), for pickling and
+    /// sending; `Trainer.from_bytes` reads them back.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let inner = &self.inner;
+        let bytes = py
+            .detach(|| checkpoint::encode(inner, Format::V2))
+            .map_err(to_py)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// A trainer rebuilt from checkpoint bytes (v1 or v2), every checksum verified.
+    #[classmethod]
+    #[pyo3(signature = (data, *, backend = None, threads = None))]
+    fn from_bytes(
+        _cls: &Bound<'_, pyo3::types::PyType>,
+        py: Python<'_>,
+        data: &[u8],
+        backend: Option<String>,
+        threads: Option<AnyInt>,
+    ) -> PyResult<Self> {
+        let bytes = FileBytes::from_vec(data.to_vec());
+        let inner = py.detach(|| checkpoint::decode(bytes)).map_err(to_py)?;
+        PyTrainer::from_core(py, inner, backend.as_deref(), threads)
+    }
+
+    /// Restarts this trainer from the parameters `weights`, `[(W1, b1), (W2, b2), ...]`: the
+    /// state of a new run (zero moments, counters 0) with these weights (`Trainer.from_weights`).
+    fn _start_from(&mut self, weights: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut tensors = Vec::new();
+        for (l, pair) in weights.try_iter()?.enumerate() {
+            let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
+                .extract()
+                .map_err(|_| InputError::new_err(format!("weights[{l}] is not a pair (W, b)")))?;
+            tensors.push(inputs::tensor(&w, &format!("W{}", l + 1), 2)?);
+            tensors.push(inputs::tensor(&b, &format!("b{}", l + 1), 1)?);
+        }
+        let second = self.inner.config().optimizer.kind.has_second_moments();
+        let state = TrainState::starting_from(self.inner.mlp(), tensors, second).map_err(to_py)?;
+        self.inner.set_state(state).map_err(to_py)
+    }
+
+    /// A `torch.nn.Sequential` with this model's weights (`nxrs.interop.to_torch`).
+    #[pyo3(signature = (*, softmax = false))]
+    fn to_torch<'py>(slf: &Bound<'py, Self>, softmax: bool) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = PyDict::new(slf.py());
+        kwargs.set_item("softmax", softmax)?;
+        interop(slf.py(), "to_torch", (slf,), Some(&kwargs))
+    }
+
+    /// Writes the weights (and optimiser moments) as safetensors (`nxrs.interop`).
+    #[pyo3(signature = (path, *, moments = false))]
+    fn save_safetensors<'py>(
+        slf: &Bound<'py, Self>,
+        path: &Bound<'py, PyAny>,
+        moments: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = PyDict::new(slf.py());
+        kwargs.set_item("moments", moments)?;
+        interop(slf.py(), "save_safetensors", (slf, path), Some(&kwargs))
+    }
+
+    /// Exports inference as an ONNX model (`nxrs.interop.to_onnx`).
+    #[pyo3(signature = (path, *, softmax = None))]
+    fn to_onnx<'py>(
+        slf: &Bound<'py, Self>,
+        path: &Bound<'py, PyAny>,
+        softmax: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = PyDict::new(slf.py());
+        kwargs.set_item("softmax", softmax)?;
+        interop(slf.py(), "to_onnx", (slf, path), Some(&kwargs))
+    }
+
+    /// A trainer starting from given weights (`nxrs.interop.from_weights`).
+    #[classmethod]
+    #[pyo3(signature = (weights, **config))]
+    fn from_weights<'py>(
+        _cls: &Bound<'py, pyo3::types::PyType>,
+        weights: &Bound<'py, PyAny>,
+        config: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        interop(weights.py(), "from_weights", (weights,), config)
+    }
+
+    /// A trainer starting from a torch module's weights (`nxrs.interop.from_torch`).
+    #[classmethod]
+    #[pyo3(signature = (module, **config))]
+    fn from_torch<'py>(
+        _cls: &Bound<'py, pyo3::types::PyType>,
+        module: &Bound<'py, PyAny>,
+        config: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        interop(module.py(), "from_torch", (module,), config)
+    }
+
+    /// A trainer starting from the weights of a safetensors file (`nxrs.interop`).
+    #[classmethod]
+    #[pyo3(signature = (path, **config))]
+    fn from_safetensors<'py>(
+        _cls: &Bound<'py, pyo3::types::PyType>,
+        path: &Bound<'py, PyAny>,
+        config: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        interop(path.py(), "from_safetensors", (path,), config)
     }
 
     /// The backend computing this trainer's steps, evaluations and predictions: "hw" or "soft".

@@ -807,7 +807,10 @@ mod tests {
             "add(0x00000000, 0x00000000) gave 0x00000001 in hardware, 0x00000000 in softf32"
         );
         let err = check_kernels::<Faulty>(&self_check_cases()).unwrap_err();
-        assert!(err.contains(" on 45 elements (operands from self-check value 0)"), "{err}");
+        assert!(
+            err.contains(" on 45 elements (operands from self-check value 0)"),
+            "{err}"
+        );
     }
 
     #[test]

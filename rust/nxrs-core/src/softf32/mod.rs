@@ -77,6 +77,11 @@ impl F32 {
         self.0 & !SIGN_BIT == EXP_MASK
     }
 
+    /// Neither NaN nor infinite.
+    pub const fn is_finite(self) -> bool {
+        self.0 & EXP_MASK != EXP_MASK
+    }
+
     pub const fn is_zero(self) -> bool {
         self.0 & !SIGN_BIT == 0
     }
@@ -237,6 +242,33 @@ mod tests {
     fn round_pack_overflows_to_infinity() {
         assert_eq!(round_pack(true, 0xFE, 0x7FFF_FFFF), F32::NEG_INFINITY);
         assert_eq!(round_pack(false, 400, 0x4000_0000), F32::INFINITY);
+    }
+
+    #[test]
+    fn is_finite_matches_the_hardware_classification() {
+        let cases = [
+            0,
+            0x8000_0000,
+            1,
+            0x007F_FFFF,
+            0x0080_0000,
+            0x3F80_0000,
+            0x7F7F_FFFF,
+            0xFF7F_FFFF,
+            0x7F80_0000,
+            0xFF80_0000,
+            0x7F80_0001,
+            0x7FC0_0000,
+            0xFFC0_0000,
+            0xFFFF_FFFF,
+        ];
+        for bits in cases {
+            assert_eq!(
+                F32::from_bits(bits).is_finite(),
+                f32::from_bits(bits).is_finite(),
+                "{bits:#010x}"
+            );
+        }
     }
 
     #[test]
