@@ -275,6 +275,22 @@ class Trainer:
         max_seconds: float | None = None,
         epoch_end: bool = False,
     ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]: ...
+    def _batch_blocks(self, dataset: Dataset) -> list[list[int]]:
+        """The current batch's gradient blocks: sample indices into ``dataset``, in order."""
+    def _block_gradient(
+        self, dataset: Dataset, samples: Sequence[int]
+    ) -> tuple[list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]:
+        """One gradient block at the current parameters: its sums (W1, b1, W2, b2, ...), each
+        sample's loss, and the samples classified correctly. Changes nothing."""
+    def _set_params(self, arrays: Sequence[npt.NDArray[np.float32]]) -> None:
+        """Replaces the weights and biases (W1, b1, W2, b2, ..., bit for bit), nothing else."""
+    def _apply_blocks(
+        self,
+        dataset: Dataset,
+        blocks: Sequence[tuple[Sequence[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]],
+    ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]:
+        """The current batch's step from its blocks in ``_batch_blocks`` order, as ``_run``
+        takes it; returns what ``_run`` returns for one step."""
     @property
     def epoch(self) -> int:
         """Completed epochs."""

@@ -45,17 +45,33 @@ pub struct StepReport {
     pub correct: Option<usize>,
 }
 
-/// The training loss and accuracy of one epoch, over the samples this run saw (all of them,
-/// unless the run began mid-epoch from a checkpoint). Information: not part of the state.
+/// The report of one epoch (`docs/TRAINING.md`, section 13): the steps this trainer ran in it
+/// (all of them, unless it began mid-epoch, e.g. resumed from a checkpoint). Information: not
+/// part of the state.
 #[derive(Clone, Copy, Debug)]
 pub struct EpochReport {
     /// The epoch's index (0-based); `epoch + 1` epochs are now complete.
     pub epoch: i64,
-    /// `(Σ sample losses in order) / f32(samples)`.
+    /// The mean of the steps' losses: `(Σ step losses in order) / f32(steps)`.
     pub loss: F32,
-    /// Correctly classified samples (classification only).
+    pub steps: i64,
+    /// Samples classified correctly during the steps (classification only).
     pub correct: Option<usize>,
     pub samples: usize,
+    /// Whether the trainer ran every step of the epoch (from its first batch).
+    pub whole: bool,
+}
+
+/// One gradient block of a batch (`docs/TRAINING.md`, section 5): what a worker computes in
+/// data-parallel training, and what [`Trainer::apply_blocks`] combines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockGradient {
+    /// The sum of the block's per-sample gradients in sample order, shaped like the parameters.
+    pub grads: Vec<Layer>,
+    /// Each sample's loss, in order.
+    pub losses: Vec<F32>,
+    /// Samples classified correctly (0 for regression).
+    pub correct: usize,
 }
 
 /// Loss and accuracy of a model on a data set.
@@ -75,12 +91,22 @@ struct Work {
     total: Vec<Layer>,
     /// The sum of a block after the first.
     block: Vec<Layer>,
+    /// The batch's sample losses, in order.
+    losses: Vec<F32>,
 }
 
-/// Sums of one batch: the sample losses and correct predictions.
-struct BatchSums {
+/// The running report of the epoch under way (information, not state): it continues only while
+/// the steps it sees follow each other, so a state replaced or resumed starts a new one.
+#[derive(Clone, Copy, Debug)]
+struct Tally {
+    epoch: i64,
+    /// The batch the next step of this tally must be.
+    next_batch: i64,
+    whole: bool,
     loss: F32,
+    steps: i64,
     correct: usize,
+    samples: usize,
 }
 
 /// An MLP with its optimiser state, and the backend it computes with (not part of the state:
@@ -92,6 +118,7 @@ pub struct Trainer {
     state: TrainState,
     work: Work,
     backend: Backend,
+    tally: Option<Tally>,
 }
 
 impl Trainer {
@@ -112,6 +139,7 @@ impl Trainer {
             scratch: Scratch::new(&mlp),
             total: state.params.iter().map(zeroed_like).collect(),
             block: Vec::new(),
+            losses: Vec::new(),
         };
         Ok(Trainer {
             config,
@@ -119,6 +147,7 @@ impl Trainer {
             state,
             work,
             backend: Backend::Soft,
+            tally: None,
         })
     }
 
@@ -163,6 +192,16 @@ impl Trainer {
         let second_moments = self.config.optimizer.kind.has_second_moments();
         state.check_fits(&self.mlp, second_moments)?;
         self.state = state;
+        self.tally = None;
+        Ok(())
+    }
+
+    /// Replaces the parameters (weights and biases) and nothing else: a data-parallel worker's
+    /// replica following the driver's. They must have this model's shapes.
+    pub fn set_params(&mut self, params: Vec<Layer>) -> Result<()> {
+        self.mlp.check_shaped(&params, "parameters")?;
+        self.state.params = params;
+        self.tally = None;
         Ok(())
     }
 
@@ -211,18 +250,12 @@ impl Trainer {
     /// structure: the step counter advances, `epoch` and `batch` do not. Returns the step's loss.
     pub fn step(&mut self, data: &Dataset, samples: &[usize]) -> Result<F32> {
         self.check_data(data)?;
-        if samples.is_empty() {
-            return Err(Error::Input("a step needs at least one sample".into()));
-        }
-        if let Some(&s) = samples.iter().find(|&&s| s >= data.len()) {
-            return Err(Error::Input(format!(
-                "sample index {s} is outside the data set's {} samples",
-                data.len()
-            )));
-        }
-        let sums = self.step_unchecked(data, samples);
+        check_samples(data, samples)?;
+        let report = self.step_unchecked(data, samples);
         self.state.step += 1;
-        Ok(sums.loss / F32::from_i64(samples.len() as i64))
+        // A step outside the epoch structure: the epoch under way is no longer all the run's.
+        self.tally = None;
+        Ok(report.loss)
     }
 
     /// Trains on `data` from the state's position (epoch, batch) until `until`, or until
@@ -237,50 +270,17 @@ impl Trainer {
     ) -> Result<ControlFlow<()>> {
         self.check_data(data)?;
         let batches = self.batches_per_epoch(data)?;
-        let batch_size = self.config.batch_size;
-        let mut epoch_sums: Option<(BatchSums, usize)> = None;
         while !self.reached(until) {
             let order = self.sample_order(data.len());
-            let first = self.state.batch as usize;
-            for b in first..batches {
-                let samples = &order[b * batch_size..((b + 1) * batch_size).min(data.len())];
-                let sums = self.step_unchecked(data, samples);
-                let loss = sums.loss / F32::from_i64(samples.len() as i64);
-                let correct = sums.correct;
-                epoch_sums = Some(match epoch_sums {
-                    None => (sums, samples.len()),
-                    Some((acc, n)) => (
-                        BatchSums {
-                            loss: acc.loss + sums.loss,
-                            correct: acc.correct + sums.correct,
-                        },
-                        n + samples.len(),
-                    ),
-                });
-                self.state.step += 1;
-                self.state.batch += 1;
-                let epoch_done = b + 1 == batches;
-                if epoch_done {
-                    self.state.epoch += 1;
-                    self.state.batch = 0;
-                }
-                let step = Event::Step(StepReport {
-                    loss,
-                    samples: samples.len(),
-                    correct: self.classifies().then_some(correct),
-                });
-                if on_event(self, &step).is_break() {
+            for b in self.state.batch as usize..batches {
+                let samples = batch_of(&order, b, self.config.batch_size);
+                let report = self.step_unchecked(data, samples);
+                let epoch_end = self.count_step(batches, &report);
+                if on_event(self, &Event::Step(report)).is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
-                if epoch_done {
-                    let (sums, n) = epoch_sums.take().expect("a step was summed");
-                    let end = Event::EpochEnd(EpochReport {
-                        epoch: self.state.epoch - 1,
-                        loss: sums.loss / F32::from_i64(n as i64),
-                        correct: self.classifies().then_some(sums.correct),
-                        samples: n,
-                    });
-                    if on_event(self, &end).is_break() {
+                if let Some(end) = epoch_end {
+                    if on_event(self, &Event::EpochEnd(end)).is_break() {
                         return Ok(ControlFlow::Break(()));
                     }
                 }
@@ -290,6 +290,108 @@ impl Trainer {
             }
         }
         Ok(ControlFlow::Continue(()))
+    }
+
+    /// The samples of the batch the state is at (batch `batch` of epoch `epoch`), cut into
+    /// gradient blocks: what [`Trainer::apply_blocks`] expects the blocks of, in this order.
+    pub fn batch_blocks(&self, data: &Dataset) -> Result<Vec<Vec<usize>>> {
+        self.check_data(data)?;
+        self.batches_per_epoch(data)?;
+        let order = self.sample_order(data.len());
+        let samples = batch_of(&order, self.state.batch as usize, self.config.batch_size);
+        Ok(samples
+            .chunks(self.config.block_len())
+            .map(<[usize]>::to_vec)
+            .collect())
+    }
+
+    /// The gradient block of `samples` (indices into `data`, in order) at the current
+    /// parameters, on the trainer's backend. Changes nothing: it reads only the parameters, so a
+    /// replica with the same parameters computes the same block.
+    pub fn block_gradient(&self, data: &Dataset, samples: &[usize]) -> Result<BlockGradient> {
+        self.check_data(data)?;
+        check_samples(data, samples)?;
+        let mut block = BlockGradient {
+            grads: self.mlp.zeros(),
+            losses: Vec::with_capacity(samples.len()),
+            correct: 0,
+        };
+        let mut scratch = Scratch::new(&self.mlp);
+        let model = self.model();
+        block.correct = match self.backend {
+            Backend::Soft => model.block_sum::<F32>(
+                data,
+                samples,
+                &mut scratch,
+                &mut block.grads,
+                &mut block.losses,
+            ),
+            Backend::Hw => {
+                let _env = FpEnvGuard::new();
+                model.block_sum::<Native>(
+                    data,
+                    samples,
+                    &mut scratch,
+                    &mut block.grads,
+                    &mut block.losses,
+                )
+            }
+        };
+        Ok(block)
+    }
+
+    /// Takes the step of the batch the state is at from its blocks (those of
+    /// [`Trainer::batch_blocks`], each computed by [`Trainer::block_gradient`] at the current
+    /// parameters, given in block order) and advances the counters as [`Trainer::run`] does:
+    /// the same bits as `run`'s step. Returns the step's report and, when the step ended an
+    /// epoch, the epoch's.
+    pub fn apply_blocks(
+        &mut self,
+        data: &Dataset,
+        blocks: &[BlockGradient],
+    ) -> Result<(StepReport, Option<EpochReport>)> {
+        let expected = self.batch_blocks(data)?;
+        if blocks.len() != expected.len() {
+            return Err(Error::Input(format!(
+                "the batch has {} gradient blocks, {} were given",
+                expected.len(),
+                blocks.len()
+            )));
+        }
+        for (k, (block, samples)) in blocks.iter().zip(&expected).enumerate() {
+            if block.losses.len() != samples.len() {
+                return Err(Error::Input(format!(
+                    "gradient block {k} holds {} sample losses, the block has {} samples",
+                    block.losses.len(),
+                    samples.len()
+                )));
+            }
+            self.mlp.check_shaped(&block.grads, "gradient block")?;
+        }
+        let batch = expected.iter().map(Vec::len).sum();
+        let work = &mut self.work;
+        for (total, first) in work.total.iter_mut().zip(&blocks[0].grads) {
+            total.w.copy_from_slice(&first.w);
+            total.b.copy_from_slice(&first.b);
+        }
+        work.losses.clear();
+        let mut correct = 0;
+        for block in blocks {
+            work.losses.extend_from_slice(&block.losses);
+            correct += block.correct;
+        }
+        let added = blocks[1..].iter().map(|block| block.grads.as_slice());
+        match self.backend {
+            Backend::Soft => self.combine_and_update::<F32>(added, batch),
+            Backend::Hw => {
+                let _env = FpEnvGuard::new();
+                self.combine_and_update::<Native>(added, batch)
+            }
+        }
+        let report = self.step_report(batch, correct);
+        let batches = self.batches_per_epoch(data)?;
+        let epoch_end = self.count_step(batches, &report);
+        Ok((report, epoch_end))
     }
 
     /// The seed's `train_run`: whole epochs until `epoch` epochs are complete.
@@ -419,67 +521,79 @@ impl Trainer {
     // the guard's two register writes: the compiler assumes the default environment and could
     // otherwise move an operation whose operands it already has across them.
 
-    /// Gradient of the batch `samples` (blocked sums, then the mean), optional clipping, then
-    /// the optimiser's update, on the trainer's backend. Advances `b1t`, `b2t` but no counters.
-    fn step_unchecked(&mut self, data: &Dataset, samples: &[usize]) -> BatchSums {
-        match self.backend {
+    /// What computing a gradient reads.
+    fn model(&self) -> Model<'_> {
+        Model::new(&self.mlp, &self.config, &self.state.params)
+    }
+
+    /// The step on the batch `samples`: its blocks' sums, combined and applied (see
+    /// [`Trainer::combine_and_update`]), on the trainer's backend. Advances `b1t`, `b2t` but no
+    /// counters.
+    fn step_unchecked(&mut self, data: &Dataset, samples: &[usize]) -> StepReport {
+        let correct = match self.backend {
             Backend::Soft => self.step_in::<F32>(data, samples),
             Backend::Hw => {
                 let _env = FpEnvGuard::new();
                 self.step_in::<Native>(data, samples)
             }
-        }
+        };
+        self.step_report(samples.len(), correct)
     }
 
-    /// [`Trainer::step_unchecked`] computing in `R` on the stored cells.
+    /// [`Trainer::step_unchecked`] computing in `R`; returns the samples classified correctly
+    /// (the losses are left in `work.losses`).
     #[inline(never)] // see `hardware_call`
-    fn step_in<R: Real>(&mut self, data: &Dataset, samples: &[usize]) -> BatchSums {
-        let config = &self.config;
-        let (math, loss_kind) = (config.math, config.loss);
-        let params = &self.state.params;
-        let work = &mut self.work;
-        let mut sums: Option<(R, usize)> = None;
-        for (k, block) in samples.chunks(config.block_len()).enumerate() {
-            if k == 1 && work.block.is_empty() {
-                work.block = params.iter().map(zeroed_like).collect();
-            }
-            let into = if k == 0 {
-                &mut work.total
-            } else {
-                &mut work.block
-            };
-            for (i, &s) in block.iter().enumerate() {
-                let (x, target) = data.sample(s);
-                let target = target.cells::<R>();
-                let accumulate = if i == 0 {
-                    Accumulate::Write
-                } else {
-                    Accumulate::Add
-                };
-                let loss = self.mlp.sample_gradient::<R>(
-                    math,
-                    loss_kind,
-                    params,
-                    cells(x),
-                    target,
-                    &mut work.scratch,
-                    into,
-                    accumulate,
-                );
-                let correct = usize::from(is_correct(math, cells(&work.scratch.outputs), target));
-                sums = Some(match sums {
-                    None => (loss, correct),
-                    Some((loss_sum, correct_sum)) => (loss_sum + loss, correct_sum + correct),
-                });
-            }
-            if k > 0 {
-                for (total, block) in work.total.iter_mut().zip(&work.block) {
-                    add_assign::<R>(cells_mut(&mut total.w), cells(&block.w));
-                    add_assign::<R>(cells_mut(&mut total.b), cells(&block.b));
-                }
-            }
+    fn step_in<R: Real>(&mut self, data: &Dataset, samples: &[usize]) -> usize {
+        let block_len = self.config.block_len();
+        if samples.len() > block_len && self.work.block.is_empty() {
+            self.work.block = self.mlp.zeros();
         }
-        let batch = R::from_i64(samples.len() as i64);
+        let model = Model::new(&self.mlp, &self.config, &self.state.params);
+        let work = &mut self.work;
+        work.losses.clear();
+        let mut blocks = samples.chunks(block_len);
+        let first = blocks.next().expect("a batch has at least one sample");
+        let mut correct = model.block_sum::<R>(
+            data,
+            first,
+            &mut work.scratch,
+            &mut work.total,
+            &mut work.losses,
+        );
+        for block in blocks {
+            correct += model.block_sum::<R>(
+                data,
+                block,
+                &mut work.scratch,
+                &mut work.block,
+                &mut work.losses,
+            );
+            add_layers::<R>(&mut work.total, &work.block);
+        }
+        self.update::<R>(samples.len());
+        correct
+    }
+
+    /// The batch total from the first block's sum (in `work.total`) and the sums of the others,
+    /// in block order; then the mean and the update. Computes in `R`.
+    #[inline(never)] // see `hardware_call`
+    fn combine_and_update<'a, R: Real>(
+        &mut self,
+        added: impl Iterator<Item = &'a [Layer]>,
+        batch: usize,
+    ) {
+        for block in added {
+            add_layers::<R>(&mut self.work.total, block);
+        }
+        self.update::<R>(batch);
+    }
+
+    /// From the batch total in `work.total`: the mean gradient `total / f32(batch)`, optional
+    /// clipping, then the optimiser's update. Advances `b1t`, `b2t`.
+    fn update<R: Real>(&mut self, batch: usize) {
+        let config = &self.config;
+        let work = &mut self.work;
+        let batch = R::from_i64(batch as i64);
         for layer in work.total.iter_mut() {
             let (w, b): (&mut [R], &mut [R]) = (cells_mut(&mut layer.w), cells_mut(&mut layer.b));
             for g in w.iter_mut().chain(b.iter_mut()) {
@@ -500,7 +614,7 @@ impl Trainer {
             };
             let update = |p: &mut [F32], g: &[F32], m: &mut [F32], v: &mut [F32]| {
                 config.optimizer.update::<R>(
-                    math,
+                    config.math,
                     &scalars,
                     cells_mut(p),
                     cells(g),
@@ -511,11 +625,146 @@ impl Trainer {
             update(&mut p.w, &grad.w, &mut m.w, vw);
             update(&mut p.b, &grad.b, &mut m.b, vb);
         }
-        let (loss, correct) = sums.expect("a batch has at least one sample");
-        BatchSums {
-            loss: loss.to_f32(),
-            correct,
+    }
+
+    /// The report of the step whose sample losses are in `work.losses`: their sum in batch
+    /// order over the batch size (section 5; softf32 gives every backend's bits).
+    fn step_report(&self, samples: usize, correct: usize) -> StepReport {
+        let losses = &self.work.losses;
+        let sum = losses[1..].iter().fold(losses[0], |sum, &loss| sum + loss);
+        StepReport {
+            loss: sum / F32::from_i64(samples as i64),
+            samples,
+            correct: self.classifies().then_some(correct),
         }
+    }
+
+    /// Counts a step of the epoch structure (an epoch has `batches` batches): `step` and
+    /// `batch` advance, and after the epoch's last batch `epoch` does and `batch` returns to 0.
+    /// Returns the epoch's report when it ended.
+    fn count_step(&mut self, batches: usize, report: &StepReport) -> Option<EpochReport> {
+        let s = &mut self.state;
+        let (epoch, batch) = (s.epoch, s.batch);
+        s.step += 1;
+        s.batch += 1;
+        let correct = report.correct.unwrap_or(0);
+        let tally = match self.tally {
+            Some(t) if t.epoch == epoch && t.next_batch == batch => Tally {
+                next_batch: batch + 1,
+                loss: t.loss + report.loss,
+                steps: t.steps + 1,
+                correct: t.correct + correct,
+                samples: t.samples + report.samples,
+                ..t
+            },
+            _ => Tally {
+                epoch,
+                next_batch: batch + 1,
+                whole: batch == 0,
+                loss: report.loss,
+                steps: 1,
+                correct,
+                samples: report.samples,
+            },
+        };
+        if s.batch as u64 != batches as u64 {
+            self.tally = Some(tally);
+            return None;
+        }
+        s.epoch += 1;
+        s.batch = 0;
+        self.tally = None;
+        Some(EpochReport {
+            epoch,
+            loss: tally.loss / F32::from_i64(tally.steps),
+            steps: tally.steps,
+            correct: self.classifies().then_some(tally.correct),
+            samples: tally.samples,
+            whole: tally.whole,
+        })
+    }
+}
+
+/// What computing a gradient reads: the model's sizes, its loss and arithmetic settings, and
+/// its parameters.
+struct Model<'a> {
+    mlp: &'a Mlp,
+    math: Math,
+    loss: Loss,
+    params: &'a [Layer],
+}
+
+impl<'a> Model<'a> {
+    fn new(mlp: &'a Mlp, config: &TrainerConfig, params: &'a [Layer]) -> Model<'a> {
+        Model {
+            mlp,
+            math: config.math,
+            loss: config.loss,
+            params,
+        }
+    }
+
+    /// Writes into `into` the sum of the gradients of `samples` (in order, from the first
+    /// sample's gradient), appends their losses to `losses`; returns how many were classified
+    /// correctly.
+    fn block_sum<R: Real>(
+        &self,
+        data: &Dataset,
+        samples: &[usize],
+        scratch: &mut Scratch,
+        into: &mut [Layer],
+        losses: &mut Vec<F32>,
+    ) -> usize {
+        let mut correct = 0;
+        for (i, &s) in samples.iter().enumerate() {
+            let (x, target) = data.sample(s);
+            let target = target.cells::<R>();
+            let accumulate = if i == 0 {
+                Accumulate::Write
+            } else {
+                Accumulate::Add
+            };
+            let loss = self.mlp.sample_gradient::<R>(
+                self.math,
+                self.loss,
+                self.params,
+                cells(x),
+                target,
+                scratch,
+                into,
+                accumulate,
+            );
+            losses.push(loss.to_f32());
+            correct += usize::from(is_correct(self.math, cells(&scratch.outputs), target));
+        }
+        correct
+    }
+}
+
+/// The samples of batch `b` of an epoch's `order`.
+fn batch_of(order: &[usize], b: usize, batch_size: usize) -> &[usize] {
+    &order[b * batch_size..((b + 1) * batch_size).min(order.len())]
+}
+
+/// Checks that `samples` is a batch of `data`: not empty, every index inside it.
+fn check_samples(data: &Dataset, samples: &[usize]) -> Result<()> {
+    if samples.is_empty() {
+        return Err(Error::Input("a step needs at least one sample".into()));
+    }
+    if let Some(&s) = samples.iter().find(|&&s| s >= data.len()) {
+        return Err(Error::Input(format!(
+            "sample index {s} is outside the data set's {} samples",
+            data.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `total = total + block`, cell by cell: a block's sum added to the blocks before it.
+fn add_layers<R: Real>(total: &mut [Layer], block: &[Layer]) {
+    for (total, block) in total.iter_mut().zip(block) {
+        add_assign::<R>(cells_mut(&mut total.w), cells(&block.w));
+        add_assign::<R>(cells_mut(&mut total.b), cells(&block.b));
     }
 }
 

@@ -4,19 +4,20 @@
 use crate::errors::{to_py, ConfigError, InputError};
 use crate::inputs::{self, AnyInt};
 use crate::paths::path_arg;
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn};
 use nxrs_core::backend::BackendChoice;
 use nxrs_core::checkpoint;
 use nxrs_core::config::TrainerConfig;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::{argmax, Loss};
 use nxrs_core::math::Math;
-use nxrs_core::mlp::{layer_sizes, Init};
+use nxrs_core::mlp::{layer_sizes, Init, Layer};
 use nxrs_core::nxck::Format;
 use nxrs_core::optim::{Kind, OptimizerConfig};
 use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::state::TrainState;
-use nxrs_core::trainer::{Event, Until};
+
+use nxrs_core::trainer::{BlockGradient, EpochReport, Event, Until};
 use nxrs_core::{Trainer, F32};
 use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
@@ -268,27 +269,11 @@ fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConf
     Ok(config)
 }
 
-/// The loss and correct predictions of the steps of one epoch, summed as they come (possibly
-/// over several calls into the core), for the epoch's report.
-#[derive(Clone, Copy, Debug)]
-struct Tally {
-    epoch: i64,
-    /// The batch the next step of this epoch must be for the tally to continue.
-    next_batch: i64,
-    /// Whether the tally began at the epoch's first batch.
-    whole: bool,
-    /// Σ step losses in order, from the first.
-    loss: F32,
-    steps: i64,
-    correct: Option<usize>,
-    samples: usize,
-}
-
 /// What one call into the core's training loop did.
 #[derive(Default)]
 struct Chunk {
-    /// (epoch, mean step loss, accuracy, samples, whole) of every epoch that ended.
-    epochs: Vec<(i64, F32, Option<f64>, usize, bool)>,
+    /// The reports of the epochs that ended.
+    epochs: Vec<EpochReport>,
     steps: u64,
     losses: Vec<F32>,
     reached: bool,
@@ -298,7 +283,6 @@ struct Chunk {
 #[pyclass(module = "nxrs", name = "Trainer")]
 pub struct PyTrainer {
     inner: Trainer,
-    tally: Option<Tally>,
 }
 
 impl PyTrainer {
@@ -309,7 +293,7 @@ impl PyTrainer {
         backend: Option<&str>,
     ) -> PyResult<PyTrainer> {
         choose_backend(py, &mut inner, backend)?;
-        Ok(PyTrainer { inner, tally: None })
+        Ok(PyTrainer { inner })
     }
 
     /// `(x, y)` as a data set for this model, every input rule checked.
@@ -424,82 +408,46 @@ impl PyTrainer {
         keep_losses: bool,
         stop_after_epoch: bool,
     ) -> PyResult<Chunk> {
-        let PyTrainer { inner, tally } = self;
-        let batches = inner.config().batches_per_epoch(data.len()) as i64;
+        let inner = &mut self.inner;
         let start = Instant::now();
         let mut out = Chunk::default();
         let mut stop_at_epoch_end = false;
         // Whether the run broke or reached `until`: `reached` below says which.
         let _ = py
             .detach(|| {
-                inner.run(data, until, |t, event| {
-                    let Event::Step(report) = event else {
-                        return if stop_at_epoch_end {
+                inner.run(data, until, |t, event| match event {
+                    Event::Step(report) => {
+                        out.steps += 1;
+                        if keep_losses {
+                            out.losses.push(report.loss);
+                        }
+                        // Every step of `run` is in the epoch structure: batch 0 after it means
+                        // it ended its epoch, whose report is the next event.
+                        let epoch_done = t.state().batch == 0;
+                        let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
+                        let epoch_stop = epoch_done && stop_after_epoch;
+                        if out_of_steps || epoch_stop || start.elapsed() >= max_time {
+                            if epoch_done {
+                                stop_at_epoch_end = true;
+                                return ControlFlow::Continue(());
+                            }
+                            return ControlFlow::Break(());
+                        }
+                        ControlFlow::Continue(())
+                    }
+                    Event::EpochEnd(end) => {
+                        out.epochs.push(*end);
+                        if stop_at_epoch_end {
                             ControlFlow::Break(())
                         } else {
                             ControlFlow::Continue(())
-                        };
-                    };
-                    out.steps += 1;
-                    if keep_losses {
-                        out.losses.push(report.loss);
-                    }
-                    let s = t.state();
-                    let (epoch, batch) = if s.batch == 0 {
-                        (s.epoch - 1, batches - 1)
-                    } else {
-                        (s.epoch, s.batch - 1)
-                    };
-                    let mut current = match *tally {
-                        Some(t) if t.epoch == epoch && t.next_batch == batch => Tally {
-                            loss: t.loss + report.loss,
-                            steps: t.steps + 1,
-                            correct: t.correct.zip(report.correct).map(|(a, b)| a + b),
-                            samples: t.samples + report.samples,
-                            next_batch: batch + 1,
-                            ..t
-                        },
-                        _ => Tally {
-                            epoch,
-                            next_batch: batch + 1,
-                            whole: batch == 0,
-                            loss: report.loss,
-                            steps: 1,
-                            correct: report.correct,
-                            samples: report.samples,
-                        },
-                    };
-                    let epoch_done = s.batch == 0;
-                    if epoch_done {
-                        let accuracy = current.correct.map(|c| accuracy(c, current.samples));
-                        let mean = current.loss / F32::from_i64(current.steps);
-                        out.epochs
-                            .push((epoch, mean, accuracy, current.samples, current.whole));
-                        *tally = None;
-                    } else {
-                        current.next_batch = batch + 1;
-                        *tally = Some(current);
-                    }
-                    let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
-                    let epoch_stop = epoch_done && stop_after_epoch;
-                    if out_of_steps || epoch_stop || start.elapsed() >= max_time {
-                        if epoch_done {
-                            // The epoch-end event comes next: stop after it.
-                            stop_at_epoch_end = true;
-                            return ControlFlow::Continue(());
                         }
-                        return ControlFlow::Break(());
                     }
-                    ControlFlow::Continue(())
                 })
             })
             .map_err(to_py)?;
         out.reached = reached(&self.inner, until);
         Ok(out)
-    }
-
-    fn reset_tally(&mut self) {
-        self.tally = None;
     }
 }
 
@@ -520,6 +468,47 @@ fn choose_backend(py: Python<'_>, trainer: &mut Trainer, name: Option<&str>) -> 
         PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
     }
     Ok(())
+}
+
+/// Arrays in tensor order (W1, b1, W2, b2, ...) as the layers of a model of `layers` layers,
+/// bit for bit; `what` names them in the error when the count is wrong (shapes are checked by
+/// the core, which knows the model).
+fn layers_of(
+    arrays: &[PyReadonlyArrayDyn<'_, f32>],
+    layers: usize,
+    what: &str,
+) -> PyResult<Vec<Layer>> {
+    if arrays.len() != 2 * layers {
+        return Err(InputError::new_err(format!(
+            "{what} of this model is {} arrays (W1, b1, ...), not {}",
+            2 * layers,
+            arrays.len()
+        )));
+    }
+    Ok(arrays
+        .chunks(2)
+        .map(|pair| Layer {
+            w: bits_of(pair[0].as_array().iter()),
+            b: bits_of(pair[1].as_array().iter()),
+        })
+        .collect())
+}
+
+/// float32 values' bit patterns as cells (no arithmetic: NaN payloads and signed zeros kept).
+fn bits_of<'a>(values: impl Iterator<Item = &'a f32>) -> Vec<F32> {
+    values.map(|x| F32::from_bits(x.to_bits())).collect()
+}
+
+/// An epoch's report as `_run` returns it: `(epoch, mean step loss, accuracy, samples, whole)`.
+fn epoch_tuple(end: &EpochReport) -> (i64, f64, Option<f64>, usize, bool) {
+    let accuracy = end.correct.map(|c| accuracy(c, end.samples));
+    (
+        end.epoch,
+        float_of(end.loss),
+        accuracy,
+        end.samples,
+        end.whole,
+    )
 }
 
 /// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
@@ -657,7 +646,6 @@ impl PyTrainer {
         let data = self.sample(x, y)?;
         let inner = &mut self.inner;
         let loss = py.detach(|| inner.step(&data, &[0])).map_err(to_py)?;
-        self.reset_tally();
         Ok(float_of(loss))
     }
 
@@ -769,11 +757,80 @@ impl PyTrainer {
             epoch_end,
         )?;
         let ended = PyList::empty(py);
-        for (epoch, loss, accuracy, samples, whole) in chunk.epochs {
-            ended.append((epoch, float_of(loss), accuracy, samples, whole))?;
+        for end in chunk.epochs {
+            ended.append(epoch_tuple(&end))?;
         }
         let last = chunk.losses.last().map(|&l| float_of(l));
         (ended, chunk.steps, last).into_pyobject(py)
+    }
+
+    /// The gradient blocks of the batch the state is at: each block's sample indices into
+    /// `dataset`, in order (data-parallel training, `nxrs.distributed`).
+    fn _batch_blocks(&self, dataset: PyRef<'_, PyDataset>) -> PyResult<Vec<Vec<usize>>> {
+        self.inner.batch_blocks(&dataset.inner).map_err(to_py)
+    }
+
+    /// One gradient block at the current parameters, the GIL released: `(sums, losses,
+    /// correct)`, the sums as float32 arrays in tensor order (W1, b1, W2, b2, ...).
+    fn _block_gradient<'py>(
+        &self,
+        py: Python<'py>,
+        dataset: PyRef<'_, PyDataset>,
+        samples: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let (inner, data) = (&self.inner, &dataset.inner);
+        let block = py
+            .detach(|| inner.block_gradient(data, &samples))
+            .map_err(to_py)?;
+        let sums = PyList::empty(py);
+        for (l, layer) in block.grads.iter().enumerate() {
+            let (outputs, inputs) = inner.mlp().weight_shape(l);
+            sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape([outputs, inputs])?)?;
+            sums.append(PyArray1::from_vec(py, floats(&layer.b)))?;
+        }
+        let losses = PyArray1::from_vec(py, floats(&block.losses));
+        (sums, losses, block.correct).into_pyobject(py)
+    }
+
+    /// Replaces the weights and biases (float32 arrays in tensor order W1, b1, W2, b2, ...,
+    /// taken bit for bit) and nothing else: a data-parallel worker following its driver.
+    fn _set_params(&mut self, arrays: Vec<PyReadonlyArrayDyn<'_, f32>>) -> PyResult<()> {
+        let params = layers_of(&arrays, self.inner.mlp().layers(), "the parameters")?;
+        self.inner.set_params(params).map_err(to_py)
+    }
+
+    /// Takes the current batch's step from its blocks (`_block_gradient`'s results, in the
+    /// order of `_batch_blocks`), as `_run` would: returns what `_run` returns for one step.
+    fn _apply_blocks<'py>(
+        &mut self,
+        py: Python<'py>,
+        dataset: PyRef<'_, PyDataset>,
+        blocks: Vec<(
+            Vec<PyReadonlyArrayDyn<'py, f32>>,
+            PyReadonlyArray1<'py, f32>,
+            usize,
+        )>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let blocks = blocks
+            .iter()
+            .map(|(sums, losses, correct)| {
+                let layers = self.inner.mlp().layers();
+                Ok(BlockGradient {
+                    grads: layers_of(sums, layers, "a gradient block")?,
+                    losses: bits_of(losses.as_array().iter()),
+                    correct: *correct,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let (inner, data) = (&mut self.inner, &dataset.inner);
+        let (step, end) = py
+            .detach(|| inner.apply_blocks(data, &blocks))
+            .map_err(to_py)?;
+        let ended = PyList::empty(py);
+        if let Some(end) = end {
+            ended.append(epoch_tuple(&end))?;
+        }
+        (ended, 1, float_of(step.loss)).into_pyobject(py)
     }
 
     /// The model's outputs: probabilities (cross-entropy) or values (mse), float32 (N, n_out).
@@ -876,7 +933,6 @@ impl PyTrainer {
         let inner = &mut self.inner;
         py.detach(|| checkpoint::restore(inner, &path))
             .map_err(to_py)?;
-        self.reset_tally();
         Ok(())
     }
 
@@ -903,7 +959,6 @@ impl PyTrainer {
         Ok(dict)
     }
 
-    /// Completed epochs.
     /// The backend computing this trainer's steps, evaluations and predictions: "hw" or "soft".
     #[getter]
     fn backend(&self) -> &'static str {
@@ -915,6 +970,7 @@ impl PyTrainer {
         choose_backend(py, &mut self.inner, Some(value))
     }
 
+    /// Completed epochs.
     #[getter]
     fn epoch(&self) -> i64 {
         self.inner.state().epoch
