@@ -39,11 +39,12 @@ def golden() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Any:
-    """One local Ray cluster (2 CPUs, no dashboard) for every Ray test of the session, started
-    by the first test that asks for it; the tests skip, saying why, when the ``ray`` extra is
-    not installed."""
+    """One local Ray cluster (no dashboard) for every Ray test of the session, started by the
+    first test that asks for it; the tests skip, saying why, when the ``ray`` extra is not
+    installed. It claims 3 logical CPUs on this 2-core machine: each data-parallel worker
+    reserves one, and the tests run 3 workers."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
     # address="local": a new cluster of this test run's own, whatever RAY_ADDRESS says.
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

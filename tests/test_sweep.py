@@ -17,7 +17,7 @@ import pytest
 
 import nxrs
 from nxrs.cli import main
-from nxrs.sweep import expand_grid, parse_grid, sweep
+from nxrs.sweeps import expand_grid, parse_grid, sweep
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((600, 16)).astype(np.float32)
@@ -62,7 +62,9 @@ def kill_after_first_checkpoint(root: Path, killed: list[int], deadline: float) 
         time.sleep(0.01)
 
 
-def test_sweep_survives_a_killed_task_and_matches_solo_runs(ray_cluster: Any, tmp_path: Path) -> None:
+def test_sweep_survives_a_killed_task_and_matches_solo_runs(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
     root = tmp_path / "sweep"
     killed: list[int] = []
     killer = threading.Thread(
@@ -103,32 +105,62 @@ def test_sweep_survives_a_killed_task_and_matches_solo_runs(ray_cluster: Any, tm
 
 def test_sweep_frame_and_bad_configurations(ray_cluster: Any, tmp_path: Path) -> None:
     with pytest.raises(nxrs.ConfigError, match="configuration 1"):
-        sweep([{"layers": [16, 4]}, {"layers": [16, 4], "lr": -1.0}], X, Y, epochs=1, directory=tmp_path)
+        sweep(
+            [{"layers": [16, 4]}, {"layers": [16, 4], "lr": -1.0}],
+            X,
+            Y,
+            epochs=1,
+            directory=tmp_path,
+        )
     with pytest.raises(TypeError, match="configuration 0"):
         sweep([{"layers": [16, 4], "nonsense": 1}], X, Y, epochs=1, directory=tmp_path)
     with pytest.raises(ValueError, match="the same run"):
-        sweep([{"layers": [16, 4]}, {"layers": [16, 4], "lr": 0.001}], X, Y, epochs=1, directory=tmp_path)
+        sweep(
+            [{"layers": [16, 4]}, {"layers": [16, 4], "lr": 0.001}],
+            X,
+            Y,
+            epochs=1,
+            directory=tmp_path,
+        )
     with pytest.raises(nxrs.InputError):
         sweep([{"layers": [15, 4]}], X, Y, epochs=1, directory=tmp_path)
     assert not any(tmp_path.iterdir()), "nothing may be written for refused input"
     pd = pytest.importorskip("pandas")
-    results = sweep([{"layers": [16, 4], "seed": s} for s in (1, 2)], X, Y, epochs=1, directory=tmp_path)
+    results = sweep(
+        [{"layers": [16, 4], "seed": s} for s in (1, 2)], X, Y, epochs=1, directory=tmp_path
+    )
     frame = results.to_pandas()
     assert isinstance(frame, pd.DataFrame)
-    assert list(frame["seed"]) == [1, 2] and list(frame["state_hash"]) == [r["state_hash"] for r in results]
+    assert list(frame["seed"]) == [1, 2] and list(frame["state_hash"]) == [
+        r["state_hash"] for r in results
+    ]
 
 
 def test_grid_syntax() -> None:
-    grid = parse_grid(["lr=0.001,1e-2", "hidden=[[64], [128, 64]]", "shuffle=false,True", "optimizer=adam"])
-    assert grid == {"lr": [0.001, 0.01], "hidden": [[64], [128, 64]], "shuffle": [False, True], "optimizer": ["adam"]}
+    grid = parse_grid(
+        ["lr=0.001,1e-2", "hidden=[[64], [128, 64]]", "shuffle=false,True", "optimizer=adam"]
+    )
+    assert grid == {
+        "lr": [0.001, 0.01],
+        "hidden": [[64], [128, 64]],
+        "shuffle": [False, True],
+        "optimizer": ["adam"],
+    }
     assert len(expand_grid(grid)) == 8
-    assert expand_grid(grid)[1] == {"lr": 0.001, "hidden": [64], "shuffle": True, "optimizer": "adam"}
+    assert expand_grid(grid)[1] == {
+        "lr": 0.001,
+        "hidden": [64],
+        "shuffle": True,
+        "optimizer": "adam",
+    }
     for bad in (["lr"], ["=1"], ["lr="], ["lr=1", "lr=2"], ["h=[1,"], ["h=[]"]):
         with pytest.raises(ValueError):
             parse_grid(bad)
 
 
-def test_sweep_command(ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_command(
+    ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = tmp_path / "data.npz"
     np.savez(data, X=X, y=Y)
     argv = ["sweep", "--data", str(data), "--dir", str(tmp_path / "s"), "--epochs", "2",

@@ -34,7 +34,7 @@ from nxrs.rundir import (
     run_status,
     stop_signals,
 )
-from nxrs.sweep import add_sweep_parser
+from nxrs.sweeps import add_sweep_parser
 from nxrs.training import CliError, add_data_arguments, train_command
 
 #: ``nxrs train``'s exit statuses (also in its --help and the README).

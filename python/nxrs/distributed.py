@@ -132,7 +132,7 @@ class BlockWorker:
     ) -> tuple[int, list[BlockResult]]:
         """The results of ``blocks`` (each a block's sample indices) with ``parameters``, and
         this process's id (so the driver sees a restart)."""
-        self.trainer._set_parameters(parameters)
+        self.trainer._set_params(parameters)
         return os.getpid(), [self.trainer._block_gradient(self.data, b) for b in blocks]
 
 
@@ -156,13 +156,16 @@ class RayEngine:
             # What the binding does to float64 features (numpy's rounding), done once here so
             # the object store holds the float32 data: half the bytes.
             x_array = x_array.astype(np.float32)
-        refs = ray.put(x_array), ray.put(np.asarray(y))
+        # Held for the engine's life: a restarted worker reads its data from them again.
+        self.data_refs = ray.put(x_array), ray.put(np.asarray(y))
         backend = "soft" if trainer.backend == "soft" else "auto"
-        actor = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS)(
-            BlockWorker
-        )
-        self.workers = [
-            actor.remote(trainer.config, backend, *refs, data.fingerprint) for _ in range(workers)
+        # Ray's handles are typed loosely (``remote`` is added at run time).
+        actor: Any = ray.remote(
+            num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS
+        )(BlockWorker)
+        self.workers: list[Any] = [
+            actor.remote(trainer.config, backend, *self.data_refs, data.fingerprint)
+            for _ in range(workers)
         ]
         self.pids: list[int] = ray.get(
             [w.pid.remote() for w in self.workers], timeout=START_TIMEOUT

@@ -37,7 +37,7 @@ from nxrs.rundir import MANIFEST_NAME, StopFlag, write_json_atomically
 
 __all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]
 
-log = logging.getLogger("nxrs.sweep")
+log = logging.getLogger("nxrs.sweeps")
 
 #: The files ``sweep`` writes in its directory at the end.
 JSON_NAME = "sweep.json"
