@@ -111,7 +111,7 @@ def fit(
     if engine == "ray":
         from nxrs.distributed import RayEngine
 
-        ray_engine = RayEngine(trainer, data, x, y, workers or 1, ray_address)
+        ray_engine = RayEngine(trainer, data, x, y, workers, ray_address)
         try:
             return _fit_with(
                 trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,

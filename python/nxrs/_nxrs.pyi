@@ -196,13 +196,14 @@ class Trainer:
         re-raises KeyboardInterrupt. ``progress``: a tqdm bar with epoch, loss and samples/s; by
         default only when stderr is a terminal.
 
-        ``engine="ray"`` computes each step's gradient blocks on ``workers`` (default 1) Ray
-        actors (``nxrs.distributed``; needs ``pip install 'nxrs[ray]'``) and ends in the same
-        bits as ``engine="local"`` for any number of workers. Ray is used as already
-        initialised, else at ``ray_address`` (or ``RAY_ADDRESS``), else a local cluster is
-        started. A worker whose process dies is restarted by Ray and its part of the step
-        recomputed (logged as a warning by the ``nxrs.distributed`` logger); checkpoints,
-        resume and stopping work as with ``engine="local"``.
+        ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
+        default one per CPU of the cluster; each reserves a CPU) with ``nxrs.distributed``
+        (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
+        number of workers. Ray is used as already initialised, else at ``ray_address`` (or
+        ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
+        restarted by Ray and its part of the step recomputed (logged as a warning by the
+        ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
+        ``engine="local"``.
         """
     def step(self, x: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """One optimiser step on one sample; returns its loss (before the update).

@@ -146,10 +146,12 @@ class RayEngine:
         data: Dataset,
         x: npt.ArrayLike,
         y: npt.ArrayLike,
-        workers: int,
+        workers: int | None,
         address: str | None,
     ) -> None:
         connect(address)
+        if workers is None:
+            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.trainer = trainer
         x_array = np.asarray(x)
         if x_array.dtype == np.float64:
@@ -161,7 +163,11 @@ class RayEngine:
         backend = "soft" if trainer.backend == "soft" else "auto"
         # Ray's handles are typed loosely (``remote`` is added at run time).
         actor: Any = ray.remote(
-            num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS
+            num_cpus=1,
+            max_restarts=MAX_RESTARTS,
+            max_task_retries=MAX_RESTARTS,
+            # One worker per node while nodes have room, so the workers share no memory bus.
+            scheduling_strategy="SPREAD",
         )(BlockWorker)
         self.workers: list[Any] = [
             actor.remote(trainer.config, backend, *self.data_refs, data.fingerprint)

@@ -141,11 +141,17 @@ def sweep(
     x = np.asarray(x)
     y = np.asarray(y)
     # The data is checked once here (each task checks it again when it builds its dataset).
-    Trainer(**plans[0][0])._dataset(x, y)
+    first = Trainer(**plans[0][0])
+    first._dataset(x, y)
+    if validation_data is not None:
+        if not isinstance(validation_data, tuple) or len(validation_data) != 2:
+            raise InputError("validation_data must be a tuple (x, y)")
+        validation_data = (np.asarray(validation_data[0]), np.asarray(validation_data[1]))
+        first._dataset(*validation_data)
     root.mkdir(parents=True, exist_ok=True)
     ray = distributed.connect(ray_address)
     x_ref, y_ref = ray.put(x), ray.put(y)
-    val_ref = None if validation_data is None else ray.put(tuple(map(np.asarray, validation_data)))
+    val_ref = None if validation_data is None else ray.put(validation_data)
     # Only a lost process is retried (retry_exceptions=False): an error of the configuration
     # itself would fail again the same way.
     task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(train_config)
@@ -158,16 +164,21 @@ def sweep(
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         index = pending.pop(done[0])
+        record: dict[str, Any] = {"index": index, "config": given[index]}
+        record.update(dict.fromkeys(RESULT_FIELDS[1:]))
         try:
-            record = ray.get(done[0])
+            record.update(ray.get(done[0]))
         except Exception as err:  # the task's own error, or its process lost max_retries times
-            log.error("configuration %d failed: %s", index, err)
-            record = {"error": f"{type(err).__name__}: {err}", "epochs": plans[index][1]}
+            # A task's error carries the configuration's exception as its cause.
+            cause = getattr(err, "cause", None) or err
+            record["error"] = f"{type(cause).__name__}: {cause}"
+            record["epochs"] = plans[index][1]
             record["run_dir"] = str(root / f"run-{plans[index][2]}")
-        record["index"] = index
-        record["config"] = given[index]
+            log.error("configuration %d failed: %s", index, record["error"])
         records[index] = record
-        log.info("configuration %d of %d done: %s", index + 1, len(plans), _summary(record))
+        finished = len(plans) - len(pending)
+        log.info("configuration %d done (%d of %d): %s", index, finished, len(plans),
+                 _summary(record))  # fmt: skip
     results = SweepResults(r for r in records if r is not None)
     _write(results, root)
     return results
@@ -434,6 +445,11 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from nxrs.training import CliError, default_layers, load_data, split
 
     out = sys.stdout if out is None else out
+    # Each configuration's end on stderr as it comes (the sweep's log at INFO).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("nxrs sweep: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
     try:
         x, y = load_data(args.data, args.target)
         train_idx, test_idx = split(len(x), args.test_size, args.split_seed)
@@ -465,6 +481,9 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
         print(f"nxrs sweep: {name}{err}", file=sys.stderr)
         return 1
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(logging.NOTSET)
     if args.json:
         out.write(json.dumps(list(results)) + "\n")
     else:
