@@ -172,7 +172,7 @@ def test_sweep_command(
     assert [r["config"] for r in records] == [
         {"lr": lr, "layers": layers[i]} for i, lr in enumerate([0.01, 0.02] * 2)
     ]
-    assert {r["steps"] for r in records} == {2 * 60}
+    assert {r["steps"] for r in records} == {2 * -(-480 // 32)}  # 480 training samples, batch 32
     with pytest.raises(SystemExit) as usage:
         main(["sweep", "--dir", str(tmp_path), "--grid", "lr"])
     assert usage.value.code == 2

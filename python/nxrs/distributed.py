@@ -129,11 +129,13 @@ class BlockWorker:
 
     def blocks(
         self, parameters: Sequence[npt.NDArray[np.float32]], blocks: Sequence[Sequence[int]]
-    ) -> tuple[int, list[BlockResult]]:
-        """The results of ``blocks`` (each a block's sample indices) with ``parameters``, and
-        this process's id (so the driver sees a restart)."""
+    ) -> tuple[int, float, list[BlockResult]]:
+        """This process's id (so the driver sees a restart), the seconds computing took, and
+        the results of ``blocks`` (each a block's sample indices) with ``parameters``."""
+        start = time.perf_counter()
         self.trainer._set_params(parameters)
-        return os.getpid(), [self.trainer._block_gradient(self.data, b) for b in blocks]
+        results = [self.trainer._block_gradient(self.data, b) for b in blocks]
+        return os.getpid(), time.perf_counter() - start, results
 
 
 class RayEngine:
@@ -151,7 +153,8 @@ class RayEngine:
     ) -> None:
         connect(address)
         if workers is None:
-            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+            workers = max(1, int(resources.get("CPU", 1)))
         self.trainer = trainer
         x_array = np.asarray(x)
         if x_array.dtype == np.float64:
@@ -178,10 +181,12 @@ class RayEngine:
         )
         for k, pid in enumerate(self.pids):
             log.info("worker %d of %d: pid %d", k, workers, pid)
-        #: Bytes sent to and received from the workers by the latest step (parameters once,
-        #: block results), and the seconds from sending to having every result.
+        #: The latest step's bytes sent to and received from the workers (the parameters to
+        #: each, the block results back), its seconds from sending the parameters to having
+        #: every result, and the longest time a worker spent computing in it.
         self.last_step_bytes = 0
         self.last_step_seconds = 0.0
+        self.last_step_compute_seconds = 0.0
 
     def close(self) -> None:
         """Ends the worker actors."""
@@ -208,7 +213,8 @@ class RayEngine:
         self.last_step_seconds = time.perf_counter() - start
         results: list[BlockResult] = []
         received = 0
-        for (k, _), (pid, part) in zip(calls, answers):
+        self.last_step_compute_seconds = max(seconds for _, seconds, _ in answers)
+        for (k, _), (pid, _, part) in zip(calls, answers):
             if pid != self.pids[k]:
                 log.warning(
                     "worker %d was restarted by Ray (pid %d, now %d); its blocks of step %d "
