@@ -134,6 +134,14 @@ def test_sweep_frame_and_bad_configurations(ray_cluster: Any, tmp_path: Path) ->
     assert list(frame["seed"]) == [1, 2] and list(frame["state_hash"]) == [
         r["state_hash"] for r in results
     ]
+    # The same sweep on other data: each task's fit refuses the run directory (a MismatchError
+    # inside the task, not retried); every record says so, and the sweep returns.
+    configs = [{"layers": [16, 4], "seed": s} for s in (1, 2)]
+    other = sweep(configs, X + 1, Y, epochs=1, directory=tmp_path)
+    assert all(
+        r["error"].startswith("MismatchError: ") and "other data" in r["error"] for r in other
+    )
+    assert all(r["state_hash"] is None for r in other)
 
 
 def test_grid_syntax() -> None:
