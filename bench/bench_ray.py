@@ -70,8 +70,9 @@ def data_parallel(steps: int) -> bool:
     for workers in (1, 2):
         t = trainer()
         d = t._dataset(x, y)
-        engine = distributed.RayEngine(t, d, x, y, workers, None)  # not timed: workers ready
+        engine = distributed.RayEngine(t, x, y, d.fingerprint, workers, None)
         try:
+            engine.start()  # not timed
             start = time.perf_counter()
             waits = []
             for _ in range(steps):

@@ -111,7 +111,8 @@ def fit(
     if engine == "ray":
         from nxrs.distributed import RayEngine
 
-        ray_engine = RayEngine(trainer, data, x, y, workers, ray_address)
+        # Its workers start at its first step, once the run directory is taken and resumed.
+        ray_engine = RayEngine(trainer, x, y, data.fingerprint, workers, ray_address)
         try:
             return _fit_with(
                 trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,

@@ -139,31 +139,49 @@ class BlockWorker:
 
 
 class RayEngine:
-    """The workers of one data-parallel ``fit``; ``run`` has the signature and results of
-    ``Trainer._run`` (``fit``'s loop calls one or the other)."""
+    """The workers of one data-parallel ``fit`` of ``trainer`` on ``(x, y)`` (whose dataset has
+    ``fingerprint``); ``run`` has the signature and results of ``Trainer._run`` (``fit``'s loop
+    calls one or the other). ``workers`` None: one per CPU of the cluster."""
 
     def __init__(
         self,
         trainer: Trainer,
-        data: Dataset,
         x: npt.ArrayLike,
         y: npt.ArrayLike,
+        fingerprint: str,
         workers: int | None,
         address: str | None,
     ) -> None:
-        connect(address)
+        self.trainer = trainer
+        self.x, self.y, self.fingerprint = x, y, fingerprint
+        self.size, self.address = workers, address
+        self.workers: list[Any] = []
+        self.pids: list[int] = []
+        #: The data's object references, held while the workers live: a restarted worker
+        #: reads its data from them again.
+        self.data_refs: tuple[Any, ...] = ()
+        #: The latest step's bytes sent to and received from the workers (the parameters to
+        #: each, the block results back), its seconds from sending the parameters to having
+        #: every result, and the longest time a worker spent computing in it.
+        self.last_step_bytes = 0
+        self.last_step_seconds = 0.0
+        self.last_step_compute_seconds = 0.0
+
+    def start(self) -> None:
+        """Connects to Ray and starts the workers, each with the data (``run`` does it first
+        when they are not running: after ``fit`` has taken its run directory and resumed)."""
+        connect(self.address)
+        workers = self.size
         if workers is None:
             resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
             workers = max(1, int(resources.get("CPU", 1)))
-        self.trainer = trainer
-        x_array = np.asarray(x)
-        if x_array.dtype == np.float64:
+        x = np.asarray(self.x)
+        if x.dtype == np.float64:
             # What the binding does to float64 features (numpy's rounding), done once here so
             # the object store holds the float32 data: half the bytes.
-            x_array = x_array.astype(np.float32)
-        # Held for the engine's life: a restarted worker reads its data from them again.
-        self.data_refs = ray.put(x_array), ray.put(np.asarray(y))
-        backend = "soft" if trainer.backend == "soft" else "auto"
+            x = x.astype(np.float32)
+        self.data_refs = ray.put(x), ray.put(np.asarray(self.y))
+        backend = "soft" if self.trainer.backend == "soft" else "auto"
         # Ray's handles are typed loosely (``remote`` is added at run time).
         actor: Any = ray.remote(
             num_cpus=1,
@@ -172,27 +190,20 @@ class RayEngine:
             # One worker per node while nodes have room, so the workers share no memory bus.
             scheduling_strategy="SPREAD",
         )(BlockWorker)
-        self.workers: list[Any] = [
-            actor.remote(trainer.config, backend, *self.data_refs, data.fingerprint)
-            for _ in range(workers)
+        config = self.trainer.config
+        self.workers = [
+            actor.remote(config, backend, *self.data_refs, self.fingerprint) for _ in range(workers)
         ]
-        self.pids: list[int] = ray.get(
-            [w.pid.remote() for w in self.workers], timeout=START_TIMEOUT
-        )
+        self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=START_TIMEOUT)
         for k, pid in enumerate(self.pids):
             log.info("worker %d of %d: pid %d", k, workers, pid)
-        #: The latest step's bytes sent to and received from the workers (the parameters to
-        #: each, the block results back), its seconds from sending the parameters to having
-        #: every result, and the longest time a worker spent computing in it.
-        self.last_step_bytes = 0
-        self.last_step_seconds = 0.0
-        self.last_step_compute_seconds = 0.0
 
     def close(self) -> None:
-        """Ends the worker actors."""
+        """Ends the worker actors and lets Ray free the data."""
         for worker in self.workers:
             ray.kill(worker)
         self.workers = []
+        self.data_refs = ()
 
     def step(self, data: Dataset) -> tuple[list[Any], int, float | None]:
         """One optimiser step, its blocks computed by the workers."""
@@ -248,6 +259,8 @@ class RayEngine:
         steps = 0
         loss = None
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        if not self.workers and t.epoch < epochs:
+            self.start()
         while t.epoch < epochs and (max_steps is None or steps < max_steps):
             step_ended, _, loss = self.step(data)
             steps += 1
