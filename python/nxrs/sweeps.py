@@ -395,7 +395,11 @@ def add_sweep_parser(commands: Any) -> None:
         help="fraction of the samples in the deterministic test split (default 0.2)",
     )
     parser.add_argument(
-        "--grid", action="append", default=[], metavar="KEY=VALUES", help="a grid axis"
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=VALUES",
+        help="a grid axis (one --grid per axis; see below)",
     )
     parser.add_argument("--dir", type=Path, required=True, help="the sweep's directory")
     parser.add_argument("--epochs", type=int, default=20, help="epochs in all (default 20)")
