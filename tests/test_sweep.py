@@ -167,14 +167,22 @@ def test_grid_syntax() -> None:
 
 
 def test_sweep_command(
-    ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ray_cluster: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    data = tmp_path / "data.npz"
-    np.savez(data, X=X, y=Y)
-    argv = ["sweep", "--data", str(data), "--dir", str(tmp_path / "s"), "--epochs", "2",
+    monkeypatch.chdir(tmp_path)
+    np.savez("data.npz", X=X, y=Y)
+    # A relative --dir: the runs must land under this directory, not under the Ray workers'
+    # own working directory.
+    argv = ["sweep", "--data", "data.npz", "--dir", "s", "--epochs", "2",
             "--grid", "hidden=[8, [4, 4]]", "--grid", "lr=0.01,0.02", "--json"]  # fmt: skip
     assert main(argv) == 0
     records = json.loads(capsys.readouterr().out)
+    for record in records:
+        assert Path(record["run_dir"]).parent == tmp_path / "s"
+        assert (Path(record["run_dir"]) / "nxrs-run.json").is_file()
     # The records hold the layers the grid's hidden sizes gave (inputs and outputs from the data).
     layers = [[16, 8, 4], [16, 8, 4], [16, 4, 4, 4], [16, 4, 4, 4]]
     assert [r["config"] for r in records] == [

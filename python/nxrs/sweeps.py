@@ -137,7 +137,8 @@ def sweep(
         raise ValueError(f"max_retries must be an int >= 0, not {max_retries!r}")
     given = [dict(c) if isinstance(c, Mapping) else c for c in configs]
     plans = _plans(given, epochs)
-    root = Path(directory)
+    # Absolute: Ray's worker processes do not share the driver's working directory.
+    root = Path(directory).resolve()
     x = np.asarray(x)
     y = np.asarray(y)
     # The data is checked once here (each task checks it again when it builds its dataset).
