@@ -4,6 +4,7 @@ recomputed, the hash unchanged and the restart logged; checkpoints and resume wo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -104,17 +105,28 @@ def test_a_killed_worker_is_restarted_and_the_bits_do_not_change(
     assert "blocks of step 12 were recomputed" in restarts[0]
 
 
-def test_checkpoint_and_resume_with_ray(ray_cluster: Any, tmp_path: Path) -> None:
+def test_checkpoint_and_resume_across_engines(ray_cluster: Any, tmp_path: Path) -> None:
+    """One run in one directory: an epoch on 2 Ray workers, one in this process, one on 3
+    workers, each leg a new trainer resuming (as after a lost driver): the uninterrupted
+    single-process run's state."""
     config = CONFIGS["blocks"]
     expected_hash, _ = local(config)
     run = tmp_path / "run"
-    first = nxrs.Trainer(**config)
-    first.fit(X, Y, epochs=2, engine="ray", workers=2, checkpoint=run, every=4)
-    # A new driver (another trainer, as after a lost process) resumes from the checkpoint.
-    resumed = nxrs.Trainer(**config)
-    resumed.fit(X, Y, epochs=EPOCHS, engine="ray", workers=3, checkpoint=run)
-    assert resumed.state_hash() == expected_hash
+    legs: list[dict[str, Any]] = [
+        {"engine": "ray", "workers": 2},
+        {},
+        {"engine": "ray", "workers": 3},
+    ]
+    for epochs, engine in enumerate(legs, start=1):
+        trainer = nxrs.Trainer(**config)
+        trainer.fit(X, Y, epochs=epochs, checkpoint=run, every=4, **engine)
+        assert trainer.epoch == epochs
+    assert trainer.state_hash() == expected_hash
     assert nxrs.Trainer.load(sorted(run.glob("step-*.nxck"))[-1]).state_hash() == expected_hash
+    manifest = json.loads((run / "nxrs-run.json").read_text())
+    assert [e["event"] for e in manifest["events"]] == [
+        "start", "complete", "resume", "complete", "resume", "complete"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
