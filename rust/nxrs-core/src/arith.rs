@@ -34,6 +34,13 @@ pub trait Real:
     const ZERO: Self;
     const ONE: Self;
 
+    /// The same arithmetic, except that a NaN result may be any NaN (the CPU's, not softf32's).
+    /// Only for kernels in which every intermediate value reaches an output through operations
+    /// that keep NaNs (`+ - * /`, `sqrt`; no comparisons): there, outputs without a NaN prove
+    /// that every value was computed exactly, and a group of outputs with one is recomputed in
+    /// `Self` (see `optim::adam`). softf32 is its own.
+    type Fast: Real;
+
     /// The value with these bits (no arithmetic).
     fn from_f32(x: F32) -> Self;
 
@@ -42,6 +49,11 @@ pub trait Real:
 
     /// The correctly rounded square root.
     fn sqrt(self) -> Self;
+
+    /// Whether this is a NaN (a bit test, no arithmetic).
+    fn is_nan(self) -> bool {
+        self.to_f32().is_nan()
+    }
 
     /// IEEE `<=` (false when either operand is NaN).
     fn ieee_le(self, rhs: Self) -> bool;
@@ -53,11 +65,65 @@ pub trait Real:
     fn from_i64(k: i64) -> Self {
         Self::from_f32(F32::from_i64(k))
     }
+
+    /// Runs `f` compiled for the widest vector instructions the CPU has, where that is faster
+    /// (the hardware backend; softf32's integer code runs `f` as it is). The loops in `f` must
+    /// keep every value's own operations and their order, with lanes holding independent values
+    /// only (the slice kernels below): vectorising them then changes no bit.
+    #[inline(always)]
+    fn vectorized<T>(f: impl FnOnce() -> T) -> T {
+        f()
+    }
+
+    // The slice kernels: the loops of the forward and backward passes, each output element's
+    // operations in the definition's order, elements independent of each other, so a backend
+    // may compute many elements at once. The operand order of each product is part of the
+    // result (a NaN result carries the first NaN operand's payload).
+
+    /// `out[j] = (((out[j] + rows[0][j] * a[0]) + rows[1][j] * a[1]) + ...)` for every `j`,
+    /// where `rows` holds `a.len()` rows of `out.len()` cells: a layer's pre-activations from
+    /// its inputs (the rows are the transposed weights), or the gradient passed to the layer
+    /// below (the rows are the weights, `out` starting at +0).
+    #[inline(always)]
+    fn add_row_products(out: &mut [Self], rows: &[Self], a: &[Self]) {
+        for (row, &a) in rows.chunks_exact(out.len().max(1)).zip(a) {
+            for (out, &x) in out.iter_mut().zip(row) {
+                *out = *out + x * a;
+            }
+        }
+    }
+
+    /// `out[j] = ((a[0] * rows[0][j]) + a[1] * rows[1][j]) + ...` for every `j` (from the first
+    /// term), where `rows` holds `a.len() >= 1` rows of `out.len()` cells: a weight row's
+    /// gradient summed over a block's samples.
+    #[inline(always)]
+    fn scaled_rows_sum(out: &mut [Self], a: &[Self], rows: &[Self]) {
+        let mut terms = rows.chunks_exact(out.len().max(1)).zip(a);
+        if let Some((row, &a)) = terms.next() {
+            for (out, &x) in out.iter_mut().zip(row) {
+                *out = a * x;
+            }
+        }
+        for (row, &a) in terms {
+            for (out, &x) in out.iter_mut().zip(row) {
+                *out = *out + a * x;
+            }
+        }
+    }
+
+    /// `acc[j] = acc[j] + x[j]` for every `j`.
+    #[inline(always)]
+    fn add_assign(acc: &mut [Self], x: &[Self]) {
+        for (acc, &x) in acc.iter_mut().zip(x) {
+            *acc = *acc + x;
+        }
+    }
 }
 
 impl Real for F32 {
     const ZERO: F32 = F32::ZERO;
     const ONE: F32 = F32::ONE;
+    type Fast = F32;
 
     fn from_f32(x: F32) -> F32 {
         x

@@ -40,6 +40,26 @@ impl TrainerConfig {
         TrainerConfig::seed_style(vec![6, 10, 4], 1)
     }
 
+    /// `docs/TRAINING.md`'s defaults for a general trainer (section 1): ieee math, He init, seed
+    /// 0, Adam (lr 0.001, betas 0.9 and 0.999, eps 1e-8), batches of 32, shuffled.
+    pub fn general(sizes: Vec<usize>) -> TrainerConfig {
+        TrainerConfig {
+            sizes,
+            loss: Loss::CrossEntropy,
+            math: Math::Ieee,
+            init: Init::He,
+            seed: 0,
+            optimizer: OptimizerConfig::from_f64(Kind::Adam, [0.001, 0.9, 0.999, 1e-8, 0.0, 0.0])
+                .expect("the defaults are valid"),
+            schedule: Schedule::CONSTANT,
+            clip_norm: None,
+            batch_size: 32,
+            grad_block: None,
+            shuffle: true,
+            drop_last: false,
+        }
+    }
+
     /// The seed's configuration with other layer sizes and initialisation seed.
     pub fn seed_style(sizes: Vec<usize>, seed: i64) -> TrainerConfig {
         TrainerConfig {

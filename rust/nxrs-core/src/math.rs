@@ -53,6 +53,7 @@ impl Math {
     }
 
     /// The square roots of `N` values (lanes let the seed's Newton loop overlap its divisions).
+    #[inline(always)]
     pub fn sqrt_lanes<R: Real, const N: usize>(self, x: [R; N]) -> [R; N] {
         match self {
             Math::Seed => seed_sqrt_lanes(x),

@@ -273,60 +273,113 @@ impl Scratch {
     }
 }
 
-/// Whether backward writes a sample's gradient or adds it to what is there: the first sample of
-/// a block starts the block's sum, the others are added in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accumulate {
-    Write,
-    Add,
+/// The weights as the forward pass reads them: each layer's matrix transposed (row `j` holds
+/// the weights of input `j` for every output), refreshed from the parameters once per step. A
+/// layer then adds input `j`'s terms to all its outputs at once, lanes across outputs, while
+/// every output's own sum still runs input by input (section 5's order).
+#[derive(Clone, Debug)]
+pub struct Transposed {
+    w: Vec<Vec<F32>>,
+}
+
+impl Transposed {
+    pub fn new(mlp: &Mlp) -> Transposed {
+        Transposed {
+            w: mlp
+                .zeros::<F32>()
+                .into_iter()
+                .map(|layer| layer.w)
+                .collect(),
+        }
+    }
+
+    /// Copies `params`' weights in, transposed.
+    pub fn refresh(&mut self, mlp: &Mlp, params: &[Layer]) {
+        for (l, (t, layer)) in self.w.iter_mut().zip(params).enumerate() {
+            let (outputs, inputs) = mlp.weight_shape(l);
+            for (o, row) in layer.w.chunks_exact(inputs).enumerate() {
+                for (j, &w) in row.iter().enumerate() {
+                    t[j * outputs + o] = w;
+                }
+            }
+        }
+    }
+}
+
+/// A block's records (section 5's reduction): every sample's inputs to every layer and the
+/// gradient with respect to every layer's pre-activations, kept until the block's weight
+/// gradients are summed, weight row by weight row, over its samples in order.
+#[derive(Clone, Debug, Default)]
+pub struct BlockRecords {
+    /// Per layer: the samples' inputs to the layer, sample after sample (`samples x inputs`).
+    inputs: Vec<Vec<F32>>,
+    /// Per layer: the gradient with respect to its pre-activations, output by output
+    /// (`outputs x samples`: row `o` holds every sample's `δ_o`, in order).
+    deltas: Vec<Vec<F32>>,
+    samples: usize,
 }
 
 impl Mlp {
     /// The forward pass up to the last layer's pre-activations (left in `s.z()`): the seed's
-    /// `fwd`, with ReLU by the setting's `le`. Computes in `R` on the stored cells.
-    pub fn forward<R: Real>(&self, math: Math, params: &[Layer], x: &[R], s: &mut Scratch) {
+    /// `fwd`, with ReLU by the setting's `le`. Reads the biases from `params` and the weights
+    /// from `transposed` (refreshed from the same parameters). Computes in `R` on the stored
+    /// cells.
+    pub fn forward<R: Real>(
+        &self,
+        math: Math,
+        params: &[Layer],
+        transposed: &Transposed,
+        x: &[R],
+        s: &mut Scratch,
+    ) {
         for (l, layer) in params.iter().enumerate() {
-            let (outputs, inputs) = self.weight_shape(l);
-            let (w, b) = (cells::<R>(&layer.w), cells::<R>(&layer.b));
+            let weights_t: &[R] = cells(&transposed.w[l]);
             let hidden_layers = s.hidden.len();
             let (below, this) = s.hidden.split_at_mut(l.min(hidden_layers));
             let input: &[R] = if l == 0 { x } else { cells(&below[l - 1]) };
             let pre: &mut [R] = cells_mut(&mut s.pre[l]);
-            let activations: &mut [R] = match this.first_mut() {
-                Some(a) if l + 1 < self.layers() => cells_mut(a),
-                _ => &mut [],
-            };
-            // `o` indexes the weight rows, the biases, the pre-activations and the activations.
-            #[allow(clippy::needless_range_loop)]
-            for o in 0..outputs {
-                let row = &w[o * inputs..(o + 1) * inputs];
-                let z = row
-                    .iter()
-                    .zip(input)
-                    .fold(b[o], |acc, (&w, &a)| acc + w * a);
-                pre[o] = z;
-                if l + 1 < self.layers() {
-                    activations[o] = if math.le(z, R::ZERO) { R::ZERO } else { z };
+            // z[o] = ((b[o] + W[o,0] a[0]) + W[o,1] a[1]) + ...: every output starts from its
+            // bias and adds input j's term at step j.
+            pre.copy_from_slice(cells(&layer.b));
+            R::add_row_products(pre, weights_t, input);
+            if let Some(activations) = this.first_mut().filter(|_| l + 1 < self.layers()) {
+                for (a, &z) in cells_mut::<R>(activations).iter_mut().zip(pre.iter()) {
+                    *a = if math.le(z, R::ZERO) { R::ZERO } else { z };
                 }
             }
         }
     }
 
-    /// Forward, loss and backward for one sample: returns its loss and writes or adds
-    /// (`accumulate`) its gradient into `grads` (shaped like the parameters).
+    /// Starts a block of `samples` samples: [`Mlp::record_sample`] each, then
+    /// [`Mlp::block_gradient`].
+    pub fn start_block(&self, records: &mut BlockRecords, samples: usize) {
+        records.samples = samples;
+        records.inputs.resize_with(self.layers(), Vec::new);
+        records.deltas.resize_with(self.layers(), Vec::new);
+        for l in 0..self.layers() {
+            let (outputs, inputs) = self.weight_shape(l);
+            records.inputs[l].resize(samples * inputs, F32::ZERO);
+            records.deltas[l].resize(samples * outputs, F32::ZERO);
+        }
+    }
+
+    /// Forward, loss and backward for sample `k` of a block: returns its loss and records its
+    /// inputs to every layer and its gradient with respect to every layer's pre-activations
+    /// (the seed's `bwd` without the weight gradients, which [`Mlp::block_gradient`] sums).
     #[allow(clippy::too_many_arguments)] // each is a distinct input of the definition
-    pub fn sample_gradient<R: Real>(
+    pub fn record_sample<R: Real>(
         &self,
         math: Math,
         loss: Loss,
         params: &[Layer],
+        transposed: &Transposed,
         x: &[R],
         target: Target<'_, R>,
         s: &mut Scratch,
-        grads: &mut [Layer],
-        accumulate: Accumulate,
+        records: &mut BlockRecords,
+        k: usize,
     ) -> R {
-        self.forward(math, params, x, s);
+        self.forward(math, params, transposed, x, s);
         let last = self.layers() - 1;
         s.delta.clear();
         s.delta.resize(self.outputs(), F32::ZERO);
@@ -337,65 +390,52 @@ impl Mlp {
             cells_mut(&mut s.outputs),
             cells_mut(&mut s.delta),
         );
-        self.backward(math, params, x, s, grads, accumulate);
-        value
-    }
-
-    /// The seed's `bwd` from `s.delta` (the gradient with respect to the last pre-activations).
-    fn backward<R: Real>(
-        &self,
-        math: Math,
-        params: &[Layer],
-        x: &[R],
-        s: &mut Scratch,
-        grads: &mut [Layer],
-        accumulate: Accumulate,
-    ) {
+        let n = records.samples;
         for l in (0..self.layers()).rev() {
             let (outputs, inputs) = self.weight_shape(l);
             let input: &[R] = if l == 0 { x } else { cells(&s.hidden[l - 1]) };
-            let weights: &[R] = cells(&params[l].w);
-            let grad = &mut grads[l];
-            let (grad_w, grad_b): (&mut [R], &mut [R]) =
-                (cells_mut(&mut grad.w), cells_mut(&mut grad.b));
-            // The seed starts this accumulation from +0 (so a lone -0 term becomes +0).
+            cells_mut::<R>(&mut records.inputs[l][k * inputs..(k + 1) * inputs])
+                .copy_from_slice(input);
+            for (o, &d) in s.delta.iter().enumerate() {
+                records.deltas[l][o * n + k] = d;
+            }
+            if l == 0 {
+                break;
+            }
+            // The gradient with respect to this layer's inputs, accumulated from +0 over the
+            // outputs in order (the seed starts from +0, so a lone -0 term becomes +0), then
+            // ReLU's derivative: zero where the pre-activation was <= 0 by the setting's le.
             s.delta_below.clear();
-            s.delta_below
-                .resize(if l > 0 { inputs } else { 0 }, F32::ZERO);
-            let delta: &[R] = cells(&s.delta);
-            let delta_below: &mut [R] = cells_mut(&mut s.delta_below);
-            for o in 0..outputs {
-                let d = delta[o];
-                let row = o * inputs..(o + 1) * inputs;
-                match accumulate {
-                    Accumulate::Write => {
-                        grad_b[o] = d;
-                        for (g, &a) in grad_w[row].iter_mut().zip(input) {
-                            *g = d * a;
-                        }
-                    }
-                    Accumulate::Add => {
-                        grad_b[o] = grad_b[o] + d;
-                        for (g, &a) in grad_w[row].iter_mut().zip(input) {
-                            *g = *g + d * a;
-                        }
-                    }
-                }
-                if l > 0 {
-                    let row = &weights[o * inputs..(o + 1) * inputs];
-                    for (below, &w) in delta_below.iter_mut().zip(row) {
-                        *below = *below + w * d;
-                    }
+            s.delta_below.resize(inputs, F32::ZERO);
+            let below: &mut [R] = cells_mut(&mut s.delta_below);
+            R::add_row_products(below, cells(&params[l].w), cells(&s.delta[..outputs]));
+            for (d, &z) in below.iter_mut().zip(cells::<R>(&s.pre[l - 1])) {
+                if math.le(z, R::ZERO) {
+                    *d = R::ZERO;
                 }
             }
-            if l > 0 {
-                // ReLU's derivative: zero where the pre-activation was <= 0 by the setting's le.
-                for (d, &z) in delta_below.iter_mut().zip(cells::<R>(&s.pre[l - 1])) {
-                    if math.le(z, R::ZERO) {
-                        *d = R::ZERO;
-                    }
-                }
-                std::mem::swap(&mut s.delta, &mut s.delta_below);
+            std::mem::swap(&mut s.delta, &mut s.delta_below);
+        }
+        value
+    }
+
+    /// Writes into `into` the block's gradient: for every weight and bias, the sum of its
+    /// samples' terms in order, from the first sample's (section 5).
+    pub fn block_gradient<R: Real>(&self, records: &BlockRecords, into: &mut [Layer]) {
+        let n = records.samples;
+        for (l, grad) in into.iter_mut().enumerate() {
+            let (_, inputs) = self.weight_shape(l);
+            let (grad_w, grad_b): (&mut [R], &mut [R]) =
+                (cells_mut(&mut grad.w), cells_mut(&mut grad.b));
+            let deltas: &[R] = cells(&records.deltas[l]);
+            let sample_inputs: &[R] = cells(&records.inputs[l]);
+            for ((row, b), d) in grad_w
+                .chunks_exact_mut(inputs)
+                .zip(grad_b.iter_mut())
+                .zip(deltas.chunks_exact(n))
+            {
+                R::scaled_rows_sum(row, d, sample_inputs);
+                *b = d[1..].iter().fold(d[0], |sum, &d| sum + d);
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::hash;
 use crate::loss::{argmax, Loss, Target};
 use crate::math::Math;
-use crate::mlp::{Accumulate, Layer, Mlp, Scratch};
+use crate::mlp::{BlockRecords, Layer, Mlp, Scratch, Transposed};
 use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
@@ -86,7 +86,9 @@ pub struct Evaluation {
 /// Per-batch working memory.
 #[derive(Clone, Debug)]
 struct Work {
-    scratch: Scratch,
+    block_work: BlockWork,
+    /// The current parameters' weights, transposed for the forward pass.
+    transposed: Transposed,
     /// The batch's gradient (the first block's sum, then the total, then the mean).
     total: Vec<Layer>,
     /// The sum of a block after the first.
@@ -136,7 +138,8 @@ impl Trainer {
         let mlp = config.validate()?;
         state.check_fits(&mlp, config.optimizer.kind.has_second_moments())?;
         let work = Work {
-            scratch: Scratch::new(&mlp),
+            block_work: BlockWork::new(&mlp),
+            transposed: Transposed::new(&mlp),
             total: state.params.iter().map(zeroed_like).collect(),
             block: Vec::new(),
             losses: Vec::new(),
@@ -316,13 +319,14 @@ impl Trainer {
             losses: Vec::with_capacity(samples.len()),
             correct: 0,
         };
-        let mut scratch = Scratch::new(&self.mlp);
-        let model = self.model();
+        let mut work = BlockWork::new(&self.mlp);
+        let transposed = self.transposed();
+        let model = Model::new(&self.mlp, &self.config, &self.state.params, &transposed);
         block.correct = match self.backend {
             Backend::Soft => model.block_sum::<F32>(
                 data,
                 samples,
-                &mut scratch,
+                &mut work,
                 &mut block.grads,
                 &mut block.losses,
             ),
@@ -331,7 +335,7 @@ impl Trainer {
                 model.block_sum::<Native>(
                     data,
                     samples,
-                    &mut scratch,
+                    &mut work,
                     &mut block.grads,
                     &mut block.losses,
                 )
@@ -416,14 +420,20 @@ impl Trainer {
     fn evaluate_in<R: Real>(&self, data: &Dataset) -> Evaluation {
         let math = self.config.math;
         let mut scratch = Scratch::new(&self.mlp);
+        let transposed = self.transposed();
         let mut delta = vec![F32::ZERO; self.mlp.outputs()];
         let mut loss_sum: Option<R> = None;
         let mut correct = 0;
         for s in 0..data.len() {
             let (x, target) = data.sample(s);
             let target = target.cells::<R>();
-            self.mlp
-                .forward::<R>(math, &self.state.params, cells(x), &mut scratch);
+            self.mlp.forward::<R>(
+                math,
+                &self.state.params,
+                &transposed,
+                cells(x),
+                &mut scratch,
+            );
             let (z, outputs) = scratch.z_and_outputs::<R>();
             let loss = self
                 .config
@@ -463,10 +473,16 @@ impl Trainer {
     fn predict_in<R: Real>(&self, inputs: &[F32]) -> Vec<F32> {
         let features = self.mlp.inputs();
         let mut scratch = Scratch::new(&self.mlp);
+        let transposed = self.transposed();
         let mut out = Vec::with_capacity(inputs.len() / features * self.mlp.outputs());
         for x in inputs.chunks(features) {
-            self.mlp
-                .forward::<R>(self.config.math, &self.state.params, cells(x), &mut scratch);
+            self.mlp.forward::<R>(
+                self.config.math,
+                &self.state.params,
+                &transposed,
+                cells(x),
+                &mut scratch,
+            );
             let (z, outputs) = scratch.z_and_outputs::<R>();
             self.config.loss.outputs(self.config.math, z, outputs);
             out.extend_from_slice(&scratch.outputs);
@@ -521,9 +537,11 @@ impl Trainer {
     // the guard's two register writes: the compiler assumes the default environment and could
     // otherwise move an operation whose operands it already has across them.
 
-    /// What computing a gradient reads.
-    fn model(&self) -> Model<'_> {
-        Model::new(&self.mlp, &self.config, &self.state.params)
+    /// The current weights, transposed for the forward pass.
+    fn transposed(&self) -> Transposed {
+        let mut transposed = Transposed::new(&self.mlp);
+        transposed.refresh(&self.mlp, &self.state.params);
+        transposed
     }
 
     /// The step on the batch `samples`: its blocks' sums, combined and applied (see
@@ -548,15 +566,21 @@ impl Trainer {
         if samples.len() > block_len && self.work.block.is_empty() {
             self.work.block = self.mlp.zeros();
         }
-        let model = Model::new(&self.mlp, &self.config, &self.state.params);
         let work = &mut self.work;
+        work.transposed.refresh(&self.mlp, &self.state.params);
+        let model = Model::new(
+            &self.mlp,
+            &self.config,
+            &self.state.params,
+            &work.transposed,
+        );
         work.losses.clear();
         let mut blocks = samples.chunks(block_len);
         let first = blocks.next().expect("a batch has at least one sample");
         let mut correct = model.block_sum::<R>(
             data,
             first,
-            &mut work.scratch,
+            &mut work.block_work,
             &mut work.total,
             &mut work.losses,
         );
@@ -564,7 +588,7 @@ impl Trainer {
             correct += model.block_sum::<R>(
                 data,
                 block,
-                &mut work.scratch,
+                &mut work.block_work,
                 &mut work.block,
                 &mut work.losses,
             );
@@ -692,15 +716,22 @@ struct Model<'a> {
     math: Math,
     loss: Loss,
     params: &'a [Layer],
+    transposed: &'a Transposed,
 }
 
 impl<'a> Model<'a> {
-    fn new(mlp: &'a Mlp, config: &TrainerConfig, params: &'a [Layer]) -> Model<'a> {
+    fn new(
+        mlp: &'a Mlp,
+        config: &TrainerConfig,
+        params: &'a [Layer],
+        transposed: &'a Transposed,
+    ) -> Model<'a> {
         Model {
             mlp,
             math: config.math,
             loss: config.loss,
             params,
+            transposed,
         }
     }
 
@@ -711,33 +742,48 @@ impl<'a> Model<'a> {
         &self,
         data: &Dataset,
         samples: &[usize],
-        scratch: &mut Scratch,
+        work: &mut BlockWork,
         into: &mut [Layer],
         losses: &mut Vec<F32>,
     ) -> usize {
+        let BlockWork { scratch, records } = work;
+        self.mlp.start_block(records, samples.len());
         let mut correct = 0;
-        for (i, &s) in samples.iter().enumerate() {
+        for (k, &s) in samples.iter().enumerate() {
             let (x, target) = data.sample(s);
             let target = target.cells::<R>();
-            let accumulate = if i == 0 {
-                Accumulate::Write
-            } else {
-                Accumulate::Add
-            };
-            let loss = self.mlp.sample_gradient::<R>(
+            let loss = self.mlp.record_sample::<R>(
                 self.math,
                 self.loss,
                 self.params,
+                self.transposed,
                 cells(x),
                 target,
                 scratch,
-                into,
-                accumulate,
+                records,
+                k,
             );
             losses.push(loss.to_f32());
             correct += usize::from(is_correct(self.math, cells(&scratch.outputs), target));
         }
+        self.mlp.block_gradient::<R>(records, into);
         correct
+    }
+}
+
+/// What computing a block's gradient writes: one sample's scratch, and the block's records.
+#[derive(Clone, Debug)]
+struct BlockWork {
+    scratch: Scratch,
+    records: BlockRecords,
+}
+
+impl BlockWork {
+    fn new(mlp: &Mlp) -> BlockWork {
+        BlockWork {
+            scratch: Scratch::new(mlp),
+            records: BlockRecords::default(),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 mod nxck_support;
 
 use nxck_support::*;
+use nxrs_core::arith::Real;
 use nxrs_core::backend::{self, Backend};
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
@@ -96,5 +97,60 @@ proptest! {
             run_to(&mut resumed, &data, total);
             prop_assert_eq!(resumed.state_hash(), soft.state_hash());
         }
+    }
+}
+
+/// A binary32 bit pattern, mostly ordinary values but often a special one: NaNs with payloads
+/// and either sign, infinities, zeros, subnormals, and values near overflow.
+fn any_cell() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        4 => (0x3000_0000u32..0x5000_0000, any::<bool>()).prop_map(|(m, neg)| m | (u32::from(neg) << 31)),
+        1 => any::<u32>(),
+        1 => prop::sample::select(vec![
+            0x7FC0_0000u32, 0xFFC0_0000, 0x7F80_0001, 0xFF80_1234, 0x7FBF_FFFF, 0x7F80_0000,
+            0xFF80_0000, 0, 0x8000_0000, 1, 0x8000_0001, 0x007F_FFFF, 0x7F7F_FFFF, 0xFF7F_FFFF,
+        ]),
+    ]
+}
+
+/// The slice kernels of the hardware backend (groups of 32 and 8 elements with a NaN check,
+/// then element by element) against softf32's, for lengths around the group sizes and up to
+/// five rows: `out`, the rows (`rows x out.len()` cells) and the row scalars.
+fn kernel_case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Vec<u32>)> {
+    (0usize..75, 0usize..6).prop_flat_map(|(n, rows)| {
+        (
+            prop::collection::vec(any_cell(), n),
+            prop::collection::vec(any_cell(), n * rows),
+            prop::collection::vec(any_cell(), rows),
+        )
+    })
+}
+
+fn kernels<R: Real>(out: &[u32], rows: &[u32], a: &[u32]) -> [Vec<u32>; 3] {
+    let cells_of = |bits: &[u32]| -> Vec<R> {
+        bits.iter()
+            .map(|&b| R::from_f32(F32::from_bits(b)))
+            .collect()
+    };
+    let bits_of =
+        |cells: Vec<R>| -> Vec<u32> { cells.into_iter().map(|c| c.to_f32().to_bits()).collect() };
+    let (rows, a) = (cells_of(rows), cells_of(a));
+    let mut results = [cells_of(out), cells_of(out), cells_of(out)];
+    R::add_row_products(&mut results[0], &rows, &a);
+    R::scaled_rows_sum(&mut results[1], &a, &rows);
+    R::add_assign(&mut results[2], &rows);
+    results.map(bits_of)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn slice_kernels_give_softf32s_bits((out, rows, a) in kernel_case()) {
+        if backend::hardware().is_err() {
+            return Ok(());
+        }
+        let _env = backend::FpEnvGuard::new();
+        prop_assert_eq!(kernels::<backend::Native>(&out, &rows, &a), kernels::<F32>(&out, &rows, &a));
     }
 }

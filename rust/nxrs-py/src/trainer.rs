@@ -174,21 +174,12 @@ fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConf
             };
             TrainerConfig::seed_style(sizes, seed.unwrap_or(1))
         }
-        (Some(layers), None) => TrainerConfig {
-            sizes: layer_sizes(&int_list(&layers, "layers")?).map_err(to_py)?,
-            loss: Loss::CrossEntropy,
-            math: Math::Ieee,
-            init: Init::He,
-            seed: seed.unwrap_or(0),
-            optimizer: OptimizerConfig::from_f64(Kind::Adam, [0.001, 0.9, 0.999, 1e-8, 0.0, 0.0])
-                .map_err(to_py)?,
-            schedule: Schedule::CONSTANT,
-            clip_norm: None,
-            batch_size: 32,
-            grad_block: None,
-            shuffle: true,
-            drop_last: false,
-        },
+        (Some(layers), None) => {
+            let sizes = layer_sizes(&int_list(&layers, "layers")?).map_err(to_py)?;
+            let mut config = TrainerConfig::general(sizes);
+            config.seed = seed.unwrap_or(config.seed);
+            config
+        }
     };
     if let Some(name) = &o.loss {
         config.loss = named("loss", name, &Loss::ALL, Loss::name)?;

@@ -191,6 +191,24 @@ const fn propagate_nan(a: F32, b: F32) -> F32 {
     F32(nan.0 | QUIET_BIT)
 }
 
+impl F32 {
+    /// The NaN that `+ - * /` return for operands `a`, `b` when their result is a NaN, and
+    /// `sqrt` for `a` when called as `nan_result(a, a)`: the first NaN operand, quieted, or the
+    /// default NaN for an invalid operation. Selects only, no branches, so a vectorised backend
+    /// can apply it lane by lane.
+    #[inline(always)]
+    pub const fn nan_result(a: F32, b: F32) -> F32 {
+        let nan = if a.is_nan() {
+            a.0
+        } else if b.is_nan() {
+            b.0
+        } else {
+            F32::DEFAULT_NAN.0
+        };
+        F32(nan | QUIET_BIT)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,8 @@
 //! - **NaN results are softf32's.** Which NaN comes back depends on the CPU (x86 returns the
 //!   negative default NaN `0xFFC00000`, AArch64 the positive `0x7FC00000`) and, when both
 //!   operands are NaNs, on the operand order the compiler chose (`a + b` may become `b + a`).
-//!   So a NaN result is recomputed by softf32 from the same operands: a predictable branch on
-//!   the result, taken only once the run has produced a NaN.
+//!   So a NaN result is replaced by softf32's NaN for the same operands ([`F32::nan_result`]):
+//!   selects on bit patterns, no branch, so loops of these operations still vectorise.
 //! - **The floating-point environment is the default one** while the hardware computes: a
 //!   [`FpEnvGuard`] sets round-to-nearest and clears flush-to-zero and denormals-are-zero
 //!   (which another library in the process can turn on), and restores the register afterwards.
@@ -20,9 +20,12 @@
 
 #![allow(clippy::float_arithmetic)] // this module is the hardware backend: native binary32 is its point
 
+mod lanes;
+
 use crate::arith::Real;
 use crate::softf32::F32;
 use core::ops::{Add, Div, Mul, Neg, Sub};
+use lanes::Chain;
 use std::hint::black_box;
 use std::sync::OnceLock;
 
@@ -57,13 +60,6 @@ impl Native {
     }
 }
 
-/// Recomputes a NaN result in softf32 (out of line: a run reaches it only after producing a NaN).
-#[cold]
-#[inline(never)]
-fn soft_binary(a: Native, b: Native, op: fn(F32, F32) -> F32) -> Native {
-    Native::of(op(a.soft(), b.soft()))
-}
-
 macro_rules! native_binary {
     ($trait:ident, $method:ident, $op:tt) => {
         impl $trait for Native {
@@ -73,7 +69,7 @@ macro_rules! native_binary {
             fn $method(self, rhs: Native) -> Native {
                 let r = self.0 $op rhs.0;
                 if r.is_nan() {
-                    soft_binary(self, rhs, |a, b| a $op b)
+                    Native::of(F32::nan_result(self.soft(), rhs.soft()))
                 } else {
                     Native(r)
                 }
@@ -97,15 +93,10 @@ impl Neg for Native {
     }
 }
 
-#[cold]
-#[inline(never)]
-fn soft_sqrt(a: Native) -> Native {
-    Native::of(a.soft().sqrt())
-}
-
 impl Real for Native {
     const ZERO: Native = Native(0.0);
     const ONE: Native = Native(1.0);
+    type Fast = Unchecked;
 
     #[inline(always)]
     fn from_f32(x: F32) -> Native {
@@ -121,10 +112,31 @@ impl Real for Native {
     fn sqrt(self) -> Native {
         let r = self.0.sqrt();
         if r.is_nan() {
-            soft_sqrt(self)
+            Native::of(F32::nan_result(self.soft(), self.soft()))
         } else {
             Native(r)
         }
+    }
+
+    #[inline(always)]
+    fn vectorized<T>(f: impl FnOnce() -> T) -> T {
+        vector_call(f)
+    }
+
+    #[inline(always)]
+    fn add_row_products(out: &mut [Native], rows: &[Native], a: &[Native]) {
+        Chain::RowProducts.apply(out, rows, a);
+    }
+
+    #[inline(always)]
+    fn scaled_rows_sum(out: &mut [Native], a: &[Native], rows: &[Native]) {
+        Chain::ScaledRows.apply(out, rows, a);
+    }
+
+    #[inline(always)]
+    fn add_assign(acc: &mut [Native], x: &[Native]) {
+        let n = acc.len().min(x.len());
+        Chain::Sum.apply(&mut acc[..n], &x[..n], &[]);
     }
 
     #[inline(always)]
@@ -136,6 +148,125 @@ impl Real for Native {
     fn ieee_lt(self, rhs: Native) -> bool {
         self.0 < rhs.0
     }
+}
+
+/// The CPU's binary32 arithmetic without [`Native`]'s NaN rule: [`Native`]'s
+/// [`Real::Fast`], for kernels that check their outputs for NaNs and recompute with [`Native`]
+/// when they find one. Same layout as [`F32`].
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+pub struct Unchecked(pub f32);
+
+// SAFETY: as for Native: a transparent f32.
+unsafe impl bytemuck::Zeroable for Unchecked {}
+// SAFETY: as for Native.
+unsafe impl bytemuck::Pod for Unchecked {}
+
+impl PartialEq for Unchecked {
+    fn eq(&self, other: &Unchecked) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+macro_rules! unchecked_binary {
+    ($trait:ident, $method:ident, $op:tt) => {
+        impl $trait for Unchecked {
+            type Output = Unchecked;
+
+            #[inline(always)]
+            fn $method(self, rhs: Unchecked) -> Unchecked {
+                Unchecked(self.0 $op rhs.0)
+            }
+        }
+    };
+}
+
+unchecked_binary!(Add, add, +);
+unchecked_binary!(Sub, sub, -);
+unchecked_binary!(Mul, mul, *);
+unchecked_binary!(Div, div, /);
+
+impl Neg for Unchecked {
+    type Output = Unchecked;
+
+    #[inline(always)]
+    fn neg(self) -> Unchecked {
+        Unchecked(f32::from_bits(self.0.to_bits() ^ 0x8000_0000))
+    }
+}
+
+impl Real for Unchecked {
+    const ZERO: Unchecked = Unchecked(0.0);
+    const ONE: Unchecked = Unchecked(1.0);
+    type Fast = Unchecked;
+
+    #[inline(always)]
+    fn from_f32(x: F32) -> Unchecked {
+        Unchecked(f32::from_bits(x.to_bits()))
+    }
+
+    #[inline(always)]
+    fn to_f32(self) -> F32 {
+        F32::from_bits(self.0.to_bits())
+    }
+
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        self.0.is_nan()
+    }
+
+    #[inline(always)]
+    fn sqrt(self) -> Unchecked {
+        Unchecked(self.0.sqrt())
+    }
+
+    #[inline(always)]
+    fn vectorized<T>(f: impl FnOnce() -> T) -> T {
+        vector_call(f)
+    }
+
+    #[inline(always)]
+    fn ieee_le(self, rhs: Unchecked) -> bool {
+        self.0 <= rhs.0
+    }
+
+    #[inline(always)]
+    fn ieee_lt(self, rhs: Unchecked) -> bool {
+        self.0 < rhs.0
+    }
+}
+
+/// Calls `f` inside a function compiled for AVX-512 or AVX2 when the CPU has them (detected at
+/// run time; the detection is cached by std), so the slice kernels inlined into `f` use 16 or 8
+/// lanes instead of SSE2's 4. Only these features are enabled, never FMA: every operation stays
+/// a separate multiply or add (Rust does not contract them; the features only widen the lanes).
+/// On AArch64, NEON is part of the baseline and `f` runs as it is.
+#[inline(always)]
+fn vector_call<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            return unsafe { with_avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { with_avx2(f) };
+        }
+    }
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn with_avx512<T>(f: impl FnOnce() -> T) -> T {
+    f()
 }
 
 /// Whether this target has a floating-point environment guard (x86_64 and AArch64).
@@ -499,6 +630,7 @@ impl Neg for Faulty {
 impl Real for Faulty {
     const ZERO: Faulty = Faulty(Native::ZERO);
     const ONE: Faulty = Faulty(Native::ONE);
+    type Fast = Faulty;
 
     fn from_f32(x: F32) -> Faulty {
         Faulty(Native::from_f32(x))

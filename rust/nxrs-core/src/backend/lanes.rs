@@ -1,0 +1,168 @@
+//! The hardware backend's slice kernels ([`Real`](crate::arith::Real)'s `add_row_products`,
+//! `scaled_rows_sum` and `add_assign` for [`Native`]): with AVX2 where the CPU has it (detected
+//! at run time), element by element otherwise.
+//!
+//! Each output element is a chain of products and sums over the rows, in the definition's
+//! order. The vector loop runs 32 elements' chains at once (four registers of eight lanes, so
+//! four independent chains hide the adds' latency) with the plain IEEE operations, and stores
+//! them only when none of the results is a NaN: a NaN anywhere in a chain makes its result NaN,
+//! and a result that is not a NaN is the same however it is computed (IEEE results are unique).
+//! So only NaN results can differ from softf32's, and elements whose group has one are
+//! recomputed one by one with [`Native`]'s operations, which give softf32's NaNs. AVX2 is the
+//! only feature enabled: no FMA, so every product is rounded before its sum.
+
+use super::Native;
+use core::ops::Range;
+
+/// What a chain computes for element `j` of `out` (`n` cells per row, row `k` at `k * n`).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Chain {
+    /// `(((out[j] + rows[0][j] * a[0]) + rows[1][j] * a[1]) + ...)`
+    RowProducts,
+    /// `((a[0] * rows[0][j]) + a[1] * rows[1][j]) + ...`, from the first term.
+    ScaledRows,
+    /// `out[j] + rows[0][j]` (one row, `a` unused).
+    Sum,
+}
+
+impl Chain {
+    /// Element `j` with [`Native`]'s operations (softf32's NaN results).
+    #[inline(always)]
+    fn exact(self, out: Native, rows: &[Native], a: &[Native], n: usize, j: usize) -> Native {
+        let x = |k: usize| rows[k * n + j];
+        match self {
+            Chain::RowProducts => (0..a.len()).fold(out, |acc, k| acc + x(k) * a[k]),
+            Chain::ScaledRows => (1..a.len()).fold(a[0] * x(0), |acc, k| acc + a[k] * x(k)),
+            Chain::Sum => out + x(0),
+        }
+    }
+
+    /// Every element of `out` (`rows` holds `a.len()` rows of `out.len()` cells; one for
+    /// [`Chain::Sum`]).
+    #[inline(always)]
+    pub(super) fn apply(self, out: &mut [Native], rows: &[Native], a: &[Native]) {
+        let terms = match self {
+            Chain::Sum => 1,
+            Chain::RowProducts | Chain::ScaledRows => a.len(),
+        };
+        assert!(
+            rows.len() >= terms * out.len(),
+            "rows too short for the chains"
+        );
+        if matches!(self, Chain::ScaledRows) && a.is_empty() {
+            return; // no first term: nothing is written (as the generic kernel)
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above); `rows` is long enough (asserted).
+            return unsafe { avx2::apply(self, out, rows, a) };
+        }
+        self.elementwise(out, rows, a, 0..out.len());
+    }
+
+    /// Elements `range` one by one.
+    #[inline(always)]
+    fn elementwise(self, out: &mut [Native], rows: &[Native], a: &[Native], range: Range<usize>) {
+        let n = out.len();
+        for (j, o) in out.iter_mut().enumerate().take(range.end).skip(range.start) {
+            *o = self.exact(*o, rows, a, n, j);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Chain, Native};
+    use core::arch::x86_64::*;
+
+    const LANES: usize = 8;
+    /// Registers whose chains run together.
+    const WIDE: usize = 4;
+
+    /// Groups of `WIDE * LANES` elements, then of `LANES`, then the rest one by one.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, and `rows` holds `a.len()` rows (one for [`Chain::Sum`]) of
+    /// `out.len()` cells.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn apply(chain: Chain, out: &mut [Native], rows: &[Native], a: &[Native]) {
+        let n = out.len();
+        let mut j = 0;
+        while j + WIDE * LANES <= n {
+            // SAFETY: elements j..j + WIDE * LANES exist; the caller's promise covers the rest.
+            unsafe { group::<WIDE>(chain, out, rows, a, j) };
+            j += WIDE * LANES;
+        }
+        while j + LANES <= n {
+            // SAFETY: as above, for one register.
+            unsafe { group::<1>(chain, out, rows, a, j) };
+            j += LANES;
+        }
+        chain.elementwise(out, rows, a, j..n);
+    }
+
+    /// The chains of elements `j..j + R * LANES`, stored unless one of them is a NaN, in which
+    /// case those elements are recomputed one by one.
+    ///
+    /// # Safety
+    /// As [`apply`], and `j + R * LANES <= out.len()`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn group<const R: usize>(
+        chain: Chain,
+        out: &mut [Native],
+        rows: &[Native],
+        a: &[Native],
+        j: usize,
+    ) {
+        let n = out.len();
+        let out_ptr = out.as_mut_ptr().cast::<f32>();
+        let rows_ptr = rows.as_ptr().cast::<f32>();
+        // SAFETY (every load and store below): element j + r * LANES + 7 < n, and row k's
+        // elements lie at k * n + j... inside `rows` (the caller's promise).
+        let row =
+            |k: usize, r: usize| unsafe { _mm256_loadu_ps(rows_ptr.add(k * n + j + r * LANES)) };
+        let mut acc = [_mm256_setzero_ps(); R];
+        match chain {
+            Chain::RowProducts => {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = unsafe { _mm256_loadu_ps(out_ptr.add(j + r * LANES)) };
+                }
+                for (k, a) in a.iter().enumerate() {
+                    let a = _mm256_set1_ps(a.0);
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(row(k, r), a));
+                    }
+                }
+            }
+            Chain::ScaledRows => {
+                let a0 = _mm256_set1_ps(a[0].0);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_mul_ps(a0, row(0, r));
+                }
+                for (k, a) in a.iter().enumerate().skip(1) {
+                    let a = _mm256_set1_ps(a.0);
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(a, row(k, r)));
+                    }
+                }
+            }
+            Chain::Sum => {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let o = unsafe { _mm256_loadu_ps(out_ptr.add(j + r * LANES)) };
+                    *acc = _mm256_add_ps(o, row(0, r));
+                }
+            }
+        }
+        let nan = acc.iter().fold(_mm256_setzero_ps(), |nan, &x| {
+            _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x))
+        });
+        if _mm256_movemask_ps(nan) == 0 {
+            for (r, acc) in acc.iter().enumerate() {
+                unsafe { _mm256_storeu_ps(out_ptr.add(j + r * LANES), *acc) };
+            }
+        } else {
+            chain.elementwise(out, rows, a, j..j + R * LANES);
+        }
+    }
+}
