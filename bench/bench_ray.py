@@ -20,7 +20,8 @@ otherwise).
 h in 128 256, lr in 1e-3 3e-3, seed 0 1) trained one after another in this process, then by
 ``nxrs.sweep`` on the same local cluster; the results must be the same hashes.
 
-The cluster has as many CPUs as this machine, and starting it is not timed. Other processes on
+The cluster has as many CPUs as this machine, and starting it is not timed. Ray runs its
+workers at niceness 15: on a machine busy with other work they get less CPU than the driver. Other processes on
 the machine skew the absolute figures: the load average is printed.
 """
 
