@@ -35,3 +35,18 @@ def golden() -> dict[str, Any]:
     """tests/golden/seed.json, produced by the reference."""
     data: dict[str, Any] = json.loads((TESTS_DIR / "golden" / "seed.json").read_text())
     return data
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Any:
+    """One local Ray cluster (no dashboard) for every Ray test of the session, started by the
+    first test that asks for it; the tests skip, saying why, when the ``ray`` extra is not
+    installed. It claims 3 logical CPUs on this 2-core machine: each data-parallel worker
+    reserves one, and the tests run 3 workers."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
+    if ray.is_initialized():  # by code under test before (the README's example): not sized
+        ray.shutdown()
+    # address="local": a new cluster of this test run's own, whatever RAY_ADDRESS says.
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

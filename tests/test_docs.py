@@ -10,11 +10,14 @@ import pytest
 import nxrs
 import nxrs.manager
 import nxrs.softf32
+import nxrs.sweeps
 import nxrs.training
 
 
 @pytest.mark.parametrize(
-    "module", [nxrs, nxrs.softf32, nxrs.manager, nxrs.training], ids=lambda m: m.__name__
+    "module",
+    [nxrs, nxrs.softf32, nxrs.manager, nxrs.sweeps, nxrs.training],
+    ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -24,5 +25,8 @@ def test_the_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "readme"}
     for k, block in enumerate(python_blocks()):
+        if "nxrs.sweep(" in block and importlib.util.find_spec("ray") is None:
+            print(f"README.md python block {k} skipped: the ray extra is not installed")
+            continue
         exec(compile(block, f"README.md python block {k}", "exec"), namespace)
     assert any(name.endswith(".nxck") for name in os.listdir(tmp_path))

@@ -47,6 +47,7 @@ from nxrs._nxrs import (
 )
 from nxrs.manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs.rundir import CheckpointSaveError, RunLockedError, RunStopped, SaveFailedWarning
+from nxrs.sweeps import SweepResults, sweep
 
 __all__ = [
     "BadMagicError",
@@ -68,6 +69,7 @@ __all__ = [
     "RunLockedError",
     "RunStopped",
     "SaveFailedWarning",
+    "SweepResults",
     "Trainer",
     "UnsupportedVersionError",
     "__version__",
@@ -75,5 +77,6 @@ __all__ = [
     "open",
     "seed_dataset",
     "softf32",
+    "sweep",
     "sweep_temp_files",
 ]

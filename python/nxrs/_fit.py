@@ -79,6 +79,9 @@ def fit(
     every_seconds: float | None = None,
     resume: bool = True,
     progress: bool | None = None,
+    engine: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
     _stop: StopFlag | None = None,
     _command: list[str] | None = None,
     _say: Callable[[str], None] | None = None,
@@ -96,6 +99,7 @@ def fit(
         raise ValueError(f"every_seconds must be a positive number or None, not {every_seconds!r}")
     if (every is not None or every_seconds is not None) and checkpoint is None:
         raise ValueError("every and every_seconds need a checkpoint (a directory or a manager)")
+    _check_engine(engine, workers, ray_address)
     # Every input is converted and checked before anything changes.
     data = trainer._dataset(x, y)
     val = None
@@ -104,8 +108,60 @@ def fit(
             raise InputError("validation_data must be a tuple (x, y)")
         val = validation_data
         trainer._dataset(*val)
+    if engine == "ray":
+        from nxrs.distributed import RayEngine
+
+        # Its workers start at its first step, once the run directory is taken and resumed.
+        ray_engine = RayEngine(trainer, x, y, data.fingerprint, workers, ray_address)
+        try:
+            return _fit_with(
+                trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
+                ray_engine.run, _stop, _command, _say,
+            )  # fmt: skip
+        finally:
+            ray_engine.close()
+    return _fit_with(
+        trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
+        trainer._run, _stop, _command, _say,
+    )  # fmt: skip
+
+
+def _check_engine(engine: str, workers: int | None, ray_address: str | None) -> None:
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise ValueError(f"workers must be a positive int or None, not {workers!r}")
+    if engine == "local" and (workers is not None or ray_address is not None):
+        raise ValueError("workers and ray_address need engine='ray'")
+
+
+#: ``Trainer._run``'s signature: how ``_fit`` takes steps, in this process or on Ray workers.
+Runner = Callable[
+    ..., tuple[list[tuple[int, float, Optional[float], int, bool]], int, Optional[float]]
+]
+
+
+def _fit_with(
+    trainer: Trainer,
+    data: Dataset,
+    epochs: int,
+    val: tuple[npt.ArrayLike, npt.ArrayLike] | None,
+    checkpoint: str | os.PathLike[str] | CheckpointManager | None,
+    every: int | None,
+    every_seconds: float | None,
+    resume: bool,
+    progress: bool | None,
+    runner: Runner,
+    _stop: StopFlag | None,
+    _command: list[str] | None,
+    _say: Callable[[str], None] | None,
+) -> History:
     if checkpoint is None:
-        return _fit(trainer, data, epochs, val, None, None, every, every_seconds, progress, None)
+        return _fit(
+            trainer, data, epochs, val, None, None, every, every_seconds, progress, None, runner
+        )
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = RunDirectory(directory)
     run.acquire()
@@ -120,8 +176,9 @@ def fit(
             state = _RunState(run, manager, trainer, data, epochs, _command, _say)
             state.begin(resume)
             return _fit(
-                trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop
-            )
+                trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop,
+                runner,
+            )  # fmt: skip
     finally:
         run.release()
 
@@ -314,6 +371,7 @@ def _fit(
     every_seconds: float | None,
     progress: bool | None,
     stop: StopFlag | None,
+    runner: Runner,
 ) -> History:
     history = History()
     bar = _progress_bar(progress, trainer, epochs, len(data))
@@ -353,7 +411,7 @@ def _fit(
             max_steps = None if every is None else every - trainer.steps % every
             start = time.perf_counter()
             before = trainer.steps
-            ended, steps, last_loss = trainer._run(
+            ended, steps, last_loss = runner(
                 data, epochs, max_steps, _CHUNK_SECONDS, epoch_end=val is not None
             )
             history.steps += steps

@@ -166,6 +166,9 @@ class Trainer:
         every_seconds: float | None = None,
         resume: bool = True,
         progress: bool | None = None,
+        engine: Literal["local", "ray"] = "local",
+        workers: int | None = None,
+        ray_address: str | None = None,
     ) -> History:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
@@ -203,6 +206,15 @@ class Trainer:
         Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
         re-raises KeyboardInterrupt. ``progress``: a tqdm bar with epoch, loss and samples/s; by
         default only when stderr is a terminal.
+
+        ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
+        default one per CPU of the cluster; each reserves a CPU) with ``nxrs.distributed``
+        (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
+        number of workers. Ray is used as already initialised, else at ``ray_address`` (or
+        ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
+        restarted by Ray and its part of the step recomputed (logged as a warning by the
+        ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
+        ``engine="local"``.
         """
     def step(self, x: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """One optimiser step on one sample; returns its loss (before the update).

@@ -6,6 +6,8 @@
 - ``nxrs inspect FILE [--verify]``: what a checkpoint holds (and, with ``--verify``, whether
   every tensor is intact).
 - ``nxrs status DIR [--json]``: a run directory's manifest, progress, checkpoints and history.
+- ``nxrs sweep --dir DIR --grid KEY=V1,V2 ...``: a grid of trainings as Ray tasks
+  (``nxrs.sweep``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from nxrs.rundir import (
     run_status,
     stop_signals,
 )
-from nxrs.training import CliError, train_command
+from nxrs.sweeps import add_sweep_parser
+from nxrs.training import CliError, add_data_arguments, train_command
 
 #: ``nxrs train``'s exit statuses (also in its --help and the README).
 EXIT_DONE = 0
@@ -173,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("directory", type=Path)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(run=_status)
+    add_sweep_parser(commands)
     return parser
 
 
@@ -186,15 +190,7 @@ def _add_train(commands: Any) -> None:
         epilog=TRAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    train.add_argument(
-        "--data",
-        default="digits",
-        help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), a .npz file with "
-        "arrays X and y, or a .csv file with a header row",
-    )
-    train.add_argument(
-        "--target", default=None, help="the label column of a .csv file (default: the last)"
-    )
+    add_data_arguments(train)
     shape = train.add_mutually_exclusive_group()
     shape.add_argument("--layers", default=None, help="layer sizes, inputs first, e.g. 64,128,10")
     shape.add_argument(

@@ -3,11 +3,13 @@ its summary."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -19,7 +21,14 @@ from nxrs._fit import fit
 from nxrs._nxrs import permutation
 from nxrs.rundir import StopFlag
 
-__all__ = ["CliError", "load_data", "split", "train_command"]
+__all__ = [
+    "CliError",
+    "add_data_arguments",
+    "default_layers",
+    "load_data",
+    "split",
+    "train_command",
+]
 
 F32Array = npt.NDArray[np.float32]
 
@@ -93,19 +102,40 @@ def split(n: int, test_size: float, seed: int) -> tuple[list[int], list[int]]:
     return order[n_test:], order[:n_test]
 
 
-def _layers(args: Any, x: npt.NDArray[Any], y: npt.NDArray[Any], loss: str) -> list[int]:
+def _layers(args: Any, x: npt.NDArray[Any], y: npt.NDArray[Any]) -> list[int]:
     if args.layers is not None:
         try:
             return [int(v) for v in args.layers.split(",")]
         except ValueError as err:
             raise CliError(f"--layers {args.layers!r}: comma-separated integers expected") from err
+    hidden = [int(v) for v in str(args.hidden).split(",")] if args.hidden else None
+    return default_layers(x, y, hidden)
+
+
+def default_layers(
+    x: npt.NDArray[Any], y: npt.NDArray[Any], hidden: Sequence[int] | None
+) -> list[int]:
+    """``[inputs, *hidden, outputs]`` from the data (``hidden`` defaults to ``[128]``): as many
+    outputs as classes for integer labels, as target columns for float targets (mse)."""
     n_in = int(x.shape[1]) if x.ndim == 2 else 0
-    if loss == "mse":
+    if not np.issubdtype(y.dtype, np.integer):
         n_out = 1 if y.ndim == 1 else int(y.shape[1])
     else:
-        n_out = int(y.max()) + 1 if y.size and np.issubdtype(y.dtype, np.integer) else 1
-    hidden = [int(v) for v in str(args.hidden).split(",")] if args.hidden else [128]
-    return [n_in, *hidden, n_out]
+        n_out = int(y.max()) + 1 if y.size else 1
+    return [n_in, *(hidden if hidden is not None else [128]), n_out]
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data`` and ``--target``, as ``nxrs train`` and ``nxrs sweep`` read them."""
+    parser.add_argument(
+        "--data",
+        default="digits",
+        help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), a .npz file with "
+        "arrays X and y, or a .csv file with a header row",
+    )
+    parser.add_argument(
+        "--target", default=None, help="the label column of a .csv file (default: the last)"
+    )
 
 
 def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
@@ -118,7 +148,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     )
     train_idx, test_idx = split(len(x), args.test_size, args.seed)
     x_train, y_train, x_test, y_test = x[train_idx], y[train_idx], x[test_idx], y[test_idx]
-    layers = _layers(args, x, y, loss)
+    layers = _layers(args, x, y)
     trainer = nxrs.Trainer(
         layers=layers,
         loss=loss,

@@ -723,7 +723,8 @@ impl PyTrainer {
     /// Trains as `nxrs._fit.fit` describes.
     #[pyo3(signature = (
         x, y, epochs, *, validation_data = None, checkpoint = None, every = None,
-        every_seconds = None, resume = true, progress = None
+        every_seconds = None, resume = true, progress = None, engine = "local", workers = None,
+        ray_address = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn fit<'py>(
@@ -737,6 +738,9 @@ impl PyTrainer {
         every_seconds: Option<&Bound<'py, PyAny>>,
         resume: bool,
         progress: Option<&Bound<'py, PyAny>>,
+        engine: &str,
+        workers: Option<&Bound<'py, PyAny>>,
+        ray_address: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let fit = py.import("nxrs._fit")?.getattr("fit")?;
@@ -747,6 +751,9 @@ impl PyTrainer {
         kwargs.set_item("every_seconds", every_seconds)?;
         kwargs.set_item("resume", resume)?;
         kwargs.set_item("progress", progress)?;
+        kwargs.set_item("engine", engine)?;
+        kwargs.set_item("workers", workers)?;
+        kwargs.set_item("ray_address", ray_address)?;
         fit.call((slf, x, y, epochs), Some(&kwargs))
     }
 

@@ -1,0 +1,272 @@
+"""Data-parallel training on Ray with the same bits for any number of workers
+(``fit(..., engine="ray", workers=N)``), and the Ray connection ``nxrs.sweep`` uses.
+
+Imported only when Ray is asked for; it needs the ``ray`` extra (``pip install 'nxrs[ray]'``).
+
+How a step runs (``docs/TRAINING.md`` section 5 defines the bits): the driver's trainer gives
+the current batch's gradient blocks (``grad_block`` consecutive samples each, in the epoch's
+shuffle order); they are cut into ``workers`` contiguous runs of whole blocks (the first runs
+one block longer when they do not divide evenly); each worker actor computes the block sums of
+its run with the current parameters and returns them; the driver hands all blocks' results, in
+block order, to its trainer, which adds them in that order and takes the optimiser step exactly
+as single-process ``fit`` does. Which worker computed a block, and when, never enters the
+arithmetic: the bits depend on ``grad_block``, never on the number of workers or on timing.
+
+Data and parameters travel through Ray's object store: the training arrays are put once and
+every actor builds its dataset from them (zero-copy on the driver's node); each step's
+parameters are put once and read by every actor. A worker returns one gradient sum per block
+(the parameters' size each), because block sums must be added in block order starting from the
+first, so a worker cannot pre-add its blocks without changing the bits.
+
+Faults: the actors have ``max_restarts`` and ``max_task_retries``, so a worker whose process
+dies is restarted by Ray, rebuilds its dataset from the object store, and recomputes its part
+of the step from the step's parameters (kept in the object store until the step is taken); the
+result is bit-identical. Every restart is logged (logger ``nxrs.distributed``, WARNING). A lost
+driver is a lost ``fit``: running it again with the same ``checkpoint=`` directory resumes from
+the newest checkpoint, as without Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from nxrs._nxrs import InputError, Trainer
+
+try:
+    import ray
+except ImportError as _err:  # pragma: no cover (the ray extra is part of the test extra)
+    raise ImportError(
+        "nxrs's Ray engine and sweeps need Ray, which is not installed: pip install 'nxrs[ray]'"
+    ) from _err
+
+if TYPE_CHECKING:
+    from nxrs._nxrs import Dataset
+
+__all__ = ["RayEngine", "connect", "shares"]
+
+log = logging.getLogger("nxrs.distributed")
+
+#: Restarts Ray grants each worker actor (and retries of the task it was running).
+MAX_RESTARTS = 3
+#: Longest wait for the workers to start (their processes, their datasets), in seconds.
+START_TIMEOUT = 600.0
+#: Longest wait for one step's blocks (a restarted worker included), in seconds.
+STEP_TIMEOUT = 600.0
+
+BlockResult = tuple[list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]
+
+
+def connect(address: str | None = None) -> Any:
+    """The ``ray`` module, connected: an initialised Ray is used as it is; otherwise the cluster
+    at ``address`` (or ``RAY_ADDRESS``), or else a new local cluster sized to this machine."""
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if address is None:
+            log.info("starting a local Ray cluster")
+        else:
+            log.info("connecting to the Ray cluster at %s", address)
+        ray.init(address=address)
+    return ray
+
+
+def shares(blocks: int, workers: int) -> list[range]:
+    """The blocks of each worker: ``workers`` contiguous runs covering ``0 ..< blocks``, the
+    first ``blocks % workers`` of them one block longer (empty when there are more workers
+    than blocks).
+
+    >>> shares(5, 2), shares(1, 3)
+    ([range(0, 3), range(3, 5)], [range(0, 1), range(1, 1), range(1, 1)])
+    """
+    size, extra = divmod(blocks, workers)
+    runs, start = [], 0
+    for k in range(workers):
+        end = start + size + (k < extra)
+        runs.append(range(start, end))
+        start = end
+    return runs
+
+
+def _parameters(trainer: Trainer) -> list[npt.NDArray[np.float32]]:
+    """The trainer's parameters (``W1 b1 W2 b2 ...``), the tensors the workers need: computing
+    a block's gradient uses no optimiser slot."""
+    tensors = trainer.state_dict()
+    return [tensors[f"{kind}{layer}"] for layer in range(1, len(trainer.sizes)) for kind in "Wb"]
+
+
+class BlockWorker:
+    """A Ray actor: a replica of the model and the whole training set, computing block sums.
+
+    Built from the trainer's configuration and the data's object references (so a restart by
+    Ray rebuilds it alone); the fingerprint check makes sure it holds exactly the driver's data.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        backend: str,
+        x: npt.NDArray[Any],
+        y: npt.NDArray[Any],
+        fingerprint: str,
+    ) -> None:
+        self.trainer = Trainer(**config, backend=backend)  # type: ignore[arg-type]
+        self.data = self.trainer._dataset(x, y)
+        if self.data.fingerprint != fingerprint:
+            raise InputError(
+                f"the worker's data has fingerprint {self.data.fingerprint}, the driver's "
+                f"{fingerprint}"
+            )
+
+    def pid(self) -> int:
+        """This worker's process id."""
+        return os.getpid()
+
+    def blocks(
+        self, parameters: Sequence[npt.NDArray[np.float32]], blocks: Sequence[Sequence[int]]
+    ) -> tuple[int, float, list[BlockResult]]:
+        """This process's id (so the driver sees a restart), the seconds computing took, and
+        the results of ``blocks`` (each a block's sample indices) with ``parameters``."""
+        start = time.perf_counter()
+        self.trainer._set_params(parameters)
+        results = [self.trainer._block_gradient(self.data, b) for b in blocks]
+        return os.getpid(), time.perf_counter() - start, results
+
+
+class RayEngine:
+    """The workers of one data-parallel ``fit`` of ``trainer`` on ``(x, y)`` (whose dataset has
+    ``fingerprint``); ``run`` has the signature and results of ``Trainer._run`` (``fit``'s loop
+    calls one or the other). ``workers`` None: one per CPU of the cluster."""
+
+    def __init__(
+        self,
+        trainer: Trainer,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        fingerprint: str,
+        workers: int | None,
+        address: str | None,
+    ) -> None:
+        self.trainer = trainer
+        self.x, self.y, self.fingerprint = x, y, fingerprint
+        self.size, self.address = workers, address
+        self.workers: list[Any] = []
+        self.pids: list[int] = []
+        #: The data's object references, held while the workers live: a restarted worker
+        #: reads its data from them again.
+        self.data_refs: tuple[Any, ...] = ()
+        #: The latest step's bytes sent to and received from the workers (the parameters to
+        #: each, the block results back), its seconds from sending the parameters to having
+        #: every result, and the longest time a worker spent computing in it.
+        self.last_step_bytes = 0
+        self.last_step_seconds = 0.0
+        self.last_step_compute_seconds = 0.0
+
+    def start(self) -> None:
+        """Connects to Ray and starts the workers, each with the data (``run`` does it first
+        when they are not running: after ``fit`` has taken its run directory and resumed)."""
+        connect(self.address)
+        workers = self.size
+        if workers is None:
+            resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+            workers = max(1, int(resources.get("CPU", 1)))
+        x = np.asarray(self.x)
+        if x.dtype == np.float64:
+            # What the binding does to float64 features (numpy's rounding), done once here so
+            # the object store holds the float32 data: half the bytes.
+            x = x.astype(np.float32)
+        self.data_refs = ray.put(x), ray.put(np.asarray(self.y))
+        backend = "soft" if self.trainer.backend == "soft" else "auto"
+        # Ray's handles are typed loosely (``remote`` is added at run time).
+        actor: Any = ray.remote(
+            num_cpus=1,
+            max_restarts=MAX_RESTARTS,
+            max_task_retries=MAX_RESTARTS,
+            # One worker per node while nodes have room, so the workers share no memory bus.
+            scheduling_strategy="SPREAD",
+        )(BlockWorker)
+        config = self.trainer.config
+        self.workers = [
+            actor.remote(config, backend, *self.data_refs, self.fingerprint) for _ in range(workers)
+        ]
+        self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=START_TIMEOUT)
+        for k, pid in enumerate(self.pids):
+            log.info("worker %d of %d: pid %d", k, workers, pid)
+
+    def close(self) -> None:
+        """Ends the worker actors and lets Ray free the data."""
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers = []
+        self.data_refs = ()
+
+    def step(self, data: Dataset) -> tuple[list[Any], int, float | None]:
+        """One optimiser step, its blocks computed by the workers."""
+        t = self.trainer
+        blocks = t._batch_blocks(data)
+        parameters = _parameters(t)
+        start = time.perf_counter()
+        ref = ray.put(parameters)
+        calls = [
+            (k, worker.blocks.remote(ref, [blocks[i] for i in run]))
+            for k, (worker, run) in enumerate(
+                zip(self.workers, shares(len(blocks), len(self.workers)))
+            )
+            if len(run)
+        ]
+        log.debug("step %d: %d blocks sent to %d workers", t.steps, len(blocks), len(calls))
+        answers = ray.get([call for _, call in calls], timeout=STEP_TIMEOUT)
+        self.last_step_seconds = time.perf_counter() - start
+        results: list[BlockResult] = []
+        received = 0
+        self.last_step_compute_seconds = max(seconds for _, seconds, _ in answers)
+        for (k, _), (pid, _, part) in zip(calls, answers):
+            if pid != self.pids[k]:
+                log.warning(
+                    "worker %d was restarted by Ray (pid %d, now %d); its blocks of step %d "
+                    "were recomputed",
+                    k,
+                    self.pids[k],
+                    pid,
+                    t.steps,
+                )
+                self.pids[k] = pid
+            results.extend(part)
+            received += sum(
+                sum(g.nbytes for g in grads) + losses.nbytes for grads, losses, _ in part
+            )
+        self.last_step_bytes = len(calls) * sum(p.nbytes for p in parameters) + received
+        return t._apply_blocks(data, results)
+
+    def run(
+        self,
+        data: Dataset,
+        epochs: int,
+        max_steps: int | None = None,
+        max_seconds: float | None = None,
+        epoch_end: bool = False,
+    ) -> tuple[list[Any], int, float | None]:
+        """Steps towards ``epochs`` complete epochs as ``Trainer._run`` does: at most
+        ``max_steps`` steps, returning after about ``max_seconds``, or at an epoch's end with
+        ``epoch_end``."""
+        t = self.trainer
+        ended: list[Any] = []
+        steps = 0
+        loss = None
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        if not self.workers and t.epoch < epochs:
+            self.start()
+        while t.epoch < epochs and (max_steps is None or steps < max_steps):
+            step_ended, _, loss = self.step(data)
+            steps += 1
+            ended.extend(step_ended)
+            if (epoch_end and step_ended) or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
+                break
+        return ended, steps, loss

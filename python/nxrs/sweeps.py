@@ -1,0 +1,499 @@
+"""``nxrs.sweep``: many trainings at once, as Ray tasks, each resumable from its own run directory.
+
+Every configuration trains with ``fit`` in its own run directory under the sweep's directory
+(``run-<digest>``, named by a digest of the configuration and epoch count, so running the same
+sweep again finds each run where it was). A task whose process dies (a killed worker, a lost
+node) is retried by Ray (``max_retries``) and resumes from its newest checkpoint instead of
+starting over; as every checkpoint is exact, each result is bit-identical to running that
+configuration alone, however often it was interrupted. The driver can die too: calling
+``sweep`` again resumes every unfinished run and re-reads the finished ones.
+
+The results are records (plain dicts), one per configuration in the order given, also written
+as ``sweep.json`` and ``sweep.csv`` in the sweep's directory at the end; ``to_pandas()`` gives
+a DataFrame when pandas is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from nxrs._fit import fit
+from nxrs._nxrs import ConfigError, InputError, Trainer
+from nxrs.rundir import MANIFEST_NAME, StopFlag, write_json_atomically
+
+__all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]
+
+log = logging.getLogger("nxrs.sweeps")
+
+#: The files ``sweep`` writes in its directory at the end.
+JSON_NAME = "sweep.json"
+CSV_NAME = "sweep.csv"
+
+#: The columns of a record besides the configuration's keys, in CSV order.
+RESULT_FIELDS = (
+    "index",
+    "epochs",
+    "steps",
+    "train_loss",
+    "train_accuracy",
+    "val_loss",
+    "val_accuracy",
+    "state_hash",
+    "seconds",
+    "resumed_from_step",
+    "run_dir",
+    "error",
+)
+
+
+class SweepResults(list):  # type: ignore[type-arg]
+    """The records of a sweep (a list of dicts, one per configuration, in the order given).
+
+    Each record holds ``config`` (the configuration as given), ``index``, ``epochs``, ``steps``,
+    ``train_loss``/``train_accuracy`` (``Trainer.evaluate`` on the training data after the run),
+    ``val_loss``/``val_accuracy`` (on ``validation_data``, else None), ``state_hash`` (the
+    full-state hash, 16 hex digits), ``seconds`` (wall time of the attempt that finished),
+    ``resumed_from_step`` (the checkpoint step that attempt resumed from, None for a fresh
+    start), ``run_dir`` and ``error`` (None, or why the configuration failed after its retries).
+    ``json_path`` and ``csv_path`` are the files written.
+    """
+
+    json_path: Path | None = None
+    csv_path: Path | None = None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The records flattened as in the CSV file: the configuration's keys as columns
+        (lists as JSON text), then ``RESULT_FIELDS``."""
+        keys: list[str] = []
+        for record in self:
+            keys.extend(k for k in record["config"] if k not in keys)
+        rows = []
+        for record in self:
+            row: dict[str, Any] = {}
+            for key in keys:
+                value = record["config"].get(key)
+                row[key] = json.dumps(value) if isinstance(value, (list, tuple)) else value
+            row.update({field: record.get(field) for field in RESULT_FIELDS})
+            rows.append(row)
+        return rows
+
+    def to_pandas(self) -> Any:
+        """The records as a pandas DataFrame, one row per configuration (``rows()``)."""
+        try:
+            import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+        except ImportError as err:
+            raise ImportError(
+                "SweepResults.to_pandas needs pandas, which is not installed: pip install pandas"
+            ) from err
+        return pd.DataFrame(self.rows())
+
+
+def sweep(
+    configs: Iterable[Mapping[str, Any]],
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
+    *,
+    epochs: int,
+    directory: str | os.PathLike[str],
+    validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    every: int | None = None,
+    every_seconds: float | None = 30.0,
+    max_retries: int = 3,
+    ray_address: str | None = None,
+) -> SweepResults:
+    """Trains every configuration of ``configs`` on ``(x, y)`` for ``epochs`` epochs, as Ray
+    tasks (as many at once as the cluster has CPUs), and returns their records.
+
+    A configuration is a mapping of ``Trainer`` keywords (``layers``, ``lr``, ``batch_size``,
+    ``seed``, ...), optionally with ``epochs`` overriding the sweep's. Every configuration is
+    built once on the driver first, so a bad one raises ``ConfigError`` (or ``TypeError`` for
+    an unknown keyword) before anything runs; two that train the same run are a ``ValueError``.
+
+    Each trains with ``fit(checkpoint=directory/run-<digest>, every=every,
+    every_seconds=every_seconds)``; a task whose process dies is retried up to ``max_retries``
+    times and resumes from its newest checkpoint. A configuration that still fails (or raises)
+    gets its ``error`` in its record, and the others go on. ``ray_address``: the cluster to use
+    (else ``RAY_ADDRESS``, else a local cluster sized to this machine; an already initialised
+    Ray is used as it is). Every node needs nxrs installed and ``directory`` on a file system
+    they share.
+    """
+    from nxrs import distributed
+
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be an int >= 0, not {max_retries!r}")
+    given = [dict(c) if isinstance(c, Mapping) else c for c in configs]
+    plans = _plans(given, epochs)
+    # Absolute: Ray's worker processes do not share the driver's working directory.
+    root = Path(directory).resolve()
+    x = np.asarray(x)
+    y = np.asarray(y)
+    # The data is checked once here (each task checks it again when it builds its dataset).
+    first = Trainer(**plans[0][0])
+    first._dataset(x, y)
+    if validation_data is not None:
+        if not isinstance(validation_data, tuple) or len(validation_data) != 2:
+            raise InputError("validation_data must be a tuple (x, y)")
+        validation_data = (np.asarray(validation_data[0]), np.asarray(validation_data[1]))
+        first._dataset(*validation_data)
+    root.mkdir(parents=True, exist_ok=True)
+    ray = distributed.connect(ray_address)
+    x_ref, y_ref = ray.put(x), ray.put(y)
+    val_ref = None if validation_data is None else ray.put(validation_data)
+    # Only a lost process is retried (retry_exceptions=False): an error of the configuration
+    # itself would fail again the same way.
+    task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(train_config)
+    pending = {}
+    for index, (kwargs, plan_epochs, digest) in enumerate(plans):
+        run_dir = str(root / f"run-{digest}")
+        ref = task.remote(kwargs, plan_epochs, x_ref, y_ref, val_ref, run_dir, every, every_seconds)
+        pending[ref] = index
+    records: list[dict[str, Any] | None] = [None] * len(plans)
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        index = pending.pop(done[0])
+        record: dict[str, Any] = {"index": index, "config": given[index]}
+        record.update(dict.fromkeys(RESULT_FIELDS[1:]))
+        try:
+            record.update(ray.get(done[0]))
+        except Exception as err:  # the task's own error, or its process lost max_retries times
+            # A task's error carries the configuration's exception as its cause.
+            cause = getattr(err, "cause", None) or err
+            record["error"] = f"{type(cause).__name__}: {cause}"
+            record["epochs"] = plans[index][1]
+            record["run_dir"] = str(root / f"run-{plans[index][2]}")
+            log.error("configuration %d failed: %s", index, record["error"])
+        records[index] = record
+        finished = len(plans) - len(pending)
+        log.info("configuration %d done (%d of %d): %s", index, finished, len(plans),
+                 _summary(record))  # fmt: skip
+    results = SweepResults(r for r in records if r is not None)
+    _write(results, root)
+    return results
+
+
+def _plans(configs: list[Any], epochs: int) -> list[tuple[dict[str, Any], int, str]]:
+    """Each configuration as (Trainer keywords, epochs, run digest), every one checked."""
+    if not configs:
+        raise ValueError("sweep needs at least one configuration")
+    plans = []
+    seen: dict[str, int] = {}
+    for index, config in enumerate(configs):
+        if not isinstance(config, Mapping):
+            raise TypeError(f"configuration {index} is a {type(config).__name__}, not a mapping")
+        kwargs = {k: v for k, v in config.items() if k != "epochs"}
+        plan_epochs = config.get("epochs", epochs)
+        if isinstance(plan_epochs, bool) or not isinstance(plan_epochs, int) or plan_epochs < 0:
+            raise ValueError(f"configuration {index}: epochs must be an int >= 0")
+        try:
+            trainer = Trainer(**kwargs)
+        except ConfigError as err:
+            raise ConfigError(f"configuration {index} ({config}): {err}") from err
+        except TypeError as err:
+            raise TypeError(f"configuration {index} ({config}): {err}") from err
+        identity = json.dumps({"config": trainer.config, "epochs": plan_epochs}, sort_keys=True)
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+        if digest in seen:
+            raise ValueError(
+                f"configurations {seen[digest]} and {index} train the same run ({config})"
+            )
+        seen[digest] = index
+        plans.append((kwargs, plan_epochs, digest))
+    return plans
+
+
+def train_config(
+    kwargs: Mapping[str, Any],
+    epochs: int,
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
+    validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None,
+    run_dir: str | os.PathLike[str],
+    every: int | None,
+    every_seconds: float | None,
+) -> dict[str, Any]:
+    """Trains one configuration (``Trainer(**kwargs)``) in the run directory ``run_dir``, as a
+    sweep's task does, resuming from its newest checkpoint; returns its record (without
+    ``index`` and ``config``)."""
+    start = time.perf_counter()
+    trainer = Trainer(**kwargs)
+    fit(
+        trainer,
+        x,
+        y,
+        epochs,
+        validation_data=validation_data,
+        checkpoint=run_dir,
+        every=every,
+        every_seconds=every_seconds,
+        progress=False,
+        # Ray owns its worker processes' signals (it stops and kills them itself): a flag marked
+        # installed tells fit to leave the handlers alone.
+        _stop=StopFlag(installed=True),
+    )
+    train_loss, train_accuracy = trainer.evaluate(x, y)
+    val_loss = val_accuracy = None
+    if validation_data is not None:
+        val_loss, val_accuracy = trainer.evaluate(*validation_data)
+    return {
+        "epochs": epochs,
+        "steps": trainer.steps,
+        "train_loss": train_loss,
+        "train_accuracy": train_accuracy,
+        "val_loss": val_loss,
+        "val_accuracy": val_accuracy,
+        "state_hash": f"{trainer.state_hash():016x}",
+        "seconds": round(time.perf_counter() - start, 3),
+        "resumed_from_step": _resumed_from(Path(run_dir)),
+        "run_dir": str(run_dir),
+        "error": None,
+    }
+
+
+def _resumed_from(run_dir: Path) -> int | None:
+    """The step this process's ``fit`` resumed from: the newest start or resume in the
+    manifest is the one it recorded (it held the directory's lock)."""
+    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
+    for entry in reversed(manifest["events"]):
+        if entry["event"] in ("start", "resume"):
+            step: int | None = entry["step"] if entry.get("checkpoint") else None
+            return step
+    return None
+
+
+def _summary(record: Mapping[str, Any]) -> str:
+    if record.get("error") is not None:
+        return f"error: {record['error']}"
+    parts = [f"{key} {record[key]:.4f}" for key in ("train_accuracy", "val_accuracy", "val_loss")
+             if record.get(key) is not None]  # fmt: skip
+    resumed = record.get("resumed_from_step")
+    parts.append(f"state hash {record['state_hash']}")
+    parts.append(f"{record['seconds']:.1f} s")
+    if resumed is not None:
+        parts.append(f"resumed from step {resumed}")
+    return ", ".join(parts)
+
+
+def _write(results: SweepResults, root: Path) -> None:
+    """``sweep.json`` (the records) and ``sweep.csv`` (``rows()``), each replaced atomically."""
+    results.json_path = root / JSON_NAME
+    write_json_atomically(results.json_path, list(results))
+    rows = results.rows()
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    results.csv_path = root / CSV_NAME
+    temp = results.csv_path.with_name(f".{CSV_NAME}.tmp.{os.getpid()}")
+    temp.write_text(text.getvalue())
+    os.replace(temp, results.csv_path)
+
+
+def _scalar(text: str) -> Any:
+    """A grid value: JSON (numbers, ``true``, ``null``, quoted strings), Python's ``True``,
+    ``False`` and ``None``, or else the text itself (``adam``)."""
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``nxrs sweep``'s grid syntax, one axis per spec: ``KEY=V1,V2,...`` (scalars: numbers,
+    booleans, ``none``, words), or ``KEY=[V1, V2, ...]``, a JSON array, for values that are
+    lists themselves. A key given twice, an empty key or no value is a ``ValueError``.
+
+    >>> parse_grid(["lr=0.001,0.01", "hidden=[[64], [128, 64]]", "optimizer=adam"])
+    {'lr': [0.001, 0.01], 'hidden': [[64], [128, 64]], 'optimizer': ['adam']}
+    """
+    grid: dict[str, list[Any]] = {}
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        if not sep or not key or not values.strip():
+            raise ValueError(f"grid axis {spec!r}: KEY=V1,V2,... or KEY=[JSON values] expected")
+        if key in grid:
+            raise ValueError(f"grid axis {key!r} is given twice")
+        if values.lstrip().startswith("["):
+            try:
+                parsed = json.loads(values)
+            except ValueError as err:
+                raise ValueError(f"grid axis {spec!r}: not a JSON array: {err}") from err
+            if not isinstance(parsed, list) or not parsed:
+                raise ValueError(f"grid axis {spec!r}: a non-empty JSON array expected")
+            grid[key] = parsed
+        else:
+            grid[key] = [_scalar(v.strip()) for v in values.split(",")]
+    return grid
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, the last axis varying fastest.
+
+    >>> expand_grid({"lr": [0.1, 0.2], "seed": [0, 1]})
+    [{'lr': 0.1, 'seed': 0}, {'lr': 0.1, 'seed': 1}, {'lr': 0.2, 'seed': 0}, {'lr': 0.2, 'seed': 1}]
+    """
+    configs: list[dict[str, Any]] = [{}]
+    for key, values in grid.items():
+        configs = [{**config, key: value} for config in configs for value in values]
+    return configs
+
+
+# --- nxrs sweep -------------------------------------------------------------------------------
+
+SWEEP_EPILOG = """\
+grid: one --grid per axis, KEY=V1,V2,... or KEY=[JSON values] for list values; the sweep runs
+every combination. Keys are Trainer keywords (lr, batch_size, seed, optimizer, grad_block,
+weight_decay, layers, ...), epochs, and hidden (hidden layer sizes; inputs and outputs come
+from the data). Example:
+
+  nxrs sweep --dir sweeps/digits --epochs 10 --grid lr=0.001,0.003 \\
+      --grid 'hidden=[[64], [128, 64]]' --grid seed=0,1
+
+Each configuration trains in DIR/run-<digest>/ (a run directory: see nxrs status); a task whose
+process dies is retried (--max-retries) and resumes from its checkpoint, and running the same
+command again resumes every unfinished run. The results are printed and written to
+DIR/sweep.json and DIR/sweep.csv.
+
+exit status: 0 every configuration trained, 1 an error or a configuration failed, 2 usage.
+"""
+
+
+def add_sweep_parser(commands: Any) -> None:
+    """Adds ``nxrs sweep`` to the command line's subcommands."""
+    from nxrs.training import add_data_arguments
+
+    parser = commands.add_parser(
+        "sweep",
+        help="train a grid of configurations as Ray tasks, each resumable (needs nxrs[ray])",
+        description="Train every combination of a grid of configurations on one deterministic "
+        "train/test split, as Ray tasks, and print and save their accuracy, loss, full-state "
+        "hash and wall time.",
+        epilog=SWEEP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_data_arguments(parser)
+    parser.add_argument(
+        "--test-size",
+        type=float,
+        default=0.2,
+        help="fraction of the samples in the deterministic test split (default 0.2)",
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=VALUES",
+        help="a grid axis (one --grid per axis; see below)",
+    )
+    parser.add_argument("--dir", type=Path, required=True, help="the sweep's directory")
+    parser.add_argument("--epochs", type=int, default=20, help="epochs in all (default 20)")
+    parser.add_argument(
+        "--split-seed", type=int, default=0, help="seed of the train/test split (default 0)"
+    )
+    parser.add_argument(
+        "--every", type=int, default=None, help="checkpoint every N steps (default: by time)"
+    )
+    parser.add_argument(
+        "--every-seconds",
+        type=float,
+        default=30.0,
+        metavar="N",
+        help="checkpoint N seconds after the previous save (default 30)",
+    )
+    parser.add_argument(
+        "--max-retries", type=int, default=3, help="retries of a lost task (default 3)"
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="the Ray cluster (default: RAY_ADDRESS, else a local cluster on this machine)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the records as JSON")
+    parser.set_defaults(run=sweep_command, check=_check_sweep)
+
+
+def _check_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.every is not None and args.every < 1:
+        parser.error("--every must be at least 1")
+    if args.every_seconds is not None and not args.every_seconds > 0:
+        parser.error("--every-seconds must be positive")
+    if not 0 < args.test_size < 1:
+        parser.error("--test-size must be between 0 and 1")
+    if args.max_retries < 0:
+        parser.error("--max-retries must be at least 0")
+    try:
+        args.configs = expand_grid(parse_grid(args.grid))
+    except ValueError as err:
+        parser.error(str(err))
+
+
+def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Runs ``nxrs sweep``: prints one line per configuration (or the records as JSON) and
+    returns the exit status."""
+    from nxrs.training import CliError, default_layers, load_data, split
+
+    out = sys.stdout if out is None else out
+    # Each configuration's end on stderr as it comes (the sweep's log at INFO).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("nxrs sweep: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        x, y = load_data(args.data, args.target)
+        train_idx, test_idx = split(len(x), args.test_size, args.split_seed)
+        configs = []
+        for config in args.configs:
+            config = dict(config)
+            hidden = config.pop("hidden", None)
+            hidden = [hidden] if isinstance(hidden, int) else hidden
+            if "layers" not in config:
+                config["layers"] = default_layers(x, y, hidden)
+            if "loss" not in config and not np.issubdtype(np.asarray(y).dtype, np.integer):
+                config["loss"] = "mse"
+            configs.append(config)
+        results = sweep(
+            configs,
+            x[train_idx],
+            y[train_idx],
+            epochs=args.epochs,
+            directory=args.dir,
+            validation_data=(x[test_idx], y[test_idx]),
+            every=args.every,
+            every_seconds=args.every_seconds,
+            max_retries=args.max_retries,
+            ray_address=args.ray_address,
+        )
+    except BrokenPipeError:
+        raise
+    except (CliError, ImportError, TypeError, ValueError, OSError, ConfigError, InputError) as err:
+        name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
+        print(f"nxrs sweep: {name}{err}", file=sys.stderr)
+        return 1
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(logging.NOTSET)
+    if args.json:
+        out.write(json.dumps(list(results)) + "\n")
+    else:
+        for record in results:
+            print(f"{record['index']:3d}  {json.dumps(record['config'])}  {_summary(record)}",
+                  file=out)  # fmt: skip
+        print(f"results: {results.json_path}, {results.csv_path}", file=out)
+    return 1 if any(r["error"] is not None for r in results) else 0
