@@ -107,6 +107,10 @@ pub fn seed_sqrt<R: Real>(x: R) -> R {
 /// [`seed_sqrt`] of `N` values at once, bit for bit the same per value. Each lane runs exactly
 /// the seed's sequence of operations; the Newton steps are only interleaved across lanes, so the
 /// CPU overlaps independent divisions instead of waiting on one dependency chain at a time.
+/// Every intermediate reaches the result through `+` and `/`, which keep NaNs, except where the
+/// result is replaced by 0 (chosen from the input alone), so [`Real::Fast`] may compute it (see
+/// `optim::adam`).
+#[inline(always)]
 pub fn seed_sqrt_lanes<R: Real, const N: usize>(x: [R; N]) -> [R; N] {
     let two = R::from_f32(CONSTANTS.two);
     let mut y = x;

@@ -98,10 +98,11 @@ impl<R: Real> Coefficients<R> {
 /// The seed's `adam1` over one tensor (AdamW first multiplies `p` by `1 - lr * weight_decay`):
 /// `m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= (lr (m/bc1)) / (sqrt(v/bc2) + eps)`.
 ///
-/// Cells go `LANES` at a time. With `"ieee"` math every intermediate reaches `p`, `m` or `v`
-/// through `+ - * /` and `sqrt`, which keep NaNs, so each group is first computed in
-/// [`Real::Fast`] and kept when none of its outputs is a NaN; otherwise (and for `"seed"` math,
-/// whose square root compares) in `R`. A short last group is padded.
+/// Cells go `LANES` at a time. Every intermediate reaches `p`, `m` or `v` through `+ - * /`
+/// and the square root, which keep NaNs (the seed's root replaces its result by 0 for a zero
+/// input, a choice made from the input alone), so each group is first computed in
+/// [`Real::Fast`] and kept when none of its outputs is a NaN; otherwise in `R`. A short last
+/// group is padded.
 pub(super) fn update<R: Real>(
     config: &OptimizerConfig,
     math: Math,
@@ -112,7 +113,7 @@ pub(super) fn update<R: Real>(
     v: &mut [R],
 ) {
     let exact = Coefficients::<R>::new(config, step);
-    let fast = (math == Math::Ieee).then(|| Coefficients::<R::Fast>::new(config, step));
+    let fast = Coefficients::<R::Fast>::new(config, step);
     R::vectorized(
         #[inline(always)]
         || {
@@ -127,22 +128,20 @@ pub(super) fn update<R: Real>(
             {
                 let group = |x: &[R]| -> [R; LANES] { x.try_into().expect("a whole group") };
                 let (mut pl, gl, mut ml, mut vl) = (group(p), group(g), group(m), group(v));
-                if let Some(fast) = &fast {
-                    let cast = bytemuck::cast::<[R; LANES], [R::Fast; LANES]>;
-                    let (mut pf, gf, mut mf, mut vf) = (cast(pl), cast(gl), cast(ml), cast(vl));
-                    fast.lanes(math, &mut pf, &gf, &mut mf, &mut vf);
-                    let nan = pf
-                        .iter()
-                        .chain(&mf)
-                        .chain(&vf)
-                        .fold(false, |nan, x| nan | x.is_nan());
-                    if !nan {
-                        let back = bytemuck::cast::<[R::Fast; LANES], [R; LANES]>;
-                        p.copy_from_slice(&back(pf));
-                        m.copy_from_slice(&back(mf));
-                        v.copy_from_slice(&back(vf));
-                        continue;
-                    }
+                let cast = bytemuck::cast::<[R; LANES], [R::Fast; LANES]>;
+                let (mut pf, gf, mut mf, mut vf) = (cast(pl), cast(gl), cast(ml), cast(vl));
+                fast.lanes(math, &mut pf, &gf, &mut mf, &mut vf);
+                let nan = pf
+                    .iter()
+                    .chain(&mf)
+                    .chain(&vf)
+                    .fold(false, |nan, x| nan | x.is_nan());
+                if !nan {
+                    let back = bytemuck::cast::<[R::Fast; LANES], [R; LANES]>;
+                    p.copy_from_slice(&back(pf));
+                    m.copy_from_slice(&back(mf));
+                    v.copy_from_slice(&back(vf));
+                    continue;
                 }
                 exact.lanes(math, &mut pl, &gl, &mut ml, &mut vl);
                 p.copy_from_slice(&pl);
