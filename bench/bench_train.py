@@ -77,6 +77,11 @@ GATE_STEPS = (SEED_EPOCHS + 3 * (SEED_EPOCHS // 2)) * SEED_NSAMP
 DIGITS_LAYERS = [64, 128, 10]
 WARMUP_STEPS = 5
 TORCH_SKIPPED = "skipped: torch is not installed (pip install torch, or the bench extra)"
+# nxrs's and torch's thread counts: one, and every core (torch's default).
+CORES = os.cpu_count() or 1
+NXRS_THREADS = (1, CORES) if CORES > 1 else (1,)
+TORCH_THREADS = NXRS_THREADS
+PREDICT_ROWS = 100_000
 
 
 # ---------------------------------------------------------------------------
@@ -95,10 +100,10 @@ class Workload:
     steps: int
     config: dict[str, Any]  # nxrs.Trainer's keywords; empty for the seed model
 
-    def new_nxrs(self, backend: str = "soft") -> nxrs.Trainer:
+    def new_nxrs(self, backend: str = "soft", threads: int = 1) -> nxrs.Trainer:
         if self.config:
-            return nxrs.Trainer(**self.config, backend=backend)
-        return nxrs.Trainer(seed=1, backend=backend)
+            return nxrs.Trainer(**self.config, backend=backend, threads=threads)
+        return nxrs.Trainer(seed=1, backend=backend, threads=threads)
 
     @functools.cached_property
     def batches(self) -> list[I64Array]:
@@ -184,21 +189,21 @@ def nxrs_outcome(t: nxrs.Trainer, loss: float) -> Outcome:
     return Outcome(params, loss, t.state_hash())
 
 
-def nxrs_row(wl: Workload, repeats: int, backend: str, first: bool) -> Row:
-    """nxrs on ``backend``; the first backend's row is the baseline (kind "nxrs"), another's is
-    kind "nxrs-<backend>" and must end in the same full-state hash."""
+def nxrs_row(wl: Workload, repeats: int, backend: str, threads: int, first: bool) -> Row:
+    """nxrs on ``backend`` and ``threads`` threads; the first row is the baseline (kind "nxrs"),
+    another's is kind "nxrs-<backend>-t<threads>" and must end in the same full-state hash."""
 
     def run(t: nxrs.Trainer, steps: int) -> tuple[nxrs.Trainer, float]:
         losses = t.train_steps(wl.x, wl.y, steps)
         return t, losses[-1]
 
     return Row(
-        f"nxrs Trainer.train_steps ({backend})",
-        "nxrs" if first else f"nxrs-{backend}",
+        f"nxrs Trainer.train_steps ({backend}, {threads} thread{'s' * (threads > 1)})",
+        "nxrs" if first else f"nxrs-{backend}-t{threads}",
         wl.steps,
         wl.samples,
         repeats,
-        lambda: wl.new_nxrs(backend),
+        lambda: wl.new_nxrs(backend, threads),
         run,
         lambda r: nxrs_outcome(*r),
     )
@@ -319,11 +324,13 @@ def natural_row(wl: Workload, repeats: int) -> Row:
     )
 
 
-def torch_row(torch: Any, wl: Workload, repeats: int) -> Row:
-    """PyTorch eager: the same layers, initial weights and batches, ``torch.optim.Adam``."""
-    name = "torch CPU f32 eager + optim.Adam (1 thread)"
+def torch_row(torch: Any, wl: Workload, repeats: int, threads: int) -> Row:
+    """PyTorch eager: the same layers, initial weights and batches, ``torch.optim.Adam``, on
+    ``threads`` intra-op threads."""
+    name = f"torch CPU f32 eager + optim.Adam ({threads} thread{'s' * (threads > 1)})"
+    kind = "torch" if threads == 1 else f"torch-t{threads}"
     if torch is None:
-        row = Row(name, "torch", wl.steps, 0, 0, _none, _none)
+        row = Row(name, kind, wl.steps, 0, 0, _none, _none)
         row.skipped = TORCH_SKIPPED
         return row
     fn = torch.nn.functional
@@ -344,6 +351,7 @@ def torch_row(torch: Any, wl: Workload, repeats: int) -> Row:
         return params, opt
 
     def run(state: tuple[list[Any], Any], steps: int) -> tuple[list[Any], float]:
+        torch.set_num_threads(threads)
         params, opt = state
         n_layers = len(params) // 2
         loss: Any = None
@@ -362,7 +370,7 @@ def torch_row(torch: Any, wl: Workload, repeats: int) -> Row:
     def outcome(r: tuple[list[Any], float]) -> Outcome:
         return Outcome(flat([p.detach().numpy() for p in r[0]]), r[1])
 
-    return Row(name, "torch", wl.steps, wl.samples, repeats, setup, run, outcome)
+    return Row(name, kind, wl.steps, wl.samples, repeats, setup, run, outcome)
 
 
 def seed_extra_rows(wl: Workload, fast_n: int, slow_n: int) -> list[Row]:
@@ -497,11 +505,12 @@ def print_summary(results: list[tuple[Workload, list[Row]]]) -> None:
         ("ref", "numpy ref (exact order)"),
         ("natural", "numpy natural"),
         ("torch", "torch eager"),
+        *((f"torch-t{t}", f"torch eager {t} threads") for t in TORCH_THREADS[1:]),
     ]
     first = results[0][1]
     base_name = next(r.name for r in first if r.kind == "nxrs").split("(")[-1].rstrip(")")
     kinds = [
-        (r.kind, f"nxrs {r.kind.removeprefix('nxrs-')}")
+        (r.kind, f"nxrs {r.kind.removeprefix('nxrs-').replace('-t', ' t')}")
         for r in first
         if r.kind.startswith("nxrs-")
     ] + kinds
@@ -544,7 +553,6 @@ def main(argv: list[str] | None = None) -> int:
         import torch as _torch
 
         torch = _torch
-        torch.set_num_threads(1)
     except ImportError:
         torch = None
 
@@ -578,11 +586,14 @@ def main(argv: list[str] | None = None) -> int:
     for wl in workloads:
         # nxrs on the seed model runs its steps in Rust in milliseconds: more repeats there.
         nxrs_n = fast_n if wl.key == "a" else slow_n
+        variants = [(b, 1) for b in backends] + [
+            ("hw" if "hw" in backends else backends[0], t) for t in NXRS_THREADS[1:]
+        ]
         rows = [
-            *(nxrs_row(wl, nxrs_n, b, k == 0) for k, b in enumerate(backends)),
+            *(nxrs_row(wl, nxrs_n, b, t, k == 0) for k, (b, t) in enumerate(variants)),
             ref_row(wl, slow_n),
             natural_row(wl, slow_n),
-            torch_row(torch, wl, slow_n),
+            *(torch_row(torch, wl, slow_n, t) for t in TORCH_THREADS),
         ]
         if wl.key == "a":
             rows += seed_extra_rows(wl, fast_n, slow_n)
@@ -596,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  numpy    : {np.__version__}")
     print(f"  nxrs     : {nxrs.__version__}")
     if torch is not None:
-        print(f"  torch    : {torch.__version__} (torch.set_num_threads(1))")
+        print(f"  torch    : {torch.__version__} (torch.set_num_threads: {TORCH_THREADS})")
     else:
         print("  torch    : not installed")
     mode = "quick, N=1" if args.quick else f"best of N={slow_n} (N={fast_n} for Rust-fast rows)"
@@ -611,7 +622,77 @@ def main(argv: list[str] | None = None) -> int:
             ok &= check_seed_extras(wl, rows)
     print()
     print_summary(results)
+    print()
+    ok &= predict_table(workloads[1], backends, torch, slow_n)
     return 0 if ok else 1
+
+
+def predict_table(wl: Workload, backends: list[str], torch: Any, repeats: int) -> bool:
+    """(d) inference: class probabilities for ``PREDICT_ROWS`` rows (digits repeated) with the
+    digits model's initial weights: nxrs ``predict_proba`` per backend and thread count (all
+    bit-identical), numpy matmuls + softmax, torch eager under ``no_grad``."""
+    x = np.resize(wl.x, (PREDICT_ROWS, wl.x.shape[1]))
+    weights = initial_weights(wl)
+    timings: list[tuple[str, float, Any]] = []
+
+    def best(name: str, run: Callable[[], Any]) -> None:
+        run()
+        times, out = [], None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            out = run()
+            times.append(time.perf_counter() - t0)
+        timings.append((name, min(times), out))
+
+    for b in backends:
+        for t in NXRS_THREADS if b == "hw" else (1,):
+            trainer = wl.new_nxrs(b, t)
+            name = f"nxrs predict_proba ({b}, {t} thread{'s' * (t > 1)})"
+            best(name, lambda tr=trainer: tr.predict_proba(x))
+
+    def numpy_forward() -> F32Array:
+        a = x
+        for i, w in enumerate(weights):
+            a = a @ w.T
+            if i < len(weights) - 1:
+                a = np.maximum(a, np.float32(0))
+        e = np.exp(a - a.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    best("numpy natural (matmul, float32)", numpy_forward)
+    if torch is not None:
+        xt = torch.from_numpy(x)
+        wt = [torch.from_numpy(w.copy()) for w in weights]
+        for t in TORCH_THREADS:
+
+            def torch_forward(t: int = t) -> F32Array:
+                torch.set_num_threads(t)
+                with torch.no_grad():
+                    a = xt
+                    for i, w in enumerate(wt):
+                        a = torch.nn.functional.linear(a, w)
+                        if i < len(wt) - 1:
+                            a = torch.relu(a)
+                    return np.asarray(torch.softmax(a, dim=1).numpy())
+
+            best(f"torch eager no_grad ({t} thread{'s' * (t > 1)})", torch_forward)
+    base = timings[0]
+    print(f"(d) predict_proba on {PREDICT_ROWS:,} rows, digits 64-128-10 (initial weights)")
+    w = max(len(name) for name, _, _ in timings)
+    print(f"  {'':<{w}}  {'time (s)':>9}  {'rows/s':>12}  {'nxrs t / this t':>15}")
+    ok = True
+    for name, secs, _ in timings:
+        ratio = base[1] / secs
+        print(f"  {name:<{w}}  {secs:>9.4f}  {PREDICT_ROWS / secs:>12,.0f}  {ratio:>14.2f}x")
+    for name, _, out in timings[1:]:
+        if name.startswith("nxrs"):
+            same = np.array_equal(out.view(np.uint32), base[2].view(np.uint32))
+            ok &= same
+            print(f"  {name}: {'BIT-IDENTICAL' if same else 'MISMATCH'} to {base[0]}")
+        else:
+            diff = float(np.max(np.abs(out.astype(np.float64) - base[2].astype(np.float64))))
+            print(f"  {name}: max |p - nxrs p| = {diff:.3g} (information only)")
+    return ok
 
 
 def _none(*_: Any) -> None:

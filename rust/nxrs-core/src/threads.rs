@@ -10,8 +10,9 @@ use std::sync::Arc;
 /// Most threads one trainer may use.
 pub const MAX_THREADS: usize = 1024;
 
-/// Below this many multiply-adds, a part is not worth a thread (a task costs microseconds).
-const MIN_WORK_PER_PART: usize = 1 << 15;
+/// Below this many multiply-adds (about 50 us of vector work), a part is not worth a thread: a
+/// task costs microseconds on an idle machine and tens on a busy one.
+const MIN_WORK_PER_PART: usize = 1 << 17;
 
 /// A trainer's threads: `count` of them, as a pool when more than one.
 #[derive(Clone, Debug)]

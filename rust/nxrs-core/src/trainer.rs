@@ -678,6 +678,11 @@ impl Trainer {
         let scalars = StepScalars::advance(&config.optimizer, lr, &mut s.b1t, &mut s.b2t);
         // Every tensor's cells, cut into parts of about equal size (a cell's update reads only
         // its own values, so the cut changes no bit).
+        let threads = if self.threads.parts(self.mlp.parameters(), CELL_WORK) > 1 {
+            &self.threads
+        } else {
+            &Threads::ONE // too little work for any thread but this one
+        };
         let mut parts = Vec::new();
         let mut second_moments = s.v.iter_mut();
         for ((grad, p), m) in work.total.iter().zip(&mut s.params).zip(&mut s.m) {
@@ -690,7 +695,7 @@ impl Trainer {
                 (&mut p.b[..], &grad.b[..], &mut m.b[..], vb),
             ];
             for (p, g, m, v) in tensors {
-                let ranges = ranges(p.len(), self.threads.parts(p.len(), CELL_WORK));
+                let ranges = ranges(p.len(), threads.parts(p.len(), CELL_WORK));
                 let v_width = usize::from(!v.is_empty()); // SGD keeps no second moments
                 parts.extend(
                     split_mut(p, &ranges, 1)
@@ -702,7 +707,7 @@ impl Trainer {
                 );
             }
         }
-        self.threads.run(parts, |(p, g, m, v)| {
+        threads.run(parts, |(p, g, m, v)| {
             let _env = R::environment();
             config.optimizer.update::<R>(
                 config.math,
