@@ -54,7 +54,7 @@ def test_round_trip_any_configuration(
     assert back.state_hash() == t.state_hash()
     assert back.sizes == sizes and back.hyperparameters == t.hyperparameters
     with nxrs.open(path) as ck:
-        assert ck.keys() == list(t.state_dict())
+        assert list(ck.keys()) == list(t.state_dict())
         for name, array in t.state_dict().items():
             view = ck[name]
             assert view.shape == array.shape and np.array_equal(bits(view), bits(array))
