@@ -399,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     check = getattr(args, "check", None)
     if check is not None:
-        check(args.parser, args)
+        check(getattr(args, "parser", parser), args)
     try:
         code: int = args.run(args)
     except BrokenPipeError:
