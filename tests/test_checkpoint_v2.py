@@ -265,7 +265,8 @@ def test_checkpoint_is_a_read_only_mapping(saved: tuple[nxrs.Trainer, Path]) -> 
             assert ck.get(missing, "default") == "default"  # type: ignore[arg-type]
             with pytest.raises(KeyError):
                 ck[missing]  # type: ignore[index]
-        assert "W1" in ck and "W1" in ck.keys()
+        keys = ck.keys()
+        assert "W1" in ck and "W1" in keys and "nope" not in keys
         for mutate in ("__setitem__", "__delitem__", "pop", "update", "clear"):
             assert not hasattr(ck, mutate)
     with pytest.raises(ValueError, match="closed"):
