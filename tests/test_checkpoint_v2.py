@@ -54,7 +54,7 @@ def test_round_trip_any_configuration(
     assert back.state_hash() == t.state_hash()
     assert back.sizes == sizes and back.hyperparameters == t.hyperparameters
     with nxrs.open(path) as ck:
-        assert ck.keys() == list(t.state_dict())
+        assert list(ck.keys()) == list(t.state_dict())
         for name, array in t.state_dict().items():
             view = ck[name]
             assert view.shape == array.shape and np.array_equal(bits(view), bits(array))
@@ -240,3 +240,36 @@ def test_inspect_v1_and_garbage(saved: tuple[nxrs.Trainer, Path], tmp_path: Path
     garbage.write_bytes(b"not a checkpoint at all")
     proc = run_cli("inspect", str(garbage))
     assert proc.returncode == 1 and "BadMagicError" in proc.stderr
+
+
+def test_checkpoint_is_a_read_only_mapping(saved: tuple[nxrs.Trainer, Path]) -> None:
+    """Every Mapping operation agrees with the trainer's own state_dict (a copy made without
+    the file), names in file order, arrays bit for bit."""
+    from collections.abc import ItemsView, KeysView, Mapping, ValuesView
+
+    t, path = saved
+    state = t.state_dict()
+    with nxrs.open(path) as ck:
+        assert isinstance(ck, Mapping) and issubclass(nxrs.Checkpoint, Mapping)
+        assert list(ck) == list(state) and len(ck) == len(state) == 12
+        assert isinstance(ck.keys(), KeysView) and list(ck.keys()) == list(state)
+        assert ck.keys() == set(state)  # set-like, as a dict's keys
+        assert isinstance(ck.values(), ValuesView) and isinstance(ck.items(), ItemsView)
+        for (name, view), value in zip(ck.items(), ck.values()):
+            assert np.array_equal(bits(view), bits(state[name])) and value.shape == view.shape
+        assert dict(ck).keys() == state.keys()
+        got = ck.get("W1")
+        assert got is not None and np.array_equal(bits(got), bits(state["W1"]))
+        for missing in ("nope", 1, None, b"W1"):
+            assert missing not in ck and ck.get(missing) is None  # type: ignore[arg-type]
+            assert ck.get(missing, "default") == "default"  # type: ignore[arg-type]
+            with pytest.raises(KeyError):
+                ck[missing]  # type: ignore[index]
+        keys = ck.keys()
+        assert "W1" in ck and "W1" in keys and "nope" not in keys
+        for mutate in ("__setitem__", "__delitem__", "pop", "update", "clear"):
+            assert not hasattr(ck, mutate)
+    with pytest.raises(ValueError, match="closed"):
+        list(ck)
+    with pytest.raises(ValueError, match="closed"):
+        ck.keys()

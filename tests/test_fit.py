@@ -93,7 +93,7 @@ def test_checkpoints_and_resume_in_a_fresh_process(tmp_path: Path) -> None:
     straight.fit(X, Y, epochs=6)
     first = small()
     history = first.fit(X, Y, epochs=2, checkpoint=tmp_path, every=5)
-    assert history.checkpoint == str(nxrs.CheckpointManager(tmp_path).path_for(16))
+    assert history.checkpoint == nxrs.CheckpointManager(tmp_path).path_for(16)
     steps = sorted(e.step for e in nxrs.CheckpointManager(tmp_path).list())
     assert steps == [10, 15, 16]  # every 5 steps and at the end; the manager keeps 3
     with nxrs.open(history.checkpoint) as ck:

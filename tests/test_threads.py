@@ -34,7 +34,7 @@ def test_every_thread_count_gives_the_same_bits(backend: str) -> None:
     results = {}
     for threads in (1, 2, 3, 4):
         t = nxrs.Trainer(
-            layers=[64, 96, 10], batch_size=40, grad_block=16, backend=backend, threads=threads
+            layers=[64, 256, 10], batch_size=64, grad_block=32, backend=backend, threads=threads
         )
         assert t.threads == threads
         history = t.fit(x, y, epochs=2, progress=False)

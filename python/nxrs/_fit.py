@@ -61,7 +61,7 @@ class History:
     #: Optimiser steps taken by this call.
     steps: int = 0
     #: The checkpoint written last by this call, if any.
-    checkpoint: Optional[str] = None  # noqa: UP045 (a dataclass field evaluated on Python 3.9)
+    checkpoint: Optional[Path] = None  # noqa: UP045 (a dataclass field evaluated on Python 3.9)
 
     def _add(self, key: str, value: float) -> None:
         self.history.setdefault(key, []).append(value)
@@ -383,7 +383,7 @@ def _fit(
         if state is not None:
             path = state.save(final)
             if path is not None:
-                history.checkpoint = str(path)
+                history.checkpoint = path
 
     def stopped(reason: str) -> None:
         """Saves the step reached and records the stop."""
@@ -466,8 +466,8 @@ def _fit(
     return history
 
 
-def _newest(state: _RunState) -> str:
-    return str(state.manager.path_for(state.trainer.steps))
+def _newest(state: _RunState) -> Path:
+    return state.manager.path_for(state.trainer.steps)
 
 
 def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> bool:

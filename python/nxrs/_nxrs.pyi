@@ -1,9 +1,9 @@
 """Type stubs of the compiled extension ``nxrs._nxrs`` (Rust, PyO3)."""
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from pathlib import Path
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,8 @@ __all__ = [
     "sweep_temp_files",
 ]
 __version__: str
+
+_T = TypeVar("_T")
 
 class NxrsError(Exception):
     """Base class of every error nxrs raises."""
@@ -415,8 +417,12 @@ class Dataset:
     def __len__(self) -> int: ...
 
 @final
-class Checkpoint:
+class Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
     """An open, validated NXCK v2 checkpoint (from ``nxrs.open``).
+
+    A read-only mapping from tensor names, in file order, to their arrays: ``len(ck)``,
+    ``name in ck``, ``for name in ck``, ``keys()``, ``values()``, ``items()`` and ``get()``
+    behave as on any ``collections.abc.Mapping`` (``isinstance(ck, Mapping)`` holds).
 
     ``ck[name]`` is a read-only float32 array viewing the memory-mapped file without copying;
     each array keeps the mapping alive, so it stays valid after ``close()``. Saving over the file
@@ -446,12 +452,25 @@ class Checkpoint:
         """Free-form strings: ``fit`` records ``data_fingerprint`` and ``nxrs_version``."""
     def tensor_table(self) -> list[dict[str, Any]]:
         """name, dtype, shape, offset, nbytes, crc32c of each tensor, in file order."""
-    def keys(self) -> list[str]:
-        """Tensor names in file order."""
+    def keys(self) -> KeysView[str]:
+        """The tensor names in file order."""
+    def values(self) -> ValuesView[npt.NDArray[np.float32]]:
+        """The tensors (read-only views) in file order."""
+    def items(self) -> ItemsView[str, npt.NDArray[np.float32]]:
+        """``(name, tensor)`` pairs in file order."""
+    @overload
+    def get(self, key: str, default: None = None, /) -> npt.NDArray[np.float32] | None:
+        """``self[key]``, or ``default`` when there is no tensor named ``key``."""
+    @overload
+    def get(
+        self, key: str, default: npt.NDArray[np.float32] | _T, /
+    ) -> npt.NDArray[np.float32] | _T: ...
+    def __iter__(self) -> Iterator[str]:
+        """The tensor names in file order."""
     def __len__(self) -> int: ...
-    def __contains__(self, key: str, /) -> bool: ...
+    def __contains__(self, key: object, /) -> bool: ...
     def __getitem__(self, key: str, /) -> npt.NDArray[np.float32]:
-        """A read-only view of the tensor (KeyError for an unknown name)."""
+        """A read-only view of the tensor (KeyError for any other key)."""
     def verify(self) -> None:
         """Checks every tensor's CRC-32C (ChecksumError naming the first bad tensor)."""
     def verify_tensor(self, name: str) -> None:

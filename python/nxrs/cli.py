@@ -3,11 +3,15 @@
 - ``nxrs train``: train an MLP (by default on scikit-learn's bundled digits) and print its
   accuracy, full-state hash and checkpoint; ``--json`` for a machine-readable summary.
 - ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
-- ``nxrs inspect FILE [--verify]``: what a checkpoint holds (and, with ``--verify``, whether
-  every tensor is intact).
+- ``nxrs inspect FILE [--verify] [--json]``: what a checkpoint holds (and, with ``--verify``,
+  whether every tensor is intact).
 - ``nxrs status DIR [--json]``: a run directory's manifest, progress, checkpoints and history.
 - ``nxrs sweep --dir DIR --grid KEY=V1,V2 ...``: a grid of trainings as Ray tasks
   (``nxrs.sweep``).
+
+``nxrs`` with no command prints the command list and exits 2. A user error (bad arguments, a
+missing or damaged file, bad data) is one line on stderr and exit status 1 or 2, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ import json
 import os
 import signal
 import sys
+import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import nxrs
+from nxrs import sweeps
 from nxrs.gate import run_gate
-from nxrs.inspection import inspect_checkpoint
+from nxrs.inspection import describe_checkpoint, inspect_checkpoint
 from nxrs.rundir import (
     CheckpointSaveError,
     RunLockedError,
@@ -34,7 +40,6 @@ from nxrs.rundir import (
     run_status,
     stop_signals,
 )
-from nxrs.sweeps import add_sweep_parser
 from nxrs.training import CliError, add_data_arguments, train_command
 
 #: ``nxrs train``'s exit statuses (also in its --help and the README).
@@ -48,6 +53,12 @@ EXIT_SIGINT = 128 + signal.SIGINT  # 130
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 
 TRAIN_EPILOG = """\
+examples:
+  nxrs train                                   # 64-128-10 on scikit-learn's digits, 20 epochs
+  nxrs train --json --ckpt-dir ckpts --every 100
+  nxrs train --data my.csv --target label --hidden 256,64 --epochs 50 --plot curves.png
+  until nxrs train --data my.npz --ckpt-dir run --every-seconds 60; do sleep 1; done
+
 run directory (--ckpt-dir DIR): checkpoints step-*.nxck, the manifest nxrs-run.json and the lock
 .nxrs-run.lock. Running the same command again resumes from the newest valid checkpoint.
 SIGTERM or SIGINT (Ctrl-C) finishes the current step, saves a checkpoint of it and exits; a
@@ -120,9 +131,19 @@ def _gate(args: argparse.Namespace) -> int:
     return 0 if run_gate(sys.stdout, args.workdir) else 1
 
 
+def _check_gate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.workdir is not None and not args.workdir.is_dir():
+        parser.error(f"--workdir {args.workdir}: no such directory")
+
+
 def _inspect(args: argparse.Namespace) -> int:
     try:
-        problems = inspect_checkpoint(args.file, sys.stdout, verify=args.verify)
+        if args.json:
+            summary = describe_checkpoint(args.file, verify=args.verify)
+            sys.stdout.write(json.dumps(summary, indent=1) + "\n")
+            problems: int = summary["problems"]
+        else:
+            problems = inspect_checkpoint(args.file, sys.stdout, verify=args.verify)
     except BrokenPipeError:
         raise  # the reader of our output went away (e.g. `| head`): not the file's fault
     except (nxrs.NxrsError, OSError) as err:
@@ -133,28 +154,106 @@ def _inspect(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line: ``nxrs train: error: ... (see ...--help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+MAIN_EPILOG = """\
+examples:
+  nxrs gate                          # the checkpoint/resume proof: verdict=GREEN, exit 0
+  nxrs train --ckpt-dir run --every-seconds 60
+  nxrs status run
+  nxrs inspect run/step-000000000450.nxck --verify
+  nxrs COMMAND --help                # a command's options, examples and exit statuses
+
+With no command, nxrs prints this help and exits 2. Errors are one line on stderr (exit 1, or
+2 for usage errors). Documentation: https://nxrs-dev.github.io/nxrs/
+"""
+
+GATE_EPILOG = """\
+examples:
+  nxrs gate
+  nxrs gate --workdir /tmp/gate      # keep the checkpoint files it writes
+
+exit status: 0 verdict GREEN (every check passed), 1 a check failed, 2 usage error.
+"""
+
+INSPECT_EPILOG = """\
+examples:
+  nxrs inspect run/step-000000000450.nxck
+  nxrs inspect run.nxck --verify                     # also check every tensor's CRC-32C
+  nxrs inspect run.nxck --json | jq .scalars.epoch
+
+--json prints one object: file, bytes, format (1 or 2), config, scalars, metadata, tensors
+(name, dtype, shape, offset, nbytes, crc32c, checksum: ok, BAD, not checked, or none for v1)
+and problems (the tensors that failed their checksum).
+
+exit status: 0 the file is a readable checkpoint (and, with --verify, every tensor is intact),
+1 it is not (one line on stderr naming the problem), 2 usage error.
+"""
+
+STATUS_EPILOG = """\
+examples:
+  nxrs status run
+  nxrs status run --json | jq .progress
+"""
+
+
+def _command(
+    commands: Any, name: str, help: str, description: str, epilog: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help shows its description (wrapped) and examples (as written)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(description, width=79),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(parser=parser)  # its own usage errors name it: "nxrs train: error: ..."
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nxrs",
         description="Bit-reproducible training with exact checkpoint/resume.",
+        epilog=MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"nxrs {nxrs.__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     _add_train(commands)
-    gate = commands.add_parser(
+    gate = _command(
+        commands,
         "gate",
         help="run the seed's checkpoint/resume proof (T1-T4) and the v2 checks (T5-T6)",
+        description="Train the seed program's 6-10-4 model for 800 epochs without a break, "
+        "and again with a checkpoint and a restart at epoch 400 (v1 and v2 files), and check "
+        "that both end on the same bits and on the independent reference's hashes; check "
+        "that damaged files are refused. Prints each check and verdict=GREEN or RED.",
+        epilog=GATE_EPILOG,
     )
     gate.add_argument(
         "--workdir",
         type=Path,
         default=None,
-        help="directory for the checkpoint file (default: a fresh temporary directory)",
+        help="an existing directory for the checkpoint files (default: a fresh temporary "
+        "directory, removed afterwards)",
     )
-    gate.set_defaults(run=_gate)
-    inspect = commands.add_parser(
+    gate.set_defaults(run=_gate, check=_check_gate)
+    inspect = _command(
+        commands,
         "inspect",
         help="print a checkpoint's format, configuration, scalars and tensor table",
+        description="Print what an NXCK checkpoint (v1 or v2) holds: its format, trainer "
+        "configuration, scalars (epoch, Adam's bias-correction powers as bits) and tensor "
+        "table (name, dtype, shape, offset, size, CRC-32C, checksum status). Values read from "
+        "the file are clipped, so a hostile header cannot flood the terminal.",
+        epilog=INSPECT_EPILOG,
     )
     inspect.add_argument("file", type=Path)
     inspect.add_argument(
@@ -163,10 +262,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="check every tensor's CRC-32C and exit non-zero on a mismatch (without it, only "
         "the header is validated; a file that does not parse always exits non-zero)",
     )
+    inspect.add_argument(
+        "--json", action="store_true", help="print the same as one JSON object (see below)"
+    )
     inspect.set_defaults(run=_inspect)
-    status = commands.add_parser(
+    status = _command(
+        commands,
         "status",
         help="print a run directory's configuration, progress, checkpoints and history",
+        epilog=STATUS_EPILOG,
         description="Print what nxrs train --ckpt-dir DIR (or fit(checkpoint=DIR)) keeps in DIR: "
         "configuration, progress (step, epoch, percentage of the plan), each checkpoint and "
         "whether the newest validates (every checksum), whether a process holds the lock, and "
@@ -176,19 +280,22 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("directory", type=Path)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(run=_status)
-    add_sweep_parser(commands)
+    sweep = _command(
+        commands, "sweep", sweeps.SWEEP_HELP, sweeps.SWEEP_DESCRIPTION, sweeps.SWEEP_EPILOG
+    )
+    sweeps.add_sweep_arguments(sweep)
     return parser
 
 
 def _add_train(commands: Any) -> None:
-    train = commands.add_parser(
+    train = _command(
+        commands,
         "train",
         help="train an MLP exactly (default: a quick run on scikit-learn's digits)",
         description="Train an MLP with nxrs's exact arithmetic on a deterministic train/test "
         "split, then print the final train and test accuracy, the full-state hash and the "
         "checkpoint. With no arguments: 64-128-10 on scikit-learn's bundled 8x8 digits.",
         epilog=TRAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_data_arguments(train)
     shape = train.add_mutually_exclusive_group()
@@ -291,11 +398,25 @@ def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
     args.argv = list(sys.argv[1:] if argv is None else argv)
     check = getattr(args, "check", None)
     if check is not None:
-        check(parser, args)
-    code: int = args.run(args)
+        check(getattr(args, "parser", parser), args)
+    try:
+        code: int = args.run(args)
+    except BrokenPipeError:
+        raise
+    except KeyboardInterrupt:
+        print(f"nxrs {args.command}: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
+    except (nxrs.NxrsError, OSError, ValueError) as err:
+        # A user error a command did not report itself (an unwritable --workdir, a file that
+        # vanished meanwhile): one line, as every other error, rather than a traceback.
+        print(f"nxrs {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILED
     return code
 
 

@@ -4,11 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
 from nxrs._nxrs import ChecksumError, Trainer, checkpoint_format, clip, open
+
+#: The tensor table's columns, in ``describe_checkpoint``'s keys and in the printed table.
+_COLUMNS = ("name", "dtype", "shape", "offset", "nbytes", "crc32c", "checksum")
+
+
+def describe_checkpoint(path: Path, *, verify: bool = False) -> dict[str, Any]:
+    """What the checkpoint at ``path`` holds, as plain JSON-ready values.
+
+    Keys: ``file``, ``bytes``, ``format`` (1 or 2), ``config`` (v2: TRAINING.md's keys with
+    ``<key>_bits``; v1: only ``sizes``, the seed model's), ``scalars`` (``epoch``, ``b1t_bits``,
+    ``b2t_bits``, and in v2 ``step`` and ``batch``), ``metadata`` (v2's strings), ``tensors``
+    (one dict per tensor in file order: name, dtype, shape, offset, nbytes, crc32c (None in v1),
+    checksum: "ok", "BAD", "not checked" or, in v1, "none") and ``problems`` (the tensors whose
+    CRC-32C failed; computed only with ``verify``). Raises an ``NxrsError`` (or ``OSError``)
+    when the file cannot be read as a checkpoint at all.
+    """
+    version = checkpoint_format(path)
+    summary: dict[str, Any] = {"file": str(path), "bytes": path.stat().st_size, "format": version}
+    summary.update(_describe_v1(path) if version == 1 else _describe_v2(path, verify))
+    summary["problems"] = sum(t["checksum"] == "BAD" for t in summary["tensors"])
+    return summary
 
 
 def inspect_checkpoint(path: Path, out: TextIO, *, verify: bool = False) -> int:
@@ -18,18 +39,18 @@ def inspect_checkpoint(path: Path, out: TextIO, *, verify: bool = False) -> int:
     it, only the header is validated and the tensors' checksum status is "not checked".
     Values from the file are printed clipped (as nxrs's messages clip them), so a hostile
     header cannot flood the terminal. Raises an ``NxrsError`` (or ``OSError``) when the file
-    cannot be read as a checkpoint at all.
+    cannot be read as a checkpoint at all (after printing the file line).
     """
-    version = checkpoint_format(path)
     out.write(f"file     {path} ({path.stat().st_size} bytes)\n")
-    if version == 1:
-        return _inspect_v1(path, out)
-    return _inspect_v2(path, out, verify)
-
-
-def _inspect_v2(path: Path, out: TextIO, verify: bool) -> int:
-    with open(path, verify=False) as ck:
-        config, scalars = ck.config, ck.scalars
+    summary = describe_checkpoint(path, verify=verify)
+    scalars = summary["scalars"]
+    if summary["format"] == 1:
+        out.write(
+            "format   NXCK v1 (the seed's layout: no sizes, version or checksums; read with the "
+            f"seed model's buffer layout {summary['config']['sizes']})\n"
+        )
+    else:
+        config = summary["config"]
         out.write("format   NXCK v2 (self-describing, CRC-32C checksums, 64-byte aligned)\n")
         # Shortest decimal that reads back as the same binary32, then the exact bits.
         hyper = " ".join(
@@ -39,12 +60,23 @@ def _inspect_v2(path: Path, out: TextIO, verify: bool) -> int:
         out.write(
             f"config   sizes={clip(str(config['sizes']))} {hyper} math={clip(config['math'])}\n"
         )
-        out.write(
-            f"scalars  epoch={scalars['epoch']} b1t_bits={scalars['b1t_bits']:#010x} "
-            f"b2t_bits={scalars['b2t_bits']:#010x}\n"
-        )
-        rows = []
-        problems = 0
+    out.write(
+        f"scalars  epoch={scalars['epoch']} b1t_bits={scalars['b1t_bits']:#010x} "
+        f"b2t_bits={scalars['b2t_bits']:#010x}\n"
+    )
+    rows = [
+        (clip(t["name"]), clip(t["dtype"]), clip(str(t["shape"])), str(t["offset"]),
+         str(t["nbytes"]), "-" if t["crc32c"] is None else f"{t['crc32c']:#010x}", t["checksum"])
+        for t in summary["tensors"]
+    ]  # fmt: skip
+    _table(out, ("name", "dtype", "shape", "offset", "bytes", "crc32c", "checksum"), rows)
+    problems: int = summary["problems"]
+    return problems
+
+
+def _describe_v2(path: Path, verify: bool) -> dict[str, Any]:
+    with open(path, verify=False) as ck:
+        tensors = []
         for t in ck.tensor_table():
             status = "not checked"
             if verify:
@@ -53,35 +85,36 @@ def _inspect_v2(path: Path, out: TextIO, verify: bool) -> int:
                     status = "ok"
                 except ChecksumError:
                     status = "BAD"
-                    problems += 1
-            rows.append(
-                (clip(t["name"]), clip(t["dtype"]), clip(str(t["shape"])), str(t["offset"]),
-                 str(t["nbytes"]), f"{t['crc32c']:#010x}", status)
-            )  # fmt: skip
-    _table(out, ("name", "dtype", "shape", "offset", "bytes", "crc32c", "checksum"), rows)
-    return problems
+            tensors.append({**{k: t[k] for k in _COLUMNS[:-1]}, "checksum": status})
+        return {
+            "config": ck.config,
+            "scalars": ck.scalars,
+            "metadata": ck.metadata,
+            "tensors": tensors,
+        }
 
 
-def _inspect_v1(path: Path, out: TextIO) -> int:
+def _describe_v1(path: Path) -> dict[str, Any]:
     # v1 has no sizes: it is read with the seed model's buffer layout, and has no checksums.
     trainer = Trainer.load(path)
-    out.write(
-        "format   NXCK v1 (the seed's layout: no sizes, version or checksums; read with the seed "
-        f"model's buffer layout {trainer.sizes})\n"
-    )
-    out.write(
-        f"scalars  epoch={trainer.epoch} b1t_bits={_bits(trainer.b1t):#010x} "
-        f"b2t_bits={_bits(trainer.b2t):#010x}\n"
-    )
-    rows = []
+    tensors = []
     offset = 12 + 8 * 3
     for name, array in trainer.state_dict().items():
-        rows.append(
-            (name, "f32", str(list(array.shape)), str(offset), str(array.nbytes), "-", "none")
-        )
+        tensors.append(
+            {"name": name, "dtype": "f32", "shape": list(array.shape), "offset": offset,
+             "nbytes": array.nbytes, "crc32c": None, "checksum": "none"}
+        )  # fmt: skip
         offset += array.nbytes
-    _table(out, ("name", "dtype", "shape", "offset", "bytes", "crc32c", "checksum"), rows)
-    return 0
+    return {
+        "config": {"sizes": trainer.sizes},
+        "scalars": {
+            "epoch": trainer.epoch,
+            "b1t_bits": _bits(trainer.b1t),
+            "b2t_bits": _bits(trainer.b2t),
+        },
+        "metadata": {},
+        "tensors": tensors,
+    }
 
 
 def _bits(value: float) -> int:

@@ -74,7 +74,7 @@ class RunStopped(KeyboardInterrupt):
     number, ``step`` the step saved and ``checkpoint`` the file (None without a checkpoint).
     """
 
-    def __init__(self, signum: int, step: int, checkpoint: str | None) -> None:
+    def __init__(self, signum: int, step: int, checkpoint: Path | None) -> None:
         name = signal.Signals(signum).name
         where = f"saved {checkpoint}" if checkpoint is not None else "no checkpoint configured"
         super().__init__(f"stopped by {name} at step {step}; {where}")

@@ -358,13 +358,15 @@ def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 # --- nxrs sweep -------------------------------------------------------------------------------
 
 SWEEP_EPILOG = """\
+examples:
+  nxrs sweep --dir sweeps/digits --epochs 10 --grid lr=0.001,0.003 \\
+      --grid 'hidden=[[64], [128, 64]]' --grid seed=0,1
+  nxrs sweep --dir sweeps/mine --data my.csv --target label --grid batch_size=16,64
+
 grid: one --grid per axis, KEY=V1,V2,... or KEY=[JSON values] for list values; the sweep runs
 every combination. Keys are Trainer keywords (lr, batch_size, seed, optimizer, grad_block,
 weight_decay, layers, ...), epochs, and hidden (hidden layer sizes; inputs and outputs come
-from the data). Example:
-
-  nxrs sweep --dir sweeps/digits --epochs 10 --grid lr=0.001,0.003 \\
-      --grid 'hidden=[[64], [128, 64]]' --grid seed=0,1
+from the data).
 
 Each configuration trains in DIR/run-<digest>/ (a run directory: see nxrs status); a task whose
 process dies is retried (--max-retries) and resumes from its checkpoint, and running the same
@@ -375,19 +377,18 @@ exit status: 0 every configuration trained, 1 an error or a configuration failed
 """
 
 
-def add_sweep_parser(commands: Any) -> None:
-    """Adds ``nxrs sweep`` to the command line's subcommands."""
+SWEEP_HELP = "train a grid of configurations as Ray tasks, each resumable (needs nxrs[ray])"
+SWEEP_DESCRIPTION = (
+    "Train every combination of a grid of configurations on one deterministic train/test "
+    "split, as Ray tasks, and print and save their accuracy, loss, full-state hash and wall time."
+)
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds ``nxrs sweep``'s arguments to its parser (made by the CLI with SWEEP_HELP,
+    SWEEP_DESCRIPTION and SWEEP_EPILOG)."""
     from nxrs.training import add_data_arguments
 
-    parser = commands.add_parser(
-        "sweep",
-        help="train a grid of configurations as Ray tasks, each resumable (needs nxrs[ray])",
-        description="Train every combination of a grid of configurations on one deterministic "
-        "train/test split, as Ray tasks, and print and save their accuracy, loss, full-state "
-        "hash and wall time.",
-        epilog=SWEEP_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     add_data_arguments(parser)
     parser.add_argument(
         "--test-size",

@@ -68,11 +68,19 @@ def load_data(spec: str, target: str | None) -> tuple[npt.NDArray[Any], npt.NDAr
 
 
 def _load_csv(path: Path, target: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    with path.open(newline="") as f:
-        rows = list(csv.reader(f))
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = [row for row in csv.reader(f) if row]  # blank lines are no rows
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise CliError(f"{path}: not a CSV text file: {err}") from err
     if len(rows) < 2:
         raise CliError(f"{path}: a header row and at least one data row are needed")
     header, body = rows[0], rows[1:]
+    for k, row in enumerate(body, start=1):
+        if len(row) != len(header):
+            raise CliError(
+                f"{path}: data row {k} has {len(row)} fields, the header has {len(header)}"
+            )
     column = header[-1] if target is None else target
     if column not in header:
         raise CliError(f"{path}: no column {column!r} (columns: {', '.join(header)})")
@@ -187,7 +195,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     checkpoint = history.checkpoint
     if checkpoint is None and args.ckpt_dir is not None:
         latest = nxrs.CheckpointManager(args.ckpt_dir).latest()
-        checkpoint = None if latest is None else str(latest.path)
+        checkpoint = None if latest is None else latest.path
     summary: dict[str, Any] = {
         "data": args.data,
         "layers": layers,
@@ -200,7 +208,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         "state_hash": f"{trainer.state_hash():016x}",
         "backend": trainer.backend,
         "threads": trainer.threads,
-        "checkpoint": checkpoint,
+        "checkpoint": None if checkpoint is None else str(checkpoint),
         "seconds": round(time.perf_counter() - start, 3),
     }
     if args.plot is not None:

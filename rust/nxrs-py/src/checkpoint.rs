@@ -12,7 +12,7 @@ use nxrs_core::nxck;
 use nxrs_core::nxck::v2::{Checkpoint, TensorInfo, Verify};
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyIterator, PyList, PyString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,7 +26,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A program that rewrites the file in place (`shutil.copyfile`, `cp`) does change them, and
 /// can get the process killed by SIGBUS (as with numpy.memmap or safetensors): replace
 /// checkpoints with a rename instead.
-#[pyclass(module = "nxrs", name = "Checkpoint", frozen)]
+///
+/// A read-only mapping from tensor names (in file order) to those arrays: `len`, `in`,
+/// iteration, `keys()`, `values()`, `items()` and `get()` behave as on any
+/// `collections.abc.Mapping`, with which the class is registered.
+#[pyclass(module = "nxrs", name = "Checkpoint", frozen, mapping)]
 pub struct PyCheckpoint {
     inner: Checkpoint,
     /// The configuration the file records, validated on open.
@@ -48,11 +52,39 @@ impl PyCheckpoint {
         Ok(&self.inner)
     }
 
-    fn tensor(&self, name: &str) -> PyResult<&TensorInfo> {
-        self.open_inner()?
-            .tensor(name)
-            .ok_or_else(|| PyKeyError::new_err(name.to_owned()))
+    /// The tensor named `key`, None for any other key (a non-string one included, as in a
+    /// `dict` of names); ValueError once closed.
+    fn lookup(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<&TensorInfo>> {
+        let inner = self.open_inner()?;
+        Ok(key
+            .cast::<PyString>()
+            .ok()
+            .and_then(|name| inner.tensor(&name.to_cow().ok()?)))
     }
+
+    /// The tensor named `key`; KeyError holding `key` when there is none.
+    fn tensor(&self, key: &Bound<'_, PyAny>) -> PyResult<&TensorInfo> {
+        self.lookup(key)?
+            .ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
+    }
+
+    /// A `collections.abc` view (`KeysView`, `ValuesView`, `ItemsView`) of this mapping.
+    fn view<'py>(slf: &Bound<'py, Self>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
+        slf.get().open_inner()?;
+        PyModule::import(slf.py(), "collections.abc")?
+            .getattr(kind)?
+            .call1((slf,))
+    }
+}
+
+/// Registers `Checkpoint` as a `collections.abc.Mapping` (a virtual subclass: `isinstance`
+/// holds, while the methods stay these native ones).
+pub fn register_mapping(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    PyModule::import(py, "collections.abc")?
+        .getattr("Mapping")?
+        .call_method1("register", (py.get_type::<PyCheckpoint>(),))?;
+    Ok(())
 }
 
 /// Opens and validates an NXCK v2 file (see `Checkpoint`).
@@ -143,31 +175,55 @@ impl PyCheckpoint {
         Ok(rows)
     }
 
-    /// Tensor names in file order.
-    fn keys(&self) -> PyResult<Vec<String>> {
-        Ok(self
-            .open_inner()?
-            .tensors()
-            .iter()
-            .map(|t| t.name.clone())
-            .collect())
+    /// The tensor names in file order, as a `KeysView`.
+    fn keys<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::view(slf, "KeysView")
+    }
+
+    /// The tensors (read-only views) in file order, as a `ValuesView`.
+    fn values<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::view(slf, "ValuesView")
+    }
+
+    /// `(name, tensor)` pairs in file order, as an `ItemsView`.
+    fn items<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::view(slf, "ItemsView")
+    }
+
+    /// `self[key]`, or `default` when there is no tensor named `key`.
+    #[pyo3(signature = (key, default = None, /))]
+    fn get<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match slf.get().lookup(key)? {
+            Some(_) => Ok(Self::__getitem__(slf, key)?.into_any()),
+            None => Ok(default.unwrap_or_else(|| slf.py().None().into_bound(slf.py()))),
+        }
+    }
+
+    /// An iterator over the tensor names in file order.
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        let names = self.open_inner()?.tensors().iter().map(|t| t.name.as_str());
+        PyList::new(py, names)?.try_iter()
     }
 
     fn __len__(&self) -> PyResult<usize> {
         Ok(self.open_inner()?.tensors().len())
     }
 
-    fn __contains__(&self, name: &str) -> PyResult<bool> {
-        Ok(self.open_inner()?.tensor(name).is_some())
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.lookup(key)?.is_some())
     }
 
     /// A read-only float32 array of the tensor, viewing the mapped file (no copy).
     fn __getitem__<'py>(
         slf: &Bound<'py, Self>,
-        name: &str,
+        key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let this = slf.get();
-        let info = this.tensor(name)?;
+        let info = this.tensor(key)?;
         let bytes = this.inner.data(info);
         let array = match view_cells(bytes) {
             Some(cells) => {
@@ -202,7 +258,9 @@ impl PyCheckpoint {
     /// Checks one tensor's CRC-32C.
     fn verify_tensor(&self, py: Python<'_>, name: &str) -> PyResult<()> {
         let ck = self.open_inner()?;
-        self.tensor(name)?;
+        if ck.tensor(name).is_none() {
+            return Err(PyKeyError::new_err(name.to_owned()));
+        }
         py.detach(|| ck.verify_tensor(name)).map_err(to_py)
     }
 

@@ -30,6 +30,7 @@ mod _nxrs {
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        crate::checkpoint::register_mapping(m)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))
     }
 }
