@@ -29,223 +29,154 @@ use lanes::Chain;
 use std::hint::black_box;
 use std::sync::OnceLock;
 
-/// A binary32 value computed by the CPU's floating-point unit. Same layout as [`F32`] (both are
-/// `#[repr(transparent)]` over 32 bits), so tensors stored as `F32` are viewed as `Native` with
-/// `bytemuck` and no copy. `==` compares bit patterns, as on `F32`.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-pub struct Native(pub f32);
+/// Defines a hardware binary32 type: `+ - * /` and `sqrt` by the CPU, their result passed
+/// through `result` (given the operands and the CPU's result; `sqrt` passes its operand twice),
+/// negation by the sign bit, `==` on bit patterns, and the rest of [`Real`] from `extra`.
+macro_rules! hardware_float {
+    (
+        $(#[$doc:meta])*
+        $name:ident, fast: $fast:ty,
+        result: |$a:ident, $b:ident, $r:ident| $result:expr,
+        extra: { $($extra:item)* }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        #[repr(transparent)]
+        pub struct $name(pub f32);
 
-// SAFETY: `#[repr(transparent)]` over f32: no padding, every bit pattern is a valid value, and
-// all-zero bits are +0.
-unsafe impl bytemuck::Zeroable for Native {}
-// SAFETY: as above; Native is also `Copy` and `'static`.
-unsafe impl bytemuck::Pod for Native {}
+        // SAFETY: `#[repr(transparent)]` over f32: no padding, every bit pattern is a valid
+        // value, and all-zero bits are +0; the type is `Copy` and `'static`.
+        unsafe impl bytemuck::Zeroable for $name {}
+        // SAFETY: as above.
+        unsafe impl bytemuck::Pod for $name {}
 
-impl PartialEq for Native {
-    fn eq(&self, other: &Native) -> bool {
-        self.0.to_bits() == other.0.to_bits()
-    }
-}
+        impl PartialEq for $name {
+            fn eq(&self, other: &$name) -> bool {
+                self.0.to_bits() == other.0.to_bits()
+            }
+        }
 
-impl Native {
-    #[inline(always)]
-    fn soft(self) -> F32 {
-        F32::from_bits(self.0.to_bits())
-    }
+        impl $name {
+            /// The operation's result as this type.
+            #[inline(always)]
+            fn result($a: $name, $b: $name, $r: f32) -> $name {
+                $name($result)
+            }
+        }
 
-    #[inline(always)]
-    fn of(x: F32) -> Native {
-        Native(f32::from_bits(x.to_bits()))
-    }
-}
+        hardware_float!(@binary $name, Add, add, +);
+        hardware_float!(@binary $name, Sub, sub, -);
+        hardware_float!(@binary $name, Mul, mul, *);
+        hardware_float!(@binary $name, Div, div, /);
 
-macro_rules! native_binary {
-    ($trait:ident, $method:ident, $op:tt) => {
-        impl $trait for Native {
-            type Output = Native;
+        impl Neg for $name {
+            type Output = $name;
+
+            /// Flips the sign bit (of NaNs too), as softf32 does.
+            #[inline(always)]
+            fn neg(self) -> $name {
+                $name(f32::from_bits(self.0.to_bits() ^ 0x8000_0000))
+            }
+        }
+
+        impl Real for $name {
+            const ZERO: $name = $name(0.0);
+            const ONE: $name = $name(1.0);
+            type Fast = $fast;
+            type Environment = FpEnvGuard;
 
             #[inline(always)]
-            fn $method(self, rhs: Native) -> Native {
-                let r = self.0 $op rhs.0;
-                if r.is_nan() {
-                    Native::of(F32::nan_result(self.soft(), rhs.soft()))
-                } else {
-                    Native(r)
-                }
+            fn environment() -> FpEnvGuard {
+                FpEnvGuard::new()
+            }
+
+            #[inline(always)]
+            fn from_f32(x: F32) -> $name {
+                $name(f32::from_bits(x.to_bits()))
+            }
+
+            #[inline(always)]
+            fn to_f32(self) -> F32 {
+                F32::from_bits(self.0.to_bits())
+            }
+
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                self.0.is_nan()
+            }
+
+            #[inline(always)]
+            fn sqrt(self) -> $name {
+                $name::result(self, self, self.0.sqrt())
+            }
+
+            #[inline(always)]
+            fn vectorized<T>(f: impl FnOnce() -> T) -> T {
+                vector_call(f)
+            }
+
+            #[inline(always)]
+            fn ieee_le(self, rhs: $name) -> bool {
+                self.0 <= rhs.0
+            }
+
+            #[inline(always)]
+            fn ieee_lt(self, rhs: $name) -> bool {
+                self.0 < rhs.0
+            }
+
+            $($extra)*
+        }
+    };
+    (@binary $name:ident, $trait:ident, $method:ident, $op:tt) => {
+        impl $trait for $name {
+            type Output = $name;
+
+            #[inline(always)]
+            fn $method(self, rhs: $name) -> $name {
+                $name::result(self, rhs, self.0 $op rhs.0)
             }
         }
     };
 }
 
-native_binary!(Add, add, +);
-native_binary!(Sub, sub, -);
-native_binary!(Mul, mul, *);
-native_binary!(Div, div, /);
+hardware_float! {
+    /// A binary32 value computed by the CPU's floating-point unit. Same layout as [`F32`] (both
+    /// are `#[repr(transparent)]` over 32 bits), so tensors stored as `F32` are viewed as
+    /// `Native` with `bytemuck` and no copy. `==` compares bit patterns, as on `F32`. A NaN
+    /// result is softf32's NaN for the same operands ([`F32::nan_result`]).
+    Native, fast: Unchecked,
+    result: |a, b, r| if r.is_nan() {
+        f32::from_bits(F32::nan_result(a.to_f32(), b.to_f32()).to_bits())
+    } else {
+        r
+    },
+    extra: {
+        #[inline(always)]
+        fn add_row_products(out: &mut [Native], rows: &[Native], a: &[Native]) {
+            Chain::RowProducts.apply(out, rows, a);
+        }
 
-impl Neg for Native {
-    type Output = Native;
+        #[inline(always)]
+        fn scaled_rows_sum(out: &mut [Native], a: &[Native], rows: &[Native]) {
+            Chain::ScaledRows.apply(out, rows, a);
+        }
 
-    /// Flips the sign bit (of NaNs too), as softf32 does.
-    #[inline(always)]
-    fn neg(self) -> Native {
-        Native(f32::from_bits(self.0.to_bits() ^ 0x8000_0000))
-    }
-}
-
-impl Real for Native {
-    const ZERO: Native = Native(0.0);
-    const ONE: Native = Native(1.0);
-    type Fast = Unchecked;
-    type Environment = FpEnvGuard;
-
-    #[inline(always)]
-    fn environment() -> FpEnvGuard {
-        FpEnvGuard::new()
-    }
-
-    #[inline(always)]
-    fn from_f32(x: F32) -> Native {
-        Native::of(x)
-    }
-
-    #[inline(always)]
-    fn to_f32(self) -> F32 {
-        self.soft()
-    }
-
-    #[inline(always)]
-    fn sqrt(self) -> Native {
-        let r = self.0.sqrt();
-        if r.is_nan() {
-            Native::of(F32::nan_result(self.soft(), self.soft()))
-        } else {
-            Native(r)
+        #[inline(always)]
+        fn add_assign(acc: &mut [Native], x: &[Native]) {
+            let n = acc.len().min(x.len());
+            Chain::Sum.apply(&mut acc[..n], &x[..n], &[]);
         }
     }
-
-    #[inline(always)]
-    fn vectorized<T>(f: impl FnOnce() -> T) -> T {
-        vector_call(f)
-    }
-
-    #[inline(always)]
-    fn add_row_products(out: &mut [Native], rows: &[Native], a: &[Native]) {
-        Chain::RowProducts.apply(out, rows, a);
-    }
-
-    #[inline(always)]
-    fn scaled_rows_sum(out: &mut [Native], a: &[Native], rows: &[Native]) {
-        Chain::ScaledRows.apply(out, rows, a);
-    }
-
-    #[inline(always)]
-    fn add_assign(acc: &mut [Native], x: &[Native]) {
-        let n = acc.len().min(x.len());
-        Chain::Sum.apply(&mut acc[..n], &x[..n], &[]);
-    }
-
-    #[inline(always)]
-    fn ieee_le(self, rhs: Native) -> bool {
-        self.0 <= rhs.0
-    }
-
-    #[inline(always)]
-    fn ieee_lt(self, rhs: Native) -> bool {
-        self.0 < rhs.0
-    }
 }
 
-/// The CPU's binary32 arithmetic without [`Native`]'s NaN rule: [`Native`]'s
-/// [`Real::Fast`], for kernels that check their outputs for NaNs and recompute with [`Native`]
-/// when they find one. Same layout as [`F32`].
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-pub struct Unchecked(pub f32);
-
-// SAFETY: as for Native: a transparent f32.
-unsafe impl bytemuck::Zeroable for Unchecked {}
-// SAFETY: as for Native.
-unsafe impl bytemuck::Pod for Unchecked {}
-
-impl PartialEq for Unchecked {
-    fn eq(&self, other: &Unchecked) -> bool {
-        self.0.to_bits() == other.0.to_bits()
-    }
-}
-
-macro_rules! unchecked_binary {
-    ($trait:ident, $method:ident, $op:tt) => {
-        impl $trait for Unchecked {
-            type Output = Unchecked;
-
-            #[inline(always)]
-            fn $method(self, rhs: Unchecked) -> Unchecked {
-                Unchecked(self.0 $op rhs.0)
-            }
-        }
-    };
-}
-
-unchecked_binary!(Add, add, +);
-unchecked_binary!(Sub, sub, -);
-unchecked_binary!(Mul, mul, *);
-unchecked_binary!(Div, div, /);
-
-impl Neg for Unchecked {
-    type Output = Unchecked;
-
-    #[inline(always)]
-    fn neg(self) -> Unchecked {
-        Unchecked(f32::from_bits(self.0.to_bits() ^ 0x8000_0000))
-    }
-}
-
-impl Real for Unchecked {
-    const ZERO: Unchecked = Unchecked(0.0);
-    const ONE: Unchecked = Unchecked(1.0);
-    type Fast = Unchecked;
-    type Environment = FpEnvGuard;
-
-    #[inline(always)]
-    fn environment() -> FpEnvGuard {
-        FpEnvGuard::new()
-    }
-
-    #[inline(always)]
-    fn from_f32(x: F32) -> Unchecked {
-        Unchecked(f32::from_bits(x.to_bits()))
-    }
-
-    #[inline(always)]
-    fn to_f32(self) -> F32 {
-        F32::from_bits(self.0.to_bits())
-    }
-
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        self.0.is_nan()
-    }
-
-    #[inline(always)]
-    fn sqrt(self) -> Unchecked {
-        Unchecked(self.0.sqrt())
-    }
-
-    #[inline(always)]
-    fn vectorized<T>(f: impl FnOnce() -> T) -> T {
-        vector_call(f)
-    }
-
-    #[inline(always)]
-    fn ieee_le(self, rhs: Unchecked) -> bool {
-        self.0 <= rhs.0
-    }
-
-    #[inline(always)]
-    fn ieee_lt(self, rhs: Unchecked) -> bool {
-        self.0 < rhs.0
-    }
+hardware_float! {
+    /// The CPU's binary32 arithmetic without [`Native`]'s NaN rule: [`Native`]'s
+    /// [`Real::Fast`], for kernels that check their outputs for NaNs and recompute with
+    /// [`Native`] when they find one. Same layout as [`F32`].
+    Unchecked, fast: Unchecked,
+    result: |_a, _b, r| r,
+    extra: {}
 }
 
 /// Calls `f` inside a function compiled for AVX-512 or AVX2 when the CPU has them (detected at
