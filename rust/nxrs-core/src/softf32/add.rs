@@ -61,14 +61,16 @@ fn add_signed(a: F32, b: F32) -> F32 {
     }
 
     // Normalise: bring the leading one to bit 30. A carry out of the hidden bit (leading one at
-    // bit 31) is a shift of -1, one more exponent; a cancellation shifts left, but stops at
-    // exponent 1 (the result is then subnormal). Only an exact difference (exponents at most one
-    // apart) can need more than one bit of left shift, so no sticky bit is ever shifted up into
-    // the rounding bits. Shifting left by `shift + 1` in 64 bits and then right by one with
-    // jamming does both directions without a branch.
+    // bit 31) is a shift of -1, one more exponent, jamming the bit shifted out; a cancellation
+    // shifts left, but stops at exponent 1 (the result is then subnormal). Only an exact
+    // difference (exponents at most one apart) can need more than one bit of left shift, so no
+    // sticky bit is ever shifted up into the rounding bits.
     let shift = (sum.leading_zeros() as i32 - 1).min(big_exp - 1);
-    let wide = u64::from(sum) << (shift + 1);
-    let sig = (wide >> 1) as u32 | (wide & 1) as u32;
+    let sig = if shift < 0 {
+        (sum >> 1) | (sum & 1)
+    } else {
+        sum << shift.max(0)
+    };
 
     // Round and pack: the exponent is now between 1 and MAX_FINITE_EXP + 1 (a carry out of the
     // largest binade), which is the range `round_pack_in_range` takes.
