@@ -39,17 +39,19 @@ fn add_signed(a: F32, b: F32) -> F32 {
         return add_nonfinite(a, b);
     }
 
-    // Order by magnitude, so the result takes the larger operand's sign and exponent.
-    let (a_mag, b_mag) = (a.0 & !SIGN_BIT, b.0 & !SIGN_BIT);
+    // Order by magnitude, so the result takes the larger operand's sign and exponent. The
+    // magnitudes (sign bit clear) compare as i32: x86-64's baseline SSE2 has signed vector
+    // compares only, which matters when a slice loop vectorises.
+    let (a_mag, b_mag) = ((a.0 & !SIGN_BIT) as i32, (b.0 & !SIGN_BIT) as i32);
     let sign = if a_mag >= b_mag { a.0 } else { b.0 } & SIGN_BIT;
-    let (big, small) = (a_mag.max(b_mag), a_mag.min(b_mag));
+    let (big, small) = (a_mag.max(b_mag) as u32, a_mag.min(b_mag) as u32);
 
     // Unpack.
     let (big_exp, big_sig) = unpack_for_add(big);
     let (small_exp, small_sig) = unpack_for_add(small);
 
     // Align the smaller significand; bits shifted out stay visible as the sticky bit.
-    let small_sig = shift_right_jam_branchless(small_sig, (big_exp - small_exp) as u32);
+    let small_sig = shift_right_jam_branchless(small_sig, (big_exp - small_exp).min(31) as u32);
 
     // Add or subtract magnitudes: `subtract` is all ones when the signs differ, and
     // `(x ^ subtract) - subtract` is then `-x` (two's complement), else `x`.
@@ -103,11 +105,11 @@ fn unpack_for_add(magnitude: u32) -> (i32, u32) {
     (exp.max(1), ((magnitude & FRAC_MASK) | hidden) << 7)
 }
 
-/// `shift_right_jam32` without its branches on the distance, for a significand below 2^31 (so
-/// that any distance of 31 or more leaves only the sticky bit, as 31 does).
+/// `shift_right_jam32` without its branches on the distance, for a distance of at most 31 (the
+/// caller clamps it: for a significand below 2^31, any larger distance leaves only the sticky
+/// bit, as 31 does).
 #[inline(always)]
 fn shift_right_jam_branchless(sig: u32, dist: u32) -> u32 {
-    let dist = dist.min(31);
     (sig >> dist) | (sig & ((1 << dist) - 1) != 0) as u32
 }
 
