@@ -8,15 +8,28 @@
 //! RUSTFLAGS="--cfg nxrs_softfloat" cargo bench -p nxrs-core --bench softf32
 //! ```
 //!
+//! How SoftFloat is built: `softfloat-sys` 0.1.4 compiles it with the `cc` crate (CMake only runs
+//! in its `c99` dependency, for a program that prints C type sizes, so no CMake build type
+//! applies). `cc` takes the optimisation level from the Cargo profile, so under `cargo bench`
+//! (release settings) the flags are `-O3 -ffunction-sections -fdata-sections -fPIC -m64
+//! -march=x86-64` plus the crate's `-DINLINE_LEVEL=5 -DSOFTFLOAT_FAST_INT64
+//! -DSOFTFLOAT_FAST_DIV32TO16 -DSOFTFLOAT_FAST_DIV64TO32 -DSOFTFLOAT_ROUND_ODD`, and `$CFLAGS`
+//! if set (appended). See them with `CC_ENABLE_DEBUG_OUTPUT=1` in the environment of the build:
+//! the commands are then in `target/release/build/softfloat-sys-*/output`. Each SoftFloat
+//! operation is an FFI call that cannot be inlined, as for any user of the C library.
+//!
 //! Every implementation runs over the same arrays of 4096 operands (fixed seed): normal values
 //! within 2^±20 of one, random signs (`sqrt` and `ln` take their magnitudes), values spread over
 //! `[-87.5, 88.5]` for `exp` (no overflow or underflow), and random `i32`s of every magnitude for
 //! `from_i32`. Before timing, the bench checks that all implementations give the same bits on
 //! those arrays, except for `exp` and `ln`, whose native column is the C library's `expf`/`logf`
 //! (through Rust's `f32::exp`/`f32::ln`): those are not correctly rounded everywhere, so the bench
-//! prints how many results differ from softf32's instead. Criterion measures each (op, implementation); then a short
-//! `Instant`-timed loop over the same kernels prints a table of ns/op and the ratios
-//! softf32/SoftFloat and softf32/native, which criterion does not print.
+//! prints how many results differ from softf32's instead. Criterion measures each (op,
+//! implementation); then an `Instant`-timed loop over the same kernels prints a table of ns/op
+//! and the ratios softf32/SoftFloat and softf32/native, which criterion does not print. The table
+//! times the implementations of an op in turn, many short rounds each, and keeps each one's
+//! fastest round: on a shared machine, load then hits all columns alike instead of skewing a
+//! ratio (timing each implementation in one block let a busy moment make one column 1.6x slow).
 //!
 //! "native" is one scalar SSE instruction per operation (inline assembly, see
 //! `tests/support/native.rs`), so it is neither vectorised nor folded away; SoftFloat is called
@@ -332,25 +345,30 @@ fn main() {
     }
 }
 
-/// Times every kernel with `Instant` (best of 25 runs of 64 passes over the arrays) and prints
-/// ns per operation and the ratios.
+/// Times every kernel with `Instant` (the fastest of 200 rounds of 8 passes over the arrays,
+/// the implementations of an op taking turns round by round) and prints ns per operation and the
+/// ratios.
 fn ratio_table(names: &[&str], ops: &[Op], operands: &Operands) {
-    const PASSES: usize = 64;
+    const ROUNDS: usize = 200;
+    const PASSES: usize = 8;
     let mut out = vec![0u32; LEN];
-    let mut time = |k: &Kernel, x: &[u32], y: &[u32]| {
-        (0..25)
-            .map(|_| {
+    let mut time = |kernels: &[Kernel], x: &[u32], y: &[u32]| {
+        let mut best = vec![f64::INFINITY; kernels.len()];
+        for _ in 0..ROUNDS {
+            for (k, best) in kernels.iter().zip(&mut best) {
                 let start = Instant::now();
                 for _ in 0..PASSES {
                     k(black_box(x), black_box(y), black_box(&mut out));
                 }
-                start.elapsed().as_secs_f64() * 1e9 / (PASSES * LEN) as f64
-            })
-            .fold(f64::INFINITY, f64::min)
+                let ns = start.elapsed().as_secs_f64() * 1e9 / (PASSES * LEN) as f64;
+                *best = best.min(ns);
+            }
+        }
+        best
     };
     println!();
     println!(
-        "softf32 summary: ns per operation, best of 25 timed runs over the same {LEN} operands"
+        "softf32 summary: ns per operation, fastest of {ROUNDS} interleaved rounds over the same {LEN} operands"
     );
     let mut header = format!("{:<14}", "op");
     for name in names {
@@ -363,7 +381,7 @@ fn ratio_table(names: &[&str], ops: &[Op], operands: &Operands) {
     println!("{header}");
     for op in ops {
         let (x, y) = operands.of(op);
-        let ns: Vec<f64> = op.kernels.iter().map(|k| time(k, x, y)).collect();
+        let ns = time(&op.kernels, x, y);
         let mut line = format!("{:<14}", op.name);
         for t in &ns {
             line += &format!("{t:>11.2}");
@@ -376,6 +394,9 @@ fn ratio_table(names: &[&str], ops: &[Op], operands: &Operands) {
             line += &format!("{:>20.2}", ns[1] / softfloat);
         }
         println!("{line}");
+    }
+    if names.len() > 2 {
+        println!("(SoftFloat: softfloat-sys's build, `cc` at this Cargo profile's opt-level, -O3 under `cargo bench`; flags in the bench's header)");
     }
     if names.len() == 2 {
         println!("(SoftFloat column: build with RUSTFLAGS=\"--cfg nxrs_softfloat\", see the bench's header)");

@@ -1,10 +1,21 @@
 //! Addition and subtraction.
+//!
+//! One path serves every pair of finite operands (zeros and subnormals included), in SoftFloat's
+//! steps: unpack, order by magnitude, align, add or subtract magnitudes, normalise, round and
+//! pack. It has no branch on the operands' signs, on which one is larger or on how far apart
+//! their exponents are: those pick with selects and masks instead. With random signs, a branch
+//! between adding and subtracting magnitudes is mispredicted half the time; and a body without
+//! data-dependent branches is one the compiler vectorises when a loop adds whole slices (four
+//! lanes with x86-64's baseline SSE2), which is where most of the speed over SoftFloat comes from
+//! (see `benches/softf32.rs`). Only NaN and infinity operands, and an exactly zero result, leave
+//! the path.
 
-use super::{propagate_nan, round_pack, shift_right_jam32, F32, MAX_FINITE_EXP};
+use super::{propagate_nan, round_pack_in_range, EXP_MASK, F32, FRAC_MASK, HIDDEN_BIT, SIGN_BIT};
 
 /// `a + b`, correctly rounded.
 impl core::ops::Add for F32 {
     type Output = F32;
+    #[inline]
     fn add(self, rhs: F32) -> F32 {
         add_signed(self, rhs)
     }
@@ -14,76 +25,92 @@ impl core::ops::Add for F32 {
 /// because the negation is applied only to non-NaN operands).
 impl core::ops::Sub for F32 {
     type Output = F32;
+    #[inline]
     fn sub(self, rhs: F32) -> F32 {
         let negated = if rhs.is_nan() { rhs } else { -rhs };
         add_signed(self, negated)
     }
 }
 
+#[inline(always)]
 fn add_signed(a: F32, b: F32) -> F32 {
-    // Specials.
-    if a.is_nan() || b.is_nan() {
-        return propagate_nan(a, b);
-    }
-    if a.is_infinite() || b.is_infinite() {
-        if a.is_infinite() && b.is_infinite() && a != b {
-            return F32::DEFAULT_NAN; // inf - inf
-        }
-        return if a.is_infinite() { a } else { b };
-    }
-    if a.is_zero() && b.is_zero() {
-        // Only -0 + -0 is -0 when rounding to nearest.
-        return F32(a.0 & b.0);
-    }
-    if b.is_zero() {
-        return a;
-    }
-    if a.is_zero() {
-        return b;
+    // Non-short-circuit `|`: one well-predicted branch for both operands.
+    if (a.0 & EXP_MASK == EXP_MASK) | (b.0 & EXP_MASK == EXP_MASK) {
+        return add_nonfinite(a, b);
     }
 
-    // Order by magnitude, so the result takes the larger operand's sign and exponent.
-    let (big, small) = if a.abs().0 >= b.abs().0 {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    // Order by magnitude, so the result takes the larger operand's sign and exponent. The
+    // magnitudes (sign bit clear) compare as i32: x86-64's baseline SSE2 has signed vector
+    // compares only, which matters when a slice loop vectorises.
+    let (a_mag, b_mag) = ((a.0 & !SIGN_BIT) as i32, (b.0 & !SIGN_BIT) as i32);
+    let sign = if a_mag >= b_mag { a.0 } else { b.0 } & SIGN_BIT;
+    let (big, small) = (a_mag.max(b_mag) as u32, a_mag.min(b_mag) as u32);
+
+    // Unpack.
     let (big_exp, big_sig) = unpack_for_add(big);
     let (small_exp, small_sig) = unpack_for_add(small);
 
     // Align the smaller significand; bits shifted out stay visible as the sticky bit.
-    let small_sig = shift_right_jam32(small_sig, (big_exp - small_exp) as u32);
+    let small_sig = shift_right_jam_branchless(small_sig, (big_exp - small_exp).min(31) as u32);
 
-    let negative = big.is_sign_negative();
-    if big.is_sign_negative() == small.is_sign_negative() {
-        let sum = big_sig + small_sig;
-        if sum >= 1 << 31 {
-            // Carry out of the hidden bit: one more exponent.
-            return round_pack(negative, big_exp + 1, shift_right_jam32(sum, 1));
-        }
-        return round_pack(negative, big_exp, sum);
+    // Add or subtract magnitudes: `subtract` is all ones when the signs differ, and
+    // `(x ^ subtract) - subtract` is then `-x` (two's complement), else `x`.
+    let subtract = 0u32.wrapping_sub((a.0 ^ b.0) >> 31);
+    let sum = big_sig.wrapping_add((small_sig ^ subtract).wrapping_sub(subtract));
+    if sum == 0 {
+        // x - x is +0 when rounding to nearest, and only -0 + -0 is -0.
+        return F32(a.0 & b.0 & SIGN_BIT);
     }
 
-    let difference = big_sig - small_sig;
-    if difference == 0 {
-        return F32::ZERO; // x - x is +0 when rounding to nearest.
-    }
-    // Cancellation: renormalise, but stop at exponent 1 (the result is then subnormal). Only an
-    // exact difference (exponents at most one apart) can need more than one bit of shift, so no
+    // Normalise: bring the leading one to bit 30. A carry out of the hidden bit (leading one at
+    // bit 31) is a shift of -1, one more exponent, jamming the bit shifted out; a cancellation
+    // shifts left, but stops at exponent 1 (the result is then subnormal). Only an exact
+    // difference (exponents at most one apart) can need more than one bit of left shift, so no
     // sticky bit is ever shifted up into the rounding bits.
-    let shift = (difference.leading_zeros() as i32 - 1).min(big_exp - 1);
-    debug_assert!(big_exp <= MAX_FINITE_EXP);
-    round_pack(negative, big_exp - shift, difference << shift)
+    let shift = (sum.leading_zeros() as i32 - 1).min(big_exp - 1);
+    let sig = if shift < 0 {
+        (sum >> 1) | (sum & 1)
+    } else {
+        sum << shift.max(0)
+    };
+
+    // Round and pack: the exponent is now between 1 and MAX_FINITE_EXP + 1 (a carry out of the
+    // largest binade), which is the range `round_pack_in_range` takes.
+    round_pack_in_range(sign, big_exp - shift, sig)
 }
 
-/// Exponent and significand of a finite nonzero value in the internal convention (hidden bit at
-/// bit 30, seven guard bits). A subnormal is given exponent 1 and no hidden bit, which is its true
-/// scale, so both kinds align by the exponent difference alone.
-fn unpack_for_add(x: F32) -> (i32, u32) {
-    match x.biased_exp() {
-        0 => (1, x.frac() << 7),
-        exp => (exp, (x.frac() | super::HIDDEN_BIT) << 7),
+/// The sum when an operand is a NaN or an infinity.
+#[cold]
+fn add_nonfinite(a: F32, b: F32) -> F32 {
+    if a.is_nan() || b.is_nan() {
+        return propagate_nan(a, b);
     }
+    if a.is_infinite() && b.is_infinite() && a != b {
+        return F32::DEFAULT_NAN; // inf - inf
+    }
+    if a.is_infinite() {
+        a
+    } else {
+        b
+    }
+}
+
+/// Exponent and significand of a finite magnitude (sign bit clear) in the internal convention
+/// (hidden bit at bit 30, seven guard bits). A subnormal or zero is given exponent 1 and no hidden
+/// bit, which is its true scale, so all finite values align by the exponent difference alone.
+#[inline(always)]
+fn unpack_for_add(magnitude: u32) -> (i32, u32) {
+    let exp = (magnitude >> 23) as i32;
+    let hidden = if exp == 0 { 0 } else { HIDDEN_BIT };
+    (exp.max(1), ((magnitude & FRAC_MASK) | hidden) << 7)
+}
+
+/// `shift_right_jam32` without its branches on the distance, for a distance of at most 31 (the
+/// caller clamps it: for a significand below 2^31, any larger distance leaves only the sticky
+/// bit, as 31 does).
+#[inline(always)]
+fn shift_right_jam_branchless(sig: u32, dist: u32) -> u32 {
+    (sig >> dist) | (sig & ((1 << dist) - 1) != 0) as u32
 }
 
 #[cfg(test)]

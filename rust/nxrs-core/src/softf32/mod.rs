@@ -174,6 +174,14 @@ fn round_pack(negative: bool, exp: i32, sig: u32) -> F32 {
     if exp > MAX_FINITE_EXP + 1 {
         return F32(sign | EXP_MASK);
     }
+    round_pack_in_range(sign, exp, sig)
+}
+
+/// [`round_pack`] for a result whose exponent is already in `1..=MAX_FINITE_EXP + 1` (no shift
+/// into subnormal position, no certain overflow), with the sign given as the sign bit: the
+/// rounding step alone, for the operations (addition) that always produce such an exponent.
+fn round_pack_in_range(sign: u32, exp: i32, sig: u32) -> F32 {
+    debug_assert!((1..=MAX_FINITE_EXP + 1).contains(&exp) && sign & !SIGN_BIT == 0);
     let guard = sig & 0x7F;
     let mut rounded = (sig + 0x40) >> 7;
     if guard == 0x40 {
