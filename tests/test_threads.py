@@ -14,7 +14,7 @@ import pytest
 import nxrs
 
 
-def data(n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+def data(n: int = 256) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(11)
     return rng.random((n, 64), dtype=np.float32), rng.integers(0, 10, n)
 
@@ -34,7 +34,12 @@ def test_every_thread_count_gives_the_same_bits(backend: str) -> None:
     results = {}
     for threads in (1, 2, 3, 4):
         t = nxrs.Trainer(
-            layers=[64, 256, 10], batch_size=64, grad_block=32, backend=backend, threads=threads
+            # A block of 128 samples of a 38k-parameter model: big enough for the samples and
+            # the weight rows to be shared among 4 threads (at least 2^20 multiply-adds a part).
+            layers=[64, 512, 10],
+            batch_size=128,
+            backend=backend,
+            threads=threads,
         )
         assert t.threads == threads
         history = t.fit(x, y, epochs=2, progress=False)

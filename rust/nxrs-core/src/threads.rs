@@ -10,9 +10,11 @@ use std::sync::Arc;
 /// Most threads one trainer may use.
 pub const MAX_THREADS: usize = 1024;
 
-/// Below this many multiply-adds (about 50 us of vector work), a part is not worth a thread: a
-/// task costs microseconds on an idle machine and tens on a busy one.
-const MIN_WORK_PER_PART: usize = 1 << 17;
+/// Below this many multiply-adds (a few hundred microseconds of vector work), a part is not worth
+/// a thread: handing a task to a sleeping pool thread and waiting for it took 50 to 100 us per
+/// step on the 2-core VMs this was measured on (digits 64-128-10 at batch 32 ran 1.7x slower on
+/// 2 threads with parts of 2^17), so small steps stay on the caller's thread.
+const MIN_WORK_PER_PART: usize = 1 << 20;
 
 /// A trainer's threads: `count` of them, as a pool when more than one.
 #[derive(Clone, Debug)]
