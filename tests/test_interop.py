@@ -3,8 +3,7 @@
 Weights must cross every boundary bit for bit (compared as u32 patterns). Predictions of
 onnxruntime and torch are compared with nxrs's within ``PROBABILITY_TOLERANCE`` (those runtimes
 reorder and fuse the sums) and must pick the same class on every sample of the digits test
-split. torch is not a test dependency (its wheel pulls ~3 GB of CUDA libraries): its tests skip,
-saying so, when it is not installed.
+split. The test extra installs torch (CI runs these tests); without it they skip, saying so.
 """
 
 from __future__ import annotations
@@ -41,8 +40,8 @@ except ImportError:
     torch = None
 needs_torch = pytest.mark.skipif(
     torch is None,
-    reason="torch is not installed (not a test dependency: its wheel pulls ~3 GB of CUDA "
-    "libraries); pip install 'nxrs[torch]' to run the PyTorch interop tests",
+    reason="torch is not installed (the test extra has it); pip install 'nxrs[torch]' to run "
+    "the PyTorch interop tests",
 )
 
 
