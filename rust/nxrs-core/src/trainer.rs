@@ -898,21 +898,14 @@ fn check_samples(data: &Dataset, samples: &[usize]) -> Result<()> {
 /// `total = total + block`, cell by cell: a block's sum added to the blocks before it.
 fn add_layers<R: Real>(total: &mut [Layer], block: &[Layer]) {
     for (total, block) in total.iter_mut().zip(block) {
-        add_assign::<R>(cells_mut(&mut total.w), cells(&block.w));
-        add_assign::<R>(cells_mut(&mut total.b), cells(&block.b));
+        R::add_assign(cells_mut(&mut total.w), cells(&block.w));
+        R::add_assign(cells_mut(&mut total.b), cells(&block.b));
     }
 }
 
 /// Whether the maximum of the probabilities `p` (section 10's rule) is the sample's label.
 fn is_correct<R: Real>(math: Math, p: &[R], target: Target<'_, R>) -> bool {
     matches!(target, Target::Class(label) if argmax(math, p) == label)
-}
-
-/// `total[i] = total[i] + x[i]`: a block's sum added to the blocks before it.
-fn add_assign<R: Real>(total: &mut [R], x: &[R]) {
-    for (t, &x) in total.iter_mut().zip(x) {
-        *t = *t + x;
-    }
 }
 
 #[cfg(test)]
