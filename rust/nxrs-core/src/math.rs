@@ -86,8 +86,9 @@ static CONSTANTS: LazyLock<Constants> = LazyLock::new(|| Constants {
 });
 
 /// The seed's `f32_le(x, y)`: `x - y` is negative or zero (see [`F32::le_by_sign_of_difference`]).
+/// The difference is computed in `R`, which gives softf32's bits (NaNs included).
 pub fn seed_le<R: Real>(x: R, y: R) -> bool {
-    x.to_f32().le_by_sign_of_difference(y.to_f32())
+    (x - y).to_f32().is_sign_negative_or_zero()
 }
 
 /// The seed's `f32_sqrt`: 16 Newton steps `y = (y + x/y) / 2` from `y = x`; `±0` gives `+0`.
@@ -107,16 +108,22 @@ pub fn seed_sqrt<R: Real>(x: R) -> R {
 /// [`seed_sqrt`] of `N` values at once, bit for bit the same per value. Each lane runs exactly
 /// the seed's sequence of operations; the Newton steps are only interleaved across lanes, so the
 /// CPU overlaps independent divisions instead of waiting on one dependency chain at a time.
-/// Every intermediate reaches the result through `+` and `/`, which keep NaNs, except where the
-/// result is replaced by 0 (chosen from the input alone), so [`Real::Fast`] may compute it (see
-/// `optim::adam`).
+/// Every intermediate reaches the result through `+`, `*` and `/`, which keep NaNs, except
+/// where the result is replaced by 0 (chosen from the input alone), so [`Real::Fast`] may
+/// compute it (see `optim::adam`).
+///
+/// The seed's halving `s / 2` is computed as `s * 0.5`, the same bits for every `s`: both are the
+/// correctly rounded value of the same real number (subnormal results included), infinities
+/// stay infinities, and a NaN `s` gives `s` quieted (the first NaN operand) either way; a
+/// multiplication is several times cheaper than a division. `sqrt_lanes_equal_one_at_a_time` and
+/// `halving_by_multiplication_is_division_by_two` check it.
 #[inline(always)]
 pub fn seed_sqrt_lanes<R: Real, const N: usize>(x: [R; N]) -> [R; N] {
-    let two = R::from_f32(CONSTANTS.two);
+    let half = R::from_f32(CONSTANTS.half);
     let mut y = x;
     for _ in 0..16 {
         for (y, &x) in y.iter_mut().zip(&x) {
-            *y = (*y + x / *y) / two;
+            *y = (*y + x / *y) * half;
         }
     }
     for (y, &x) in y.iter_mut().zip(&x) {
@@ -206,6 +213,21 @@ mod tests {
         ];
         let x = bits.map(F32::from_bits);
         assert_eq!(seed_sqrt_lanes(x), x.map(seed_sqrt));
+    }
+
+    #[test]
+    fn halving_by_multiplication_is_division_by_two() {
+        // Every exponent and sign, with a spread of significands (NaNs, subnormals and the
+        // values whose halves round included): 2^32 / 509 patterns.
+        let (half, two) = (CONSTANTS.half, CONSTANTS.two);
+        assert_eq!(half.to_bits(), 0x3F00_0000);
+        for bits in (0..=u32::MAX)
+            .step_by(509)
+            .chain([1, 3, 0x0080_0001, 0x7F80_0001])
+        {
+            let s = F32::from_bits(bits);
+            assert_eq!((s * half).to_bits(), (s / two).to_bits(), "{bits:08X}");
+        }
     }
 
     #[test]

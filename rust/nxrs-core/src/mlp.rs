@@ -11,7 +11,8 @@ use crate::loss::{Loss, Target};
 use crate::math::Math;
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
-use crate::threads::{ranges, split_mut, Threads};
+use crate::threads::{ranges, split, Threads};
+use crate::transpose::transpose;
 use crate::Integer;
 use core::ops::Range;
 
@@ -309,11 +310,7 @@ impl Transposed {
     pub fn refresh(&mut self, mlp: &Mlp, params: &[Layer]) {
         for (l, (t, layer)) in self.w.iter_mut().zip(params).enumerate() {
             let (outputs, inputs) = mlp.weight_shape(l);
-            for (o, row) in layer.w.chunks_exact(inputs).enumerate() {
-                for (j, &w) in row.iter().enumerate() {
-                    t[j * outputs + o] = w;
-                }
-            }
+            transpose(&layer.w, outputs, inputs, t);
         }
     }
 }
@@ -342,18 +339,22 @@ pub struct RecordsPart<'a> {
 
 impl BlockRecords {
     /// The records of the samples in `ranges` (consecutive, from the first), one part each.
-    pub fn parts(&mut self, mlp: &Mlp, ranges: &[Range<usize>]) -> Vec<RecordsPart<'_>> {
+    pub fn parts(
+        &mut self,
+        mlp: &Mlp,
+        ranges: impl Iterator<Item = Range<usize>> + Clone,
+    ) -> Vec<RecordsPart<'_>> {
         let mut parts: Vec<RecordsPart<'_>> = ranges
-            .iter()
+            .clone()
             .map(|_| RecordsPart {
-                inputs: Vec::new(),
-                deltas: Vec::new(),
+                inputs: Vec::with_capacity(mlp.layers()),
+                deltas: Vec::with_capacity(mlp.layers()),
             })
             .collect();
         for (l, (inputs, deltas)) in self.inputs.iter_mut().zip(&mut self.deltas).enumerate() {
             let (outputs, width) = mlp.weight_shape(l);
-            let inputs = split_mut(inputs, ranges, width);
-            let deltas = split_mut(deltas, ranges, outputs);
+            let inputs = split(&mut inputs[..], ranges.clone(), width);
+            let deltas = split(&mut deltas[..], ranges.clone(), outputs);
             for ((part, i), d) in parts.iter_mut().zip(inputs).zip(deltas) {
                 part.inputs.push(i);
                 part.deltas.push(d);
@@ -496,11 +497,7 @@ impl Mlp {
             .enumerate()
         {
             let (outputs, _) = self.weight_shape(l);
-            for (k, deltas) in by_sample.chunks_exact(outputs).enumerate() {
-                for (o, &d) in deltas.iter().enumerate() {
-                    by_output[o * n + k] = d;
-                }
-            }
+            transpose(by_sample, n, outputs, by_output);
         }
         // Every layer's rows, cut into parts of about equal work.
         let rows: usize = (0..self.layers()).map(|l| self.weight_shape(l).0).sum();
@@ -509,7 +506,7 @@ impl Mlp {
             .copied()
             .max()
             .unwrap_or(1);
-        let ranges = ranges(rows, threads.parts(rows, n * widest));
+        let ranges: Vec<_> = ranges(rows, threads.parts(rows, n * widest)).collect();
         let mut parts: Vec<Vec<RowsPart<'_>>> = ranges.iter().map(|_| Vec::new()).collect();
         let mut first_row = 0;
         for (l, grad) in into.iter_mut().enumerate() {

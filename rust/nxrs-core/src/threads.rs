@@ -81,52 +81,61 @@ impl Threads {
     }
 
     /// Runs `task` on every part, in parallel on the pool (or in order here with one thread or
-    /// one part), and returns when all are done.
-    pub fn run<T: Send>(&self, parts: Vec<T>, task: impl Fn(T) + Sync) {
-        match &self.pool {
-            Some(pool) if parts.len() > 1 => pool.scope(|scope| {
-                let task = &task;
-                for part in parts {
-                    scope.spawn(move |_| task(part));
-                }
-            }),
-            _ => parts.into_iter().for_each(task),
+    /// one part), and returns when all are done. The parts are only collected for the pool: on
+    /// one thread a step allocates nothing for them.
+    pub fn run<T: Send>(&self, parts: impl IntoIterator<Item = T>, task: impl Fn(T) + Sync) {
+        let Some(pool) = &self.pool else {
+            return parts.into_iter().for_each(task);
+        };
+        let parts: Vec<T> = parts.into_iter().collect();
+        if parts.len() == 1 {
+            return parts.into_iter().for_each(task);
         }
+        pool.scope(|scope| {
+            let task = &task;
+            for part in parts {
+                scope.spawn(move |_| task(part));
+            }
+        });
     }
 }
 
 /// `0..n` cut into `parts` contiguous ranges whose lengths differ by at most one.
-pub fn ranges(n: usize, parts: usize) -> Vec<Range<usize>> {
+pub fn ranges(n: usize, parts: usize) -> impl Iterator<Item = Range<usize>> + Clone {
     let parts = parts.max(1);
-    (0..parts)
-        .map(|i| n * i / parts..n * (i + 1) / parts)
-        .collect()
+    (0..parts).map(move |i| n * i / parts..n * (i + 1) / parts)
 }
 
-/// `cells` cut at `ranges` scaled by `width` cells per item (each range's items, in order).
-pub fn split_mut<'a, T>(
-    mut cells: &'a mut [T],
-    ranges: &[Range<usize>],
+/// A slice, shared or mutable, that [`split`] cuts.
+pub trait Cells: Default {
+    /// The first `at` cells and the rest.
+    fn cut(self, at: usize) -> (Self, Self);
+}
+
+impl<T> Cells for &[T] {
+    fn cut(self, at: usize) -> (Self, Self) {
+        self.split_at(at)
+    }
+}
+
+impl<T> Cells for &mut [T] {
+    fn cut(self, at: usize) -> (Self, Self) {
+        self.split_at_mut(at)
+    }
+}
+
+/// `cells` cut at `ranges` scaled by `width` cells per item: each range's items, in order.
+pub fn split<C: Cells>(
+    cells: C,
+    ranges: impl IntoIterator<Item = Range<usize>>,
     width: usize,
-) -> Vec<&'a mut [T]> {
-    let mut parts = Vec::with_capacity(ranges.len());
-    for range in ranges {
-        let (part, rest) = cells.split_at_mut(range.len() * width);
-        parts.push(part);
-        cells = rest;
-    }
-    parts
-}
-
-/// `cells` cut at `ranges` scaled by `width` cells per item, to read.
-pub fn split<'a, T>(mut cells: &'a [T], ranges: &[Range<usize>], width: usize) -> Vec<&'a [T]> {
-    let mut parts = Vec::with_capacity(ranges.len());
-    for range in ranges {
-        let (part, rest) = cells.split_at(range.len() * width);
-        parts.push(part);
-        cells = rest;
-    }
-    parts
+) -> impl Iterator<Item = C> {
+    let mut rest = cells;
+    ranges.into_iter().map(move |range| {
+        let (part, tail) = std::mem::take(&mut rest).cut(range.len() * width);
+        rest = tail;
+        part
+    })
 }
 
 #[cfg(test)]
@@ -137,7 +146,7 @@ mod tests {
     fn ranges_cover_everything_in_order() {
         for n in 0..20 {
             for parts in 1..6 {
-                let r = ranges(n, parts);
+                let r: Vec<_> = ranges(n, parts).collect();
                 assert_eq!(r.len(), parts);
                 assert_eq!(r[0].start, 0);
                 assert_eq!(r[parts - 1].end, n);

@@ -15,7 +15,7 @@ use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 use crate::state::{zeroed_like, TrainState};
-use crate::threads::{ranges, split, split_mut, Threads};
+use crate::threads::{ranges, split, Threads};
 use std::ops::ControlFlow;
 
 /// An optimiser update's work per cell, in multiply-adds, for sharing cells out among threads.
@@ -446,12 +446,10 @@ impl Trainer {
         let mut losses = vec![F32::ZERO; n];
         let mut correct = vec![false; n];
         let ranges = ranges(n, self.threads.parts(n, self.mlp.parameters()));
-        let tasks: Vec<_> = ranges
-            .iter()
-            .cloned()
-            .zip(split_mut(&mut losses, &ranges, 1))
-            .zip(split_mut(&mut correct, &ranges, 1))
-            .collect();
+        let tasks = ranges
+            .clone()
+            .zip(split(&mut losses[..], ranges.clone(), 1))
+            .zip(split(&mut correct[..], ranges, 1));
         self.threads.run(tasks, |((range, losses), correct)| {
             let _env = R::environment();
             let mut scratch = Scratch::new(&self.mlp);
@@ -512,10 +510,7 @@ impl Trainer {
         let n = inputs.len() / features;
         let mut out = vec![F32::ZERO; n * width];
         let ranges = ranges(n, self.threads.parts(n, self.mlp.parameters()));
-        let tasks: Vec<_> = split(inputs, &ranges, features)
-            .into_iter()
-            .zip(split_mut(&mut out, &ranges, width))
-            .collect();
+        let tasks = split(inputs, ranges.clone(), features).zip(split(&mut out[..], ranges, width));
         self.threads.run(tasks, |(inputs, out)| {
             let _env = R::environment();
             let mut scratch = Scratch::new(&self.mlp);
@@ -664,12 +659,18 @@ impl Trainer {
         let config = &self.config;
         let work = &mut self.work;
         let batch = R::from_i64(batch as i64);
-        for layer in work.total.iter_mut() {
-            let (w, b): (&mut [R], &mut [R]) = (cells_mut(&mut layer.w), cells_mut(&mut layer.b));
-            for g in w.iter_mut().chain(b.iter_mut()) {
-                *g = *g / batch;
-            }
-        }
+        R::vectorized(
+            #[inline(always)]
+            || {
+                for layer in work.total.iter_mut() {
+                    for tensor in [&mut layer.w, &mut layer.b] {
+                        for g in cells_mut::<R>(tensor) {
+                            *g = *g / batch;
+                        }
+                    }
+                }
+            },
+        );
         if let Some(max_norm) = config.clip_norm {
             clip_by_global_norm::<R>(&mut work.total, max_norm);
         }
@@ -683,30 +684,31 @@ impl Trainer {
         } else {
             &Threads::ONE // too little work for any thread but this one
         };
-        let mut parts = Vec::new();
         let mut second_moments = s.v.iter_mut();
-        for ((grad, p), m) in work.total.iter().zip(&mut s.params).zip(&mut s.m) {
-            let (vw, vb): (&mut [F32], &mut [F32]) = match second_moments.next() {
-                Some(v) => (&mut v.w, &mut v.b),
-                None => (&mut [], &mut []),
-            };
-            let tensors = [
-                (&mut p.w[..], &grad.w[..], &mut m.w[..], vw),
-                (&mut p.b[..], &grad.b[..], &mut m.b[..], vb),
-            ];
-            for (p, g, m, v) in tensors {
-                let ranges = ranges(p.len(), threads.parts(p.len(), CELL_WORK));
-                let v_width = usize::from(!v.is_empty()); // SGD keeps no second moments
-                parts.extend(
-                    split_mut(p, &ranges, 1)
-                        .into_iter()
-                        .zip(split(g, &ranges, 1))
-                        .zip(split_mut(m, &ranges, 1))
-                        .zip(split_mut(v, &ranges, v_width))
-                        .map(|(((p, g), m), v)| (p, g, m, v)),
-                );
-            }
-        }
+        let tensors =
+            work.total
+                .iter()
+                .zip(&mut s.params)
+                .zip(&mut s.m)
+                .flat_map(|((grad, p), m)| {
+                    let (vw, vb): (&mut [F32], &mut [F32]) = match second_moments.next() {
+                        Some(v) => (&mut v.w, &mut v.b),
+                        None => (&mut [], &mut []),
+                    };
+                    [
+                        (&mut p.w[..], &grad.w[..], &mut m.w[..], vw),
+                        (&mut p.b[..], &grad.b[..], &mut m.b[..], vb),
+                    ]
+                });
+        let parts = tensors.flat_map(|(p, g, m, v)| {
+            let ranges = ranges(p.len(), threads.parts(p.len(), CELL_WORK));
+            let v_width = usize::from(!v.is_empty()); // SGD keeps no second moments
+            split(p, ranges.clone(), 1)
+                .zip(split(g, ranges.clone(), 1))
+                .zip(split(m, ranges.clone(), 1))
+                .zip(split(v, ranges, v_width))
+                .map(|(((p, g), m), v)| (p, g, m, v))
+        });
         threads.run(parts, |(p, g, m, v)| {
             let _env = R::environment();
             config.optimizer.update::<R>(
@@ -820,22 +822,20 @@ impl<'a> Model<'a> {
         losses: &mut Vec<F32>,
     ) -> usize {
         let n = samples.len();
-        let ranges = ranges(n, self.threads.parts(n, self.mlp.parameters()));
-        if work.scratches.len() < ranges.len() {
-            work.scratches
-                .resize_with(ranges.len(), || Scratch::new(self.mlp));
+        let parts = self.threads.parts(n, self.mlp.parameters());
+        let ranges = ranges(n, parts);
+        if work.scratches.len() < parts {
+            work.scratches.resize_with(parts, || Scratch::new(self.mlp));
         }
         work.losses.resize(n, F32::ZERO);
         work.correct.resize(n, false);
         self.mlp.start_block(&mut work.records, n);
-        let tasks: Vec<_> = ranges
-            .iter()
-            .cloned()
-            .zip(work.records.parts(self.mlp, &ranges))
+        let tasks = ranges
+            .clone()
+            .zip(work.records.parts(self.mlp, ranges.clone()))
             .zip(work.scratches.iter_mut())
-            .zip(split_mut(&mut work.losses, &ranges, 1))
-            .zip(split_mut(&mut work.correct, &ranges, 1))
-            .collect();
+            .zip(split(&mut work.losses[..], ranges.clone(), 1))
+            .zip(split(&mut work.correct[..], ranges, 1));
         self.threads.run(
             tasks,
             |((((range, mut records), scratch), losses), correct)| {

@@ -11,9 +11,11 @@ use nxck_support::*;
 use nxrs_core::backend::{self, Backend};
 use nxrs_core::checkpoint;
 use nxrs_core::dataset::Dataset;
+use nxrs_core::math::Math;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
 use nxrs_core::nxck::Format;
+use nxrs_core::optim::{Kind, OptimizerConfig, StepScalars};
 use nxrs_core::threads::Threads;
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
@@ -150,6 +152,64 @@ proptest! {
         prop_assert_eq!(
             backend::kernel_outputs::<backend::Native>(&out, &rows, &a),
             backend::kernel_outputs::<F32>(&out, &rows, &a)
+        );
+    }
+}
+
+/// One optimiser update (every optimiser and math setting, `steps` steps into the run so the
+/// bias corrections vary) from random cells, special values among them, computed in `R`: the
+/// new `p`, `m` and `v` as bits.
+fn optimiser_outputs<R: nxrs_core::arith::Real>(
+    kind: Kind,
+    math: Math,
+    steps: usize,
+    cells: &[[u32; 4]],
+) -> [Vec<u32>; 3] {
+    let (weight_decay, momentum) = match kind {
+        Kind::Adam => (0.0, 0.0),
+        Kind::AdamW => (0.1, 0.0),
+        Kind::Sgd => (0.0, 0.9),
+    };
+    let config =
+        OptimizerConfig::from_f64(kind, [0.01, 0.9, 0.999, 1e-8, weight_decay, momentum]).unwrap();
+    let (mut b1t, mut b2t) = (F32::ONE, F32::ONE);
+    let mut step = StepScalars::advance(&config, F32::from_bits(0x3C23_D70A), &mut b1t, &mut b2t);
+    for _ in 1..steps {
+        step = StepScalars::advance(&config, step.lr, &mut b1t, &mut b2t);
+    }
+    let column = |k: usize| -> Vec<R> {
+        cells
+            .iter()
+            .map(|c| R::from_f32(F32::from_bits(c[k])))
+            .collect()
+    };
+    let (mut p, g, mut m, mut v) = (column(0), column(1), column(2), column(3));
+    if !kind.has_second_moments() {
+        v.clear();
+    }
+    config.update::<R>(math, &step, &mut p, &g, &mut m, &mut v);
+    [p, m, v].map(|x| x.iter().map(|c| c.to_f32().to_bits()).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// The optimisers' vector groups (64 cells computed without the NaN rule, kept only when no
+    /// output is a NaN) give softf32's bits, for lengths around and between the group sizes.
+    #[test]
+    fn optimiser_updates_give_softf32s_bits(
+        cells in prop::collection::vec([any_cell(), any_cell(), any_cell(), any_cell()], 0..200),
+        kind in prop::sample::select(vec![Kind::Adam, Kind::AdamW, Kind::Sgd]),
+        math in prop::sample::select(vec![Math::Seed, Math::Ieee]),
+        steps in 1usize..4,
+    ) {
+        if backend::hardware().is_err() {
+            return Ok(());
+        }
+        let _env = backend::FpEnvGuard::new();
+        prop_assert_eq!(
+            optimiser_outputs::<backend::Native>(kind, math, steps, &cells),
+            optimiser_outputs::<F32>(kind, math, steps, &cells)
         );
     }
 }

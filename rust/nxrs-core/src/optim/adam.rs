@@ -5,10 +5,13 @@ use crate::arith::Real;
 use crate::math::Math;
 use crate::softf32::F32;
 
-/// How many cells share one run of the square root (4 was fastest of 2, 4, 8 and 16 in
-/// bench/bench_train.py on a 2-core x86_64 VM for the seed's 16-step Newton root: 223 ms for the
-/// seed run, against 350 ms one by one).
-const LANES: usize = 8;
+/// How many cells are updated together. Each step of the update is one loop over the group's
+/// cells, which the compiler turns into vector instructions (8 cells per AVX2 instruction, so a
+/// group keeps 8 independent chains of divisions in flight); the seed's square root runs its 16
+/// Newton steps over the whole group. 64 was fastest of 16, 32, 64 and 128 in per-step timings
+/// of the seed run and digits at batch 1 (2-core AMD EPYC VM, the runs of `benches/train.rs`);
+/// the old groups of 8 copied through arrays compiled to 128-bit and scalar code.
+const LANES: usize = 64;
 
 /// The bias-correction divisors of one step, `1 - beta1^t` and `1 - beta2^t`.
 #[derive(Clone, Copy, Debug)]
@@ -66,8 +69,8 @@ impl<R: Real> Coefficients<R> {
         }
     }
 
-    /// The update of `LANES` cells: every cell's own operations in the definition's order, the
-    /// square roots of all lanes together.
+    /// The update of `LANES` cells: every cell's own operations in the definition's order, each
+    /// operation applied to all cells before the next (loops the compiler vectorises).
     #[inline(always)]
     fn lanes(
         &self,
@@ -81,17 +84,71 @@ impl<R: Real> Coefficients<R> {
         let mut v_hat = [R::ZERO; LANES];
         for k in 0..LANES {
             m[k] = self.beta1 * m[k] + self.one_minus_beta1 * g[k];
+        }
+        for k in 0..LANES {
             v[k] = self.beta2 * v[k] + self.one_minus_beta2 * (g[k] * g[k]);
+        }
+        for k in 0..LANES {
             m_hat[k] = m[k] / self.bc1;
+        }
+        for k in 0..LANES {
             v_hat[k] = v[k] / self.bc2;
         }
         let root = math.sqrt_lanes(v_hat);
-        for k in 0..LANES {
-            if let Some(decay) = self.decay {
-                p[k] = p[k] * decay;
+        if let Some(decay) = self.decay {
+            for p in p.iter_mut() {
+                *p = *p * decay;
             }
+        }
+        for k in 0..LANES {
             p[k] = p[k] - (self.lr * m_hat[k]) / (root[k] + self.eps);
         }
+    }
+
+    /// The new `p`, `m` and `v` of up to `LANES` cells (a short group is padded with zeros).
+    #[inline(always)]
+    fn group(&self, math: Math, p: &[R], g: &[R], m: &[R], v: &[R]) -> Group<R> {
+        let padded = |x: &[R]| {
+            let mut lanes = [R::ZERO; LANES];
+            lanes[..x.len()].copy_from_slice(x);
+            lanes
+        };
+        let mut group = Group {
+            len: p.len(),
+            p: padded(p),
+            m: padded(m),
+            v: padded(v),
+        };
+        self.lanes(math, &mut group.p, &padded(g), &mut group.m, &mut group.v);
+        group
+    }
+}
+
+/// A group's updated cells, not yet stored.
+struct Group<R> {
+    len: usize,
+    p: [R; LANES],
+    m: [R; LANES],
+    v: [R; LANES],
+}
+
+impl<R: Real> Group<R> {
+    #[inline(always)]
+    fn has_nan(&self) -> bool {
+        let n = self.len;
+        self.p[..n]
+            .iter()
+            .chain(&self.m[..n])
+            .chain(&self.v[..n])
+            .fold(false, |nan, x| nan | x.is_nan())
+    }
+
+    #[inline(always)]
+    fn store(&self, p: &mut [R], m: &mut [R], v: &mut [R]) {
+        let n = self.len;
+        p.copy_from_slice(&self.p[..n]);
+        m.copy_from_slice(&self.m[..n]);
+        v.copy_from_slice(&self.v[..n]);
     }
 }
 
@@ -117,51 +174,22 @@ pub(super) fn update<R: Real>(
     R::vectorized(
         #[inline(always)]
         || {
-            let mut p_groups = p.chunks_exact_mut(LANES);
-            let mut g_groups = g.chunks_exact(LANES);
-            let mut m_groups = m.chunks_exact_mut(LANES);
-            let mut v_groups = v.chunks_exact_mut(LANES);
-            for (((p, g), m), v) in (&mut p_groups)
-                .zip(&mut g_groups)
-                .zip(&mut m_groups)
-                .zip(&mut v_groups)
-            {
-                let group = |x: &[R]| -> [R; LANES] { x.try_into().expect("a whole group") };
-                let (mut pl, gl, mut ml, mut vl) = (group(p), group(g), group(m), group(v));
-                let cast = bytemuck::cast::<[R; LANES], [R::Fast; LANES]>;
-                let (mut pf, gf, mut mf, mut vf) = (cast(pl), cast(gl), cast(ml), cast(vl));
-                fast.lanes(math, &mut pf, &gf, &mut mf, &mut vf);
-                let nan = pf
-                    .iter()
-                    .chain(&mf)
-                    .chain(&vf)
-                    .fold(false, |nan, x| nan | x.is_nan());
-                if !nan {
-                    let back = bytemuck::cast::<[R::Fast; LANES], [R; LANES]>;
-                    p.copy_from_slice(&back(pf));
-                    m.copy_from_slice(&back(mf));
-                    v.copy_from_slice(&back(vf));
-                    continue;
+            let groups = p
+                .chunks_mut(LANES)
+                .zip(g.chunks(LANES))
+                .zip(m.chunks_mut(LANES))
+                .zip(v.chunks_mut(LANES));
+            for (((p, g), m), v) in groups {
+                let view = bytemuck::cast_slice::<R, R::Fast>;
+                let group = fast.group(math, view(p), view(g), view(m), view(v));
+                if group.has_nan() {
+                    // Recomputed from the untouched inputs with the exact NaN rule.
+                    exact.group(math, p, g, m, v).store(p, m, v);
+                } else {
+                    let view = bytemuck::cast_slice_mut::<R, R::Fast>;
+                    group.store(view(p), view(m), view(v));
                 }
-                exact.lanes(math, &mut pl, &gl, &mut ml, &mut vl);
-                p.copy_from_slice(&pl);
-                m.copy_from_slice(&ml);
-                v.copy_from_slice(&vl);
             }
-            // The last cells, padded to a group.
-            let (p, g) = (p_groups.into_remainder(), g_groups.remainder());
-            let (m, v) = (m_groups.into_remainder(), v_groups.into_remainder());
-            let n = p.len();
-            let padded = |x: &[R]| {
-                let mut lanes = [R::ZERO; LANES];
-                lanes[..n].copy_from_slice(x);
-                lanes
-            };
-            let (mut pl, gl, mut ml, mut vl) = (padded(p), padded(g), padded(m), padded(v));
-            exact.lanes(math, &mut pl, &gl, &mut ml, &mut vl);
-            p.copy_from_slice(&pl[..n]);
-            m.copy_from_slice(&ml[..n]);
-            v.copy_from_slice(&vl[..n]);
         },
     );
 }

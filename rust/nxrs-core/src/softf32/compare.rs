@@ -30,8 +30,14 @@ impl F32 {
     /// is the default NaN: true), and wherever `x - y` overflows. The seed uses it for ReLU, ReLU's
     /// derivative and the softmax maximum, so reproducing the seed needs exactly this.
     pub fn le_by_sign_of_difference(self, rhs: F32) -> bool {
-        let d = self - rhs;
-        d.is_sign_negative() || d.is_zero()
+        (self - rhs).is_sign_negative_or_zero()
+    }
+
+    /// The seed's answer for a difference `d = x - y`: `x <= y` when `d` has its sign bit set
+    /// or is a zero (see [`F32::le_by_sign_of_difference`]).
+    #[inline]
+    pub const fn is_sign_negative_or_zero(self) -> bool {
+        self.is_sign_negative() || self.is_zero()
     }
 
     /// Maps non-NaN values to integers in the same order (the IEEE total order restricted to
