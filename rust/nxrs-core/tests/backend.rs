@@ -127,11 +127,11 @@ fn any_cell() -> impl Strategy<Value = u32> {
     ]
 }
 
-/// The slice kernels of the hardware backend (groups of 32 and 8 elements with a NaN check,
-/// then element by element) against softf32's, for lengths around the group sizes and up to
-/// five rows: `out`, the rows (`rows x out.len()` cells) and the row scalars.
+/// The slice kernels of the hardware backend (groups of 64 elements and of 1 to 7 registers,
+/// the last one masked, with a NaN check) against softf32's, for lengths up to past two groups
+/// and up to five rows: `out`, the rows (`rows x out.len()` cells) and the row scalars.
 fn kernel_case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Vec<u32>)> {
-    (0usize..75, 0usize..6).prop_flat_map(|(n, rows)| {
+    (0usize..140, 0usize..6).prop_flat_map(|(n, rows)| {
         (
             prop::collection::vec(any_cell(), n),
             prop::collection::vec(any_cell(), n * rows),

@@ -3,9 +3,10 @@
 //! at run time), element by element otherwise.
 //!
 //! Each output element is a chain of products and sums over the rows, in the definition's
-//! order. The vector loop runs 32 elements' chains at once (four registers of eight lanes, so
-//! four independent chains hide the adds' latency) with the plain IEEE operations, and stores
-//! them only when none of the results is a NaN: a NaN anywhere in a chain makes its result NaN,
+//! order. The vector loop runs up to 64 elements' chains at once (eight registers of eight
+//! lanes, so eight independent chains hide the adds' latency; the last register masked to the
+//! elements that exist) with the plain IEEE operations, and stores them only when none of the
+//! results is a NaN: a NaN anywhere in a chain makes its result NaN,
 //! and a result that is not a NaN is the same however it is computed (IEEE results are unique).
 //! So only NaN results can differ from softf32's, and elements whose group has one are
 //! recomputed one by one with [`Native`]'s operations, which give softf32's NaNs. AVX2 is the
@@ -76,10 +77,14 @@ mod avx2 {
     use core::arch::x86_64::*;
 
     const LANES: usize = 8;
-    /// Registers whose chains run together.
-    const WIDE: usize = 4;
+    /// Most registers whose chains run together: eight chains of adds (latency 3 to 4 cycles)
+    /// keep both of a core's vector adders busy.
+    const WIDE: usize = 8;
 
-    /// Groups of `WIDE * LANES` elements, then of `LANES`, then the rest one by one.
+    /// Groups of `WIDE * LANES` elements, then one group of the (at most `WIDE`) registers left, the last of
+    /// them partly filled (masked loads and stores) when `out.len()` is not a multiple of
+    /// `LANES`. A narrow layer (10 outputs) is then two chains in flight, not one chain and two
+    /// elements one by one.
     ///
     /// # Safety
     /// The CPU has AVX2, and `rows` holds `a.len()` rows (one for [`Chain::Sum`]) of
@@ -93,19 +98,28 @@ mod avx2 {
             unsafe { group::<WIDE>(chain, out, rows, a, j) };
             j += WIDE * LANES;
         }
-        while j + LANES <= n {
-            // SAFETY: as above, for one register.
-            unsafe { group::<1>(chain, out, rows, a, j) };
-            j += LANES;
+        // SAFETY (each arm): the registers cover elements j..n, the last one masked to them.
+        unsafe {
+            match (n - j).div_ceil(LANES) {
+                0 => {}
+                1 => group::<1>(chain, out, rows, a, j),
+                2 => group::<2>(chain, out, rows, a, j),
+                3 => group::<3>(chain, out, rows, a, j),
+                4 => group::<4>(chain, out, rows, a, j),
+                5 => group::<5>(chain, out, rows, a, j),
+                6 => group::<6>(chain, out, rows, a, j),
+                7 => group::<7>(chain, out, rows, a, j),
+                _ => group::<WIDE>(chain, out, rows, a, j), // 57 to 63 elements
+            }
         }
-        chain.elementwise(out, rows, a, j..n);
     }
 
-    /// The chains of elements `j..j + R * LANES`, stored unless one of them is a NaN, in which
-    /// case those elements are recomputed one by one.
+    /// The chains of elements `j..(j + R * LANES).min(n)` (the last register masked to the
+    /// elements that exist), stored unless one of them is a NaN, in which case those elements
+    /// are recomputed one by one.
     ///
     /// # Safety
-    /// As [`apply`], and `j + R * LANES <= out.len()`.
+    /// As [`apply`], and `j + (R - 1) * LANES < out.len()`.
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn group<const R: usize>(
@@ -116,17 +130,31 @@ mod avx2 {
         j: usize,
     ) {
         let n = out.len();
+        let end = (j + R * LANES).min(n);
+        // The last register's lanes that hold elements (all of them unless at the end of `out`).
+        let filled = (end - j - (R - 1) * LANES) as i32;
+        let mask = _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(filled),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        );
         let out_ptr = out.as_mut_ptr().cast::<f32>();
         let rows_ptr = rows.as_ptr().cast::<f32>();
-        // SAFETY (every load and store below): element j + r * LANES + 7 < n, and row k's
-        // elements lie at k * n + j... inside `rows` (the caller's promise).
-        let row =
-            |k: usize, r: usize| unsafe { _mm256_loadu_ps(rows_ptr.add(k * n + j + r * LANES)) };
+        // SAFETY (every load and store below): full registers hold elements below `end <= n`,
+        // the last register reads and writes only its `filled` lanes, and row k's elements lie
+        // at k * n + j... inside `rows` (the caller's promise).
+        let load = |ptr: *const f32, r: usize| unsafe {
+            if r + 1 == R {
+                _mm256_maskload_ps(ptr.add(j + r * LANES), mask)
+            } else {
+                _mm256_loadu_ps(ptr.add(j + r * LANES))
+            }
+        };
+        let row = |k: usize, r: usize| unsafe { load(rows_ptr.add(k * n), r) };
         let mut acc = [_mm256_setzero_ps(); R];
         match chain {
             Chain::RowProducts => {
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    *acc = unsafe { _mm256_loadu_ps(out_ptr.add(j + r * LANES)) };
+                    *acc = load(out_ptr, r);
                 }
                 for (k, a) in a.iter().enumerate() {
                     let a = _mm256_set1_ps(a.0);
@@ -149,20 +177,34 @@ mod avx2 {
             }
             Chain::Sum => {
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    let o = unsafe { _mm256_loadu_ps(out_ptr.add(j + r * LANES)) };
-                    *acc = _mm256_add_ps(o, row(0, r));
+                    *acc = _mm256_add_ps(load(out_ptr, r), row(0, r));
                 }
             }
         }
-        let nan = acc.iter().fold(_mm256_setzero_ps(), |nan, &x| {
-            _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x))
-        });
+        // Lanes past the end (computed from zeros) are left out of the check.
+        let nan = acc
+            .iter()
+            .enumerate()
+            .fold(_mm256_setzero_ps(), |nan, (r, &x)| {
+                let x_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x);
+                let x_nan = if r + 1 == R {
+                    _mm256_and_ps(x_nan, _mm256_castsi256_ps(mask))
+                } else {
+                    x_nan
+                };
+                _mm256_or_ps(nan, x_nan)
+            });
         if _mm256_movemask_ps(nan) == 0 {
             for (r, acc) in acc.iter().enumerate() {
-                unsafe { _mm256_storeu_ps(out_ptr.add(j + r * LANES), *acc) };
+                let ptr = unsafe { out_ptr.add(j + r * LANES) };
+                if r + 1 == R {
+                    unsafe { _mm256_maskstore_ps(ptr, mask, *acc) };
+                } else {
+                    unsafe { _mm256_storeu_ps(ptr, *acc) };
+                }
             }
         } else {
-            chain.elementwise(out, rows, a, j..j + R * LANES);
+            chain.elementwise(out, rows, a, j..end);
         }
     }
 }

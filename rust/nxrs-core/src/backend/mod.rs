@@ -500,12 +500,12 @@ pub fn kernel_outputs<R: Real>(out: &[u32], rows: &[u32], a: &[u32]) -> [Vec<u32
 }
 
 /// The slice kernels on the self-check's operands, laid out as vectors of lengths that reach
-/// every vector path (groups of 32 and of 8, and the elements after them): their results must
-/// be softf32's bit for bit. Returns the first disagreement.
+/// every vector path (a group of 64 elements, then registers the last of which is partly
+/// filled): their results must be softf32's bit for bit. Returns the first disagreement.
 pub fn check_kernels<R: Real>(cases: &[(Op, u32, u32)]) -> Result<(), String> {
     const NAMES: [&str; 3] = ["add_row_products", "scaled_rows_sum", "add_assign"];
     let values: Vec<u32> = cases.iter().flat_map(|&(_, a, b)| [a, b]).collect();
-    for n in [45, 13] {
+    for n in [75, 13] {
         for (w, window) in values.chunks_exact(3 * n + 2).enumerate() {
             let (out, rest) = window.split_at(n);
             let (rows, a) = rest.split_at(2 * n);
@@ -739,7 +739,7 @@ mod tests {
         );
         let err = check_kernels::<Faulty>(&self_check_cases()).unwrap_err();
         assert!(
-            err.contains(" on 45 elements (operands from self-check value 0)"),
+            err.contains(" on 75 elements (operands from self-check value 0)"),
             "{err}"
         );
     }
