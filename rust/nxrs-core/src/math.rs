@@ -68,6 +68,26 @@ impl Math {
             Math::Ieee => x.ieee_le(y),
         }
     }
+
+    /// ReLU's rule over a slice: `x[i] = +0` where `z[i] <= 0` by [`Math::le`], else `x[i]`
+    /// unchanged (ReLU itself when `x` holds `z`; its derivative when `x` holds the gradient).
+    /// The choice is a mask on the bits, not a branch: the signs of pre-activations are as good
+    /// as random, and a loop without branches vectorises.
+    pub fn zero_where_not_positive<R: Real>(self, z: &[R], x: &mut [R]) {
+        match self {
+            Math::Seed => zero_where(z, x, |z| seed_le(z, R::ZERO)),
+            Math::Ieee => zero_where(z, x, |z| z.ieee_le(R::ZERO)),
+        }
+    }
+}
+
+/// `x[i] = +0` where `not_positive(z[i])`.
+#[inline(always)]
+fn zero_where<R: Real>(z: &[R], x: &mut [R], not_positive: impl Fn(R) -> bool) {
+    for (x, &z) in x.iter_mut().zip(z) {
+        let keep = u32::from(!not_positive(z)).wrapping_neg();
+        *x = R::from_f32(F32::from_bits(x.to_f32().to_bits() & keep));
+    }
 }
 
 /// The seed builds its constants with divisions at run time; they are computed once here.
@@ -213,6 +233,38 @@ mod tests {
         ];
         let x = bits.map(F32::from_bits);
         assert_eq!(seed_sqrt_lanes(x), x.map(seed_sqrt));
+    }
+
+    #[test]
+    fn zeroing_by_mask_follows_le() {
+        let z = [
+            0x0000_0000u32,
+            0x8000_0000,
+            0x0000_0001,
+            0x8000_0001,
+            0x3F80_0000,
+            0xBF80_0000,
+            0x7F80_0000,
+            0xFF80_0000,
+            0x7FC0_0000,
+            0xFFC0_0000,
+            0x7F80_0001,
+        ]
+        .map(F32::from_bits);
+        let x = F32::from_bits(0x4049_0FDB);
+        for math in Math::ALL {
+            let mut masked = [x; 11];
+            math.zero_where_not_positive(&z, &mut masked);
+            for (&got, &z) in masked.iter().zip(&z) {
+                let want = if math.le(z, F32::ZERO) { F32::ZERO } else { x };
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{math:?} at z = {:08X}",
+                    z.to_bits()
+                );
+            }
+        }
     }
 
     #[test]

@@ -401,9 +401,9 @@ impl Mlp {
             pre.copy_from_slice(cells(&layer.b));
             R::add_row_products(pre, weights_t, input);
             if let Some(activations) = this.first_mut().filter(|_| l + 1 < self.layers()) {
-                for (a, &z) in cells_mut::<R>(activations).iter_mut().zip(pre.iter()) {
-                    *a = if math.le(z, R::ZERO) { R::ZERO } else { z };
-                }
+                let activations = cells_mut::<R>(activations);
+                activations.copy_from_slice(pre);
+                math.zero_where_not_positive(pre, activations);
             }
         }
     }
@@ -470,11 +470,7 @@ impl Mlp {
             s.delta_below.resize(inputs, F32::ZERO);
             let below: &mut [R] = cells_mut(&mut s.delta_below);
             R::add_row_products(below, cells(&params[l].w), cells(&s.delta[..outputs]));
-            for (d, &z) in below.iter_mut().zip(cells::<R>(&s.pre[l - 1])) {
-                if math.le(z, R::ZERO) {
-                    *d = R::ZERO;
-                }
-            }
+            math.zero_where_not_positive(cells(&s.pre[l - 1]), below);
             std::mem::swap(&mut s.delta, &mut s.delta_below);
         }
         value
