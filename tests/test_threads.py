@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -34,8 +36,9 @@ def test_every_thread_count_gives_the_same_bits(backend: str) -> None:
     results = {}
     for threads in (1, 2, 3, 4):
         t = nxrs.Trainer(
-            # A block of 128 samples of a 38k-parameter model: big enough for the samples and
-            # the weight rows to be shared among 4 threads (at least 2^20 multiply-adds a part).
+            # A block of 128 samples of a 38k-parameter model: big enough for the samples, the
+            # weight rows and the optimiser cells to be shared among 4 threads (at least 2^15
+            # multiply-adds a part).
             layers=[64, 512, 10],
             batch_size=128,
             backend=backend,
@@ -51,6 +54,40 @@ def test_every_thread_count_gives_the_same_bits(backend: str) -> None:
             proba.view(np.uint32).tobytes(),
         )
     assert len(set(map(repr, results.values()))) == 1, results
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_trains_without_the_parents_worker_threads() -> None:
+    # A fork copies only the calling thread: the child must not wait for the parent's workers
+    # (it would hang), and must still give the same bits.
+    x, y = data()
+    t = nxrs.Trainer(layers=[64, 512, 10], batch_size=128, threads=2)
+    t.fit(x, y, epochs=1, progress=False)  # the workers exist and have run jobs
+    before = str(t.state_hash())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: train one more epoch, report the hash, leave at once
+        code = 1
+        try:
+            t.fit(x, y, epochs=2, progress=False)  # `epochs` is the epoch to reach
+            os.write(write, str(t.state_hash()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung (waiting for worker threads it does not have)")
+        time.sleep(0.01)
+    status = waited[1]
+    with os.fdopen(read) as pipe:
+        child_hash = pipe.read()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    t.fit(x, y, epochs=2, progress=False)
+    assert child_hash == str(t.state_hash()) != before
 
 
 def test_resuming_on_another_thread_count_gives_the_same_bits() -> None:

@@ -495,41 +495,28 @@ impl Mlp {
             let (outputs, _) = self.weight_shape(l);
             transpose(by_sample, n, outputs, by_output);
         }
-        // Every layer's rows, cut into parts of about equal work.
-        let rows: usize = (0..self.layers()).map(|l| self.weight_shape(l).0).sum();
-        let widest = self.sizes[..self.layers()]
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(1);
-        let ranges: Vec<_> = ranges(rows, threads.parts(rows, n * widest)).collect();
-        let mut parts: Vec<Vec<RowsPart<'_>>> = ranges.iter().map(|_| Vec::new()).collect();
-        let mut first_row = 0;
+        // Every layer's rows cut into the same number of parts, part `p` of each layer going
+        // to the same task: equal work per task whatever the layers' widths.
+        let work: usize = (0..self.layers())
+            .map(|l| self.weight_shape(l).0 * self.weight_shape(l).1)
+            .sum();
+        let count = threads.parts(work, n);
+        let mut parts: Vec<Vec<RowsPart<'_>>> = (0..count).map(|_| Vec::new()).collect();
         for (l, grad) in into.iter_mut().enumerate() {
             let (outputs, width) = self.weight_shape(l);
-            let layer_rows = first_row..first_row + outputs;
-            let (mut w, mut b) = (&mut grad.w[..], &mut grad.b[..]);
-            let mut deltas = &records.deltas_by_output[l][..];
-            for (part, range) in parts.iter_mut().zip(&ranges) {
-                let start = range.start.clamp(layer_rows.start, layer_rows.end);
-                let end = range.end.clamp(layer_rows.start, layer_rows.end);
-                if start == end {
-                    continue;
-                }
-                let rows = end - start;
-                let (part_w, rest_w) = w.split_at_mut(rows * width);
-                let (part_b, rest_b) = b.split_at_mut(rows);
-                let (part_d, rest_d) = deltas.split_at(rows * n);
-                (w, b, deltas) = (rest_w, rest_b, rest_d);
+            let rows = ranges(outputs, count);
+            let w = split(&mut grad.w[..], rows.clone(), width);
+            let b = split(&mut grad.b[..], rows.clone(), 1);
+            let deltas = split(&records.deltas_by_output[l][..], rows, n);
+            for (part, ((w, b), deltas)) in parts.iter_mut().zip(w.zip(b).zip(deltas)) {
                 part.push(RowsPart {
-                    w: part_w,
-                    b: part_b,
-                    deltas: part_d,
+                    w,
+                    b,
+                    deltas,
                     inputs: &records.inputs[l],
                     width,
                 });
             }
-            first_row += outputs;
         }
         threads.run(parts, |part| {
             let _env = R::environment();

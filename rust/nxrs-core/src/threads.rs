@@ -3,24 +3,26 @@
 //! order the definition gives it, whatever the part it falls in, so the bits do not depend on
 //! the number of threads; the parts only decide which thread computes what.
 
+mod pool;
+
 use crate::error::{Error, Result};
+use pool::Pool;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Most threads one trainer may use.
 pub const MAX_THREADS: usize = 1024;
 
-/// Below this many multiply-adds (a few hundred microseconds of vector work), a part is not worth
-/// a thread: handing a task to a sleeping pool thread and waiting for it took 50 to 100 us per
-/// step on the 2-core VMs this was measured on (digits 64-128-10 at batch 32 ran 1.7x slower on
-/// 2 threads with parts of 2^17), so small steps stay on the caller's thread.
-const MIN_WORK_PER_PART: usize = 1 << 20;
+/// Below this many multiply-adds (about 5 us of vector work), a part is not worth a thread:
+/// starting a job on the pool's spinning workers and waiting for the last costs about a
+/// microsecond, so smaller steps (the seed's, digits at batch 1) stay on the caller's thread.
+const MIN_WORK_PER_PART: usize = 1 << 15;
 
 /// A trainer's threads: `count` of them, as a pool when more than one.
 #[derive(Clone, Debug)]
 pub struct Threads {
     count: usize,
-    pool: Option<Arc<rayon::ThreadPool>>,
+    pool: Option<Arc<Pool>>,
     /// The least work a part gets (see [`Threads::parts`]).
     min_work: usize,
 }
@@ -43,10 +45,7 @@ impl Threads {
         if count == 1 {
             return Ok(Threads::ONE);
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(count)
-            .thread_name(|i| format!("nxrs-{i}"))
-            .build()
+        let pool = Pool::new(count)
             .map_err(|e| Error::Config(format!("cannot start {count} threads: {e}")))?;
         Ok(Threads {
             count,
@@ -80,22 +79,29 @@ impl Threads {
         self.count.min(items).min(worth).max(1)
     }
 
-    /// Runs `task` on every part, in parallel on the pool (or in order here with one thread or
-    /// one part), and returns when all are done. The parts are only collected for the pool: on
-    /// one thread a step allocates nothing for them.
+    /// Runs `task` on every part and returns when all are done: part `i` on thread
+    /// `i % count` (the caller's is thread 0), or all in order here with one thread or one part.
+    /// On one thread nothing is allocated for the parts.
     pub fn run<T: Send>(&self, parts: impl IntoIterator<Item = T>, task: impl Fn(T) + Sync) {
         let Some(pool) = &self.pool else {
             return parts.into_iter().for_each(task);
         };
-        let parts: Vec<T> = parts.into_iter().collect();
+        let parts: Vec<Mutex<Option<T>>> = parts
+            .into_iter()
+            .map(|part| Mutex::new(Some(part)))
+            .collect();
+        let count = self.count;
+        let take = |slot: &Mutex<Option<T>>| slot.lock().unwrap_or_else(|p| p.into_inner()).take();
         if parts.len() == 1 {
-            return parts.into_iter().for_each(task);
+            return parts.iter().filter_map(take).for_each(task);
         }
-        pool.scope(|scope| {
-            let task = &task;
-            for part in parts {
-                scope.spawn(move |_| task(part));
-            }
+        pool.run(&|t| {
+            parts
+                .iter()
+                .skip(t)
+                .step_by(count)
+                .filter_map(take)
+                .for_each(&task);
         });
     }
 }

@@ -677,9 +677,10 @@ impl Trainer {
         let s = &mut self.state;
         let lr = config.schedule.rate(config.optimizer.lr, s.step as u64);
         let scalars = StepScalars::advance(&config.optimizer, lr, &mut s.b1t, &mut s.b2t);
-        // Every tensor's cells, cut into parts of about equal size (a cell's update reads only
-        // its own values, so the cut changes no bit).
-        let threads = if self.threads.parts(self.mlp.parameters(), CELL_WORK) > 1 {
+        // Every tensor's cells cut into the same number of parts, part `p` of each tensor going
+        // to thread `p` (a cell's update reads only its own values, so the cut changes no bit).
+        let count = self.threads.parts(self.mlp.parameters(), CELL_WORK);
+        let threads = if count > 1 {
             &self.threads
         } else {
             &Threads::ONE // too little work for any thread but this one
@@ -701,7 +702,7 @@ impl Trainer {
                     ]
                 });
         let parts = tensors.flat_map(|(p, g, m, v)| {
-            let ranges = ranges(p.len(), threads.parts(p.len(), CELL_WORK));
+            let ranges = ranges(p.len(), count);
             let v_width = usize::from(!v.is_empty()); // SGD keeps no second moments
             split(p, ranges.clone(), 1)
                 .zip(split(g, ranges.clone(), 1))
