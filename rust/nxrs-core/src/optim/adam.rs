@@ -69,29 +69,29 @@ impl<R: Real> Coefficients<R> {
         }
     }
 
-    /// The update of `LANES` cells: every cell's own operations in the definition's order, each
+    /// The update of `N` cells: every cell's own operations in the definition's order, each
     /// operation applied to all cells before the next (loops the compiler vectorises).
     #[inline(always)]
-    fn lanes(
+    fn lanes<const N: usize>(
         &self,
         math: Math,
-        p: &mut [R; LANES],
-        g: &[R; LANES],
-        m: &mut [R; LANES],
-        v: &mut [R; LANES],
+        p: &mut [R; N],
+        g: &[R; N],
+        m: &mut [R; N],
+        v: &mut [R; N],
     ) {
-        let mut m_hat = [R::ZERO; LANES];
-        let mut v_hat = [R::ZERO; LANES];
-        for k in 0..LANES {
+        let mut m_hat = [R::ZERO; N];
+        let mut v_hat = [R::ZERO; N];
+        for k in 0..N {
             m[k] = self.beta1 * m[k] + self.one_minus_beta1 * g[k];
         }
-        for k in 0..LANES {
+        for k in 0..N {
             v[k] = self.beta2 * v[k] + self.one_minus_beta2 * (g[k] * g[k]);
         }
-        for k in 0..LANES {
+        for k in 0..N {
             m_hat[k] = m[k] / self.bc1;
         }
-        for k in 0..LANES {
+        for k in 0..N {
             v_hat[k] = v[k] / self.bc2;
         }
         let root = math.sqrt_lanes(v_hat);
@@ -100,16 +100,16 @@ impl<R: Real> Coefficients<R> {
                 *p = *p * decay;
             }
         }
-        for k in 0..LANES {
+        for k in 0..N {
             p[k] = p[k] - (self.lr * m_hat[k]) / (root[k] + self.eps);
         }
     }
 
-    /// The new `p`, `m` and `v` of up to `LANES` cells (a short group is padded with zeros).
+    /// The new `p`, `m` and `v` of up to `N` cells (a short group is padded with zeros).
     #[inline(always)]
-    fn group(&self, math: Math, p: &[R], g: &[R], m: &[R], v: &[R]) -> Group<R> {
+    fn group<const N: usize>(&self, math: Math, p: &[R], g: &[R], m: &[R], v: &[R]) -> Group<R, N> {
         let padded = |x: &[R]| {
-            let mut lanes = [R::ZERO; LANES];
+            let mut lanes = [R::ZERO; N];
             lanes[..x.len()].copy_from_slice(x);
             lanes
         };
@@ -125,14 +125,14 @@ impl<R: Real> Coefficients<R> {
 }
 
 /// A group's updated cells, not yet stored.
-struct Group<R> {
+struct Group<R, const N: usize> {
     len: usize,
-    p: [R; LANES],
-    m: [R; LANES],
-    v: [R; LANES],
+    p: [R; N],
+    m: [R; N],
+    v: [R; N],
 }
 
-impl<R: Real> Group<R> {
+impl<R: Real, const N: usize> Group<R, N> {
     #[inline(always)]
     fn has_nan(&self) -> bool {
         let n = self.len;
@@ -155,11 +155,11 @@ impl<R: Real> Group<R> {
 /// The seed's `adam1` over one tensor (AdamW first multiplies `p` by `1 - lr * weight_decay`):
 /// `m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= (lr (m/bc1)) / (sqrt(v/bc2) + eps)`.
 ///
-/// Cells go `LANES` at a time. Every intermediate reaches `p`, `m` or `v` through `+ - * /`
-/// and the square root, which keep NaNs (the seed's root replaces its result by 0 for a zero
-/// input, a choice made from the input alone), so each group is first computed in
-/// [`Real::Fast`] and kept when none of its outputs is a NaN; otherwise in `R`. A short last
-/// group is padded.
+/// Cells go `LANES` at a time, the rest in one group of 8, 16, 32 or 64 (padded). Every
+/// intermediate reaches `p`, `m` or `v` through `+ - * /` and the square root, which keep NaNs
+/// (the seed's root replaces its result by 0 for a zero input, a choice made from the input
+/// alone), so each group is first computed in [`Real::Fast`] and kept when none of its outputs
+/// is a NaN; otherwise in `R`.
 pub(super) fn update<R: Real>(
     config: &OptimizerConfig,
     math: Math,
@@ -174,22 +174,56 @@ pub(super) fn update<R: Real>(
     R::vectorized(
         #[inline(always)]
         || {
-            let groups = p
-                .chunks_mut(LANES)
-                .zip(g.chunks(LANES))
-                .zip(m.chunks_mut(LANES))
-                .zip(v.chunks_mut(LANES));
-            for (((p, g), m), v) in groups {
-                let view = bytemuck::cast_slice::<R, R::Fast>;
-                let group = fast.group(math, view(p), view(g), view(m), view(v));
-                if group.has_nan() {
-                    // Recomputed from the untouched inputs with the exact NaN rule.
-                    exact.group(math, p, g, m, v).store(p, m, v);
-                } else {
-                    let view = bytemuck::cast_slice_mut::<R, R::Fast>;
-                    group.store(view(p), view(m), view(v));
+            let whole = p.len() / LANES * LANES;
+            let (p, p_tail) = p.split_at_mut(whole);
+            let (g, g_tail) = g.split_at(whole);
+            let (m, m_tail) = m.split_at_mut(whole);
+            let (v, v_tail) = v.split_at_mut(whole);
+            update_groups::<R, LANES>(&fast, &exact, math, p, g, m, v);
+            // The rest as one group padded to a power of two from 8: a small tensor (a bias,
+            // a layer of the seed's) does not pay for 64 lanes, which softf32 would compute
+            // one by one, while the hardware keeps its lanes' divisions overlapping.
+            let tail = (p_tail, g_tail, m_tail, v_tail);
+            match tail.0.len() {
+                0 => {}
+                1..=8 => update_groups::<R, 8>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3),
+                9..=16 => {
+                    update_groups::<R, 16>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3)
                 }
+                17..=32 => {
+                    update_groups::<R, 32>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3)
+                }
+                _ => update_groups::<R, LANES>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3),
             }
         },
     );
+}
+
+/// The cells `N` at a time (the last group padded): each group computed in [`Real::Fast`],
+/// kept without a NaN, else recomputed from the untouched inputs with `R`'s NaN rule.
+#[inline(always)]
+fn update_groups<R: Real, const N: usize>(
+    fast: &Coefficients<R::Fast>,
+    exact: &Coefficients<R>,
+    math: Math,
+    p: &mut [R],
+    g: &[R],
+    m: &mut [R],
+    v: &mut [R],
+) {
+    let groups = p
+        .chunks_mut(N)
+        .zip(g.chunks(N))
+        .zip(m.chunks_mut(N))
+        .zip(v.chunks_mut(N));
+    for (((p, g), m), v) in groups {
+        let view = bytemuck::cast_slice::<R, R::Fast>;
+        let group = fast.group::<N>(math, view(p), view(g), view(m), view(v));
+        if group.has_nan() {
+            exact.group::<N>(math, p, g, m, v).store(p, m, v);
+        } else {
+            let view = bytemuck::cast_slice_mut::<R, R::Fast>;
+            group.store(view(p), view(m), view(v));
+        }
+    }
 }
