@@ -330,12 +330,6 @@ def _add_train(commands: Any) -> None:
         "--seed", type=int, default=0, help="initialisation, shuffle and split seed (default 0)"
     )
     train.add_argument(
-        "--test-size",
-        type=float,
-        default=0.2,
-        help="fraction of the samples in the deterministic test split (default 0.2)",
-    )
-    train.add_argument(
         "--ckpt-dir",
         type=Path,
         default=None,
@@ -391,8 +385,6 @@ def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error("--every-seconds needs --ckpt-dir")
     if args.every_seconds is not None and not args.every_seconds > 0:
         parser.error("--every-seconds must be positive")
-    if not 0 < args.test_size < 1:
-        parser.error("--test-size must be between 0 and 1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

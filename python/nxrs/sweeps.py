@@ -391,12 +391,6 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_data_arguments(parser)
     parser.add_argument(
-        "--test-size",
-        type=float,
-        default=0.2,
-        help="fraction of the samples in the deterministic test split (default 0.2)",
-    )
-    parser.add_argument(
         "--grid",
         action="append",
         default=[],
@@ -435,8 +429,6 @@ def _check_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error("--every must be at least 1")
     if args.every_seconds is not None and not args.every_seconds > 0:
         parser.error("--every-seconds must be positive")
-    if not 0 < args.test_size < 1:
-        parser.error("--test-size must be between 0 and 1")
     if args.max_retries < 0:
         parser.error("--max-retries must be at least 0")
     try:

@@ -133,8 +133,20 @@ def default_layers(
     return [n_in, *(hidden if hidden is not None else [128]), n_out]
 
 
+def _test_fraction(text: str) -> float:
+    """``--test-size``'s value: a fraction strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--data`` and ``--target``, as ``nxrs train`` and ``nxrs sweep`` read them."""
+    """``--data``, ``--target`` and ``--test-size``, as ``nxrs train`` and ``nxrs sweep`` read
+    them."""
     parser.add_argument(
         "--data",
         default="digits",
@@ -143,6 +155,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target", default=None, help="the label column of a .csv file (default: the last)"
+    )
+    parser.add_argument(
+        "--test-size",
+        type=_test_fraction,
+        default=0.2,
+        help="fraction of the samples in the deterministic test split (default 0.2)",
     )
 
 
