@@ -136,7 +136,11 @@ mod tests {
             for columns in 0..=19 {
                 // Distinct bit patterns, NaNs among them (shuffles must not touch payloads).
                 let src: Vec<F32> = (0..rows * columns)
-                    .map(|k| F32::from_bits(0x7F80_0001u32.wrapping_add(k as u32 * 0x0101_0101)))
+                    .map(|k| {
+                        F32::from_bits(
+                            0x7F80_0001u32.wrapping_add((k as u32).wrapping_mul(0x0101_0101)),
+                        )
+                    })
                     .collect();
                 for vectors in [false, true] {
                     let mut dst = vec![F32::ZERO; rows * columns];
