@@ -169,61 +169,86 @@ pub(super) fn update<R: Real>(
     m: &mut [R],
     v: &mut [R],
 ) {
-    let exact = Coefficients::<R>::new(config, step);
-    let fast = Coefficients::<R::Fast>::new(config, step);
+    let update = Update {
+        fast: Coefficients::<R::Fast>::new(config, step),
+        exact: Coefficients::<R>::new(config, step),
+        math,
+    };
     R::vectorized(
         #[inline(always)]
         || {
-            let whole = p.len() / LANES * LANES;
-            let (p, p_tail) = p.split_at_mut(whole);
-            let (g, g_tail) = g.split_at(whole);
-            let (m, m_tail) = m.split_at_mut(whole);
-            let (v, v_tail) = v.split_at_mut(whole);
-            update_groups::<R, LANES>(&fast, &exact, math, p, g, m, v);
+            let whole_groups = p.len() / LANES * LANES;
+            let (whole, tail) = Cells { p, g, m, v }.split_at(whole_groups);
+            update.groups::<LANES>(whole);
             // The rest as one group padded to a power of two from 8: a small tensor (a bias,
             // a layer of the seed's) does not pay for 64 lanes, which softf32 would compute
             // one by one, while the hardware keeps its lanes' divisions overlapping.
-            let tail = (p_tail, g_tail, m_tail, v_tail);
-            match tail.0.len() {
-                0 => {}
-                1..=8 => update_groups::<R, 8>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3),
-                9..=16 => {
-                    update_groups::<R, 16>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3)
-                }
-                17..=32 => {
-                    update_groups::<R, 32>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3)
-                }
-                _ => update_groups::<R, LANES>(&fast, &exact, math, tail.0, tail.1, tail.2, tail.3),
+            match tail.p.len() {
+                0..=8 => update.groups::<8>(tail),
+                9..=16 => update.groups::<16>(tail),
+                17..=32 => update.groups::<32>(tail),
+                _ => update.groups::<LANES>(tail),
             }
         },
     );
 }
 
-/// The cells `N` at a time (the last group padded): each group computed in [`Real::Fast`],
-/// kept without a NaN, else recomputed from the untouched inputs with `R`'s NaN rule.
-#[inline(always)]
-fn update_groups<R: Real, const N: usize>(
-    fast: &Coefficients<R::Fast>,
-    exact: &Coefficients<R>,
+/// One tensor's cells (or a run of them): parameters, gradient and moments.
+struct Cells<'a, R> {
+    p: &'a mut [R],
+    g: &'a [R],
+    m: &'a mut [R],
+    v: &'a mut [R],
+}
+
+impl<'a, R> Cells<'a, R> {
+    /// The first `at` cells and the rest.
+    fn split_at(self, at: usize) -> (Cells<'a, R>, Cells<'a, R>) {
+        let (p, p_rest) = self.p.split_at_mut(at);
+        let (g, g_rest) = self.g.split_at(at);
+        let (m, m_rest) = self.m.split_at_mut(at);
+        let (v, v_rest) = self.v.split_at_mut(at);
+        (
+            Cells { p, g, m, v },
+            Cells {
+                p: p_rest,
+                g: g_rest,
+                m: m_rest,
+                v: v_rest,
+            },
+        )
+    }
+}
+
+/// One step's update in both arithmetics.
+struct Update<R: Real> {
+    fast: Coefficients<R::Fast>,
+    exact: Coefficients<R>,
     math: Math,
-    p: &mut [R],
-    g: &[R],
-    m: &mut [R],
-    v: &mut [R],
-) {
-    let groups = p
-        .chunks_mut(N)
-        .zip(g.chunks(N))
-        .zip(m.chunks_mut(N))
-        .zip(v.chunks_mut(N));
-    for (((p, g), m), v) in groups {
-        let view = bytemuck::cast_slice::<R, R::Fast>;
-        let group = fast.group::<N>(math, view(p), view(g), view(m), view(v));
-        if group.has_nan() {
-            exact.group::<N>(math, p, g, m, v).store(p, m, v);
-        } else {
-            let view = bytemuck::cast_slice_mut::<R, R::Fast>;
-            group.store(view(p), view(m), view(v));
+}
+
+impl<R: Real> Update<R> {
+    /// The cells `N` at a time (the last group padded): each group computed in [`Real::Fast`],
+    /// kept without a NaN, else recomputed from the untouched inputs with `R`'s NaN rule.
+    #[inline(always)]
+    fn groups<const N: usize>(&self, cells: Cells<'_, R>) {
+        let groups = cells
+            .p
+            .chunks_mut(N)
+            .zip(cells.g.chunks(N))
+            .zip(cells.m.chunks_mut(N))
+            .zip(cells.v.chunks_mut(N));
+        for (((p, g), m), v) in groups {
+            let view = bytemuck::cast_slice::<R, R::Fast>;
+            let group = self
+                .fast
+                .group::<N>(self.math, view(p), view(g), view(m), view(v));
+            if group.has_nan() {
+                self.exact.group::<N>(self.math, p, g, m, v).store(p, m, v);
+            } else {
+                let view = bytemuck::cast_slice_mut::<R, R::Fast>;
+                group.store(view(p), view(m), view(v));
+            }
         }
     }
 }
