@@ -174,11 +174,10 @@ fn wake_sleepers(shared: &Shared) {
 /// the core between checks; returns whether `done()`.
 fn wait_for(done: impl Fn() -> bool, patience: Duration) -> bool {
     let start = Instant::now();
-    for spins in 0u32.. {
-        if done() {
-            return true;
-        }
+    let mut spins = 0;
+    while !done() {
         if spins < SPINS {
+            spins += 1;
             std::hint::spin_loop();
         } else if start.elapsed() >= patience {
             return false;
@@ -186,7 +185,7 @@ fn wait_for(done: impl Fn() -> bool, patience: Duration) -> bool {
             std::thread::yield_now();
         }
     }
-    unreachable!("the loop returns")
+    true
 }
 
 /// Worker `t`: waits for each job (for `patience`, then asleep), runs its part, reports.
