@@ -238,7 +238,7 @@ def test_integer_valued_float_labels_are_classes_in_every_format(tmp_path: Path)
     x = small_x(12)
     y = np.array([0.0, 1.0, 2.0] * 4)
     np.savez(tmp_path / "d.npz", X=x, y=y)
-    write_csv(tmp_path / "d.csv", x, [repr(v) for v in y])
+    write_csv(tmp_path / "d.csv", x, [repr(float(v)) for v in y])
     layers = []
     for name in ("d.npz", "d.csv"):
         proc = nxrs_cli("train", "--data", str(tmp_path / name), *TINY, "--json")

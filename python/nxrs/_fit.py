@@ -331,14 +331,17 @@ class _RunState:
         fingerprint = old.get("data", {}).get("fingerprint")
         stored_file = old.get("data", {}).get("file")
         if self.source is not None and stored_file is not None and stored_file != self.source:
+
             def show(s: Mapping[str, Any]) -> str:
-                return (f"fingerprint {s.get('fingerprint')} of {s.get('samples')} samples, "
-                        f"test size {s.get('test_size')}, split seed {s.get('split_seed')}")  # fmt: skip
+                return (
+                    f"fingerprint {s.get('fingerprint')} of {s.get('samples')} samples, "
+                    f"test size {s.get('test_size')}, split seed {s.get('split_seed')}"
+                )
 
             raise MismatchError(
-                f"{self.run.directory} holds a run on another data file or split ({show(stored_file)}; "
-                f"this one: {show(self.source)}); restart to move it aside (nxrs train "
-                "--restart) or use another directory"
+                f"{self.run.directory} holds a run on another data file or split "
+                f"({show(stored_file)}; this one: {show(self.source)}); restart to move it "
+                "aside (nxrs train --restart) or use another directory"
             )
         if fingerprint != self.fingerprint:
             raise MismatchError(

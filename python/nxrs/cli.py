@@ -25,7 +25,6 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 import nxrs
@@ -42,7 +41,9 @@ from nxrs.rundir import (
     stop_signals,
 )
 from nxrs.training import (
-    EXIT_DIVERGED,
+    EXIT_DIVERGED as EXIT_DIVERGED,  # 6: the run diverged (its final loss is not finite)
+)
+from nxrs.training import (
     CliError,
     add_data_arguments,
     hidden_sizes,
@@ -59,7 +60,6 @@ EXIT_USAGE = 2
 EXIT_OTHER_RUN = 3
 EXIT_LOCKED = 4
 EXIT_SAVE_FAILED = 5
-# EXIT_DIVERGED = 6 (nxrs.training): the run's final loss is not finite
 EXIT_SIGINT = 128 + signal.SIGINT  # 130
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 

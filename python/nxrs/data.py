@@ -151,9 +151,7 @@ def _read_npz(path: Path) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     return arrays["X"], arrays["y"]
 
 
-def _read_csv(
-    path: Path, target: str | None
-) -> tuple[npt.NDArray[Any], npt.NDArray[Any], Locate]:
+def _read_csv(path: Path, target: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any], Locate]:
     try:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
@@ -224,14 +222,15 @@ def _check(
     finite = np.isfinite(labels)
     if not finite.all():
         r = int(np.argmin(finite))
-        raise InputError(f"{name}: {locate(r, None)}: the label is {labels[r]}: labels must be "
-                         "finite")  # fmt: skip
+        raise InputError(
+            f"{name}: {locate(r, None)}: the label is {float(labels[r])}: labels must be finite"
+        )
     if task == "auto" and not whole.all():
         if np.count_nonzero(whole) * 2 <= len(whole):
             return features, _targets(y, locate, name)
         r = int(np.argmin(whole))
         raise InputError(
-            f"{name}: {locate(r, None)}: the label {labels[r]!r} is not a whole number, "
+            f"{name}: {locate(r, None)}: the label {float(labels[r])!r} is not a whole number, "
             "while most labels are (a mixed label column): fix it, or say what the labels are "
             "(--task classify or --task regress)"
         )
@@ -286,14 +285,13 @@ def _classes(
     if bad.any():
         r = int(np.argmax(bad))
         raise InputError(
-            f"{name}: {locate(r, None)}: the label {labels[r]!r} is not a class index (a whole "
-            "number from 0)"
+            f"{name}: {locate(r, None)}: the label {float(labels[r])!r} is not a class index "
+            "(a whole number from 0)"
             + ("; pass --task regress for float targets" if not whole[r] else "")
         )
     classes = np.unique(labels)
     if len(classes) < 2:
         raise InputError(
-            f"{name}: every label is {int(classes[0])}: classification needs at least two "
-            "classes"
+            f"{name}: every label is {int(classes[0])}: classification needs at least two classes"
         )
     return y.astype(np.int64) if y.dtype.kind in "biu" else labels.astype(np.int64)

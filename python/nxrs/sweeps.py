@@ -405,7 +405,10 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--split-seed", type=int, default=0, help="seed of the train/test split (default 0)"
     )
     parser.add_argument(
-        "--every", type=positive_int, default=None, help="checkpoint every N steps (default: by time)"
+        "--every",
+        type=positive_int,
+        default=None,
+        help="checkpoint every N steps (default: by time)",
     )
     parser.add_argument(
         "--every-seconds",
@@ -442,7 +445,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Runs ``nxrs sweep``: prints one line per configuration (or the records as JSON) and
     returns the exit status."""
     from nxrs.data import load, split
-    from nxrs.training import CliError, default_layers
+    from nxrs.training import CliError, default_layers, strict_record
 
     out = sys.stdout if out is None else out
     # Each configuration's end on stderr as it comes (the sweep's log at INFO).
@@ -485,7 +488,8 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         log.removeHandler(handler)
         log.setLevel(logging.NOTSET)
     if args.json:
-        out.write(json.dumps(list(results)) + "\n")
+        # Strict JSON: a diverged configuration's non-finite losses are null.
+        out.write(json.dumps([strict_record(r) for r in results], allow_nan=False) + "\n")
     else:
         for record in results:
             print(f"{record['index']:3d}  {json.dumps(record['config'])}  {_summary(record)}",

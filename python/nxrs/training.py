@@ -9,7 +9,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -34,6 +34,7 @@ __all__ = [
     "nonnegative_int",
     "positive_int",
     "split",
+    "strict_record",
     "train_command",
 ]
 
@@ -168,13 +169,13 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _nonfinite_to_null(summary: dict[str, Any]) -> list[str]:
-    """Replaces the summary's non-finite floats by None (JSON has no NaN or infinity); returns
-    their keys."""
-    bad = [k for k, v in summary.items() if isinstance(v, float) and not math.isfinite(v)]
-    for key in bad:
-        summary[key] = None
-    return bad
+def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None,
+    and ``diverged``: whether there were any (a run's losses are finite unless it diverged)."""
+    bad = {k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)}
+    strict = {k: None if k in bad else v for k, v in record.items()}
+    strict["diverged"] = bool(bad)
+    return strict
 
 
 def _plotter() -> Any:
@@ -271,10 +272,11 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         "checkpoint": None if checkpoint is None else str(checkpoint),
         "seconds": round(time.perf_counter() - start, 3),
     }
-    diverged = not (math.isfinite(train_loss) and math.isfinite(test_loss))
     if plt is not None:
         _plot(plt, history, args.plot)
         summary["plot"] = str(args.plot)
+    strict = strict_record(summary)
+    diverged: bool = strict["diverged"]
     if diverged:
         print(
             f"nxrs train: warning: the run diverged: its final training loss is {train_loss} "
@@ -285,10 +287,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         )
     status = EXIT_DIVERGED if diverged else 0
     if args.json:
-        # Strict JSON: a non-finite value is null, and "diverged" says why.
-        _nonfinite_to_null(summary)
-        summary["diverged"] = diverged
-        out.write(json.dumps(summary, allow_nan=False) + "\n")
+        out.write(json.dumps(strict, allow_nan=False) + "\n")
         return status
     for epoch, row in zip(history.epoch, _rows(history)):
         print(f"epoch {epoch:4d}  {row}", file=out)

