@@ -168,8 +168,8 @@ def _read_csv(path: Path, target: str | None) -> tuple[npt.NDArray[Any], npt.NDA
     for k, row in enumerate(body, start=1):
         if len(row) != len(header):
             raise InputError(
-                f"{path}: data row {k} (line {lines[k]}) has {len(row)} fields, the header has "
-                f"{len(header)}"
+                f"{path}: data row {k} has {len(row)} fields, the header has {len(header)} "
+                f"(line {lines[k]})"
             )
     column = header[-1] if target is None else target
     if column not in header:

@@ -40,8 +40,8 @@ def main() -> None:
         "empty.csv": ("", "a header row and at least one data row"),
         "blank_lines_only.csv": ("\n\n\n", "a header row and at least one data row"),
         "header_only.csv": ("a,b,label\n", "a header row and at least one data row"),
-        "ragged_short_row.csv": ("a,b,label\n1,2,0\n3,4\n", "data row 2 (line 3) has 2 fields"),
-        "ragged_long_row.csv": ("a,b,label\n1,2,0,9\n3,4,1\n", "data row 1 (line 2) has 4"),
+        "ragged_short_row.csv": ("a,b,label\n1,2,0\n3,4\n", "data row 2 has 2 fields"),
+        "ragged_long_row.csv": ("a,b,label\n1,2,0,9\n3,4,1\n", "data row 1 has 4"),
         "binary_garbage.csv": (b"\xff\xfe\x00\x81binary\n", "not a CSV text file"),
         "duplicate_label_column.csv": ("a,label,label\n1,0,0\n2,1,1\n", "more than once"),
         "label_column_only.csv": ("label\n0\n1\n0\n1\n", "no data"),
@@ -138,8 +138,8 @@ def _damaged_member() -> bytes:
     """A valid zip archive whose X.npy is not an .npy file."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("X.npy", b"\x93NUMPY\x01\x00garbage header")
-        z.writestr("y.npy", _npy(np.array([0, 1], np.int64)))
+        z.writestr(zipfile.ZipInfo("X.npy"), b"\x93NUMPY\x01\x00garbage header")
+        z.writestr(zipfile.ZipInfo("y.npy"), _npy(np.array([0, 1], np.int64)))
     return buf.getvalue()
 
 
