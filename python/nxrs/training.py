@@ -104,7 +104,14 @@ def _sizes(text: str, least: int, example: str) -> list[int]:
 
 
 def layer_sizes(text: str) -> list[int]:
-    """``--layers``: every layer size, inputs first (at least two)."""
+    """``--layers``: every layer size, inputs first (at least two).
+
+    >>> layer_sizes("64,128,10")
+    [64, 128, 10]
+    >>> layer_sizes("4,,3")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: '4,,3': 2 or more comma-separated whole numbers ... 64,128,10
+    """
     return _sizes(text, 2, "64,128,10")
 
 
