@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,17 @@ TINY = ("--epochs", "1", "--hidden", "2", "--batch-size", "4")
 
 
 def nxrs_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nxrs", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    # In a fresh working directory: a command that took '' or a relative path for the current
+    # directory (as the code before these tests did) writes there, never into the checkout.
+    with tempfile.TemporaryDirectory() as cwd:
+        return subprocess.run(
+            [sys.executable, "-m", "nxrs", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=cwd,
+        )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], statuses: Any, fragment: str) -> None:
