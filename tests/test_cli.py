@@ -95,7 +95,6 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "message"),
     [
         (["train", "--data", "missing.npz"], "no such file"),
-        (["train", "--layers", "64,a,10"], "comma-separated integers"),
         (["train", "--layers", "63,10"], "samples have 64 features, the model takes 63"),
         (["train", "--lr", "-1"], "lr = -1.0"),
     ],

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
-from nxrs._nxrs import InputError, MismatchError, NxrsError, __version__
+from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
 from nxrs._nxrs import open as open_checkpoint
 from nxrs.manager import CheckpointManager
 from nxrs.rundir import (
@@ -85,8 +85,13 @@ def fit(
     _stop: StopFlag | None = None,
     _command: list[str] | None = None,
     _say: Callable[[str], None] | None = None,
+    _source: Mapping[str, Any] | None = None,
 ) -> History:
-    """Trains ``trainer`` until ``epochs`` epochs are complete (see ``Trainer.fit``)."""
+    """Trains ``trainer`` until ``epochs`` epochs are complete (see ``Trainer.fit``).
+
+    ``_source`` (``nxrs train``): the identity of the whole data file the training data was
+    split from (its fingerprint, samples and split), recorded in the run directory's manifest
+    as ``data.file`` and checked on a resume, with the training data's own fingerprint."""
     if isinstance(epochs, bool) or not isinstance(epochs, int):
         raise TypeError(f"epochs must be an int, not {type(epochs).__name__}")
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
@@ -100,6 +105,14 @@ def fit(
     if (every is not None or every_seconds is not None) and checkpoint is None:
         raise ValueError("every and every_seconds need a checkpoint (a directory or a manager)")
     _check_engine(engine, workers, ray_address)
+    if trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
+        # One output is one class: softmax gives it probability 1 whatever the weights, so
+        # the loss and every gradient are 0 and nothing is learnt.
+        raise ConfigError(
+            f"a classifier needs at least two outputs, one per class; this model ({trainer.sizes}) "
+            "has one (for one class there is nothing to learn; for a single float target use "
+            "loss='mse')"
+        )
     # Every input is converted and checked before anything changes.
     data = trainer._dataset(x, y)
     val = None
@@ -116,13 +129,13 @@ def fit(
         try:
             return _fit_with(
                 trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
-                ray_engine.run, _stop, _command, _say,
+                ray_engine.run, _stop, _command, _say, _source,
             )  # fmt: skip
         finally:
             ray_engine.close()
     return _fit_with(
         trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
-        trainer._run, _stop, _command, _say,
+        trainer._run, _stop, _command, _say, _source,
     )  # fmt: skip
 
 
@@ -157,6 +170,7 @@ def _fit_with(
     _stop: StopFlag | None,
     _command: list[str] | None,
     _say: Callable[[str], None] | None,
+    _source: Mapping[str, Any] | None = None,
 ) -> History:
     if checkpoint is None:
         return _fit(
@@ -173,7 +187,7 @@ def _fit_with(
             else CheckpointManager(checkpoint)
         )
         with stop_signals(_stop) as stop:
-            state = _RunState(run, manager, trainer, data, epochs, _command, _say)
+            state = _RunState(run, manager, trainer, data, epochs, _command, _say, _source)
             state.begin(resume)
             return _fit(
                 trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop,
@@ -195,6 +209,7 @@ class _RunState:
         epochs: int,
         command: list[str] | None,
         say: Callable[[str], None] | None,
+        source: Mapping[str, Any] | None = None,
     ) -> None:
         self.say = say or (lambda line: None)
         self.run = run
@@ -205,6 +220,7 @@ class _RunState:
         self.epochs = epochs
         self.samples = len(data)
         self.command = command
+        self.source = None if source is None else dict(source)
         self.manifest: dict[str, Any] = {}
         #: The step of the newest checkpoint known to hold this run's state.
         self.saved_step: int | None = None
@@ -247,6 +263,10 @@ class _RunState:
             self.manifest["state"] = "running"
         if self.command is not None:
             self.manifest["command"] = self.command
+        if self.source is not None:
+            # Recorded from now on, also in a run directory written by an older nxrs, which
+            # recorded only the training split's fingerprint (still checked: _check_identity).
+            self.manifest["data"]["file"] = self.source
         self.manifest["plan"] = {
             "epochs": self.epochs,
             "steps_per_epoch": batches,
@@ -263,6 +283,11 @@ class _RunState:
                 + ("" if old is None else f" (the previous process: {previous_end})")
             )
             self.saved_step = trainer.steps
+            if trainer.epoch >= self.epochs:
+                self.say(
+                    f"the run is already at epoch {trainer.epoch}, not before the {self.epochs} "
+                    "epoch(s) asked for: nothing to train"
+                )
             self._progress(entry.path)
             self.manifest["events"].append(
                 event(
@@ -304,6 +329,20 @@ class _RunState:
                 "--restart) or use another directory"
             )
         fingerprint = old.get("data", {}).get("fingerprint")
+        stored_file = old.get("data", {}).get("file")
+        if self.source is not None and stored_file is not None and stored_file != self.source:
+
+            def show(s: Mapping[str, Any]) -> str:
+                return (
+                    f"fingerprint {s.get('fingerprint')} of {s.get('samples')} samples, "
+                    f"test size {s.get('test_size')}, split seed {s.get('split_seed')}"
+                )
+
+            raise MismatchError(
+                f"{self.run.directory} holds a run on another data file or split "
+                f"({show(stored_file)}; this one: {show(self.source)}); restart to move it "
+                "aside (nxrs train --restart) or use another directory"
+            )
         if fingerprint != self.fingerprint:
             raise MismatchError(
                 f"{self.run.directory} holds a run on other data (fingerprint {fingerprint}, "

@@ -17,14 +17,14 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 import textwrap
 import warnings
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import nxrs
@@ -40,7 +40,18 @@ from nxrs.rundir import (
     run_status,
     stop_signals,
 )
-from nxrs.training import CliError, add_data_arguments, train_command
+from nxrs.training import (
+    EXIT_DIVERGED as EXIT_DIVERGED,  # 6: the run diverged (its final loss is not finite)
+)
+from nxrs.training import (
+    CliError,
+    add_data_arguments,
+    hidden_sizes,
+    layer_sizes,
+    nonempty_path,
+    positive_int,
+    train_command,
+)
 
 #: ``nxrs train``'s exit statuses (also in its --help and the README).
 EXIT_DONE = 0
@@ -74,22 +85,15 @@ exit status:
        aside to DIR/previous/<time>/ and starts over)
   4    --ckpt-dir is in use by another running nxrs train or fit
   5    a checkpoint that had to be written could not be (the previous one is intact)
+  6    the run diverged: its final loss is not finite (the summary is printed, --json with
+       null for the non-finite values and "diverged": true; a warning on stderr)
   130  stopped by SIGINT, checkpoint saved (run the same command to resume)
   143  stopped by SIGTERM, checkpoint saved (run the same command to resume)
 """
 
 
 def _train(args: argparse.Namespace) -> int:
-    def show(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
-        if issubclass(category, SaveFailedWarning):
-            print(f"nxrs train: warning: {message}", file=sys.stderr, flush=True)
-        else:
-            original(message, category, *rest, **kw)
-
-    with warnings.catch_warnings(), stop_signals() as stop:
-        original = warnings.showwarning
-        warnings.simplefilter("always", SaveFailedWarning)
-        warnings.showwarning = show
+    with stop_signals() as stop:
         try:
             return train_command(args, sys.stdout, stop=stop)
         except BrokenPipeError:
@@ -110,6 +114,26 @@ def _train(args: argparse.Namespace) -> int:
             name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
             print(f"nxrs train: {name}{err}", file=sys.stderr)
             return EXIT_FAILED
+
+
+@contextlib.contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """Every Python warning during a command as one line on stderr, ``nxrs COMMAND: warning:
+    ...`` (the message's first line, without the source file and line a raw warning shows),
+    each text once: a damaged checkpoint that several steps look at is reported once."""
+    seen: set[str] = set()
+
+    def show(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
+        text = (str(message).strip().splitlines() or [category.__name__])[0]
+        if text not in seen:
+            seen.add(text)
+            print(f"nxrs {command}: warning: {text}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        # Each failed periodic save is its own event (a later save may succeed).
+        warnings.simplefilter("always", SaveFailedWarning)
+        warnings.showwarning = show
+        yield
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -239,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gate.add_argument(
         "--workdir",
-        type=Path,
+        type=nonempty_path,
         default=None,
         help="an existing directory for the checkpoint files (default: a fresh temporary "
         "directory, removed afterwards)",
@@ -255,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the file are clipped, so a hostile header cannot flood the terminal.",
         epilog=INSPECT_EPILOG,
     )
-    inspect.add_argument("file", type=Path)
+    inspect.add_argument("file", type=nonempty_path)
     inspect.add_argument(
         "--verify",
         action="store_true",
@@ -277,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the history of starts, stops and resumes. Exit status 1 when the newest checkpoint is "
         "damaged or DIR holds no run manifest, 0 otherwise.",
     )
-    status.add_argument("directory", type=Path)
+    status.add_argument("directory", type=nonempty_path)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(run=_status)
     sweep = _command(
@@ -299,14 +323,22 @@ def _add_train(commands: Any) -> None:
     )
     add_data_arguments(train)
     shape = train.add_mutually_exclusive_group()
-    shape.add_argument("--layers", default=None, help="layer sizes, inputs first, e.g. 64,128,10")
+    shape.add_argument(
+        "--layers",
+        type=layer_sizes,
+        default=None,
+        help="layer sizes, inputs first, e.g. 64,128,10",
+    )
     shape.add_argument(
         "--hidden",
+        type=hidden_sizes,
         default=None,
         help="hidden layer sizes, e.g. 128 or 256,128 (inputs and outputs from the data)",
     )
-    train.add_argument("--epochs", type=int, default=20, help="epochs in all (default 20)")
-    train.add_argument("--batch-size", type=int, default=32, help="default 32")
+    train.add_argument(
+        "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
+    )
+    train.add_argument("--batch-size", type=positive_int, default=32, help="default 32")
     train.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
     train.add_argument(
         "--optimizer", choices=["adam", "adamw", "sgd"], default="adam", help="default adam"
@@ -322,7 +354,7 @@ def _add_train(commands: Any) -> None:
     )
     train.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         default=None,
         help="threads to train with (default: the available cores); any number gives the same bits",
     )
@@ -331,12 +363,15 @@ def _add_train(commands: Any) -> None:
     )
     train.add_argument(
         "--ckpt-dir",
-        type=Path,
+        type=nonempty_path,
         default=None,
         help="run directory: checkpoints, manifest, lock (default: none; see below)",
     )
     train.add_argument(
-        "--every", type=int, default=None, help="also checkpoint every N steps (needs --ckpt-dir)"
+        "--every",
+        type=positive_int,
+        default=None,
+        help="also checkpoint every N steps (needs --ckpt-dir)",
     )
     train.add_argument(
         "--every-seconds",
@@ -368,7 +403,7 @@ def _add_train(commands: Any) -> None:
     )
     train.add_argument(
         "--plot",
-        type=Path,
+        type=nonempty_path,
         default=None,
         metavar="PNG",
         help="write loss/accuracy curves (needs matplotlib: pip install 'nxrs[plot]')",
@@ -379,8 +414,6 @@ def _add_train(commands: Any) -> None:
 def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.every is not None and args.ckpt_dir is None:
         parser.error("--every needs --ckpt-dir")
-    if args.every is not None and args.every < 1:
-        parser.error("--every must be at least 1")
     if args.every_seconds is not None and args.ckpt_dir is None:
         parser.error("--every-seconds needs --ckpt-dir")
     if args.every_seconds is not None and not args.every_seconds > 0:
@@ -398,7 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if check is not None:
         check(getattr(args, "parser", parser), args)
     try:
-        code: int = args.run(args)
+        with _warnings_as_lines(args.command):
+            code: int = args.run(args)
     except BrokenPipeError:
         raise
     except KeyboardInterrupt:

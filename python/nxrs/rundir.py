@@ -374,8 +374,12 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if resumable is not None:
         done = next(c for c in checkpoints if c["file"] == resumable)
     percent = None
+    beyond = False
     if done is not None and plan.get("steps"):
-        percent = round(100 * done["step"] / plan["steps"], 1)
+        # The plan is the newest invocation's (its --epochs); a resume asking for fewer epochs
+        # than the run had reached trains nothing, and the run is past that plan, not at 200%.
+        beyond = done["step"] > plan["steps"]
+        percent = 100.0 if beyond else round(100 * done["step"] / plan["steps"], 1)
     return {
         "directory": str(run.directory),
         "manifest": manifest,
@@ -385,6 +389,7 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "resume_step": None if done is None else done["step"],
         "resume_epoch": None if done is None else done.get("epoch"),
         "percent": percent,
+        "beyond_plan": beyond,
         "progress": progress,
         "temporary_files": temporary,
         "ok": manifest is not None and newest_ok,
@@ -412,8 +417,20 @@ def format_status(status: dict[str, Any]) -> str:
             f"{config.get('math')}, seed {config.get('seed')}"
         )
         lines.append(f"  data {data.get('samples')} samples, fingerprint {data.get('fingerprint')}")
+        file = data.get("file")
+        if isinstance(file, dict):
+            lines.append(
+                f"  data file {file.get('samples')} samples, fingerprint {file.get('fingerprint')}"
+                f", test size {file.get('test_size')}, split seed {file.get('split_seed')}"
+            )
         plan = manifest.get("plan", {})
-        if status["resume_step"] is not None:
+        if status["resume_step"] is not None and status.get("beyond_plan"):
+            lines.append(
+                f"  progress step {status['resume_step']}, epoch {status['resume_epoch']}: past "
+                f"the plan of the newest command ({plan.get('epochs')} epoch(s), "
+                f"{plan.get('steps')} steps), which had nothing to train"
+            )
+        elif status["resume_step"] is not None:
             pct = "" if status["percent"] is None else f" ({status['percent']}% of the plan)"
             lines.append(
                 f"  progress step {status['resume_step']} of {plan.get('steps')}{pct}, epoch "

@@ -283,6 +283,10 @@ class ExactMLPClassifier(ClassifierMixin, _ExactMLP):  # type: ignore[misc]
                     raise ValueError(f"y holds labels not in classes: {unknown.tolist()}")
             else:
                 self.classes_ = np.unique(y)
+            if len(self.classes_) < 2:
+                # As scikit-learn's classifiers say it (nxrs's fit refuses a one-output
+                # classifier with a ConfigError).
+                raise ValueError("Classifier can't train when only one class is present.")
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(
                 f"classes={classes!r} is not the classes of the first partial_fit call, "

@@ -387,7 +387,7 @@ SWEEP_DESCRIPTION = (
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``nxrs sweep``'s arguments to its parser (made by the CLI with SWEEP_HELP,
     SWEEP_DESCRIPTION and SWEEP_EPILOG)."""
-    from nxrs.training import add_data_arguments
+    from nxrs.training import add_data_arguments, nonempty_path, nonnegative_int, positive_int
 
     add_data_arguments(parser)
     parser.add_argument(
@@ -397,13 +397,18 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUES",
         help="a grid axis (one --grid per axis; see below)",
     )
-    parser.add_argument("--dir", type=Path, required=True, help="the sweep's directory")
-    parser.add_argument("--epochs", type=int, default=20, help="epochs in all (default 20)")
+    parser.add_argument("--dir", type=nonempty_path, required=True, help="the sweep's directory")
+    parser.add_argument(
+        "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
+    )
     parser.add_argument(
         "--split-seed", type=int, default=0, help="seed of the train/test split (default 0)"
     )
     parser.add_argument(
-        "--every", type=int, default=None, help="checkpoint every N steps (default: by time)"
+        "--every",
+        type=positive_int,
+        default=None,
+        help="checkpoint every N steps (default: by time)",
     )
     parser.add_argument(
         "--every-seconds",
@@ -413,7 +418,10 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoint N seconds after the previous save (default 30)",
     )
     parser.add_argument(
-        "--max-retries", type=int, default=3, help="retries of a lost task (default 3)"
+        "--max-retries",
+        type=nonnegative_int,
+        default=3,
+        help="retries of a lost task (default 3)",
     )
     parser.add_argument(
         "--ray-address",
@@ -425,12 +433,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.every is not None and args.every < 1:
-        parser.error("--every must be at least 1")
     if args.every_seconds is not None and not args.every_seconds > 0:
         parser.error("--every-seconds must be positive")
-    if args.max_retries < 0:
-        parser.error("--max-retries must be at least 0")
     try:
         args.configs = expand_grid(parse_grid(args.grid))
     except ValueError as err:
@@ -440,7 +444,8 @@ def _check_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Runs ``nxrs sweep``: prints one line per configuration (or the records as JSON) and
     returns the exit status."""
-    from nxrs.training import CliError, default_layers, load_data, split
+    from nxrs.data import load, split
+    from nxrs.training import CliError, default_layers, strict_record
 
     out = sys.stdout if out is None else out
     # Each configuration's end on stderr as it comes (the sweep's log at INFO).
@@ -449,7 +454,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
-        x, y = load_data(args.data, args.target)
+        x, y = load(args.data, args.target, args.task)
         train_idx, test_idx = split(len(x), args.test_size, args.split_seed)
         configs = []
         for config in args.configs:
@@ -483,7 +488,8 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         log.removeHandler(handler)
         log.setLevel(logging.NOTSET)
     if args.json:
-        out.write(json.dumps(list(results)) + "\n")
+        # Strict JSON: a diverged configuration's non-finite losses are null.
+        out.write(json.dumps([strict_record(r) for r in results], allow_nan=False) + "\n")
     else:
         for record in results:
             print(f"{record['index']:3d}  {json.dumps(record['config'])}  {_summary(record)}",

@@ -1,15 +1,15 @@
-"""``nxrs train``: data loading, the deterministic split (TRAINING.md section 12), a run, and
-its summary."""
+"""``nxrs train``: its option types, a run on ``nxrs.data.load``'s data and its deterministic
+split (TRAINING.md section 12), and the run's summary."""
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
+import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -18,119 +18,120 @@ import numpy.typing as npt
 
 import nxrs
 from nxrs._fit import fit
-from nxrs._nxrs import permutation
+from nxrs.data import TASKS, load, load_digits, split
 from nxrs.rundir import StopFlag
 
 __all__ = [
+    "EXIT_DIVERGED",
     "CliError",
     "add_data_arguments",
     "default_layers",
-    "load_data",
+    "hidden_sizes",
+    "layer_sizes",
+    "load_digits",
+    "nonempty_path",
+    "nonempty_text",
+    "nonnegative_int",
+    "positive_int",
     "split",
+    "strict_record",
     "train_command",
 ]
 
 F32Array = npt.NDArray[np.float32]
+
+#: ``nxrs train``'s exit status when the run diverged: its final loss is not a finite number
+#: (the summary is still printed, with null for the non-finite values and "diverged": true).
+EXIT_DIVERGED = 6
 
 
 class CliError(Exception):
     """A failure reported as one line on stderr with exit status 1."""
 
 
-def load_digits() -> tuple[F32Array, npt.NDArray[np.int64]]:
-    """scikit-learn's bundled 8x8 digits: pixels ``/ 16`` (exact in binary32), labels 0..9."""
-    from sklearn.datasets import (  # type: ignore[import-untyped,unused-ignore]
-        load_digits as sk_load_digits,
-    )
-
-    d = sk_load_digits()
-    x = np.asarray(d.data).astype(np.float32) / np.float32(16)
-    return x, np.asarray(d.target, dtype=np.int64)
-
-
-def load_data(spec: str, target: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    """``digits``, an ``.npz`` with arrays ``X`` and ``y``, or a ``.csv`` with a header row and
-    the label column ``target`` (default: the last column)."""
-    if spec == "digits":
-        return load_digits()
-    path = Path(spec)
-    if not path.is_file():
-        raise CliError(f"--data {spec}: no such file (use 'digits' or a .npz/.csv file)")
-    if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as f:
-            missing = [k for k in ("X", "y") if k not in f.files]
-            if missing:
-                raise CliError(f"{path}: missing array(s) {missing} (has {f.files})")
-            return np.asarray(f["X"]), np.asarray(f["y"])
-    if path.suffix == ".csv":
-        return _load_csv(path, target)
-    raise CliError(f"{path}: unknown data format {path.suffix!r} (use .npz or .csv)")
-
-
-def _load_csv(path: Path, target: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = [row for row in csv.reader(f) if row]  # blank lines are no rows
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise CliError(f"{path}: not a CSV text file: {err}") from err
-    if len(rows) < 2:
-        raise CliError(f"{path}: a header row and at least one data row are needed")
-    header, body = rows[0], rows[1:]
-    for k, row in enumerate(body, start=1):
-        if len(row) != len(header):
-            raise CliError(
-                f"{path}: data row {k} has {len(row)} fields, the header has {len(header)}"
-            )
-    column = header[-1] if target is None else target
-    if column not in header:
-        raise CliError(f"{path}: no column {column!r} (columns: {', '.join(header)})")
-    k = header.index(column)
-    try:
-        table = np.array([[float(v) for v in row] for row in body], dtype=np.float64)
-    except ValueError as err:
-        raise CliError(f"{path}: not a numeric table: {err}") from err
-    x = np.delete(table, k, axis=1)
-    labels = table[:, k]
-    if np.all(labels == np.round(labels)):
-        return x, labels.astype(np.int64)
-    return x, labels
-
-
-def split(n: int, test_size: float, seed: int) -> tuple[list[int], list[int]]:
-    """TRAINING.md section 12: ``n_test = ceil(test_size * n)``; the permutation of the stream
-    ``(seed, SPLIT, 0)``; its first ``n_test`` samples are the test set, the rest training.
-
-    >>> split(10, 0.3, 0)
-    ([7, 6, 5, 4, 2, 1, 0], [3, 9, 8])
-    """
-    n_test = math.ceil(test_size * n)
-    if not 0 < n_test < n:
-        raise CliError(f"--test-size {test_size} of {n} samples leaves an empty part")
-    order = permutation(seed, "split", 0, n)
-    return order[n_test:], order[:n_test]
-
-
 def _layers(args: Any, x: npt.NDArray[Any], y: npt.NDArray[Any]) -> list[int]:
     if args.layers is not None:
-        try:
-            return [int(v) for v in args.layers.split(",")]
-        except ValueError as err:
-            raise CliError(f"--layers {args.layers!r}: comma-separated integers expected") from err
-    hidden = [int(v) for v in str(args.hidden).split(",")] if args.hidden else None
-    return default_layers(x, y, hidden)
+        return list(args.layers)
+    return default_layers(x, y, args.hidden)
 
 
 def default_layers(
     x: npt.NDArray[Any], y: npt.NDArray[Any], hidden: Sequence[int] | None
 ) -> list[int]:
     """``[inputs, *hidden, outputs]`` from the data (``hidden`` defaults to ``[128]``): as many
-    outputs as classes for integer labels, as target columns for float targets (mse)."""
-    n_in = int(x.shape[1]) if x.ndim == 2 else 0
+    outputs as classes for integer labels, as target columns for float targets (mse). The data
+    is ``nxrs.data.load``'s: ``x`` 2-D, ``y`` int64 class indices or float targets."""
     if not np.issubdtype(y.dtype, np.integer):
         n_out = 1 if y.ndim == 1 else int(y.shape[1])
     else:
-        n_out = int(y.max()) + 1 if y.size else 1
-    return [n_in, *(hidden if hidden is not None else [128]), n_out]
+        n_out = int(y.max()) + 1
+    return [int(x.shape[1]), *(hidden if hidden is not None else [128]), n_out]
+
+
+# --- option values: each malformed or out-of-range value is an argparse usage error (exit 2)
+# naming its option, checked once by its type.
+
+_WHOLE = re.compile(r"\s*\+?[0-9]+\s*")
+
+
+def _whole_number(text: str, minimum: int) -> int:
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    value = int(text)
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count of at least 1 (``--epochs``, ``--batch-size``, ``--every``, ``--threads``)."""
+    return _whole_number(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """A count of at least 0 (``--max-retries``)."""
+    return _whole_number(text, 0)
+
+
+def _sizes(text: str, least: int, example: str) -> list[int]:
+    parts = text.split(",")
+    if len(parts) < least or not all(_WHOLE.fullmatch(p) and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {least} or more comma-separated whole numbers of at least 1 expected, "
+            f"e.g. {example}"
+        )
+    return [int(p) for p in parts]
+
+
+def layer_sizes(text: str) -> list[int]:
+    """``--layers``: every layer size, inputs first (at least two).
+
+    >>> layer_sizes("64,128,10")
+    [64, 128, 10]
+    >>> layer_sizes("4,,3")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: '4,,3': 2 or more comma-separated whole numbers ... 64,128,10
+    """
+    return _sizes(text, 2, "64,128,10")
+
+
+def hidden_sizes(text: str) -> list[int]:
+    """``--hidden``: the hidden layer sizes (at least one)."""
+    return _sizes(text, 1, "128 or 256,64")
+
+
+def nonempty_text(text: str) -> str:
+    """A path option's text (``--data``), refused when empty: an empty path would silently
+    mean the current directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def nonempty_path(text: str) -> Path:
+    """A file or directory option (``--ckpt-dir``, ``--plot``, ``nxrs status DIR``, ...),
+    refused when empty."""
+    return Path(nonempty_text(text))
 
 
 def _test_fraction(text: str) -> float:
@@ -145,16 +146,27 @@ def _test_fraction(text: str) -> float:
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--data``, ``--target`` and ``--test-size``, as ``nxrs train`` and ``nxrs sweep`` read
-    them."""
+    """``--data``, ``--target``, ``--task`` and ``--test-size``, as ``nxrs train`` and
+    ``nxrs sweep`` read them (with ``nxrs.data.load`` and ``nxrs.data.split``)."""
     parser.add_argument(
         "--data",
         default="digits",
+        type=nonempty_text,
         help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), a .npz file with "
         "arrays X and y, or a .csv file with a header row",
     )
     parser.add_argument(
-        "--target", default=None, help="the label column of a .csv file (default: the last)"
+        "--target",
+        default=None,
+        help="the label column of a .csv file (default: the last; refused for other data)",
+    )
+    parser.add_argument(
+        "--task",
+        choices=TASKS,
+        default="auto",
+        help="what the labels are: classify (class indices, whole numbers from 0), regress "
+        "(float targets), or auto (the default): classes when every label is a whole number, "
+        "float targets when at most half are, an error for a mixed column in between",
     )
     parser.add_argument(
         "--test-size",
@@ -164,16 +176,41 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None,
+    and ``diverged``: whether there were any (a run's losses are finite unless it diverged)."""
+    bad = {k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)}
+    strict = {k: None if k in bad else v for k, v in record.items()}
+    strict["diverged"] = bool(bad)
+    return strict
+
+
+def _plotter() -> Any:
+    """matplotlib's pyplot, for --plot: imported before the data is read or a step taken, so
+    a missing optional dependency never throws a run away."""
+    try:
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as err:
+        raise CliError(
+            "--plot needs matplotlib, which is not installed: pip install 'nxrs[plot]' "
+            "(or pip install matplotlib)"
+        ) from err
+    return plt
+
+
 def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
-    """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``). ``stop``: the
-    SIGINT/SIGTERM flag the command line installed before loading the data."""
+    """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``) and returns the
+    exit status (0, or ``EXIT_DIVERGED``). ``stop``: the SIGINT/SIGTERM flag the command line
+    installed before loading the data."""
     start = time.perf_counter()
-    x, y = load_data(args.data, args.target)
+    plt = _plotter() if args.plot is not None else None
+    x, y = load(args.data, args.target, getattr(args, "task", "auto"))
     loss: Literal["cross_entropy", "mse"] = (
-        "cross_entropy" if np.issubdtype(np.asarray(y).dtype, np.integer) else "mse"
+        "cross_entropy" if np.issubdtype(y.dtype, np.integer) else "mse"
     )
-    train_idx, test_idx = split(len(x), args.test_size, args.seed)
-    x_train, y_train, x_test, y_test = x[train_idx], y[train_idx], x[test_idx], y[test_idx]
     layers = _layers(args, x, y)
     trainer = nxrs.Trainer(
         layers=layers,
@@ -186,6 +223,18 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         backend=getattr(args, "backend", "auto"),
         threads=getattr(args, "threads", None),
     )
+    # The whole file meets fit's own rule for this model before it is split (so every sample
+    # index in an error is the file's), and its fingerprint with the split's parameters is the
+    # run's data identity: a change anywhere in the file, test rows included, is noticed.
+    whole = trainer._dataset(x, y)
+    source = {
+        "fingerprint": whole.fingerprint,
+        "samples": len(whole),
+        "test_size": args.test_size,
+        "split_seed": args.seed,
+    }
+    train_idx, test_idx = split(len(x), args.test_size, args.seed)
+    x_train, y_train, x_test, y_test = x[train_idx], y[train_idx], x[test_idx], y[test_idx]
     if not args.json:
         print(
             f"nxrs train: {args.data}: {len(train_idx)} training and {len(test_idx)} test "
@@ -207,6 +256,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         _stop=stop,
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
         _say=lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True),
+        _source=source,
     )
     train_loss, train_acc = trainer.evaluate(x_train, y_train)
     test_loss, test_acc = trainer.evaluate(x_test, y_test)
@@ -229,12 +279,23 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         "checkpoint": None if checkpoint is None else str(checkpoint),
         "seconds": round(time.perf_counter() - start, 3),
     }
-    if args.plot is not None:
-        _plot(history, args.plot)
+    if plt is not None:
+        _plot(plt, history, args.plot)
         summary["plot"] = str(args.plot)
+    strict = strict_record(summary)
+    diverged: bool = strict["diverged"]
+    if diverged:
+        print(
+            f"nxrs train: warning: the run diverged: its final training loss is {train_loss} "
+            f"and test loss {test_loss} (the weights are no longer finite numbers); try a "
+            f"smaller --lr (exit status {EXIT_DIVERGED})",
+            file=sys.stderr,
+            flush=True,
+        )
+    status = EXIT_DIVERGED if diverged else 0
     if args.json:
-        out.write(json.dumps(summary) + "\n")
-        return 0
+        out.write(json.dumps(strict, allow_nan=False) + "\n")
+        return status
     for epoch, row in zip(history.epoch, _rows(history)):
         print(f"epoch {epoch:4d}  {row}", file=out)
     acc = "" if train_acc is None else f"train accuracy {train_acc:.4f}  "
@@ -244,7 +305,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
           f"{summary['seconds']:.1f} s)", file=out)  # fmt: skip
     if checkpoint is not None:
         print(f"checkpoint {checkpoint}", file=out)
-    return 0
+    return status
 
 
 def _rows(history: nxrs.History) -> list[str]:
@@ -256,17 +317,7 @@ def _rows(history: nxrs.History) -> list[str]:
     return rows
 
 
-def _plot(history: nxrs.History, path: Path) -> None:
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as err:
-        raise CliError(
-            "--plot needs matplotlib, which is not installed: pip install 'nxrs[plot]' "
-            "(or pip install matplotlib)"
-        ) from err
+def _plot(plt: Any, history: nxrs.History, path: Path) -> None:
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
     for key in ("loss", "val_loss"):
         if key in history.history:
