@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 import nxrs
-import nxrs._checks
 from nxrs.rundir import MANIFEST_NAME, RunDirectory, format_status, run_status
 
 RNG = np.random.default_rng(18)
@@ -54,14 +53,16 @@ def one_line_error(proc: subprocess.CompletedProcess[str], status: int, fragment
 
 
 def test_the_count_rules_examples() -> None:
+    import nxrs._checks
+
     result = doctest.testmod(nxrs._checks, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 
 
-@pytest.mark.parametrize(
-    "value", [3, np.int64(3), np.int32(3), np.uint8(3), np.array(3)], ids=repr
-)
+@pytest.mark.parametrize("value", [3, np.int64(3), np.int32(3), np.uint8(3), np.array(3)], ids=repr)
 def test_every_integer_is_a_count(value: Any) -> None:
+    import nxrs._checks
+
     n = nxrs._checks.count("n", value, minimum=1)
     assert n == 3 and type(n) is int
 
@@ -72,12 +73,16 @@ def test_every_integer_is_a_count(value: Any) -> None:
     ids=repr,
 )
 def test_bools_floats_and_the_rest_are_not_counts(value: Any) -> None:
+    import nxrs._checks
+
     with pytest.raises(nxrs.ConfigError, match="must be an int") as caught:
         nxrs._checks.count("n", value)
     assert isinstance(caught.value, ValueError)  # `except ValueError` still catches it
 
 
 def test_a_count_below_its_minimum_names_both() -> None:
+    import nxrs._checks
+
     with pytest.raises(nxrs.ConfigError, match=r"^keep = 0 must be at least 1$"):
         nxrs._checks.count("keep", 0, minimum=1)
 
@@ -159,7 +164,7 @@ def test_sweep_epochs_may_be_numpy_integers() -> None:
 def test_fit_refuses_epochs_below_one(epochs: int, tmp_path: Path) -> None:
     t = small()
     before = t.state_hash()
-    with pytest.raises(nxrs.ConfigError, match="epochs = .* must be at least 1"):
+    with pytest.raises(nxrs.ConfigError, match=r"epochs = -?\d+ must be at least 1"):
         t.fit(X, Y, epochs=epochs, checkpoint=tmp_path / "run")
     assert t.state_hash() == before and not (tmp_path / "run").exists()
 
@@ -182,6 +187,26 @@ def test_a_resumed_run_already_past_the_plan_says_it_did_nothing(tmp_path: Path)
     with pytest.warns(nxrs.NothingToTrainWarning, match="already completed 2 epochs"):
         history = t.fit(X, Y, epochs=1, checkpoint=tmp_path)
     assert t.epoch == 2 and history.steps == 0
+
+
+def test_nxrs_train_says_when_it_has_nothing_to_train(
+    cli_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    run, argv = cli_run
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for p in run.iterdir():
+        if p.is_file():
+            (copy / p.name).write_bytes(p.read_bytes())
+    proc = nxrs_cli(*argv, "--json", "--ckpt-dir", str(copy))  # the same command again
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["epochs"] == 1
+    lines = proc.stderr.splitlines()
+    assert any(line.startswith("nxrs train: resuming") for line in lines), lines
+    assert "nxrs train: epochs=1: the trainer has already completed 1 epochs; nothing" in (
+        proc.stderr
+    )
+    assert "Warning" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --------------------------------------------------------------------------- item 17: typed errors
@@ -469,7 +494,9 @@ def test_ray_workers_on_a_cluster_that_may_grow_are_waited_for_aloud(
         small().fit(X, Y, epochs=1, engine="ray", workers=cpus + 1)
     lines = [line for line in capfd.readouterr().err.splitlines() if "waiting for Ray" in line]
     assert len(lines) >= 2, lines
-    assert f"{cpus} of {cpus + 1} running" in lines[-1] and "may grow" in lines[-1]
+    # (How many started by then depends on the machine's load: worker processes start slowly.)
+    assert f" of {cpus + 1} running; each needs a CPU, the cluster has {cpus} (" in lines[-1]
+    assert "may grow" in lines[-1]
     # The workers of the refused start are gone: the cluster's CPUs are free again.
     deadline = time.monotonic() + 10
     while ray_cluster.available_resources().get("CPU", 0) < cpus and time.monotonic() < deadline:
@@ -564,7 +591,10 @@ ENTRY_POINTS: list[Any] = [
     ),
     ("load garbage", lambda p: nxrs.Trainer.load(_garbage(p))),
     ("from_bytes garbage", lambda p: nxrs.Trainer.from_bytes(b"NXCK" + bytes(60))),
-    ("restore other model", lambda p: (_trained().save(p / "t.nxck"), _mse().restore(p / "t.nxck"))),
+    (
+        "restore other model",
+        lambda p: (_trained().save(p / "t.nxck"), _mse().restore(p / "t.nxck")),
+    ),
     ("backend setter", lambda p: setattr(small(), "backend", "gpu")),
     ("threads setter", lambda p: setattr(small(), "threads", 0)),
     # fit
@@ -575,7 +605,10 @@ ENTRY_POINTS: list[Any] = [
     ("fit checkpoint", lambda p: small().fit(X, Y, epochs=1, checkpoint=5)),
     ("fit every", lambda p: small().fit(X, Y, epochs=1, checkpoint=p, every=-2)),
     ("fit every_seconds", lambda p: small().fit(X, Y, epochs=1, checkpoint=p, every_seconds=0)),
-    ("fit every_seconds str", lambda p: small().fit(X, Y, epochs=1, checkpoint=p, every_seconds="1")),
+    (
+        "fit every_seconds str",
+        lambda p: small().fit(X, Y, epochs=1, checkpoint=p, every_seconds="1"),
+    ),
     ("fit progress", lambda p: small().fit(X, Y, epochs=1, progress="yes")),
     ("fit engine", lambda p: small().fit(X, Y, epochs=1, engine="spark")),
     ("fit workers", lambda p: small().fit(X, Y, epochs=1, engine="ray", workers=0)),
@@ -633,7 +666,10 @@ ENTRY_POINTS: list[Any] = [
     # interop
     ("from_weights empty", lambda p: nxrs.Trainer.from_weights([])),
     ("from_weights shape", lambda p: nxrs.Trainer.from_weights([(np.ones(3), np.ones(3))])),
-    ("from_weights config", lambda p: nxrs.Trainer.from_weights([(np.ones((3, 2)), np.ones(3))], lr=-1.0)),
+    (
+        "from_weights config",
+        lambda p: nxrs.Trainer.from_weights([(np.ones((3, 2)), np.ones(3))], lr=-1.0),
+    ),
     ("to_torch softmax", lambda p: _mse().to_torch(softmax=True)),
     ("to_onnx softmax", lambda p: _mse().to_onnx(p / "m.onnx", softmax=True)),
     ("from_torch layer", _torch("conv")),

@@ -50,7 +50,8 @@ _CHUNK_SECONDS = 0.1
 
 class NothingToTrainWarning(UserWarning):
     """``fit(epochs=N)`` found the trainer (or the run directory it resumed) already at epoch
-    ``N`` or later: it trained nothing (``History.steps`` is 0)."""
+    ``N`` or later: it trained nothing (``History.steps`` is 0). ``nxrs train`` says the same
+    in a line on stderr instead."""
 
 
 @dataclass
@@ -101,9 +102,7 @@ def fit(
     every_seconds = seconds("every_seconds", every_seconds)
     if (every is not None or every_seconds is not None) and checkpoint is None:
         raise ConfigError("every and every_seconds need a checkpoint (a directory or a manager)")
-    if checkpoint is not None and not isinstance(
-        checkpoint, (str, os.PathLike, CheckpointManager)
-    ):
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike, CheckpointManager)):
         raise ConfigError(
             "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "
             f"None, not {type(checkpoint).__name__}"
@@ -175,8 +174,9 @@ def _fit_with(
 ) -> History:
     if checkpoint is None:
         return _fit(
-            trainer, data, epochs, val, None, None, every, every_seconds, progress, None, runner
-        )
+            trainer, data, epochs, val, None, None, every, every_seconds, progress, None, runner,
+            _say,
+        )  # fmt: skip
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = RunDirectory(directory)
     run.acquire()
@@ -192,7 +192,7 @@ def _fit_with(
             state.begin(resume)
             return _fit(
                 trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop,
-                runner,
+                runner, _say,
             )  # fmt: skip
     finally:
         run.release()
@@ -382,17 +382,25 @@ def _fit(
     progress: bool | None,
     stop: StopFlag | None,
     runner: Runner,
+    say: Callable[[str], None] | None,
 ) -> History:
     history = History()
     if trainer.epoch >= epochs:
         # Allowed (a finished run asked again, a resumed one already past the plan), and said:
-        # a call that trains nothing is otherwise easy to mistake for one that trained.
-        warnings.warn(
-            f"fit(epochs={epochs}): the trainer has already completed {trainer.epoch} epochs; "
-            "nothing to train (pass a larger epochs to train more)",
-            NothingToTrainWarning,
-            stacklevel=4,  # fit's caller: fit -> _fit_with -> _fit
+        # a call that trains nothing is otherwise easy to mistake for one that trained. A
+        # caller with its own channel (nxrs train's stderr lines) is told there.
+        message = (
+            f"epochs={epochs}: the trainer has already completed {trainer.epoch} epochs; "
+            "nothing to train (pass a larger epochs to train more)"
         )
+        if say is not None:
+            say(message)
+        else:
+            warnings.warn(
+                f"fit: {message}",
+                NothingToTrainWarning,
+                stacklevel=4,  # fit's caller: fit -> _fit_with -> _fit
+            )
     bar = _progress_bar(progress, trainer, epochs, len(data))
     last_save = time.monotonic()
 

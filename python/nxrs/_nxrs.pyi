@@ -48,7 +48,8 @@ class NxrsError(Exception):
     """Base class of every error nxrs raises."""
 
 class ConfigError(NxrsError, ValueError):
-    """A setting that cannot be used: a trainer configuration that cannot be built, or another parameter's value out of its range or of the wrong type. Also a ValueError."""
+    """A setting that cannot be used: a trainer configuration that cannot be built, or another
+    parameter's value out of its range or of the wrong type. Also a ValueError."""
 
 class InputError(NxrsError, ValueError):
     """A sample, label or dataset that does not fit the model. Also a ValueError."""
@@ -178,9 +179,10 @@ class Trainer:
         a trainer at step 70 of epoch 3 finishes epoch 3 first and stops after epoch ``epochs``.
         It is a count of at least 1 (an int or numpy integer, not a bool or float; ConfigError
         otherwise). When the trainer, or the run it resumes, already completed ``epochs``
-        epochs, nothing is trained and ``nxrs.NothingToTrainWarning`` says so. ``x``, ``y`` follow the input rules of
-        ``train_until``; for ``loss="mse"`` ``y`` holds float targets, shape (N, n_out) or (N,)
-        when n_out is 1. ``validation_data=(x_val, y_val)`` is evaluated after every epoch.
+        epochs, nothing is trained and ``nxrs.NothingToTrainWarning`` says so. ``x``, ``y``
+        follow the input rules of ``train_until``; for ``loss="mse"`` ``y`` holds float
+        targets, shape (N, n_out) or (N,) when n_out is 1. ``validation_data=(x_val, y_val)`` is
+        evaluated after every epoch.
 
         ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
         the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs.rundir``)

@@ -106,8 +106,7 @@ def can_grow() -> bool:
 
 
 def check_room(workers: int) -> None:
-    """ConfigError when the cluster has fewer CPUs than ``workers`` (one each) and cannot grow.
-    """
+    """ConfigError when the cluster has fewer CPUs than ``workers`` (one each) and cannot grow."""
     total, _ = _cluster_cpus()
     if total >= workers or can_grow():
         return
@@ -145,7 +144,7 @@ def wait_for(refs: list[Any], what: str, timeout: float) -> list[Any]:
                 f"({free:g} free){' and may grow' if can_grow() else ''}; waiting up to "
                 f"{max(0.0, deadline - time.monotonic()):.0f} s more"
             )
-    return ray.get(refs, timeout=max(0.0, deadline - time.monotonic()))  # type: ignore[no-any-return]
+    return ray.get(refs, timeout=max(0.0, deadline - time.monotonic()))
 
 
 def shares(blocks: int, workers: int) -> list[range]:

@@ -200,4 +200,3 @@ class CheckpointManager:
                 stacklevel=4,  # the caller of latest, load_latest, save or prune, via one helper
             )
             return None
-

@@ -218,9 +218,7 @@ def _is(expected: str, test: Callable[[Any], bool]) -> Check:
 _STRING = _is("a string", lambda v: isinstance(v, str))
 _BOOLEAN = _is("a boolean", lambda v: isinstance(v, bool))
 _INTEGER = _is("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
-_COUNT = _is(
-    "an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
-)
+_COUNT = _is("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
 _OBJECT = _is("an object", lambda v: isinstance(v, dict))
 
 

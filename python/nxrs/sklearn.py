@@ -187,7 +187,7 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
 
     def _hidden(self) -> list[int]:
         """``hidden_layer_sizes`` as a list of counts: one count, or an iterable of them."""
-        hidden = self.hidden_layer_sizes
+        hidden: Any = self.hidden_layer_sizes
         try:
             operator.index(hidden)
         except TypeError:
@@ -202,8 +202,8 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
     ) -> Trainer:
         """The trainer these parameters build for the data's shape (a data set of
         ``n_samples`` resolves ``batch_size="auto"``, ``min(200, n_samples)``)."""
-        batch = parameters.batch_size
-        batch = min(200, n_samples) if batch == "auto" else batch
+        given = parameters.batch_size
+        batch = min(200, n_samples) if isinstance(given, str) else given
         layers = [n_features, *parameters.hidden, n_outputs]
         return Trainer(layers, batch_size=batch, **parameters.options)
 
