@@ -133,8 +133,8 @@ def test_checkpoint_and_resume_across_engines(ray_cluster: Any, tmp_path: Path) 
     ("kwargs", "match"),
     [
         ({"engine": "spark"}, "engine must be"),
-        ({"engine": "ray", "workers": 0}, "workers must be"),
-        ({"engine": "ray", "workers": True}, "workers must be"),
+        ({"engine": "ray", "workers": 0}, "workers = 0 must be at least 1"),
+        ({"engine": "ray", "workers": True}, "workers = True must be an int"),
         ({"workers": 2}, "need engine='ray'"),
         ({"ray_address": "auto"}, "need engine='ray'"),
     ],

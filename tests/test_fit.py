@@ -60,7 +60,8 @@ def test_fit_history_predict_evaluate() -> None:
     predicted = t.predict(X)
     assert predicted.dtype == np.int64 and predicted.tolist() == proba.argmax(axis=1).tolist()
     assert t.evaluate(X, Y)[1] == float(np.mean(predicted == Y))
-    assert t.fit(X, Y, epochs=3).epoch == []  # already complete: nothing happens
+    with pytest.warns(nxrs.NothingToTrainWarning):  # already complete: nothing happens
+        assert t.fit(X, Y, epochs=3).epoch == []
 
 
 def test_fit_epochs_is_the_final_count_after_a_mid_epoch_stop() -> None:

@@ -373,5 +373,5 @@ def test_from_torch_refuses_what_nxrs_cannot_represent(
 def test_to_torch_softmax_needs_a_classifier() -> None:
     with pytest.raises(nxrs.ConfigError, match="cross-entropy"):
         small(loss="mse").to_torch(softmax=True)
-    with pytest.raises(TypeError, match=r"torch\.nn\.Module"):
+    with pytest.raises(nxrs.ConfigError, match=r"torch\.nn\.Module"):
         nxrs.Trainer.from_torch("model.pt")

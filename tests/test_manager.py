@@ -131,8 +131,10 @@ def test_an_empty_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("keep", "error"),
-    [(0, ValueError), (-1, ValueError), (True, TypeError), (2.0, TypeError), ("3", TypeError)],
-)
+    # Issue 18: every refusal is a ConfigError (a ValueError), the type errors included.
+    [(0, ValueError), (-1, ValueError), (True, nxrs.ConfigError), (2.0, nxrs.ConfigError),
+     ("3", nxrs.ConfigError)],
+)  # fmt: skip
 def test_keep_must_be_a_positive_int(tmp_path: Path, keep: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="keep"):
         nxrs.CheckpointManager(tmp_path, keep=keep)  # type: ignore[arg-type]
@@ -144,8 +146,10 @@ def test_keep_may_be_any_integer_type(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("step", "error"), [(-1, ValueError), (True, TypeError), (1.0, TypeError), ("1", TypeError)]
-)
+    ("step", "error"),
+    [(-1, nxrs.ConfigError), (True, nxrs.ConfigError), (1.0, nxrs.ConfigError),
+     ("1", nxrs.ConfigError)],
+)  # fmt: skip
 def test_step_must_be_a_non_negative_int(
     tmp_path: Path, step: object, error: type[Exception]
 ) -> None:

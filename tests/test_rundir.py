@@ -167,7 +167,7 @@ def test_every_seconds_checkpoints_at_the_first_step_boundary_after(tmp_path: Pa
     t.fit(x, y, epochs=3, checkpoint=manager, every_seconds=0.05)
     steps = [e.step for e in manager.list()]
     assert steps[-1] == t.steps and len(steps) >= 3, steps  # two or more before the end
-    with pytest.raises(ValueError, match="every_seconds must be a positive number"):
+    with pytest.raises(nxrs.ConfigError, match="every_seconds = 0 must be a positive number"):
         small().fit(X, Y, epochs=1, checkpoint=tmp_path / "x", every_seconds=0)
 
 

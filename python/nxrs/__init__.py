@@ -24,7 +24,7 @@ True
 """
 
 from nxrs import softf32
-from nxrs._fit import History
+from nxrs._fit import History, NothingToTrainWarning
 from nxrs._nxrs import (
     BadMagicError,
     Checkpoint,
@@ -46,7 +46,13 @@ from nxrs._nxrs import (
     sweep_temp_files,
 )
 from nxrs.manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
-from nxrs.rundir import CheckpointSaveError, RunLockedError, RunStopped, SaveFailedWarning
+from nxrs.rundir import (
+    CheckpointSaveError,
+    ManifestError,
+    RunLockedError,
+    RunStopped,
+    SaveFailedWarning,
+)
 from nxrs.sweeps import SweepResults, sweep
 
 __all__ = [
@@ -64,7 +70,9 @@ __all__ = [
     "History",
     "InputError",
     "LengthError",
+    "ManifestError",
     "MismatchError",
+    "NothingToTrainWarning",
     "NxrsError",
     "RunLockedError",
     "RunStopped",

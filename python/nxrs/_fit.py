@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
+from nxrs._checks import count, flag, optional_count, seconds
 from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
 from nxrs._nxrs import open as open_checkpoint
 from nxrs.manager import CheckpointManager
@@ -29,6 +31,7 @@ from nxrs.rundir import (
     RunDirectory,
     RunStopped,
     StopFlag,
+    add_event,
     describe_end,
     event,
     now,
@@ -39,10 +42,16 @@ from nxrs.rundir import (
 if TYPE_CHECKING:
     from nxrs._nxrs import Dataset, Trainer
 
-__all__ = ["History", "fit"]
+__all__ = ["History", "NothingToTrainWarning", "fit"]
 
 #: Longest time the GIL stays released (and Ctrl-C waits) between two returns to Python.
 _CHUNK_SECONDS = 0.1
+
+
+class NothingToTrainWarning(UserWarning):
+    """``fit(epochs=N)`` found the trainer (or the run directory it resumed) already at epoch
+    ``N`` or later: it trained nothing (``History.steps`` is 0). ``nxrs train`` says the same
+    in a line on stderr instead."""
 
 
 @dataclass
@@ -92,19 +101,23 @@ def fit(
     ``_source`` (``nxrs train``): the identity of the whole data file the training data was
     split from (its fingerprint, samples and split), recorded in the run directory's manifest
     as ``data.file`` and checked on a resume, with the training data's own fingerprint."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int):
-        raise TypeError(f"epochs must be an int, not {type(epochs).__name__}")
-    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
-        raise ValueError(f"every must be a positive int or None, not {every!r}")
-    if every_seconds is not None and (
-        isinstance(every_seconds, bool)
-        or not isinstance(every_seconds, (int, float))
-        or not every_seconds > 0
-    ):
-        raise ValueError(f"every_seconds must be a positive number or None, not {every_seconds!r}")
+    # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
+    epochs = count("epochs", epochs, minimum=1)
+    every = optional_count("every", every, minimum=1)
+    every_seconds = seconds("every_seconds", every_seconds)
     if (every is not None or every_seconds is not None) and checkpoint is None:
-        raise ValueError("every and every_seconds need a checkpoint (a directory or a manager)")
-    _check_engine(engine, workers, ray_address)
+        raise ConfigError("every and every_seconds need a checkpoint (a directory or a manager)")
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike, CheckpointManager)):
+        raise ConfigError(
+            "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "
+            f"None, not {type(checkpoint).__name__}"
+        )
+    if isinstance(checkpoint, (str, os.PathLike)) and not os.fspath(checkpoint):
+        # An empty path would make the current directory the run directory.
+        raise ConfigError("checkpoint must name a directory, not ''")
+    resume = flag("resume", resume)
+    progress = None if progress is None else flag("progress", progress)
+    workers = _check_engine(engine, workers, ray_address)
     if trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
         # One output is one class: softmax gives it probability 1 whatever the weights, so
         # the loss and every gradient are 0 and nothing is learnt.
@@ -124,8 +137,10 @@ def fit(
     if engine == "ray":
         from nxrs.distributed import RayEngine
 
-        # Its workers start at its first step, once the run directory is taken and resumed.
+        # Its workers start at its first step, once the run directory is taken and resumed;
+        # the cluster's room for them is checked now, before anything changes.
         ray_engine = RayEngine(trainer, x, y, data.fingerprint, workers, ray_address)
+        ray_engine.prepare()
         try:
             return _fit_with(
                 trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
@@ -139,15 +154,17 @@ def fit(
     )  # fmt: skip
 
 
-def _check_engine(engine: str, workers: int | None, ray_address: str | None) -> None:
+def _check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
+    """The number of workers asked for (None: one per CPU of the cluster), checked with the
+    engine they need."""
     if engine not in ("local", "ray"):
-        raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-    ):
-        raise ValueError(f"workers must be a positive int or None, not {workers!r}")
-    if engine == "local" and (workers is not None or ray_address is not None):
-        raise ValueError("workers and ray_address need engine='ray'")
+        raise ConfigError(f"engine must be 'local' or 'ray', not {engine!r}")
+    checked = optional_count("workers", workers, minimum=1)
+    if ray_address is not None and not isinstance(ray_address, str):
+        raise ConfigError(f"ray_address must be a str or None, not {type(ray_address).__name__}")
+    if engine == "local" and (checked is not None or ray_address is not None):
+        raise ConfigError("workers and ray_address need engine='ray'")
+    return checked
 
 
 #: ``Trainer._run``'s signature: how ``_fit`` takes steps, in this process or on Ray workers.
@@ -174,8 +191,9 @@ def _fit_with(
 ) -> History:
     if checkpoint is None:
         return _fit(
-            trainer, data, epochs, val, None, None, every, every_seconds, progress, None, runner
-        )
+            trainer, data, epochs, val, None, None, every, every_seconds, progress, None, runner,
+            _say,
+        )  # fmt: skip
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = RunDirectory(directory)
     run.acquire()
@@ -191,7 +209,7 @@ def _fit_with(
             state.begin(resume)
             return _fit(
                 trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop,
-                runner,
+                runner, _say,
             )  # fmt: skip
     finally:
         run.release()
@@ -233,13 +251,14 @@ class _RunState:
         """Checks the directory holds this run (or nothing), restores its newest checkpoint and
         records the start or resume; or, without ``resume``, moves the old run aside first."""
         trainer = self.trainer
-        old = self.run.read_manifest()
-        moved = None
+        moved = old = None
         if not resume:
+            # Not read: whatever it holds (another run, a damaged manifest) is moved aside.
             moved = self.run.move_aside([e.path for e in self.manager.list()])
-            old = None
-        elif old is not None:
-            self._check_identity(old)
+        else:
+            old = self.run.read_manifest()  # ManifestError (a MismatchError) if not valid
+            if old is not None:
+                self._check_identity(old)
         entry = self.manager.latest() if resume else None
         restored = entry is not None and _resume(trainer, self.manager, self.fingerprint)
         batches = self._batches_per_epoch()
@@ -283,33 +302,22 @@ class _RunState:
                 + ("" if old is None else f" (the previous process: {previous_end})")
             )
             self.saved_step = trainer.steps
-            if trainer.epoch >= self.epochs:
-                self.say(
-                    f"the run is already at epoch {trainer.epoch}, not before the {self.epochs} "
-                    "epoch(s) asked for: nothing to train"
-                )
             self._progress(entry.path)
-            self.manifest["events"].append(
-                event(
-                    "resume",
-                    trainer,
-                    checkpoint=entry.path.name,
-                    previous_end=previous_end,
-                )
+            add_event(
+                self.manifest,
+                event("resume", trainer, checkpoint=entry.path.name, previous_end=previous_end),
             )
         elif old is not None:
             self.say(
                 f"resuming {where}: no checkpoint yet, starting from the beginning (the "
                 f"previous process: {previous_end})"
             )
-            self.manifest["events"].append(
-                event("resume", trainer, checkpoint=None, previous_end=previous_end)
+            add_event(
+                self.manifest, event("resume", trainer, checkpoint=None, previous_end=previous_end)
             )
         else:
             moved_to = None if moved is None else str(moved.relative_to(self.run.directory))
-            self.manifest["events"].append(
-                event("start", trainer, moved_aside=moved_to, resume=resume)
-            )
+            add_event(self.manifest, event("start", trainer, moved_aside=moved_to, resume=resume))
         self.run.write_manifest(self.manifest)
 
     def _batches_per_epoch(self) -> int:
@@ -363,7 +371,7 @@ class _RunState:
     def record(self, entry: dict[str, Any] | None, state: str | None = None) -> None:
         """Adds ``entry`` to the history and rewrites the manifest; a failure is a warning."""
         if entry is not None:
-            self.manifest["events"].append(entry)
+            add_event(self.manifest, entry)
         if state is not None:
             self.manifest["state"] = state
         try:
@@ -411,8 +419,25 @@ def _fit(
     progress: bool | None,
     stop: StopFlag | None,
     runner: Runner,
+    say: Callable[[str], None] | None,
 ) -> History:
     history = History()
+    if trainer.epoch >= epochs:
+        # Allowed (a finished run asked again, a resumed one already past the plan), and said:
+        # a call that trains nothing is otherwise easy to mistake for one that trained. A
+        # caller with its own channel (nxrs train's stderr lines) is told there.
+        message = (
+            f"epochs={epochs}: the trainer has already completed {trainer.epoch} epochs; "
+            "nothing to train (pass a larger epochs to train more)"
+        )
+        if say is not None:
+            say(message)
+        else:
+            warnings.warn(
+                f"fit: {message}",
+                NothingToTrainWarning,
+                stacklevel=4,  # fit's caller: fit -> _fit_with -> _fit
+            )
     bar = _progress_bar(progress, trainer, epochs, len(data))
     last_save = time.monotonic()
 

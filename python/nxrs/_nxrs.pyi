@@ -47,11 +47,12 @@ _T = TypeVar("_T")
 class NxrsError(Exception):
     """Base class of every error nxrs raises."""
 
-class ConfigError(NxrsError):
-    """A trainer configuration that cannot be built."""
+class ConfigError(NxrsError, ValueError):
+    """A setting that cannot be used: a trainer configuration that cannot be built, or another
+    parameter's value out of its range or of the wrong type. Also a ValueError."""
 
-class InputError(NxrsError):
-    """A sample, label or dataset that does not fit the model."""
+class InputError(NxrsError, ValueError):
+    """A sample, label or dataset that does not fit the model. Also a ValueError."""
 
 class CheckpointError(NxrsError):
     """A checkpoint that cannot be loaded."""
@@ -175,10 +176,13 @@ class Trainer:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
         ``epochs`` is the final epoch count, as Keras reads ``epochs`` with ``initial_epoch``:
-        a trainer at step 70 of epoch 3 finishes epoch 3 first and stops after epoch ``epochs``
-        (nothing happens when they are already complete). ``x``, ``y`` follow the input rules of
-        ``train_until``; for ``loss="mse"`` ``y`` holds float targets, shape (N, n_out) or (N,)
-        when n_out is 1. ``validation_data=(x_val, y_val)`` is evaluated after every epoch.
+        a trainer at step 70 of epoch 3 finishes epoch 3 first and stops after epoch ``epochs``.
+        It is a count of at least 1 (an int or numpy integer, not a bool or float; ConfigError
+        otherwise). When the trainer, or the run it resumes, already completed ``epochs``
+        epochs, nothing is trained and ``nxrs.NothingToTrainWarning`` says so. ``x``, ``y``
+        follow the input rules of ``train_until``; for ``loss="mse"`` ``y`` holds float
+        targets, shape (N, n_out) or (N,) when n_out is 1. ``validation_data=(x_val, y_val)`` is
+        evaluated after every epoch.
 
         ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
         the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs.rundir``)
@@ -191,8 +195,9 @@ class Trainer:
 
         With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
         MismatchError (nothing changed) when the directory holds a run of another configuration
-        or other data (manifest or checkpoint), or a checkpoint not written by ``fit`` (no
-        fingerprint, or a v1 file). With ``resume=False`` the run starts over from the trainer
+        or other data (manifest or checkpoint), a checkpoint not written by ``fit`` (no
+        fingerprint, or a v1 file), or a manifest that is not a valid one
+        (``nxrs.rundir.ManifestError``). With ``resume=False`` the run starts over from the trainer
         as it is: the directory's checkpoints and manifest are first moved aside to
         ``previous/<UTC time>/``.
 
@@ -209,8 +214,14 @@ class Trainer:
         re-raises KeyboardInterrupt. ``progress``: a tqdm bar with epoch, loss and samples/s; by
         default only when stderr is a terminal.
 
+        Every other setting is checked before anything is read or changed: ``every`` and
+        ``workers`` are counts of at least 1, ``every_seconds`` a positive number, ``every``
+        and ``every_seconds`` need a ``checkpoint``, ``engine`` is "local" or "ray", and
+        ``workers`` and ``ray_address`` need "ray" (ConfigError, a ValueError, otherwise).
+
         ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
-        default one per CPU of the cluster; each reserves a CPU) with ``nxrs.distributed``
+        default one per CPU of the cluster; each reserves a CPU: a cluster this process started
+        with fewer CPUs is a ConfigError at once) with ``nxrs.distributed``
         (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
         number of workers. Ray is used as already initialised, else at ``ray_address`` (or
         ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is

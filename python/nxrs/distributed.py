@@ -18,6 +18,13 @@ parameters are put once and read by every actor. A worker returns one gradient s
 (the parameters' size each), because block sums must be added in block order starting from the
 first, so a worker cannot pre-add its blocks without changing the bits.
 
+Room: each worker reserves one CPU of the cluster. Before starting them, ``RayEngine.start``
+compares the workers asked for with the cluster's CPUs: a cluster that cannot grow (one this
+process started) and has fewer is refused at once (ConfigError naming its CPUs and the
+``workers`` to pass); one that may grow (a cluster connected to, maybe with an autoscaler) is
+waited for, saying on stderr every ``WAIT_REPORT_SECONDS`` what the start waits for, up to
+``START_TIMEOUT``.
+
 Faults: the actors have ``max_restarts`` and ``max_task_retries``, so a worker whose process
 dies is restarted by Ray, rebuilds its dataset from the object store, and recomputes its part
 of the step from the step's parameters (kept in the object store until the step is taken); the
@@ -37,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._nxrs import InputError, Trainer
+from nxrs._nxrs import ConfigError, InputError, Trainer
+from nxrs.rundir import stderr_line
 
 try:
     import ray
@@ -59,6 +67,8 @@ MAX_RESTARTS = 3
 START_TIMEOUT = 600.0
 #: Longest wait for one step's blocks (a restarted worker included), in seconds.
 STEP_TIMEOUT = 600.0
+#: How often a start waiting for the cluster's room says so on stderr, in seconds.
+WAIT_REPORT_SECONDS = 30.0
 
 BlockResult = tuple[list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]
 
@@ -74,6 +84,67 @@ def connect(address: str | None = None) -> Any:
             log.info("connecting to the Ray cluster at %s", address)
         ray.init(address=address)
     return ray
+
+
+def _cluster_cpus() -> tuple[float, float]:
+    """The cluster's CPUs: (in all, free now)."""
+    total: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    free: dict[str, float] = ray.available_resources()  # type: ignore[no-untyped-call]
+    return total.get("CPU", 0.0), free.get("CPU", 0.0)
+
+
+def can_grow() -> bool:
+    """Whether the connected Ray cluster may gain CPUs: False for a cluster this process
+    started (``ray.init()`` without an address: this machine's CPUs, no autoscaler), True for
+    one it connected to (its nodes come and go; an autoscaler may add some)."""
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    # Ray's driver holds the node it started as the head; a driver that connected holds a
+    # connect-only, non-head node. Not knowing (another Ray version), assume it may grow: a
+    # wait that says what it waits for is the safe side of a wrong guess.
+    return not getattr(node, "head", False)
+
+
+def check_room(workers: int) -> None:
+    """ConfigError when the cluster has fewer CPUs than ``workers`` (one each) and cannot grow."""
+    total, _ = _cluster_cpus()
+    if total >= workers or can_grow():
+        return
+    cpus = int(total)
+    fix = (
+        f"pass workers={cpus} or fewer (or workers=None, one per CPU)"
+        if cpus
+        else "start Ray with CPUs (ray.init(num_cpus=...))"
+    )
+    raise ConfigError(
+        f"workers = {workers} cannot start: each Ray worker reserves one CPU and the Ray "
+        f"cluster this process started has {total:g} CPUs, and cannot grow; {fix}, or connect to "
+        "a larger cluster (ray_address=... or RAY_ADDRESS)"
+    )
+
+
+def wait_for(refs: list[Any], what: str, timeout: float) -> list[Any]:
+    """``ray.get(refs)``, saying on stderr every ``WAIT_REPORT_SECONDS`` how many of them are
+    ready (``what``: the noun, "workers") and the cluster's CPUs, until ``timeout`` seconds
+    have passed (then Ray's GetTimeoutError)."""
+    deadline = time.monotonic() + timeout
+    pending = list(refs)
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        _, pending = ray.wait(
+            pending, num_returns=len(pending), timeout=min(WAIT_REPORT_SECONDS, left)
+        )
+        if pending:
+            total, free = _cluster_cpus()
+            stderr_line(
+                f"nxrs: waiting for Ray to start {what}: {len(refs) - len(pending)} of "
+                f"{len(refs)} running; each needs a CPU, the cluster has {total:g} "
+                f"({free:g} free){' and may grow' if can_grow() else ''}; waiting up to "
+                f"{max(0.0, deadline - time.monotonic()):.0f} s more"
+            )
+    return ray.get(refs, timeout=max(0.0, deadline - time.monotonic()))
 
 
 def shares(blocks: int, workers: int) -> list[range]:
@@ -167,14 +238,20 @@ class RayEngine:
         self.last_step_seconds = 0.0
         self.last_step_compute_seconds = 0.0
 
-    def start(self) -> None:
-        """Connects to Ray and starts the workers, each with the data (``run`` does it first
-        when they are not running: after ``fit`` has taken its run directory and resumed)."""
+    def prepare(self) -> int:
+        """Connects to Ray and returns the number of workers, checked to fit the cluster
+        (``check_room``). ``fit`` calls it before it touches the run directory, so a cluster
+        without room is refused before anything changes."""
         connect(self.address)
-        workers = self.size
-        if workers is None:
-            resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
-            workers = max(1, int(resources.get("CPU", 1)))
+        if self.size is None:
+            self.size = max(1, int(_cluster_cpus()[0]))
+        check_room(self.size)
+        return self.size
+
+    def start(self) -> None:
+        """Starts the workers, each with the data (``run`` does it first when they are not
+        running: after ``fit`` has taken its run directory and resumed)."""
+        workers = self.prepare()
         x = np.asarray(self.x)
         if x.dtype == np.float64:
             # What the binding does to float64 features (numpy's rounding), done once here so
@@ -194,7 +271,7 @@ class RayEngine:
         self.workers = [
             actor.remote(config, backend, *self.data_refs, self.fingerprint) for _ in range(workers)
         ]
-        self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=START_TIMEOUT)
+        self.pids = wait_for([w.pid.remote() for w in self.workers], "workers", START_TIMEOUT)
         for k, pid in enumerate(self.pids):
             log.info("worker %d of %d: pid %d", k, workers, pid)
 

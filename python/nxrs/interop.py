@@ -160,7 +160,7 @@ def from_torch(module: Any, **config: Any) -> Trainer:
     elif isinstance(module, nn.Module):
         children = [module]
     else:
-        raise TypeError(f"from_torch takes a torch.nn.Module, not {type(module).__name__}")
+        raise ConfigError(f"from_torch takes a torch.nn.Module, not {type(module).__name__}")
     if children and isinstance(children[-1], nn.Softmax):
         if children[-1].dim not in (-1, 1):
             raise ConfigError(

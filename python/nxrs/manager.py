@@ -13,16 +13,15 @@
 
 from __future__ import annotations
 
-import operator
 import os
 import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import SupportsIndex
 
-from nxrs._nxrs import CheckpointError, Trainer, sweep_temp_files
+from nxrs._checks import count
+from nxrs._nxrs import CheckpointError, ConfigError, Trainer, sweep_temp_files
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
 
@@ -41,6 +40,9 @@ class CheckpointEntry:
 
 class CheckpointManager:
     """Saves checkpoints as ``<prefix>-<step>.nxck`` in one directory and keeps the newest ``keep``.
+
+    ``keep`` is a count (an int, numpy's too, not a bool) of at least 1 and ``prefix`` letters,
+    digits or ``_``; ConfigError otherwise.
 
     The rules, chosen so that no sequence of saves, corrupt files and stray files loses the
     newest good checkpoint:
@@ -92,11 +94,9 @@ class CheckpointManager:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, keep: int = 3, prefix: str = "step"):
-        keep = _integer(keep, "keep")
-        if keep < 1:
-            raise ValueError(f"keep must be at least 1, not {keep}")
-        if not re.fullmatch(r"[A-Za-z0-9_]+", prefix):
-            raise ValueError(f"prefix must be letters, digits or '_', not {prefix!r}")
+        keep = count("keep", keep, minimum=1)
+        if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_]+", prefix):
+            raise ConfigError(f"prefix must be letters, digits or '_', not {prefix!r}")
         self.directory = Path(directory)
         self.keep = keep
         self.prefix = prefix
@@ -106,15 +106,14 @@ class CheckpointManager:
         sweep_temp_files(self.directory)
 
     def path_for(self, step: int) -> Path:
-        """Where the checkpoint of ``step`` (an int, at least 0) lives.
+        """Where the checkpoint of ``step`` (a count: an int, at least 0; ConfigError
+        otherwise) lives.
 
         >>> import tempfile, nxrs
         >>> nxrs.CheckpointManager(tempfile.mkdtemp()).path_for(42).name
         'step-000000000042.nxck'
         """
-        step = _integer(step, "step")
-        if step < 0:
-            raise ValueError(f"step must be non-negative, not {step}")
+        step = count("step", step, minimum=0)
         return self.directory / f"{self.prefix}-{step:012d}.nxck"
 
     def save(self, trainer: Trainer, step: int, metadata: Mapping[str, str] | None = None) -> Path:
@@ -201,10 +200,3 @@ class CheckpointManager:
                 stacklevel=4,  # the caller of latest, load_latest, save or prune, via one helper
             )
             return None
-
-
-def _integer(value: object, name: str) -> int:
-    """``value`` as an int; TypeError for a bool (a flag, never a count) or a non-integer."""
-    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    return operator.index(value)

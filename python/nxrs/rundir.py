@@ -29,17 +29,19 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, NoReturn, Optional
 
-from nxrs._nxrs import NxrsError
+from nxrs._nxrs import MismatchError, NxrsError
 
 __all__ = [
+    "EVENTS_KEPT",
     "LOCK_NAME",
     "MANIFEST_NAME",
     "CheckpointSaveError",
+    "ManifestError",
     "RunDirectory",
     "RunLockedError",
     "RunStopped",
@@ -55,6 +57,16 @@ _MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp."
 
 class RunLockedError(NxrsError):
     """Another live process holds the run directory's lock."""
+
+
+class ManifestError(MismatchError):
+    """The run directory's manifest is not a valid nxrs run manifest: not JSON, another format,
+    or a field missing or of the wrong type (``MANIFEST_SCHEMA``).
+
+    A ``MismatchError``: ``fit`` refuses to resume such a directory as it refuses one holding
+    another run (``nxrs train`` exit 3; ``resume=False`` / ``--restart`` moves it aside), and
+    ``nxrs status`` reports it in one line (exit 1).
+    """
 
 
 class CheckpointSaveError(OSError):
@@ -177,6 +189,156 @@ def _host() -> str:
     return socket.gethostname()
 
 
+# ---------------------------------------------------------------------- the manifest's schema
+
+#: What is wrong with a JSON value, or None when it fits (the path names it in the message).
+Check = Callable[[Any, str], Optional[str]]
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return names[bool]
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    return names.get(type(value), type(value).__name__)
+
+
+def _is(expected: str, test: Callable[[Any], bool]) -> Check:
+    def check(value: Any, path: str) -> str | None:
+        return None if test(value) else f"{path} is {_kind(value)}, not {expected}"
+
+    return check
+
+
+_STRING = _is("a string", lambda v: isinstance(v, str))
+_BOOLEAN = _is("a boolean", lambda v: isinstance(v, bool))
+_INTEGER = _is("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+_COUNT = _is("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+_OBJECT = _is("an object", lambda v: isinstance(v, dict))
+
+
+def _nullable(check: Check) -> Check:
+    return lambda value, path: None if value is None else check(value, path)
+
+
+def _one_of(*choices: str) -> Check:
+    return _is(" or ".join(repr(c) for c in choices), lambda v: v in choices)
+
+
+def _array(item: Check) -> Check:
+    def check(value: Any, path: str) -> str | None:
+        if not isinstance(value, list):
+            return f"{path} is {_kind(value)}, not an array"
+        return next((e for k, v in enumerate(value) if (e := item(v, f"{path}[{k}]"))), None)
+
+    return check
+
+
+def _counts() -> Check:
+    """An object of counts (``events_omitted``: event kind -> how many)."""
+
+    def check(value: Any, path: str) -> str | None:
+        if not isinstance(value, dict):
+            return f"{path} is {_kind(value)}, not an object"
+        return next((e for k, v in value.items() if (e := _COUNT(v, f"{path}.{k}"))), None)
+
+    return check
+
+
+def _record(required: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
+    """An object with the ``required`` keys and maybe the ``optional`` ones, each checked; other
+    keys are allowed (a later nxrs may add some)."""
+    optional = optional or {}
+
+    def check(value: Any, path: str) -> str | None:
+        if not isinstance(value, dict):
+            return f"{path} is {_kind(value)}, not an object"
+        for key, item in required.items():
+            if key not in value:
+                return f"{path} has no key {key!r}"
+            if (error := item(value[key], f"{path}.{key}")) is not None:
+                return error
+        for key, item in optional.items():
+            if key in value and (error := item(value[key], f"{path}.{key}")) is not None:
+                return error
+        return None
+
+    return check
+
+
+#: One history entry (``event``): what happened, when, where, at which step, and the details of
+#: its kind.
+EVENT_SCHEMA = _record(
+    {
+        "event": _STRING,
+        "time": _STRING,
+        "step": _COUNT,
+        "epoch": _COUNT,
+        "batch": _COUNT,
+        "pid": _INTEGER,
+        "host": _STRING,
+    },
+    {
+        "reason": _STRING,
+        "checkpoint": _STRING,
+        "previous_end": _STRING,
+        "moved_aside": _STRING,
+        "error": _STRING,
+        "resume": _BOOLEAN,
+        "saved": _BOOLEAN,
+    },
+)
+
+#: The manifest (``docs/RUNS.md``), checked by ``RunDirectory.read_manifest`` wherever one is
+#: read (``fit`` resuming, ``nxrs status``), so no reader meets a field of another type.
+MANIFEST_SCHEMA = _record(
+    {
+        "format": _one_of(MANIFEST_FORMAT),
+        "nxrs_version": _STRING,
+        "started": _STRING,
+        "updated": _nullable(_STRING),
+        "state": _one_of("running", "stopped", "complete", "failed"),
+        "config": _OBJECT,
+        "data": _record({"fingerprint": _STRING, "samples": _COUNT}),
+        "plan": _record({"epochs": _COUNT, "steps_per_epoch": _COUNT, "steps": _COUNT}),
+        "progress": _nullable(
+            _record(
+                {
+                    "step": _COUNT,
+                    "epoch": _COUNT,
+                    "batch": _COUNT,
+                    "checkpoint": _STRING,
+                    "saved": _STRING,
+                }
+            )
+        ),
+        "events": _array(EVENT_SCHEMA),
+    },
+    {"command": _array(_STRING), "events_omitted": _counts()},
+)
+
+#: The history a manifest keeps: the run's first event and the newest ``EVENTS_KEPT``; the
+#: ones dropped between them are counted by kind in ``events_omitted``. (A run resumed many
+#: times would otherwise grow its manifest, rewritten at every save, without bound.)
+EVENTS_KEPT = 100
+
+
+def add_event(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Appends ``entry`` to the manifest's history, keeping it to the first event and the
+    newest ``EVENTS_KEPT`` (the others counted in ``events_omitted``)."""
+    events: list[dict[str, Any]] = manifest["events"]
+    events.append(entry)
+    while len(events) > EVENTS_KEPT + 1:
+        dropped = events.pop(1)
+        omitted: dict[str, int] = manifest.setdefault("events_omitted", {})
+        omitted[dropped["event"]] = omitted.get(dropped["event"], 0) + 1
+
+
 class RunDirectory:
     """The manifest and lock of one run directory (the checkpoints are a manager's)."""
 
@@ -246,18 +408,28 @@ class RunDirectory:
     # ------------------------------------------------------------------ manifest
 
     def read_manifest(self) -> dict[str, Any] | None:
-        """The manifest, or None when the directory has none."""
+        """The manifest, checked against ``MANIFEST_SCHEMA``, or None when the directory has
+        none. ManifestError (a MismatchError) when it is not a valid manifest."""
         try:
-            text = self.manifest_path.read_text(encoding="utf-8")
+            data = self.manifest_path.read_bytes()
         except FileNotFoundError:
             return None
         try:
-            manifest = json.loads(text)
-        except ValueError as err:
-            raise NxrsError(f"{self.manifest_path}: not a JSON document: {err}") from err
+            manifest = json.loads(data)
+        except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+            self._refuse(f"not a JSON document: {err}")
         if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-            raise NxrsError(f"{self.manifest_path}: not an nxrs run manifest ({MANIFEST_FORMAT})")
+            self._refuse(f"not an nxrs run manifest ({MANIFEST_FORMAT})")
+        error = MANIFEST_SCHEMA(manifest, "manifest")
+        if error is not None:
+            self._refuse(f"not a valid nxrs run manifest: {error}")
         return manifest
+
+    def _refuse(self, why: str) -> NoReturn:
+        raise ManifestError(
+            f"{self.manifest_path}: {why}; restart to move the directory's run aside "
+            "(resume=False, nxrs train --restart) or use another directory"
+        )
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         manifest["updated"] = now()
@@ -459,7 +631,11 @@ def format_status(status: dict[str, Any]) -> str:
         )
     if manifest is not None:
         lines.append("  history")
-        for e in manifest.get("events", []):
+        omitted = manifest.get("events_omitted") or {}
+        for index, e in enumerate(manifest.get("events", [])):
+            if index == 1 and omitted:
+                kinds = ", ".join(f"{n} {kind}" for kind, n in omitted.items())
+                lines.append(f"    ... {sum(omitted.values())} events not kept ({kinds})")
             extra = [
                 f"{k} {e[k]}"
                 for k in ("reason", "checkpoint", "previous_end", "moved_aside", "error")

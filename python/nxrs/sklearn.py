@@ -27,17 +27,25 @@ Parameters shared with ``MLPClassifier`` mean the same, with these differences:
 ``partial_fit(X, y)`` trains one epoch (one shuffled pass) over ``X, y``, continuing the run
 exactly: ``k`` calls on the same data give the bits of ``fit`` with ``max_iter=k``. With
 ``warm_start=True``, ``fit`` continues the fitted run for ``max_iter`` more epochs. Both need the
-parameters unchanged since the model was built (ValueError otherwise). Pickling stores the run
+parameters unchanged since the model was built (ConfigError otherwise). Pickling stores the run
 as NXCK checkpoint bytes (``Trainer.to_bytes``): the unpickled estimator holds the same bits.
+
+Counts (``max_iter``, ``batch_size``, ``hidden_layer_sizes``, ``grad_block``, an int
+``random_state``) are ints or numpy integers, never bools or floats (``nxrs._checks``), so
+``GridSearchCV`` grids may be numpy arrays. Every parameter is checked when ``fit`` or
+``partial_fit`` starts, before the data; a bad value is a ``ConfigError``, bad data an
+``InputError`` or scikit-learn's ``ValueError`` (all ``ValueError``s). A call that raises leaves
+the estimator as it was: the fitted model, ``classes_``, ``n_features_in_`` and the rest.
 
 Needs scikit-learn 1.6 or later.
 """
 
 from __future__ import annotations
 
-import numbers
+import operator
 from abc import abstractmethod
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -56,7 +64,8 @@ from sklearn.utils.validation import (  # type: ignore[import-untyped,unused-ign
     validate_data,
 )
 
-from nxrs._nxrs import Trainer
+from nxrs._checks import count, flag, optional_count
+from nxrs._nxrs import ConfigError, InputError, Trainer
 from nxrs.interop import weights
 
 __all__ = ["ExactMLPClassifier", "ExactMLPRegressor"]
@@ -70,6 +79,18 @@ if tuple(int(part) for part in sklearn.__version__.split(".")[:2]) < _MIN_SKLEAR
 
 #: The pickled state's key for the run's NXCK bytes.
 _STATE_KEY = "_nxck"
+
+
+@dataclass(frozen=True)
+class _Parameters:
+    """An estimator's parameters, checked: what builds (or continues) its trainer."""
+
+    hidden: list[int]
+    batch_size: int | str  # a count, or "auto" (resolved by the data's size)
+    max_iter: int
+    warm_start: bool
+    #: ``Trainer(layers, batch_size=..., **options)``'s other keywords.
+    options: dict[str, Any]
 
 
 class _ExactMLP(BaseEstimator):  # type: ignore[misc]
@@ -121,31 +142,11 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
 
     # -- the trainer --------------------------------------------------------------------------
 
-    def _seed(self) -> int:
-        state = self.random_state
-        if state is None:
-            return 0
-        if isinstance(state, np.random.RandomState):
-            return int(state.randint(np.iinfo(np.int32).max))
-        if isinstance(state, numbers.Integral) and not isinstance(state, bool):
-            return int(state)
-        raise ValueError(f"random_state must be an int, a RandomState or None, not {state!r}")
-
-    def _layers(self, n_features: int, n_outputs: int) -> list[int]:
-        hidden = self.hidden_layer_sizes
-        sizes = list(hidden) if isinstance(hidden, Iterable) else [hidden]
-        return [n_features, *(int(h) for h in sizes), n_outputs]
-
-    def _trainer_options(self, n_samples: int) -> dict[str, Any]:
-        """``Trainer(layers=...)``'s keywords these parameters give (a data set of
-        ``n_samples`` resolves ``batch_size="auto"``)."""
-        if self.max_iter is None or not isinstance(self.max_iter, numbers.Integral):
-            raise ValueError(f"max_iter must be an int >= 1, not {self.max_iter!r}")
-        if self.max_iter < 1:
-            raise ValueError(f"max_iter must be an int >= 1, not {self.max_iter!r}")
+    def _parameters(self) -> _Parameters:
+        """The parameters, checked (ConfigError naming the first bad one); no data needed."""
         batch = self.batch_size
-        if isinstance(batch, str) and batch == "auto":
-            batch = min(200, n_samples)
+        if not (isinstance(batch, str) and batch == "auto"):
+            batch = count("batch_size", batch, minimum=1)
         options: dict[str, Any] = {
             "loss": self._loss,
             "math": self.math,
@@ -153,9 +154,8 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
             "seed": self._seed(),
             "optimizer": self.solver,
             "lr": self.learning_rate_init,
-            "batch_size": batch,
-            "grad_block": self.grad_block,
-            "shuffle": self.shuffle,
+            "grad_block": optional_count("grad_block", self.grad_block, minimum=1),
+            "shuffle": flag("shuffle", self.shuffle),
             "weight_decay": self.weight_decay,
             "backend": self.backend,
         }
@@ -164,28 +164,63 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
             options["momentum"] = self.momentum
         else:
             options.update(beta1=self.beta_1, beta2=self.beta_2, eps=self.epsilon)
-        return options
+        return _Parameters(
+            hidden=self._hidden(),
+            batch_size=batch,
+            max_iter=count("max_iter", self.max_iter, minimum=1),
+            warm_start=flag("warm_start", self.warm_start),
+            options=options,
+        )
 
-    def _new_trainer(self, n_features: int, n_outputs: int, n_samples: int) -> Trainer:
-        options = self._trainer_options(n_samples)
-        return Trainer(self._layers(n_features, n_outputs), **options)
+    def _seed(self) -> int:
+        state = self.random_state
+        if state is None:
+            return 0
+        if isinstance(state, np.random.RandomState):
+            return int(state.randint(np.iinfo(np.int32).max))
+        try:
+            return count("random_state", state, minimum=None)
+        except ConfigError:
+            raise ConfigError(
+                f"random_state = {state!r} must be an int, a numpy.random.RandomState or None"
+            ) from None
 
-    def _continuing(self, n_outputs: int, n_samples: int) -> Trainer:
+    def _hidden(self) -> list[int]:
+        """``hidden_layer_sizes`` as a list of counts: one count, or an iterable of them."""
+        hidden: Any = self.hidden_layer_sizes
+        try:
+            operator.index(hidden)
+        except TypeError:
+            if isinstance(hidden, Iterable) and not isinstance(hidden, (str, bytes)):
+                return [
+                    count(f"hidden_layer_sizes[{k}]", h, minimum=1) for k, h in enumerate(hidden)
+                ]
+        return [count("hidden_layer_sizes", hidden, minimum=1)]
+
+    def _new_trainer(
+        self, parameters: _Parameters, n_features: int, n_outputs: int, n_samples: int
+    ) -> Trainer:
+        """The trainer these parameters build for the data's shape (a data set of
+        ``n_samples`` resolves ``batch_size="auto"``, ``min(200, n_samples)``)."""
+        given = parameters.batch_size
+        batch = min(200, n_samples) if isinstance(given, str) else given
+        layers = [n_features, *parameters.hidden, n_outputs]
+        return Trainer(layers, batch_size=batch, **parameters.options)
+
+    def _continuing(self, parameters: _Parameters, n_outputs: int, n_samples: int) -> Trainer:
         """The fitted trainer, checked to be the one these parameters build."""
         trainer: Trainer = self.trainer_
-        built = self._new_trainer(self.n_features_in_, n_outputs, n_samples)
+        built = self._new_trainer(parameters, self.n_features_in_, n_outputs, n_samples)
         old, new = trainer.config, built.config
-        if self.batch_size == "auto":
+        if parameters.batch_size == "auto":
             new["batch_size"] = old["batch_size"]
         if old != new:
             changed = sorted(k for k in old if old[k] != new.get(k))
-            raise ValueError(
+            raise ConfigError(
                 f"the parameters changed since the model was built (its {', '.join(changed)} "
                 "differ): an exact run cannot change them; fit with warm_start=False to start "
                 "over"
             )
-        # The backend is not part of the run (every backend computes the same bits).
-        trainer.backend = self.backend
         return trainer
 
     def _train(self, x: npt.NDArray[Any], y: npt.NDArray[Any], epochs: int) -> None:
@@ -197,16 +232,33 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
         self.t_ = self.trainer_.steps
 
     def _fit(self, x: Any, y: Any, *, incremental: bool, classes: Any = None) -> Any:
-        fitted = hasattr(self, "trainer_")
-        continuing = fitted and (incremental or self.warm_start)
-        x, targets, n_outputs = self._validate(x, y, reset=not continuing, classes=classes)
+        # The parameters first, as scikit-learn's estimators check theirs: a bad one is refused
+        # before the data is looked at.
+        parameters = self._parameters()
+        continuing = hasattr(self, "trainer_") and (incremental or parameters.warm_start)
+        # Then the data, the trainer and the data's conversion to it. validate_data records
+        # n_features_in_ (and feature_names_in_) on the estimator as it checks X, and _validate
+        # sets classes_ or n_outputs_: a call refused anywhere up to the first step restores
+        # every attribute, so a failed fit leaves the estimator as it was.
+        before = dict(self.__dict__)
+        try:
+            x, targets, n_outputs = self._validate(x, y, reset=not continuing, classes=classes)
+            if continuing:
+                trainer = self._continuing(parameters, n_outputs, len(x))
+            else:
+                trainer = self._new_trainer(parameters, x.shape[1], n_outputs, len(x))
+            trainer._dataset(x, targets)  # values nxrs refuses (beyond binary32): InputError
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
         if continuing:
-            trainer = self._continuing(n_outputs, len(x))
+            # The backend is not part of the run (every backend computes the same bits).
+            trainer.backend = self.backend
         else:
-            trainer = self._new_trainer(x.shape[1], n_outputs, len(x))
             self.loss_curve_ = []
         self.trainer_ = trainer
-        epochs = trainer.epoch + (1 if incremental else self.max_iter)
+        epochs = trainer.epoch + (1 if incremental else parameters.max_iter)
         self._train(x, targets, epochs)
         return self
 
@@ -280,7 +332,7 @@ class ExactMLPClassifier(ClassifierMixin, _ExactMLP):  # type: ignore[misc]
                 self.classes_ = np.unique(np.asarray(classes))
                 unknown = np.setdiff1d(y, self.classes_)
                 if len(unknown):
-                    raise ValueError(f"y holds labels not in classes: {unknown.tolist()}")
+                    raise InputError(f"y holds labels not in classes: {unknown.tolist()}")
             else:
                 self.classes_ = np.unique(y)
             if len(self.classes_) < 2:
@@ -288,7 +340,7 @@ class ExactMLPClassifier(ClassifierMixin, _ExactMLP):  # type: ignore[misc]
                 # classifier with a ConfigError).
                 raise ValueError("Classifier can't train when only one class is present.")
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise ValueError(
+            raise ConfigError(
                 f"classes={classes!r} is not the classes of the first partial_fit call, "
                 f"{self.classes_.tolist()}"
             )
@@ -296,7 +348,7 @@ class ExactMLPClassifier(ClassifierMixin, _ExactMLP):  # type: ignore[misc]
         index = np.minimum(index, len(self.classes_) - 1)
         if not np.array_equal(self.classes_[index], y):
             unknown = np.setdiff1d(y, self.classes_)
-            raise ValueError(f"y holds labels the model was not built with: {unknown.tolist()}")
+            raise InputError(f"y holds labels the model was not built with: {unknown.tolist()}")
         return x, index.astype(np.int64), len(self.classes_)
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> ExactMLPClassifier:
@@ -304,7 +356,7 @@ class ExactMLPClassifier(ClassifierMixin, _ExactMLP):  # type: ignore[misc]
         first call builds the model for ``classes`` (all the labels there will be, required
         then, as for ``MLPClassifier``). Returns ``self``."""
         if not hasattr(self, "trainer_") and classes is None:
-            raise ValueError("classes must be passed on the first call to partial_fit")
+            raise ConfigError("classes must be passed on the first call to partial_fit")
         result: ExactMLPClassifier = self._fit(X, y, incremental=True, classes=classes)
         return result
 
@@ -349,7 +401,7 @@ class ExactMLPRegressor(RegressorMixin, _ExactMLP):  # type: ignore[misc]
         if reset:
             self.n_outputs_ = n_outputs
         elif n_outputs != self.n_outputs_:
-            raise ValueError(
+            raise InputError(
                 f"y has {n_outputs} targets, the model was built for {self.n_outputs_}"
             )
         return x, targets, n_outputs

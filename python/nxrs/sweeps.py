@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,9 +32,10 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._fit import fit
+from nxrs._checks import count, optional_count, seconds
+from nxrs._fit import NothingToTrainWarning, fit
 from nxrs._nxrs import ConfigError, InputError, Trainer
-from nxrs.rundir import MANIFEST_NAME, StopFlag, write_json_atomically
+from nxrs.rundir import RunDirectory, StopFlag, write_json_atomically
 
 __all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]
 
@@ -121,7 +123,9 @@ def sweep(
     A configuration is a mapping of ``Trainer`` keywords (``layers``, ``lr``, ``batch_size``,
     ``seed``, ...), optionally with ``epochs`` overriding the sweep's. Every configuration is
     built once on the driver first, so a bad one raises ``ConfigError`` (or ``TypeError`` for
-    an unknown keyword) before anything runs; two that train the same run are a ``ValueError``.
+    an unknown keyword) before anything runs; so do two that train the same run, an empty
+    ``configs``, and ``epochs`` (at least 1), ``every`` (at least 1), ``every_seconds`` (positive)
+    or ``max_retries`` (at least 0) out of range or not counts (``nxrs._checks``).
 
     Each trains with ``fit(checkpoint=directory/run-<digest>, every=every,
     every_seconds=every_seconds)``; a task whose process dies is retried up to ``max_retries``
@@ -133,8 +137,10 @@ def sweep(
     """
     from nxrs import distributed
 
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ValueError(f"max_retries must be an int >= 0, not {max_retries!r}")
+    epochs = count("epochs", epochs, minimum=1)
+    max_retries = count("max_retries", max_retries, minimum=0)
+    every = optional_count("every", every, minimum=1)
+    every_seconds = seconds("every_seconds", every_seconds)
     given = [dict(c) if isinstance(c, Mapping) else c for c in configs]
     plans = _plans(given, epochs)
     # Absolute: Ray's worker processes do not share the driver's working directory.
@@ -188,16 +194,14 @@ def sweep(
 def _plans(configs: list[Any], epochs: int) -> list[tuple[dict[str, Any], int, str]]:
     """Each configuration as (Trainer keywords, epochs, run digest), every one checked."""
     if not configs:
-        raise ValueError("sweep needs at least one configuration")
+        raise ConfigError("sweep needs at least one configuration")
     plans = []
     seen: dict[str, int] = {}
     for index, config in enumerate(configs):
         if not isinstance(config, Mapping):
-            raise TypeError(f"configuration {index} is a {type(config).__name__}, not a mapping")
+            raise ConfigError(f"configuration {index} is a {type(config).__name__}, not a mapping")
         kwargs = {k: v for k, v in config.items() if k != "epochs"}
-        plan_epochs = config.get("epochs", epochs)
-        if isinstance(plan_epochs, bool) or not isinstance(plan_epochs, int) or plan_epochs < 0:
-            raise ValueError(f"configuration {index}: epochs must be an int >= 0")
+        plan_epochs = count(f"configuration {index}: epochs", config.get("epochs", epochs), 1)
         try:
             trainer = Trainer(**kwargs)
         except ConfigError as err:
@@ -207,7 +211,7 @@ def _plans(configs: list[Any], epochs: int) -> list[tuple[dict[str, Any], int, s
         identity = json.dumps({"config": trainer.config, "epochs": plan_epochs}, sort_keys=True)
         digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
         if digest in seen:
-            raise ValueError(
+            raise ConfigError(
                 f"configurations {seen[digest]} and {index} train the same run ({config})"
             )
         seen[digest] = index
@@ -230,20 +234,23 @@ def train_config(
     ``index`` and ``config``)."""
     start = time.perf_counter()
     trainer = Trainer(**kwargs)
-    fit(
-        trainer,
-        x,
-        y,
-        epochs,
-        validation_data=validation_data,
-        checkpoint=run_dir,
-        every=every,
-        every_seconds=every_seconds,
-        progress=False,
-        # Ray owns its worker processes' signals (it stops and kills them itself): a flag marked
-        # installed tells fit to leave the handlers alone.
-        _stop=StopFlag(installed=True),
-    )
+    with warnings.catch_warnings():
+        # A finished run, read again by a sweep run again: nothing to train is what is expected.
+        warnings.simplefilter("ignore", NothingToTrainWarning)
+        fit(
+            trainer,
+            x,
+            y,
+            epochs,
+            validation_data=validation_data,
+            checkpoint=run_dir,
+            every=every,
+            every_seconds=every_seconds,
+            progress=False,
+            # Ray owns its worker processes' signals (it stops and kills them itself): a flag
+            # marked installed tells fit to leave the handlers alone.
+            _stop=StopFlag(installed=True),
+        )
     train_loss, train_accuracy = trainer.evaluate(x, y)
     val_loss = val_accuracy = None
     if validation_data is not None:
@@ -266,7 +273,8 @@ def train_config(
 def _resumed_from(run_dir: Path) -> int | None:
     """The step this process's ``fit`` resumed from: the newest start or resume in the
     manifest is the one it recorded (it held the directory's lock)."""
-    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
+    manifest = RunDirectory(run_dir).read_manifest()
+    assert manifest is not None  # fit has just written it
     for entry in reversed(manifest["events"]):
         if entry["event"] in ("start", "resume"):
             step: int | None = entry["step"] if entry.get("checkpoint") else None
@@ -460,7 +468,9 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         for config in args.configs:
             config = dict(config)
             hidden = config.pop("hidden", None)
-            hidden = [hidden] if isinstance(hidden, int) else hidden
+            if hidden is not None:
+                sizes = hidden if isinstance(hidden, list) else [hidden]
+                hidden = [count("hidden", h, minimum=1) for h in sizes]
             if "layers" not in config:
                 config["layers"] = default_layers(x, y, hidden)
             if "loss" not in config and not np.issubdtype(np.asarray(y).dtype, np.integer):

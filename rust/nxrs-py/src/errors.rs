@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! NxrsError
-//! ├── ConfigError          a trainer configuration that cannot be built
-//! ├── InputError           a sample, label or dataset that does not fit the model
+//! ├── ConfigError          a setting that cannot be used (also a ValueError)
+//! ├── InputError           a sample, label or dataset that does not fit the model (also a ValueError)
 //! └── CheckpointError      a checkpoint that cannot be loaded
 //!     ├── BadMagicError            not an NXCK file
 //!     ├── UnsupportedVersionError  a format version this build cannot read
@@ -14,10 +14,70 @@
 //! ```
 //! Operating-system failures are Python's own `OSError` subclasses (`FileNotFoundError`, ...)
 //! with the path as `filename`.
+//!
+//! `ConfigError` and `InputError` are `ValueError`s too: a bad value is what `ValueError` means
+//! in Python, and code written `except ValueError` (scikit-learn's conventions, nxrs's own
+//! checks before they raised these) keeps catching them.
 
 use nxrs_core::Error;
-use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
+
+/// `pyo3::create_exception!` for an exception with a second base class, a builtin exception
+/// `$also` (a class statement `class $name($base, $also)` in module `$module`). pyo3's macro takes
+/// one base; this one builds the class by calling `type(name, bases, namespace)`, in safe code.
+macro_rules! create_exception_also {
+    ($module: ident, $name: ident, $base: ty, $also: ty, $doc: expr) => {
+        #[repr(transparent)]
+        #[doc = $doc]
+        pub struct $name(pyo3::PyAny);
+
+        pyo3::impl_exception_boilerplate!($name);
+        pyo3::pyobject_native_type_named!($name);
+
+        // SAFETY: `type_object_raw` returns a type object, an exception class (a subclass of
+        // BaseException, whose layout `$name` wraps), kept alive for the interpreter's lifetime
+        // by the once-lock, exactly as `pyo3::create_exception!`'s implementation does.
+        unsafe impl pyo3::type_object::PyTypeInfo for $name {
+            #[inline]
+            fn type_object_raw(py: pyo3::Python<'_>) -> *mut pyo3::ffi::PyTypeObject {
+                use pyo3::sync::PyOnceLock;
+                use pyo3::types::{PyDict, PyTuple, PyType};
+                static TYPE_OBJECT: PyOnceLock<pyo3::Py<PyType>> = PyOnceLock::new();
+                TYPE_OBJECT
+                    .get_or_init(py, || {
+                        let make = || -> pyo3::PyResult<pyo3::Py<PyType>> {
+                            let bases =
+                                PyTuple::new(py, [py.get_type::<$base>(), py.get_type::<$also>()])?;
+                            let namespace = PyDict::new(py);
+                            namespace.set_item("__module__", stringify!($module))?;
+                            namespace.set_item("__doc__", $doc)?;
+                            let class = py.get_type::<PyType>().call1((
+                                stringify!($name),
+                                bases,
+                                namespace,
+                            ))?;
+                            Ok(class.cast_into::<PyType>()?.unbind())
+                        };
+                        make().expect("Failed to initialize new exception type.")
+                    })
+                    .as_ptr()
+                    .cast()
+            }
+        }
+
+        impl $name {
+            #[doc(hidden)]
+            pub const _PYO3_DEF: pyo3::impl_::pymodule::AddTypeToModule<Self> =
+                pyo3::impl_::pymodule::AddTypeToModule::new();
+
+            #[allow(dead_code)]
+            #[doc(hidden)]
+            pub const _PYO3_INTROSPECTION_ID: &'static str =
+                concat!(stringify!($module), stringify!($name));
+        }
+    };
+}
 
 pyo3::create_exception!(
     nxrs,
@@ -25,17 +85,20 @@ pyo3::create_exception!(
     PyException,
     "Base class of every error nxrs raises."
 );
-pyo3::create_exception!(
+create_exception_also!(
     nxrs,
     ConfigError,
     NxrsError,
-    "A trainer configuration that cannot be built."
+    PyValueError,
+    "A setting that cannot be used: a trainer configuration that cannot be built, or another \
+     parameter's value out of its range or of the wrong type. Also a ValueError."
 );
-pyo3::create_exception!(
+create_exception_also!(
     nxrs,
     InputError,
     NxrsError,
-    "A sample, label or dataset that does not fit the model."
+    PyValueError,
+    "A sample, label or dataset that does not fit the model. Also a ValueError."
 );
 pyo3::create_exception!(
     nxrs,

@@ -1,7 +1,7 @@
 //! softf32 over numpy arrays, element-wise. The Python module `nxrs.softf32` wraps these with
 //! broadcasting and typed signatures; here the operands already have equal shapes.
 
-use crate::errors::InputError;
+use crate::errors::{ConfigError, InputError};
 use numpy::{PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods, ToPyArray};
 use nxrs_core::math::{seed_exp, seed_le, seed_log, seed_sqrt};
 use nxrs_core::softf32::{IntRounding, F32};
@@ -109,7 +109,7 @@ fn rounding(mode: &str) -> PyResult<IntRounding> {
     match mode {
         "trunc" => Ok(IntRounding::TowardZero),
         "nearest" => Ok(IntRounding::NearestEven),
-        _ => Err(PyValueError::new_err(format!(
+        _ => Err(ConfigError::new_err(format!(
             "rounding must be 'trunc' or 'nearest', not {mode:?}"
         ))),
     }

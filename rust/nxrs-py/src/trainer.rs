@@ -928,7 +928,7 @@ impl PyTrainer {
             "v1" => Format::V1,
             "v2" => Format::V2,
             other => {
-                return Err(PyValueError::new_err(format!(
+                return Err(ConfigError::new_err(format!(
                     "unknown checkpoint format {other:?} (known: 'v1', 'v2')"
                 )))
             }
