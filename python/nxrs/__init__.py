@@ -27,6 +27,7 @@ from nxrs import softf32
 from nxrs._fit import History
 from nxrs._nxrs import (
     BadMagicError,
+    BusyError,
     Checkpoint,
     CheckpointError,
     ChecksumError,
@@ -51,6 +52,7 @@ from nxrs.sweeps import SweepResults, sweep
 
 __all__ = [
     "BadMagicError",
+    "BusyError",
     "Checkpoint",
     "CheckpointEntry",
     "CheckpointError",

@@ -4,6 +4,7 @@
 //! NxrsError
 //! ├── ConfigError          a trainer configuration that cannot be built
 //! ├── InputError           a sample, label or dataset that does not fit the model
+//! ├── BusyError            a trainer another thread is changing (its `fit`, `step`, ...)
 //! └── CheckpointError      a checkpoint that cannot be loaded
 //!     ├── BadMagicError            not an NXCK file
 //!     ├── UnsupportedVersionError  a format version this build cannot read
@@ -36,6 +37,13 @@ pyo3::create_exception!(
     InputError,
     NxrsError,
     "A sample, label or dataset that does not fit the model."
+);
+pyo3::create_exception!(
+    nxrs,
+    BusyError,
+    NxrsError,
+    "A call that would change a trainer while another thread is changing it (its fit, step, \
+     restore, ...); reading it meanwhile is allowed."
 );
 pyo3::create_exception!(
     nxrs,
