@@ -30,8 +30,6 @@ X = RNG.standard_normal((60, 4)).astype(np.float32)
 Y = RNG.integers(0, 3, 60)
 SK_FAST = {"hidden_layer_sizes": (8,), "max_iter": 2, "batch_size": 16}
 
-RUST_EDGES = pytest.mark.xfail(strict=True, reason="fixed on branch rust-edges")
-
 
 def small(**kw: Any) -> nxrs.Trainer:
     return nxrs.Trainer(layers=[4, 8, 3], batch_size=8, lr=0.01, **kw)
@@ -565,30 +563,20 @@ ENTRY_POINTS: list[Any] = [
     ("Trainer math", lambda p: nxrs.Trainer(math="fast")),
     ("Trainer backend", lambda p: nxrs.Trainer(backend="gpu")),
     ("Trainer threads 0", lambda p: nxrs.Trainer(threads=0)),
-    pytest.param(
-        "Trainer batch_size True", lambda p: nxrs.Trainer(batch_size=True), marks=RUST_EDGES
-    ),
-    pytest.param(
-        "Trainer layers bool", lambda p: nxrs.Trainer(layers=[True, 8, 3]), marks=RUST_EDGES
-    ),
-    pytest.param(
-        "Trainer batch_size 2.0", lambda p: nxrs.Trainer(batch_size=2.0), marks=RUST_EDGES
-    ),
+    pytest.param("Trainer batch_size True", lambda p: nxrs.Trainer(batch_size=True)),
+    pytest.param("Trainer layers bool", lambda p: nxrs.Trainer(layers=[True, 8, 3])),
+    pytest.param("Trainer batch_size 2.0", lambda p: nxrs.Trainer(batch_size=2.0)),
     # Trainer methods
     ("train_until x", lambda p: small().train_until(X[:, :3], Y, 1)),
     ("train_until y", lambda p: small().train_until(X, Y[:10], 1)),
-    pytest.param("train_until -1", lambda p: small().train_until(X, Y, -1), marks=RUST_EDGES),
+    pytest.param("train_until -1", lambda p: small().train_until(X, Y, -1)),
     ("train_steps -1", lambda p: small().train_steps(X, Y, -1)),
     ("step x", lambda p: small().step(X[:, :3], Y)),
     ("predict x", lambda p: small().predict(X[:, :3])),
     ("predict_proba x", lambda p: small().predict_proba(np.full((2, 4), np.nan))),
     ("evaluate y", lambda p: small().evaluate(X, Y + 5)),
     ("save format", lambda p: small().save(p / "a.nxck", format="v9")),
-    pytest.param(
-        "save v1 of another model",
-        lambda p: _trained().save(p / "a.nxck", format="v1"),
-        marks=RUST_EDGES,
-    ),
+    pytest.param("save v1 of another model", lambda p: _trained().save(p / "a.nxck", format="v1")),
     ("load garbage", lambda p: nxrs.Trainer.load(_garbage(p))),
     ("from_bytes garbage", lambda p: nxrs.Trainer.from_bytes(b"NXCK" + bytes(60))),
     (

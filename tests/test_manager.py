@@ -256,7 +256,17 @@ def write_v1(path: Path) -> None:
 
 
 def write_v1_of_another_model(path: Path) -> None:
-    tiny(7).save(path, format="v1")  # only the seed model reads v1: LengthError
+    """A v1 file in the seed's layout of another model's state (nxrs refuses to write one: it
+    would load as the seed model). Only the seed model reads v1: LengthError."""
+    trainer = tiny(7)
+    tensors = list(trainer.state_dict().values())
+    powers = [int(np.float32(p).view(np.uint32)) for p in (trainer.b1t, trainer.b2t)]
+    path.write_bytes(
+        b"NXCK"
+        + struct.pack("<II", len(tensors), 3)
+        + struct.pack("<qqq", trainer.epoch, *powers)
+        + b"".join(t.astype("<f4").tobytes() for t in tensors)
+    )
 
 
 def write_truncated(path: Path) -> None:

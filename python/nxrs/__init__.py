@@ -27,6 +27,7 @@ from nxrs import softf32
 from nxrs._fit import History, NothingToTrainWarning
 from nxrs._nxrs import (
     BadMagicError,
+    BusyError,
     Checkpoint,
     CheckpointError,
     ChecksumError,
@@ -57,6 +58,7 @@ from nxrs.sweeps import SweepResults, sweep
 
 __all__ = [
     "BadMagicError",
+    "BusyError",
     "Checkpoint",
     "CheckpointEntry",
     "CheckpointError",

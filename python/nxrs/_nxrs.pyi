@@ -14,6 +14,7 @@ from nxrs.manager import CheckpointManager
 
 __all__ = [
     "BadMagicError",
+    "BusyError",
     "Checkpoint",
     "CheckpointError",
     "ChecksumError",
@@ -54,6 +55,10 @@ class ConfigError(NxrsError, ValueError):
 class InputError(NxrsError, ValueError):
     """A sample, label or dataset that does not fit the model. Also a ValueError."""
 
+class BusyError(NxrsError):
+    """A call that would change a trainer while another thread is changing it (its fit, step,
+    restore, ...); reading it meanwhile is allowed."""
+
 class CheckpointError(NxrsError):
     """A checkpoint that cannot be loaded."""
 
@@ -92,6 +97,13 @@ class Trainer:
     ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside). Layer sizes need at least
     two entries, each in 1 ..= 2**24, with at most 2**28 parameters in all (ConfigError).
 
+    Every integer parameter (``seed``, the entries of ``layers`` and ``sizes``, which may be any
+    sequence or 1-D array, ``batch_size``, ``grad_block``, the schedule's step counts,
+    ``threads``, and the counts of ``train_until``, ``train_steps`` and ``seed_dataset``) takes
+    any integer ``operator.index`` accepts (``int``, numpy integers) except a bool; a bool, a
+    float (even ``2.0``), a string or a numpy bool is refused, naming the parameter
+    (ConfigError, or InputError for a training call's count), never truncated or read as 1.
+
     Hyperparameters given as Python floats are rounded to binary32 (to nearest even), then
     checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
     ``eps`` finite, positive and normal as binary32 (so ``lr=1e40``, which rounds to inf, and
@@ -113,6 +125,19 @@ class Trainer:
     configuration or the state: every value's operations and their order are the same on any
     number of threads, so the bits are too. Work too small to gain from a thread stays on one.
     ``trainer.threads`` is settable.
+
+    One trainer may be used from several Python threads. Reading it (``steps``, ``config``,
+    ``predict``, ``state_hash()``, ``to_bytes()``, ``save()``, ...) always works, also while
+    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s at
+    most) and sees the state between two steps. A call that changes the trainer (``fit``,
+    ``step``, ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or
+    ``threads``) while another thread is in such a call raises ``BusyError`` and changes
+    nothing; a run in progress is never disturbed, so its bits are an undisturbed run's.
+
+    ``pickle``, ``copy.copy`` and ``copy.deepcopy`` give an independent trainer with the same
+    state and configuration, bit for bit (pickling goes through ``to_bytes``/``from_bytes``). A
+    copy keeps the backend and threads; an unpickled trainer has the unpickling process's
+    defaults (``backend="auto"``, ``threads=None``), as they describe a machine, not the run.
 
     >>> t = Trainer(layers=[4, 8, 3], batch_size=2, lr=0.01)
     >>> t.config["math"], t.config["batch_size"], t.steps
@@ -239,7 +264,8 @@ class Trainer:
     def train_until(self, x: npt.ArrayLike, y: npt.ArrayLike, epoch: int) -> None:
         """Trains until ``epoch`` epochs are complete (TRAINING.md section 3), continuing with
         batch ``batch`` of epoch ``epoch``. Nothing happens if they already are. The GIL is
-        released while training; Ctrl-C is honoured between chunks of steps.
+        released while training; Ctrl-C is honoured between chunks of steps. ``epoch`` is a
+        count (see the class): at least 0 (InputError otherwise).
 
         ``x`` (samples, features): float32 as is; float64 is rounded to float32 to nearest by
         numpy (``x.astype(np.float32)``); every other dtype is refused. ``y`` (samples,): any
@@ -248,8 +274,8 @@ class Trainer:
         (samples,) when n_out is 1). Lists and other array-likes go through ``np.asarray``
         first. InputError for a refused dtype, a wrong number of dimensions or features,
         lengths that differ, no samples, more than 2**28 feature values, a NaN or infinite
-        feature or target, a label outside 0 ..< n_out, or an ``epoch`` beyond 64 bits; the
-        trainer is then unchanged.
+        feature or target, a label outside 0 ..< n_out, or an ``epoch`` that is negative, not
+        an integer or beyond 64 bits; the trainer is then unchanged.
         """
     def train_steps(self, x: npt.ArrayLike, y: npt.ArrayLike, steps: int) -> list[float]:
         """``steps`` optimiser steps in the epoch structure (as ``train_until``); their losses."""
@@ -274,8 +300,12 @@ class Trainer:
         A temporary file in the same directory is written, fsynced and renamed over ``path``,
         then the directory is fsynced: after a crash at any instant ``path`` is the complete old
         file or the complete new one. "v2" (the default) is self-describing and checksummed,
-        with optional string ``metadata``; "v1" is the seed program's layout (Adam, constant
-        rate, at an epoch boundary; no step counter, no metadata: InputError otherwise).
+        with optional string ``metadata``; "v1" is the seed program's layout, which loads as
+        the seed model (``Trainer.seed_model()``) at the start of an epoch, so it holds only
+        that model at an epoch boundary: any other trainer (other sizes, seed, hyperparameters,
+        optimiser, ..., or a position inside an epoch) is a ConfigError naming what v1 lacks,
+        raised before the file is touched. v1 holds no step counter (it loads as 0; the seed
+        model never reads it) and no metadata (InputError).
         """
     @classmethod
     def load(
@@ -306,6 +336,9 @@ class Trainer:
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]:
         """Copies of every tensor (W1 b1 W2 b2 ... then the optimiser's slots), weights
         shaped (out, in)."""
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]: ...
+    def __copy__(self) -> Trainer: ...
+    def __deepcopy__(self, memo: Any, /) -> Trainer: ...
     def to_bytes(self) -> bytes:
         """The whole state as the bytes of an NXCK v2 file, as ``save`` writes it (no
         metadata): for pickling and sending. ``Trainer.from_bytes`` reads them back."""

@@ -7,7 +7,6 @@ use crate::error::{clip, Error, Result};
 use crate::nxck::mapped::FileBytes;
 use crate::nxck::v2::{Checkpoint, Verify};
 use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
-use crate::schedule::Schedule;
 use crate::softf32::F32;
 use crate::state::{check_scalars, TensorSpec, TrainState, SCALAR_NAMES};
 use crate::trainer::Trainer;
@@ -31,9 +30,8 @@ pub fn record(trainer: &Trainer) -> Record<'_> {
 }
 
 /// Saves the trainer crash-safely (see [`crate::nxck::writer`]) in `format`. v1, the seed's
-/// layout, holds tensors, the epoch and Adam's powers but no configuration, step counter or
-/// position inside an epoch: it takes only trainers that need none of them to continue
-/// exactly (Adam or AdamW, a constant learning rate, at an epoch boundary).
+/// layout, holds only the seed model at an epoch boundary (see [`record_in`]); any other
+/// trainer is refused before the file is touched.
 pub fn save(trainer: &Trainer, path: &Path, format: Format) -> Result<()> {
     save_with_metadata(trainer, path, format, Vec::new())
 }
@@ -47,47 +45,54 @@ pub fn save_with_metadata(
 ) -> Result<()> {
     let record = Record {
         metadata,
-        ..record(trainer)
+        ..record_in(trainer, format)?
     };
     match format {
-        Format::V1 => {
-            fits_v1(trainer)?;
-            v1::save(&record, path)
-        }
+        Format::V1 => v1::save(&record, path),
         Format::V2 => v2::save(&record, path),
     }
 }
 
 /// The bytes [`save`] writes.
 pub fn encode(trainer: &Trainer, format: Format) -> Result<Vec<u8>> {
-    let record = record(trainer);
+    let record = record_in(trainer, format)?;
     match format {
-        Format::V1 => {
-            fits_v1(trainer)?;
-            v1::encode(&record)
-        }
+        Format::V1 => v1::encode(&record),
         Format::V2 => v2::encode(&record),
     }
 }
 
-fn fits_v1(trainer: &Trainer) -> Result<()> {
-    let config = trainer.config();
-    let state = trainer.state();
-    let missing = if !config.optimizer.kind.has_second_moments() {
-        Some("SGD's momentum buffers (v1 has the seed's Adam layout)")
-    } else if config.schedule != Schedule::CONSTANT {
-        Some("the step counter a learning-rate schedule needs")
-    } else if state.batch != 0 {
-        Some("the position inside an epoch (save at an epoch boundary)")
-    } else {
-        None
-    };
-    match missing {
-        None => Ok(()),
-        Some(what) => Err(Error::Input(format!(
-            "a v1 checkpoint cannot hold {what}; save as v2"
-        ))),
+/// The record of `trainer` that a `format` file holds: every path that writes a trainer
+/// ([`save`], [`save_with_metadata`], [`encode`]) gets it here, so this is the one place that
+/// decides which trainers a format can hold.
+///
+/// v2 holds every trainer. v1 has no configuration, no step counter and no position inside
+/// an epoch: a v1 file loads as [`TrainerConfig::seed_model`] at the start of an epoch. It holds
+/// a trainer only when that is the trainer: the seed model's configuration exactly (the seed
+/// included, as the configuration reports it) and an epoch boundary. Anything else would load
+/// as another trainer and a resumed run would silently diverge, so it is `Error::Config`
+/// naming what v1 lacks. The step counter is the one thing v1 drops (it loads as 0): the seed
+/// model's constant learning rate never reads it, so the run continues bit for bit.
+pub fn record_in(trainer: &Trainer, format: Format) -> Result<Record<'_>> {
+    if format == Format::V1 {
+        let mut missing = trainer
+            .config()
+            .differences(&TrainerConfig::seed_model(), "the seed model");
+        let batch = trainer.state().batch;
+        if batch != 0 {
+            missing.push(format!(
+                "the position inside an epoch (batch {batch}; v1 files are at epoch boundaries)"
+            ));
+        }
+        if !missing.is_empty() {
+            return Err(Error::Config(format!(
+                "a v1 checkpoint holds only the seed model (Trainer.seed_model(), at an epoch \
+                 boundary) and cannot hold this trainer's {}; save as v2",
+                missing.join(", ")
+            )));
+        }
     }
+    Ok(record(trainer))
 }
 
 /// A trainer rebuilt from a checkpoint of either version, all checksums verified. A v2 file

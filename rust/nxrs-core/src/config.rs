@@ -100,6 +100,77 @@ impl TrainerConfig {
         Ok(mlp)
     }
 
+    /// The settings in which this configuration differs from `other`, each as
+    /// `"name value (<label>: value)"` (binary32 values as the floats they are), in
+    /// `docs/TRAINING.md`'s order; empty when they are equal. Every field is compared: the
+    /// destructuring below does not compile when a field is added without it.
+    pub fn differences(&self, other: &TrainerConfig, label: &str) -> Vec<String> {
+        let TrainerConfig {
+            sizes,
+            loss,
+            math,
+            init,
+            seed,
+            optimizer,
+            schedule,
+            clip_norm,
+            batch_size,
+            grad_block,
+            shuffle,
+            drop_last,
+        } = self;
+        let float = |x: F32| f32::from_bits(x.to_bits());
+        let mut out = Vec::new();
+        let mut differ = |name: &str, mine: String, theirs: String| {
+            if mine != theirs {
+                out.push(format!("{name} {mine} ({label}: {theirs})"));
+            }
+        };
+        differ("layers", format!("{sizes:?}"), format!("{:?}", other.sizes));
+        differ("loss", loss.name().into(), other.loss.name().into());
+        differ("math", math.name().into(), other.math.name().into());
+        differ("init", init.name().into(), other.init.name().into());
+        differ("seed", seed.to_string(), other.seed.to_string());
+        let kind = |o: &OptimizerConfig| o.kind.name().to_string();
+        differ("optimizer", kind(optimizer), kind(&other.optimizer));
+        for ((name, mine), (_, theirs)) in
+            optimizer.named().into_iter().zip(other.optimizer.named())
+        {
+            // Bits, not values: -0.0 and 0.0 (or two NaNs) are different settings.
+            if mine.to_bits() != theirs.to_bits() {
+                differ(
+                    name,
+                    format!("{}", float(mine)),
+                    format!("{}", float(theirs)),
+                );
+            }
+        }
+        differ(
+            "schedule",
+            format!("{schedule:?}"),
+            format!("{:?}", other.schedule),
+        );
+        let clip = |c: Option<F32>| format!("{:?}", c.map(float));
+        differ("clip_norm", clip(*clip_norm), clip(other.clip_norm));
+        differ(
+            "batch_size",
+            batch_size.to_string(),
+            other.batch_size.to_string(),
+        );
+        differ(
+            "grad_block",
+            format!("{grad_block:?}"),
+            format!("{:?}", other.grad_block),
+        );
+        differ("shuffle", shuffle.to_string(), other.shuffle.to_string());
+        differ(
+            "drop_last",
+            drop_last.to_string(),
+            other.drop_last.to_string(),
+        );
+        out
+    }
+
     /// The gradient block length: `grad_block`, or the whole batch.
     pub fn block_len(&self) -> usize {
         self.grad_block

@@ -8,6 +8,7 @@ use nxck_support::*;
 use nxrs_core::checkpoint;
 use nxrs_core::error::Error;
 use nxrs_core::mlp::MAX_LAYERS;
+use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify, PRELUDE_LEN};
 use nxrs_core::nxck::{self, v1, Format};
 use nxrs_core::state::SCALAR_NAMES;
@@ -663,55 +664,91 @@ fn load_and_restore_read_both_versions_and_resume_exactly() {
     // Another model's trainer is rebuilt from the file's own configuration.
     let loaded = checkpoint::load(&p3).unwrap();
     assert_eq!(loaded.config(), other.config());
-    // A v1 file of another model does not fit the seed model.
+    // A v1 file of another model (which nxrs refuses to write: made from its record by the
+    // format layer) does not fit the seed model.
     let p5 = dir.path().join("other.v1");
-    checkpoint::save(&other, &p5, Format::V1).unwrap();
+    std::fs::write(&p5, v1::encode(&checkpoint::record(&other)).unwrap()).unwrap();
     // (same buffer count, other lengths).
     assert!(matches!(checkpoint::load(&p5), Err(Error::Length { .. })));
 }
 
-/// v1 has the seed's Adam layout and three scalars: a trainer that needs more to continue
-/// exactly (SGD's buffers, a schedule's step counter, a position inside an epoch) is refused,
-/// and nothing is written.
+/// A v1 file loads as the seed model at an epoch boundary: every trainer that is not exactly
+/// that (any other setting, seed included, or a position inside an epoch) is refused with
+/// `Error::Config` naming what v1 lacks, by every path that writes v1, and nothing is written.
+/// Only the step counter is dropped (it loads as 0; the seed model's constant rate never reads
+/// it).
 #[test]
-fn v1_refuses_what_it_cannot_hold() {
+fn v1_refuses_every_trainer_but_the_seed_model() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("refused.v1");
     let data = nxrs_core::dataset::Dataset::seed(8, 6, 4);
-    let mut sgd = TrainerConfig::seed_model();
-    sgd.optimizer.kind = nxrs_core::optim::Kind::Sgd;
-    let mut scheduled = TrainerConfig::seed_model();
-    scheduled.schedule.warmup_steps = 3;
-    let mut mid_epoch = Trainer::new(TrainerConfig::seed_model()).unwrap();
+    let seed = TrainerConfig::seed_model;
+    let with = |change: fn(&mut TrainerConfig)| {
+        let mut config = seed();
+        change(&mut config);
+        Trainer::new(config).unwrap()
+    };
+    let mut mid_epoch = Trainer::new(seed()).unwrap();
     let _ = mid_epoch
         .run(&data, nxrs_core::trainer::Until::Step(3), |_, _| {
             std::ops::ControlFlow::Continue(())
         })
         .unwrap();
     assert_eq!(mid_epoch.state().batch, 3);
-    for (t, needle) in [
-        (Trainer::new(sgd).unwrap(), "momentum buffers"),
-        (Trainer::new(scheduled).unwrap(), "step counter"),
-        (mid_epoch, "inside an epoch"),
-    ] {
+    let refused = [
+        (
+            with(|c| c.optimizer.kind = nxrs_core::optim::Kind::Sgd),
+            "optimizer sgd",
+        ),
+        // AdamW has Adam's tensors, but would load as Adam: a different run.
+        (
+            with(|c| c.optimizer.kind = nxrs_core::optim::Kind::AdamW),
+            "optimizer adamw",
+        ),
+        (with(|c| c.schedule.warmup_steps = 3), "schedule"),
+        (
+            with(|c| c.sizes = vec![6, 12, 4]),
+            "layers [6, 12, 4] (the seed model: [6, 10, 4])",
+        ),
+        (with(|c| c.sizes = vec![6, 10, 10, 4]), "layers"),
+        (with(|c| c.seed = 7), "seed 7 (the seed model: 1)"),
+        (with(|c| c.batch_size = 4), "batch_size 4"),
+        (with(|c| c.shuffle = true), "shuffle true"),
+        (
+            with(|c| c.optimizer.lr = F32::ONE),
+            "lr 1 (the seed model: 0.01)",
+        ),
+        (with(|c| c.math = nxrs_core::math::Math::Ieee), "math ieee"),
+        (with(|c| c.clip_norm = Some(F32::ONE)), "clip_norm"),
+        (mid_epoch, "inside an epoch (batch 3"),
+    ];
+    // A file already there stays as it was.
+    let good = trained(1);
+    checkpoint::save(&good, &path, Format::V1).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for (t, needle) in refused {
         for result in [
             checkpoint::encode(&t, Format::V1).map(|_| ()),
             checkpoint::save(&t, &path, Format::V1),
+            checkpoint::save_with_metadata(&t, &path, Format::V1, Vec::new()),
         ] {
             assert!(
-                matches!(&result, Err(Error::Input(m)) if m.contains(needle) && m.contains("v2")),
-                "{result:?}"
+                matches!(&result, Err(Error::Config(m)) if m.contains(needle) && m.contains("v2")),
+                "{needle}: {result:?}"
             );
         }
-        assert!(!path.exists());
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{needle}");
         // v2 holds all of it.
         let back = trainer_of(&v2_bytes(&t)).unwrap();
         assert_eq!(back.state_hash(), t.state_hash());
     }
-    // AdamW at an epoch boundary fits v1 (its tensors are Adam's).
-    let mut adamw = TrainerConfig::seed_model();
-    adamw.optimizer.kind = nxrs_core::optim::Kind::AdamW;
-    assert!(checkpoint::encode(&Trainer::new(adamw).unwrap(), Format::V1).is_ok());
+    // The seed model at an epoch boundary, trained or not, is written (and its bytes are the
+    // golden fixture's: tests/golden.rs).
+    for t in [Trainer::new(seed()).unwrap(), trained(2)] {
+        let loaded = checkpoint::decode(FileBytes::from_vec(v1_bytes(&t))).unwrap();
+        assert_eq!(loaded.config(), t.config());
+        assert_eq!(loaded.seed_hash(), t.seed_hash());
+    }
 }
 
 /// `load` and `restore` check every tensor's CRC-32C (while copying it out) and report the

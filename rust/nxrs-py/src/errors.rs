@@ -4,6 +4,7 @@
 //! NxrsError
 //! ├── ConfigError          a setting that cannot be used (also a ValueError)
 //! ├── InputError           a sample, label or dataset that does not fit the model (also a ValueError)
+//! ├── BusyError            a trainer another thread is changing (its `fit`, `step`, ...)
 //! └── CheckpointError      a checkpoint that cannot be loaded
 //!     ├── BadMagicError            not an NXCK file
 //!     ├── UnsupportedVersionError  a format version this build cannot read
@@ -99,6 +100,13 @@ create_exception_also!(
     NxrsError,
     PyValueError,
     "A sample, label or dataset that does not fit the model. Also a ValueError."
+);
+pyo3::create_exception!(
+    nxrs,
+    BusyError,
+    NxrsError,
+    "A call that would change a trainer while another thread is changing it (its fit, step, \
+     restore, ...); reading it meanwhile is allowed."
 );
 pyo3::create_exception!(
     nxrs,

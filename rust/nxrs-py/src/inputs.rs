@@ -7,14 +7,28 @@ use numpy::{
     PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
 use nxrs_core::F32;
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
-/// A Python int of any size (another type is Python's TypeError, as for any int parameter).
-/// An int within i64 goes on to the core's range checks; one beyond i64 is outside every range
-/// nxrs accepts, and [`AnyInt::to_i64`] gives the caller's typed error naming it, instead of a
-/// bare OverflowError.
-pub struct AnyInt(Result<i64, String>);
+/// A count or other integer parameter, taken by one rule everywhere (`batch_size`, `layers`
+/// and `sizes` entries, `threads`, `seed`, `train_until`'s `epoch`, ...): any object
+/// `operator.index` accepts (a Python int, a numpy integer, anything with `__index__`) except a
+/// bool, which is a flag and not a count; nothing else, so a float (even `2.0`), a string or a
+/// numpy bool is refused rather than truncated or read as 1. Python's own `range` and list
+/// indexing refuse floats the same way; they accept bools, which here are a mistake.
+///
+/// Extraction never fails: what was given is kept, and [`AnyInt::to_i64`] gives the caller's
+/// typed error (ConfigError, InputError) naming the parameter, which a conversion failing
+/// inside PyO3's argument parsing could not (it would be a TypeError without the name). An
+/// integer beyond i64 is outside every range nxrs accepts, and is refused the same way.
+pub struct AnyInt(Result<i64, Refused>);
+
+/// Why a value is not an [`AnyInt`], with the value as given (its `repr`).
+enum Refused {
+    TooLarge(String),
+    NotAnInteger(String),
+}
 
 impl AnyInt {
     pub const fn new(value: i64) -> AnyInt {
@@ -23,11 +37,16 @@ impl AnyInt {
 
     /// The value as i64, or `error` naming the parameter and the value as given.
     pub fn to_i64(&self, name: &str, error: fn(String) -> PyErr) -> PyResult<i64> {
-        self.0.clone().map_err(|given| {
-            error(format!(
+        match &self.0 {
+            Ok(value) => Ok(*value),
+            Err(Refused::TooLarge(given)) => Err(error(format!(
                 "{name} = {given} does not fit in a 64-bit signed integer (-2**63 ..= 2**63 - 1)"
-            ))
-        })
+            ))),
+            Err(Refused::NotAnInteger(given)) => Err(error(format!(
+                "{name} = {given} is not an integer (an int or a numpy integer; not a bool or \
+                 a float)"
+            ))),
+        }
     }
 }
 
@@ -35,13 +54,68 @@ impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<AnyInt> {
-        match obj.extract::<i64>() {
+        let py = obj.py();
+        let refused = |obj: Borrowed<'a, 'py, PyAny>| -> PyResult<AnyInt> {
+            Ok(AnyInt(Err(Refused::NotAnInteger(obj.repr()?.to_string()))))
+        };
+        if obj.is_instance_of::<PyBool>() {
+            return refused(obj);
+        }
+        let int = if obj.is_instance_of::<PyInt>() {
+            obj.to_owned()
+        } else {
+            match py.import("operator")?.getattr("index")?.call1((obj,)) {
+                Ok(int) => int,
+                Err(e) if e.is_instance_of::<PyTypeError>(py) => return refused(obj),
+                Err(e) => return Err(e),
+            }
+        };
+        match int.extract::<i64>() {
             Ok(value) => Ok(AnyInt::new(value)),
-            Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
-                Ok(AnyInt(Err(obj.str()?.to_string())))
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
+                Ok(AnyInt(Err(Refused::TooLarge(int.str()?.to_string()))))
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A list of counts (`layers`, `sizes`): the items of any iterable but a string or bytes (a
+/// list, a tuple, a 1-D numpy integer array, ...), each under [`AnyInt`]'s rule. Like it, a
+/// value that is not one is kept and refused by [`AnyInts::to_i64s`], with the parameter's name.
+pub struct AnyInts(Result<Vec<AnyInt>, String>);
+
+impl AnyInts {
+    /// The values as i64, or `error` naming the parameter (`name[k]` for an item).
+    pub fn to_i64s(&self, name: &str, error: fn(String) -> PyErr) -> PyResult<Vec<i64>> {
+        match &self.0 {
+            Ok(items) => items
+                .iter()
+                .enumerate()
+                .map(|(k, n)| n.to_i64(&format!("{name}[{k}]"), error))
+                .collect(),
+            Err(given) => Err(error(format!(
+                "{name} = {given} is not a sequence of integers"
+            ))),
+        }
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for AnyInts {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<AnyInts> {
+        let refused = || -> PyResult<AnyInts> { Ok(AnyInts(Err(obj.repr()?.to_string()))) };
+        if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+            return refused();
+        }
+        let Ok(items) = obj.try_iter() else {
+            return refused();
+        };
+        let items = items
+            .map(|item| item?.extract::<AnyInt>())
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(AnyInts(Ok(items)))
     }
 }
 

@@ -18,8 +18,8 @@ mod _nxrs {
     use crate::checkpoint::{checkpoint_format, clip, open, sweep_temp_files, PyCheckpoint};
     #[pymodule_export]
     use crate::errors::{
-        BadMagicError, CheckpointError, ChecksumError, ConfigError, HeaderError, InputError,
-        LengthError, MismatchError, NxrsError, UnsupportedVersionError,
+        BadMagicError, BusyError, CheckpointError, ChecksumError, ConfigError, HeaderError,
+        InputError, LengthError, MismatchError, NxrsError, UnsupportedVersionError,
     };
     #[pymodule_export]
     use crate::softf32::{

@@ -1,8 +1,8 @@
 //! `nxrs.Trainer`: the core trainer behind a Python class, and `nxrs.Dataset`, data converted
 //! once for it.
 
-use crate::errors::{to_py, ConfigError, InputError};
-use crate::inputs::{self, AnyInt};
+use crate::errors::{to_py, BusyError, ConfigError, InputError};
+use crate::inputs::{self, AnyInt, AnyInts};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn};
 use nxrs_core::backend::BackendChoice;
@@ -26,6 +26,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// Longest stretch the GIL stays released while training, so that Ctrl-C is honoured promptly.
@@ -101,19 +103,23 @@ fn named<T: Copy>(
         })
 }
 
-/// A count parameter: an int at least `min` (ConfigError otherwise).
-fn count(value: &AnyInt, name: &str, min: i64) -> PyResult<u64> {
-    let n = value.to_i64(name, ConfigError::new_err)?;
+/// A count parameter: an integer ([`AnyInt`]'s rule) at least `min` (`min` >= 0), or `error`
+/// naming it.
+fn count(value: &AnyInt, name: &str, min: i64, error: fn(String) -> PyErr) -> PyResult<i64> {
+    let n = value.to_i64(name, error)?;
     if n < min {
-        return Err(ConfigError::new_err(format!(
-            "{name} = {n} must be at least {min}"
-        )));
+        return Err(error(format!("{name} = {n} must be at least {min}")));
     }
-    Ok(n as u64)
+    Ok(n)
+}
+
+/// A configuration count at least `min` (ConfigError otherwise).
+fn setting(value: &AnyInt, name: &str, min: i64) -> PyResult<u64> {
+    Ok(count(value, name, min, ConfigError::new_err)? as u64)
 }
 
 fn size(value: &AnyInt, name: &str) -> PyResult<usize> {
-    usize::try_from(count(value, name, 1)?)
+    usize::try_from(setting(value, name, 1)?)
         .map_err(|_| ConfigError::new_err(format!("{name} is too large")))
 }
 
@@ -124,7 +130,7 @@ fn binary32(x: f64) -> F32 {
 /// The keyword arguments of `Trainer(...)` after `layers`.
 pub struct Options {
     seed: Option<AnyInt>,
-    sizes: Option<Vec<AnyInt>>,
+    sizes: Option<AnyInts>,
     loss: Option<String>,
     math: Option<String>,
     init: Option<String>,
@@ -147,18 +153,10 @@ pub struct Options {
     drop_last: Option<bool>,
 }
 
-fn int_list(values: &[AnyInt], what: &str) -> PyResult<Vec<i64>> {
-    values
-        .iter()
-        .enumerate()
-        .map(|(k, n)| n.to_i64(&format!("{what}[{k}]"), ConfigError::new_err))
-        .collect()
-}
-
 /// The configuration `Trainer(layers, **options)` describes: the seed family (`layers` None:
 /// the seed model's configuration, `sizes` its layer sizes) or the general family (TRAINING.md's
 /// defaults), then every option given.
-fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConfig> {
+fn build_config(layers: Option<AnyInts>, o: Options) -> PyResult<TrainerConfig> {
     let seed = match &o.seed {
         Some(s) => Some(s.to_i64("seed", ConfigError::new_err)?),
         None => None,
@@ -171,13 +169,16 @@ fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConf
         }
         (None, sizes) => {
             let sizes = match sizes {
-                Some(s) => layer_sizes(&int_list(s, "sizes")?).map_err(to_py)?,
+                Some(s) => {
+                    layer_sizes(&s.to_i64s("sizes", ConfigError::new_err)?).map_err(to_py)?
+                }
                 None => vec![6, 10, 4],
             };
             TrainerConfig::seed_style(sizes, seed.unwrap_or(1))
         }
         (Some(layers), None) => {
-            let sizes = layer_sizes(&int_list(&layers, "layers")?).map_err(to_py)?;
+            let sizes =
+                layer_sizes(&layers.to_i64s("layers", ConfigError::new_err)?).map_err(to_py)?;
             let mut config = TrainerConfig::general(sizes);
             config.seed = seed.unwrap_or(config.seed);
             config
@@ -214,10 +215,10 @@ fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConf
     let decay = match (name, &o.total_steps, &o.step_size, o.gamma) {
         ("constant", None, None, None) => Decay::Constant,
         ("linear", Some(total), None, None) => Decay::Linear {
-            total_steps: count(total, "total_steps", 1)?,
+            total_steps: setting(total, "total_steps", 1)?,
         },
         ("step", None, Some(step_size), Some(gamma)) => Decay::Step {
-            step_size: count(step_size, "step_size", 1)?,
+            step_size: setting(step_size, "step_size", 1)?,
             gamma: binary32(gamma),
         },
         ("constant" | "linear" | "step", ..) => {
@@ -238,7 +239,7 @@ fn build_config(layers: Option<Vec<AnyInt>>, o: Options) -> PyResult<TrainerConf
     };
     config.schedule = Schedule {
         warmup_steps: match &o.warmup_steps {
-            Some(w) => count(w, "warmup_steps", 0)?,
+            Some(w) => setting(w, "warmup_steps", 0)?,
             None => config.schedule.warmup_steps,
         },
         decay,
@@ -273,9 +274,47 @@ struct Chunk {
 }
 
 /// Bit-reproducible MLP training on softf32 (see the stubs, `_nxrs.pyi`, for the documentation).
-#[pyclass(module = "nxrs", name = "Trainer")]
+///
+/// Threads. The class is `frozen`: PyO3 never borrows it mutably, so no call fails with
+/// "Already borrowed". The trainer sits behind an `RwLock` instead, under two rules that keep
+/// it and the GIL from deadlocking: a thread holding the GIL only ever *tries* the lock (it
+/// blocks on it only with the GIL released), and nothing holding the lock takes the GIL.
+/// Training holds the write lock for one chunk of steps at a time ([`CHUNK`]), so a reader in
+/// another thread (`steps`, `config`, `predict`, `to_bytes`, ...) waits at most one chunk and
+/// sees the state between two steps. A call that changes the trainer also *claims* it for its
+/// whole duration (`fit` for its whole run): a second such call from another thread meanwhile
+/// is a `BusyError`, so nothing changes a run's state between its chunks, and a reader can
+/// never make a writer fail.
+#[pyclass(module = "nxrs", name = "Trainer", frozen)]
 pub struct PyTrainer {
-    inner: Trainer,
+    inner: RwLock<Trainer>,
+    owner: Mutex<Option<Owner>>,
+}
+
+/// The thread changing a trainer: in which call, and how deeply its claims nest (`fit` calls
+/// `_run`, `restore` and `evaluate` on the same thread).
+struct Owner {
+    thread: ThreadId,
+    call: &'static str,
+    depth: usize,
+}
+
+/// A claim on a trainer ([`PyTrainer::claim`]), released when dropped. Changing the trainer
+/// ([`PyTrainer::compute_mut`]) takes one, so only a claimed call can.
+struct Claim<'a> {
+    owner: &'a Mutex<Option<Owner>>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut owner = self.owner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(o) = owner.as_mut() {
+            o.depth -= 1;
+            if o.depth == 0 {
+                *owner = None;
+            }
+        }
+    }
 }
 
 impl PyTrainer {
@@ -287,16 +326,98 @@ impl PyTrainer {
         backend: Option<&str>,
         threads: Option<AnyInt>,
     ) -> PyResult<PyTrainer> {
-        choose_backend(py, &mut inner, backend)?;
+        let choice = backend_choice(backend)?;
+        let warning = inner.choose_backend(choice).map_err(to_py)?;
+        warn_fallback(py, warning)?;
         inner.set_threads(threads_of(threads)?);
-        Ok(PyTrainer { inner })
+        Ok(PyTrainer {
+            inner: RwLock::new(inner),
+            owner: Mutex::new(None),
+        })
+    }
+
+    /// Claims the trainer for `call` (a method's name) on this thread until the claim is
+    /// dropped: BusyError when another thread holds a claim. Claims nest on one thread.
+    fn claim(&self, call: &'static str) -> PyResult<Claim<'_>> {
+        let me = std::thread::current().id();
+        // Held for a few instructions, never across Python or the trainer's lock.
+        let mut owner = self.owner.lock().unwrap_or_else(PoisonError::into_inner);
+        match owner.as_mut() {
+            None => {
+                *owner = Some(Owner {
+                    thread: me,
+                    call,
+                    depth: 1,
+                })
+            }
+            Some(o) if o.thread == me => o.depth += 1,
+            Some(o) => {
+                return Err(BusyError::new_err(format!(
+                    "Trainer.{call} cannot run now: another thread is in Trainer.{} on this \
+                     trainer; call it after that returns (reading the trainer meanwhile is \
+                     allowed)",
+                    o.call
+                )))
+            }
+        }
+        Ok(Claim { owner: &self.owner })
+    }
+
+    /// `f` with shared access to the trainer: with the GIL held when the trainer is free, else
+    /// after the chunk of steps in progress, waiting with the GIL released. For quick reads.
+    fn read<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Trainer) -> R + Send) -> R {
+        match self.inner.try_read() {
+            Ok(trainer) => f(&trainer),
+            Err(TryLockError::Poisoned(poisoned)) => f(&poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => py.detach(|| f(&self.read_lock())),
+        }
+    }
+
+    /// `f` with shared access to the trainer, the GIL released: for computations (predict,
+    /// evaluate, save, ...).
+    fn compute<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Trainer) -> R + Send) -> R {
+        py.detach(|| f(&self.read_lock()))
+    }
+
+    /// `f` with exclusive access to the trainer, the GIL released, under `claim`.
+    fn compute_mut<R: Send>(
+        &self,
+        py: Python<'_>,
+        _claim: &Claim<'_>,
+        f: impl FnOnce(&mut Trainer) -> R + Send,
+    ) -> R {
+        py.detach(|| f(&mut self.write_lock()))
+    }
+
+    /// The read lock, blocking: only with the GIL released (see [`PyTrainer`]). A panic while
+    /// training (a defect) leaves the lock poisoned; the state is then what it was when the
+    /// panic happened, as it was before the lock, so poisoning is ignored.
+    fn read_lock(&self) -> RwLockReadGuard<'_, Trainer> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The write lock, blocking: only with the GIL released (see [`PyTrainer::read_lock`]).
+    fn write_lock(&self) -> RwLockWriteGuard<'_, Trainer> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The model's loss and its numbers of inputs and outputs (fixed for a trainer's lifetime).
+    fn shape(&self, py: Python<'_>) -> (Loss, usize, usize) {
+        self.read(py, |t| {
+            (t.config().loss, t.mlp().inputs(), t.mlp().outputs())
+        })
     }
 
     /// `(x, y)` as a data set for this model, every input rule checked.
-    fn dataset(&self, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+    fn dataset(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<Dataset> {
         let (cells, shape) = inputs::features(x, 2)?;
-        let outputs = self.inner.mlp().outputs();
-        let data = match self.inner.config().loss {
+        let (loss, _, outputs) = self.shape(py);
+        let data = match loss {
             Loss::CrossEntropy => {
                 let labels = inputs::labels(y, 1)?;
                 Dataset::new(shape[1], outputs, cells, &labels)
@@ -309,16 +430,21 @@ impl PyTrainer {
             }
         }
         .map_err(to_py)?;
-        self.inner.check_data(&data).map_err(to_py)?;
+        self.read(py, |t| t.check_data(&data)).map_err(to_py)?;
         Ok(data)
     }
 
     /// One sample `(x, y)` (1-D features; a label, or the targets) as a data set of one.
-    fn sample(&self, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+    fn sample(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<Dataset> {
         let (cells, _) = inputs::features(x, 1)?;
         let features = cells.len();
-        let outputs = self.inner.mlp().outputs();
-        let data = match self.inner.config().loss {
+        let (loss, _, outputs) = self.shape(py);
+        let data = match loss {
             Loss::CrossEntropy => {
                 let label = inputs::labels(y, 0)?;
                 Dataset::new(features, outputs, cells, &label)
@@ -331,33 +457,41 @@ impl PyTrainer {
             }
         }
         .map_err(to_py)?;
-        self.inner.check_data(&data).map_err(to_py)?;
+        self.read(py, |t| t.check_data(&data)).map_err(to_py)?;
         Ok(data)
     }
 
     /// Features for inference: 2-D, the model's feature count, finite, not empty.
-    fn features(&self, x: &Bound<'_, PyAny>) -> PyResult<(Vec<F32>, usize)> {
+    fn features(&self, py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<(Vec<F32>, usize)> {
         let (cells, shape) = inputs::features(x, 2)?;
         let n = shape[0];
+        let (_, inputs, _) = self.shape(py);
         // The dataset's checks (size, finiteness), with placeholder labels.
         let data = Dataset::new(shape[1], 1, cells, &vec![0u8; n]).map_err(to_py)?;
-        if data.features() != self.inner.mlp().inputs() {
+        if data.features() != inputs {
             return Err(InputError::new_err(format!(
-                "samples have {} features, the model takes {}",
+                "samples have {} features, the model takes {inputs}",
                 data.features(),
-                self.inner.mlp().inputs()
             )));
         }
         Ok((data.inputs().to_vec(), n))
     }
 
+    /// The whole state as NXCK v2 bytes (`to_bytes`, pickling).
+    fn encoded(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
+        self.compute(py, |t| checkpoint::encode(t, Format::V2))
+            .map_err(to_py)
+    }
+
     /// Trains on `data` until `until`, with the GIL released for at most `max_seconds` (or
     /// [`CHUNK`] when `signals`: then Ctrl-C is checked between chunks and the loop goes on
-    /// until `until`), at most `max_steps` steps. Tallies every epoch.
+    /// until `until`), at most `max_steps` steps. Tallies every epoch. The trainer's lock is
+    /// held for one chunk at a time; `claim` keeps other threads from changing it between them.
     #[allow(clippy::too_many_arguments)]
     fn train(
-        &mut self,
+        &self,
         py: Python<'_>,
+        claim: &Claim<'_>,
         data: &Dataset,
         until: Until,
         max_steps: Option<u64>,
@@ -374,6 +508,7 @@ impl PyTrainer {
             }
             let chunk = self.chunk(
                 py,
+                claim,
                 data,
                 until,
                 left,
@@ -395,8 +530,9 @@ impl PyTrainer {
 
     #[allow(clippy::too_many_arguments)]
     fn chunk(
-        &mut self,
+        &self,
         py: Python<'_>,
+        claim: &Claim<'_>,
         data: &Dataset,
         until: Until,
         max_steps: Option<u64>,
@@ -404,46 +540,44 @@ impl PyTrainer {
         keep_losses: bool,
         stop_after_epoch: bool,
     ) -> PyResult<Chunk> {
-        let inner = &mut self.inner;
         let start = Instant::now();
-        let mut out = Chunk::default();
-        let mut stop_at_epoch_end = false;
-        // Whether the run broke or reached `until`: `reached` below says which.
-        let _ = py
-            .detach(|| {
-                inner.run(data, until, |t, event| match event {
-                    Event::Step(report) => {
-                        out.steps += 1;
-                        if keep_losses {
-                            out.losses.push(report.loss);
+        self.compute_mut(py, claim, |inner| -> nxrs_core::error::Result<Chunk> {
+            let mut out = Chunk::default();
+            let mut stop_at_epoch_end = false;
+            // Whether the run broke or reached `until`: `reached` below says which.
+            let _ = inner.run(data, until, |t, event| match event {
+                Event::Step(report) => {
+                    out.steps += 1;
+                    if keep_losses {
+                        out.losses.push(report.loss);
+                    }
+                    // Every step of `run` is in the epoch structure: batch 0 after it means
+                    // it ended its epoch, whose report is the next event.
+                    let epoch_done = t.state().batch == 0;
+                    let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
+                    let epoch_stop = epoch_done && stop_after_epoch;
+                    if out_of_steps || epoch_stop || start.elapsed() >= max_time {
+                        if epoch_done {
+                            stop_at_epoch_end = true;
+                            return ControlFlow::Continue(());
                         }
-                        // Every step of `run` is in the epoch structure: batch 0 after it means
-                        // it ended its epoch, whose report is the next event.
-                        let epoch_done = t.state().batch == 0;
-                        let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
-                        let epoch_stop = epoch_done && stop_after_epoch;
-                        if out_of_steps || epoch_stop || start.elapsed() >= max_time {
-                            if epoch_done {
-                                stop_at_epoch_end = true;
-                                return ControlFlow::Continue(());
-                            }
-                            return ControlFlow::Break(());
-                        }
+                        return ControlFlow::Break(());
+                    }
+                    ControlFlow::Continue(())
+                }
+                Event::EpochEnd(end) => {
+                    out.epochs.push(*end);
+                    if stop_at_epoch_end {
+                        ControlFlow::Break(())
+                    } else {
                         ControlFlow::Continue(())
                     }
-                    Event::EpochEnd(end) => {
-                        out.epochs.push(*end);
-                        if stop_at_epoch_end {
-                            ControlFlow::Break(())
-                        } else {
-                            ControlFlow::Continue(())
-                        }
-                    }
-                })
-            })
-            .map_err(to_py)?;
-        out.reached = reached(&self.inner, until);
-        Ok(out)
+                }
+            })?;
+            out.reached = reached(inner, until);
+            Ok(out)
+        })
+        .map_err(to_py)
     }
 }
 
@@ -460,18 +594,22 @@ fn interop<'py>(
         .call(args, kwargs)
 }
 
-/// Sets the backend `name` (None: "auto") asks for: a ConfigError for an unknown name or for
-/// "hw" where the hardware path is unavailable (saying why), a RuntimeWarning naming the
-/// self-check's disagreement when "auto" falls back to softf32 because of one.
-fn choose_backend(py: Python<'_>, trainer: &mut Trainer, name: Option<&str>) -> PyResult<()> {
+/// The backend `name` (None: "auto") asks for: a ConfigError for an unknown name.
+fn backend_choice(name: Option<&str>) -> PyResult<BackendChoice> {
     let name = name.unwrap_or("auto");
-    let choice = BackendChoice::from_name(name).ok_or_else(|| {
+    BackendChoice::from_name(name).ok_or_else(|| {
         ConfigError::new_err(format!(
             "backend = {name:?} is not one of {:?}",
             BackendChoice::NAMES
         ))
-    })?;
-    if let Some(warning) = trainer.choose_backend(choice).map_err(to_py)? {
+    })
+}
+
+/// The RuntimeWarning naming the self-check's disagreement when "auto" fell back to softf32
+/// because of one (the core's `choose_backend` says so; a ConfigError is its error, e.g. for
+/// "hw" where the hardware path is unavailable).
+fn warn_fallback(py: Python<'_>, warning: Option<&str>) -> PyResult<()> {
+    if let Some(warning) = warning {
         let message = format!("{warning}; backend='auto' computes with softf32 ('soft')");
         let message = std::ffi::CString::new(message).expect("no NUL in the message");
         PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
@@ -590,9 +728,9 @@ impl PyTrainer {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        layers: Option<Vec<AnyInt>>,
+        layers: Option<AnyInts>,
         seed: Option<AnyInt>,
-        sizes: Option<Vec<AnyInt>>,
+        sizes: Option<AnyInts>,
         loss: Option<String>,
         math: Option<String>,
         init: Option<String>,
@@ -665,30 +803,29 @@ impl PyTrainer {
     }
 
     /// One optimiser step on one sample, outside the epoch structure; returns its loss.
-    fn step(
-        &mut self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-    ) -> PyResult<f64> {
-        let data = self.sample(x, y)?;
-        let inner = &mut self.inner;
-        let loss = py.detach(|| inner.step(&data, &[0])).map_err(to_py)?;
+    fn step(&self, py: Python<'_>, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let claim = self.claim("step")?;
+        let data = self.sample(py, x, y)?;
+        let loss = self
+            .compute_mut(py, &claim, |t| t.step(&data, &[0]))
+            .map_err(to_py)?;
         Ok(float_of(loss))
     }
 
-    /// Trains until `epoch` epochs are complete.
+    /// Trains until `epoch` epochs are complete (`epoch` at least 0).
     fn train_until(
-        &mut self,
+        &self,
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
         epoch: AnyInt,
     ) -> PyResult<()> {
-        let epoch = epoch.to_i64("epoch", InputError::new_err)?;
-        let data = self.dataset(x, y)?;
+        let epoch = count(&epoch, "epoch", 0, InputError::new_err)?;
+        let claim = self.claim("train_until")?;
+        let data = self.dataset(py, x, y)?;
         self.train(
             py,
+            &claim,
             &data,
             Until::Epoch(epoch),
             None,
@@ -702,21 +839,19 @@ impl PyTrainer {
 
     /// `steps` optimiser steps in the epoch structure; their losses.
     fn train_steps(
-        &mut self,
+        &self,
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
         steps: AnyInt,
     ) -> PyResult<Vec<f64>> {
-        let steps = steps.to_i64("steps", InputError::new_err)?;
-        if steps < 0 {
-            return Err(InputError::new_err(format!(
-                "steps = {steps} must be at least 0"
-            )));
-        }
-        let data = self.dataset(x, y)?;
-        let until = Until::Step(self.inner.state().step.saturating_add(steps));
-        let chunk = self.train(py, &data, until, None, CHUNK, true, true, false)?;
+        let steps = count(&steps, "steps", 0, InputError::new_err)?;
+        let claim = self.claim("train_steps")?;
+        let data = self.dataset(py, x, y)?;
+        // Under the claim: no other thread moves the step counter until this call returns.
+        let now = self.read(py, |t| t.state().step);
+        let until = Until::Step(now.saturating_add(steps));
+        let chunk = self.train(py, &claim, &data, until, None, CHUNK, true, true, false)?;
         Ok(chunk.losses.into_iter().map(float_of).collect())
     }
 
@@ -743,6 +878,9 @@ impl PyTrainer {
         ray_address: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        // The whole run is one claim: no other thread changes the trainer between its chunks
+        // (reading it is allowed). `_fit.fit`'s own calls (`_run`, `restore`, ...) nest in it.
+        let _claim = slf.get().claim("fit")?;
         let fit = py.import("nxrs._fit")?.getattr("fit")?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("validation_data", validation_data)?;
@@ -758,9 +896,14 @@ impl PyTrainer {
     }
 
     /// `(x, y)` converted and checked once, for `_run`.
-    fn _dataset(&self, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
+    fn _dataset(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<PyDataset> {
         Ok(PyDataset {
-            inner: self.dataset(x, y)?,
+            inner: self.dataset(py, x, y)?,
         })
     }
 
@@ -770,19 +913,25 @@ impl PyTrainer {
     /// samples, whole)`. With `epoch_end`, it also returns at the end of an epoch.
     #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None, epoch_end = false))]
     fn _run<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         dataset: PyRef<'_, PyDataset>,
         epochs: AnyInt,
-        max_steps: Option<u64>,
+        max_steps: Option<AnyInt>,
         max_seconds: Option<f64>,
         epoch_end: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let epochs = epochs.to_i64("epochs", InputError::new_err)?;
+        let epochs = count(&epochs, "epochs", 0, InputError::new_err)?;
+        let max_steps = match &max_steps {
+            Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
+            None => None,
+        };
         let max_time = seconds(max_seconds)?;
+        let claim = self.claim("_run")?;
         let data = &dataset.inner;
         let chunk = self.train(
             py,
+            &claim,
             data,
             Until::Epoch(epochs),
             max_steps,
@@ -801,8 +950,13 @@ impl PyTrainer {
 
     /// The gradient blocks of the batch the state is at: each block's sample indices into
     /// `dataset`, in order (data-parallel training, `nxrs.distributed`).
-    fn _batch_blocks(&self, dataset: PyRef<'_, PyDataset>) -> PyResult<Vec<Vec<usize>>> {
-        self.inner.batch_blocks(&dataset.inner).map_err(to_py)
+    fn _batch_blocks(
+        &self,
+        py: Python<'_>,
+        dataset: PyRef<'_, PyDataset>,
+    ) -> PyResult<Vec<Vec<usize>>> {
+        let data = &dataset.inner;
+        self.read(py, |t| t.batch_blocks(data)).map_err(to_py)
     }
 
     /// One gradient block at the current parameters, the GIL released: `(sums, losses,
@@ -813,13 +967,18 @@ impl PyTrainer {
         dataset: PyRef<'_, PyDataset>,
         samples: Vec<usize>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let (inner, data) = (&self.inner, &dataset.inner);
-        let block = py
-            .detach(|| inner.block_gradient(data, &samples))
+        let data = &dataset.inner;
+        let (block, shapes) = self
+            .compute(py, |t| {
+                let shapes: Vec<(usize, usize)> = (0..t.mlp().layers())
+                    .map(|l| t.mlp().weight_shape(l))
+                    .collect();
+                t.block_gradient(data, &samples)
+                    .map(|block| (block, shapes))
+            })
             .map_err(to_py)?;
         let sums = PyList::empty(py);
-        for (l, layer) in block.grads.iter().enumerate() {
-            let (outputs, inputs) = inner.mlp().weight_shape(l);
+        for (layer, &(outputs, inputs)) in block.grads.iter().zip(&shapes) {
             sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape([outputs, inputs])?)?;
             sums.append(PyArray1::from_vec(py, floats(&layer.b)))?;
         }
@@ -829,15 +988,22 @@ impl PyTrainer {
 
     /// Replaces the weights and biases (float32 arrays in tensor order W1, b1, W2, b2, ...,
     /// taken bit for bit) and nothing else: a data-parallel worker following its driver.
-    fn _set_params(&mut self, arrays: Vec<PyReadonlyArrayDyn<'_, f32>>) -> PyResult<()> {
-        let params = layers_of(&arrays, self.inner.mlp().layers(), "the parameters")?;
-        self.inner.set_params(params).map_err(to_py)
+    fn _set_params(
+        &self,
+        py: Python<'_>,
+        arrays: Vec<PyReadonlyArrayDyn<'_, f32>>,
+    ) -> PyResult<()> {
+        let claim = self.claim("_set_params")?;
+        let layers = self.read(py, |t| t.mlp().layers());
+        let params = layers_of(&arrays, layers, "the parameters")?;
+        self.compute_mut(py, &claim, |t| t.set_params(params))
+            .map_err(to_py)
     }
 
     /// Takes the current batch's step from its blocks (`_block_gradient`'s results, in the
     /// order of `_batch_blocks`), as `_run` would: returns what `_run` returns for one step.
     fn _apply_blocks<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         dataset: PyRef<'_, PyDataset>,
         blocks: Vec<(
@@ -846,10 +1012,11 @@ impl PyTrainer {
             usize,
         )>,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        let claim = self.claim("_apply_blocks")?;
+        let layers = self.read(py, |t| t.mlp().layers());
         let blocks = blocks
             .iter()
             .map(|(sums, losses, correct)| {
-                let layers = self.inner.mlp().layers();
                 Ok(BlockGradient {
                     grads: layers_of(sums, layers, "a gradient block")?,
                     losses: bits_of(losses.as_array().iter()),
@@ -857,9 +1024,9 @@ impl PyTrainer {
                 })
             })
             .collect::<PyResult<Vec<_>>>()?;
-        let (inner, data) = (&mut self.inner, &dataset.inner);
-        let (step, end) = py
-            .detach(|| inner.apply_blocks(data, &blocks))
+        let data = &dataset.inner;
+        let (step, end) = self
+            .compute_mut(py, &claim, |t| t.apply_blocks(data, &blocks))
             .map_err(to_py)?;
         let ended = PyList::empty(py);
         if let Some(end) = end {
@@ -874,21 +1041,21 @@ impl PyTrainer {
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
-        let (cells, n) = self.features(x)?;
-        let inner = &self.inner;
-        let out = py.detach(|| inner.predict(&cells)).map_err(to_py)?;
-        PyArray1::from_vec(py, floats(&out)).reshape([n, self.inner.mlp().outputs()])
+        let (cells, n) = self.features(py, x)?;
+        let (_, _, outputs) = self.shape(py);
+        let out = self.compute(py, |t| t.predict(&cells)).map_err(to_py)?;
+        PyArray1::from_vec(py, floats(&out)).reshape([n, outputs])
     }
 
     /// Class indices (int64, (N,)) for cross-entropy; the outputs for mse.
     fn predict<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let (cells, n) = self.features(x)?;
-        let inner = &self.inner;
-        let outputs = inner.mlp().outputs();
-        let out = py.detach(|| inner.predict(&cells)).map_err(to_py)?;
-        match inner.config().loss {
+        let (cells, n) = self.features(py, x)?;
+        let (loss, _, outputs) = self.shape(py);
+        let (out, math) = self
+            .compute(py, |t| t.predict(&cells).map(|out| (out, t.config().math)))
+            .map_err(to_py)?;
+        match loss {
             Loss::CrossEntropy => {
-                let math = inner.config().math;
                 let labels: Vec<i64> = out
                     .chunks(outputs)
                     .map(|p| argmax(math, p) as i64)
@@ -908,9 +1075,8 @@ impl PyTrainer {
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
     ) -> PyResult<(f64, Option<f64>)> {
-        let data = self.dataset(x, y)?;
-        let inner = &self.inner;
-        let e = py.detach(|| inner.evaluate(&data)).map_err(to_py)?;
+        let data = self.dataset(py, x, y)?;
+        let e = self.compute(py, |t| t.evaluate(&data)).map_err(to_py)?;
         let accuracy = e.correct.map(|c| accuracy(c, e.samples));
         Ok((float_of(e.loss), accuracy))
     }
@@ -941,9 +1107,10 @@ impl PyTrainer {
                 .map(|item| item?.extract::<(String, String)>())
                 .collect::<PyResult<_>>()?,
         };
-        let inner = &self.inner;
-        py.detach(|| checkpoint::save_with_metadata(inner, &path, format, metadata))
-            .map_err(to_py)
+        self.compute(py, |t| {
+            checkpoint::save_with_metadata(t, &path, format, metadata)
+        })
+        .map_err(to_py)
     }
 
     /// A trainer rebuilt from a checkpoint, all checksums verified.
@@ -962,34 +1129,37 @@ impl PyTrainer {
 
     /// Replaces this trainer's whole state with the checkpoint's.
     fn restore(
-        &mut self,
+        &self,
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
     ) -> PyResult<()> {
-        let inner = &mut self.inner;
-        py.detach(|| checkpoint::restore(inner, &path))
-            .map_err(to_py)?;
-        Ok(())
+        let claim = self.claim("restore")?;
+        self.compute_mut(py, &claim, |t| checkpoint::restore(t, &path))
+            .map_err(to_py)
     }
 
     /// The seed program's state hash (`hstate`) of the weights.
-    fn hash(&self) -> u64 {
-        self.inner.seed_hash()
+    fn hash(&self, py: Python<'_>) -> u64 {
+        self.read(py, Trainer::seed_hash)
     }
 
     /// A 64-bit hash of the whole state.
-    fn state_hash(&self) -> u64 {
-        self.inner.state_hash()
+    fn state_hash(&self, py: Python<'_>) -> u64 {
+        self.read(py, Trainer::state_hash)
     }
 
     /// Copies of every tensor of the state, by name, in checkpoint order.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Copies made under the lock; the arrays are built after it is released.
+        let tensors = self.read(py, |t| {
+            let second = t.config().optimizer.kind.has_second_moments();
+            let layout = TrainState::layout(t.mlp(), second);
+            let cells = t.state().tensors().into_iter().map(floats);
+            layout.into_iter().zip(cells).collect::<Vec<_>>()
+        });
         let dict = PyDict::new(py);
-        let state = self.inner.state();
-        let second = self.inner.config().optimizer.kind.has_second_moments();
-        let layout = TrainState::layout(self.inner.mlp(), second);
-        for (cells, (name, shape)) in state.tensors().into_iter().zip(layout) {
-            let array = PyArray1::from_vec(py, floats(cells)).reshape(shape)?;
+        for ((name, shape), cells) in tensors {
+            let array = PyArray1::from_vec(py, cells).reshape(shape)?;
             dict.set_item(name, array)?;
         }
         Ok(dict)
@@ -998,11 +1168,34 @@ impl PyTrainer {
     /// The whole state as the bytes of an NXCK v2 file (what `save` writes), for pickling and
     /// sending; `Trainer.from_bytes` reads them back.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let inner = &self.inner;
-        let bytes = py
-            .detach(|| checkpoint::encode(inner, Format::V2))
-            .map_err(to_py)?;
-        Ok(PyBytes::new(py, &bytes))
+        Ok(PyBytes::new(py, &self.encoded(py)?))
+    }
+
+    /// Pickling: `Trainer.from_bytes(self.to_bytes())`, the state and configuration bit for
+    /// bit. The backend and threads are the unpickling process's defaults ("auto", its
+    /// cores): they describe a machine, not the run, and change no bit.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let from_bytes = py.get_type::<PyTrainer>().getattr("from_bytes")?;
+        let bytes = PyBytes::new(py, &slf.get().encoded(py)?);
+        PyTuple::new(
+            py,
+            [from_bytes.into_any(), PyTuple::new(py, [bytes])?.into_any()],
+        )
+    }
+
+    /// An independent trainer with the same state, configuration, backend and threads.
+    fn __copy__(&self, py: Python<'_>) -> PyTrainer {
+        let trainer = self.compute(py, Trainer::clone);
+        PyTrainer {
+            inner: RwLock::new(trainer),
+            owner: Mutex::new(None),
+        }
+    }
+
+    /// As `__copy__`: a trainer shares nothing with its copy.
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyTrainer {
+        self.__copy__(py)
     }
 
     /// A trainer rebuilt from checkpoint bytes (v1 or v2), every checksum verified.
@@ -1022,7 +1215,8 @@ impl PyTrainer {
 
     /// Restarts this trainer from the parameters `weights`, `[(W1, b1), (W2, b2), ...]`: the
     /// state of a new run (zero moments, counters 0) with these weights (`Trainer.from_weights`).
-    fn _start_from(&mut self, weights: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn _start_from(&self, py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<()> {
+        let claim = self.claim("_start_from")?;
         let mut tensors = Vec::new();
         for (l, pair) in weights.try_iter()?.enumerate() {
             let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
@@ -1031,9 +1225,12 @@ impl PyTrainer {
             tensors.push(inputs::tensor(&w, &format!("W{}", l + 1), 2)?);
             tensors.push(inputs::tensor(&b, &format!("b{}", l + 1), 1)?);
         }
-        let second = self.inner.config().optimizer.kind.has_second_moments();
-        let state = TrainState::starting_from(self.inner.mlp(), tensors, second).map_err(to_py)?;
-        self.inner.set_state(state).map_err(to_py)
+        self.compute_mut(py, &claim, |t| {
+            let second = t.config().optimizer.kind.has_second_moments();
+            let state = TrainState::starting_from(t.mlp(), tensors, second)?;
+            t.set_state(state)
+        })
+        .map_err(to_py)
     }
 
     /// A `torch.nn.Sequential` with this model's weights (`nxrs.interop.to_torch`).
@@ -1103,67 +1300,74 @@ impl PyTrainer {
 
     /// The backend computing this trainer's steps, evaluations and predictions: "hw" or "soft".
     #[getter]
-    fn backend(&self) -> &'static str {
-        self.inner.backend().name()
+    fn backend(&self, py: Python<'_>) -> &'static str {
+        self.read(py, |t| t.backend().name())
     }
 
     #[setter(backend)]
-    fn set_backend(&mut self, py: Python<'_>, value: &str) -> PyResult<()> {
-        choose_backend(py, &mut self.inner, Some(value))
+    fn set_backend(&self, py: Python<'_>, value: &str) -> PyResult<()> {
+        let choice = backend_choice(Some(value))?;
+        let claim = self.claim("backend")?;
+        let warning = self
+            .compute_mut(py, &claim, |t| t.choose_backend(choice))
+            .map_err(to_py)?;
+        warn_fallback(py, warning)
     }
 
     /// The threads training, evaluation and prediction use; set it to change them.
     #[getter]
-    fn threads(&self) -> usize {
-        self.inner.threads().count()
+    fn threads(&self, py: Python<'_>) -> usize {
+        self.read(py, |t| t.threads().count())
     }
 
     #[setter(threads)]
-    fn set_threads(&mut self, value: AnyInt) -> PyResult<()> {
+    fn set_threads(&self, py: Python<'_>, value: AnyInt) -> PyResult<()> {
         let threads = threads_of(Some(value))?;
-        self.inner.set_threads(threads);
+        let claim = self.claim("threads")?;
+        self.compute_mut(py, &claim, |t| t.set_threads(threads));
         Ok(())
     }
 
     /// Completed epochs.
     #[getter]
-    fn epoch(&self) -> i64 {
-        self.inner.state().epoch
+    fn epoch(&self, py: Python<'_>) -> i64 {
+        self.read(py, |t| t.state().epoch)
     }
 
     /// Batches of the current epoch already done.
     #[getter]
-    fn batch(&self) -> i64 {
-        self.inner.state().batch
+    fn batch(&self, py: Python<'_>) -> i64 {
+        self.read(py, |t| t.state().batch)
     }
 
     /// Optimiser steps taken in total.
     #[getter]
-    fn steps(&self) -> i64 {
-        self.inner.state().step
+    fn steps(&self, py: Python<'_>) -> i64 {
+        self.read(py, |t| t.state().step)
     }
 
     #[getter]
-    fn b1t(&self) -> f64 {
-        float_of(self.inner.state().b1t)
+    fn b1t(&self, py: Python<'_>) -> f64 {
+        float_of(self.read(py, |t| t.state().b1t))
     }
 
     #[getter]
-    fn b2t(&self) -> f64 {
-        float_of(self.inner.state().b2t)
+    fn b2t(&self, py: Python<'_>) -> f64 {
+        float_of(self.read(py, |t| t.state().b2t))
     }
 
     /// Layer sizes, inputs first.
     #[getter]
-    fn sizes(&self) -> Vec<usize> {
-        self.inner.mlp().sizes().to_vec()
+    fn sizes(&self, py: Python<'_>) -> Vec<usize> {
+        self.read(py, |t| t.mlp().sizes().to_vec())
     }
 
     /// The optimiser's hyperparameters as binary32 values.
     #[getter]
     fn hyperparameters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let named = self.read(py, |t| t.config().optimizer.named());
         let dict = PyDict::new(py);
-        for (name, value) in self.inner.config().optimizer.named() {
+        for (name, value) in named {
             dict.set_item(name, float_of(value))?;
         }
         Ok(dict)
@@ -1172,16 +1376,19 @@ impl PyTrainer {
     /// The configuration, with TRAINING.md's keys.
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        config_dict(py, self.inner.config(), false)
+        let config = self.read(py, |t| t.config().clone());
+        config_dict(py, &config, false)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Trainer(sizes={:?}, epoch={}, state_hash={:#018x})",
-            self.inner.mlp().sizes(),
-            self.inner.state().epoch,
-            self.inner.state_hash()
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        self.read(py, |t| {
+            format!(
+                "Trainer(sizes={:?}, epoch={}, state_hash={:#018x})",
+                t.mlp().sizes(),
+                t.state().epoch,
+                t.state_hash()
+            )
+        })
     }
 }
 
@@ -1256,9 +1463,11 @@ pub fn seed_dataset(
 /// The permutation of `n` items drawn from the stream `(seed, domain, index)`
 /// (`docs/TRAINING.md`, section 9); `domain` is "init", "shuffle" or "split".
 #[pyfunction]
-pub fn permutation(seed: AnyInt, domain: &str, index: u64, n: usize) -> PyResult<Vec<usize>> {
+pub fn permutation(seed: AnyInt, domain: &str, index: AnyInt, n: AnyInt) -> PyResult<Vec<usize>> {
     use nxrs_core::rng::{Domain, Stream};
     let seed = seed.to_i64("seed", InputError::new_err)?;
+    let index = count(&index, "index", 0, InputError::new_err)? as u64;
+    let n = count(&n, "n", 0, InputError::new_err)?;
     let domain = match domain {
         "init" => Domain::Init,
         "shuffle" => Domain::Shuffle,
@@ -1269,11 +1478,14 @@ pub fn permutation(seed: AnyInt, domain: &str, index: u64, n: usize) -> PyResult
             )))
         }
     };
-    if n > nxrs_core::dataset::MAX_CELLS {
-        return Err(InputError::new_err(format!(
-            "n = {n} is more than {} items",
-            nxrs_core::dataset::MAX_CELLS
-        )));
-    }
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= nxrs_core::dataset::MAX_CELLS)
+        .ok_or_else(|| {
+            InputError::new_err(format!(
+                "n = {n} is more than {} items",
+                nxrs_core::dataset::MAX_CELLS
+            ))
+        })?;
     Ok(Stream::new(seed, domain, index).permutation(n))
 }

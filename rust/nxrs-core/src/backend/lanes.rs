@@ -98,7 +98,8 @@ mod avx2 {
             unsafe { group::<WIDE>(chain, out, rows, a, j) };
             j += WIDE * LANES;
         }
-        // SAFETY (each arm): the registers cover elements j..n, the last one masked to them.
+        // SAFETY: in each arm the registers cover elements j..n, the last one masked to them
+        // (`j + (R - 1) * LANES < n` for the R chosen); the caller's promise covers the rest.
         unsafe {
             match (n - j).div_ceil(LANES) {
                 0 => {}
@@ -139,9 +140,11 @@ mod avx2 {
         );
         let out_ptr = out.as_mut_ptr().cast::<f32>();
         let rows_ptr = rows.as_ptr().cast::<f32>();
-        // SAFETY (every load and store below): full registers hold elements below `end <= n`,
-        // the last register reads and writes only its `filled` lanes, and row k's elements lie
-        // at k * n + j... inside `rows` (the caller's promise).
+        // Every load and store below is sound because full registers hold elements below
+        // `end <= n`, the last register reads and writes only its `filled` lanes, and row k's
+        // elements lie at k * n + j... inside `rows` (the caller's promise).
+        // SAFETY: `ptr` is `out`'s or a row's start, and register r of this group is inside
+        // it (full) or masked to its elements (the last one), as said above.
         let load = |ptr: *const f32, r: usize| unsafe {
             if r + 1 == R {
                 _mm256_maskload_ps(ptr.add(j + r * LANES), mask)
@@ -149,6 +152,7 @@ mod avx2 {
                 _mm256_loadu_ps(ptr.add(j + r * LANES))
             }
         };
+        // SAFETY: row k (k < a.len(), or 0) starts at k * n inside `rows` (the caller's promise).
         let row = |k: usize, r: usize| unsafe { load(rows_ptr.add(k * n), r) };
         let mut acc = [_mm256_setzero_ps(); R];
         match chain {
@@ -196,10 +200,13 @@ mod avx2 {
             });
         if _mm256_movemask_ps(nan) == 0 {
             for (r, acc) in acc.iter().enumerate() {
+                // SAFETY: register r's first element, j + r * LANES < n, is inside `out`.
                 let ptr = unsafe { out_ptr.add(j + r * LANES) };
                 if r + 1 == R {
+                    // SAFETY: the mask limits the store to the `filled` elements inside `out`.
                     unsafe { _mm256_maskstore_ps(ptr, mask, *acc) };
                 } else {
+                    // SAFETY: a full register ends at or before `end <= n`.
                     unsafe { _mm256_storeu_ps(ptr, *acc) };
                 }
             }

@@ -297,31 +297,68 @@ pub fn default_control(value: u64) -> u64 {
     }
 }
 
-/// Sets the thread's floating-point control register (nothing on other targets).
+/// Sets the thread's floating-point control register to `value`'s writable bits (nothing on
+/// other targets). The other bits are dropped: on x86_64 `ldmxcsr` faults on a value with a
+/// reserved bit set, so only the bits the CPU reports as writable (its MXCSR_MASK) are
+/// loaded; on AArch64 only FPCR's defined fields are written (the rest are RES0). Any value is
+/// therefore safe to pass, whatever it came from.
 ///
 /// The hardware path keeps its own environment with [`FpEnvGuard`]; this is public so that
 /// tests can put the thread in the environment another library might leave (FTZ/DAZ on).
 pub fn write_control(value: u64) {
     #[cfg(target_arch = "x86_64")]
     {
-        let csr = value as u32;
-        // SAFETY: ldmxcsr loads MXCSR from the local; reserved bits are zero (they come from
-        // stmxcsr or from `default_control` of such a value), so it cannot fault.
+        // Truncating drops bits 32-63, which MXCSR does not have.
+        let csr = value as u32 & mxcsr_writable();
+        // SAFETY: ldmxcsr loads MXCSR from the local, which has no bit outside MXCSR_MASK set
+        // (masked just above), so it cannot fault.
         unsafe {
             core::arch::asm!("ldmxcsr [{p}]", p = in(reg) &csr, options(nostack, readonly, preserves_flags));
         }
     }
     #[cfg(target_arch = "aarch64")]
     {
-        // SAFETY: writing FPCR is allowed at EL0; it only changes floating-point behaviour.
+        let fpcr = value & FPCR_DEFINED;
+        // SAFETY: writing FPCR is allowed at EL0; it only changes floating-point behaviour, and
+        // the value sets none of its RES0 bits (masked just above).
         unsafe {
-            core::arch::asm!("msr fpcr, {r}", r = in(reg) value, options(nostack, preserves_flags));
+            core::arch::asm!("msr fpcr, {r}", r = in(reg) fpcr, options(nostack, preserves_flags));
         }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = value;
     }
+}
+
+/// FPCR's defined fields (Arm ARM, FPCR): FIZ, AH, NEP (bits 0-2), the trap enables IOE-IXE
+/// (8-12), and IDE, Len, FZ16, Stride, RMode, FZ, DN, AHP (15-26). The other bits are RES0.
+#[cfg(target_arch = "aarch64")]
+const FPCR_DEFINED: u64 = 0b111 | (0b1_1111 << 8) | (0xFFF << 15);
+
+/// The MXCSR bits this CPU lets software set: its MXCSR_MASK, which FXSAVE stores at byte 28 of
+/// its area (Intel SDM vol. 1, 11.6.6; 0 there means the default 0xFFBF, the first SSE CPUs
+/// without DAZ). Read once per process.
+#[cfg(target_arch = "x86_64")]
+fn mxcsr_writable() -> u32 {
+    static MASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MASK.get_or_init(|| {
+        /// FXSAVE's 512-byte area, which must be 16-byte aligned.
+        #[repr(C, align(16))]
+        struct Area([u8; 512]);
+        let mut area = Area([0; 512]);
+        // SAFETY: fxsave stores 512 bytes to the pointed-to area, which is 512 bytes long and
+        // 16-byte aligned (`Area`); every x86_64 CPU has FXSAVE (the architecture requires FXSR).
+        unsafe {
+            core::arch::asm!("fxsave [{p}]", p = in(reg) area.0.as_mut_ptr(), options(nostack, preserves_flags));
+        }
+        let mask = u32::from_le_bytes([area.0[28], area.0[29], area.0[30], area.0[31]]);
+        if mask == 0 {
+            0xFFBF
+        } else {
+            mask
+        }
+    })
 }
 
 /// One operation of the self-check, on bit patterns.
@@ -764,6 +801,37 @@ mod tests {
             BackendChoice::Auto.resolve_with(Ok(())).unwrap(),
             (Backend::Hw, None)
         );
+    }
+
+    /// A value with reserved bits set (which would make `ldmxcsr` fault: SIGSEGV) is written
+    /// without them: the register reads back as the value's writable part.
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn reserved_bits_are_never_written() {
+        // The bits this CPU reserves (on x86_64 they depend on the CPU: AMD's bit 17, MM, is
+        // writable where it exists), and bits 32-63, which MXCSR does not have.
+        #[cfg(target_arch = "x86_64")]
+        let reserved = !u64::from(mxcsr_writable());
+        #[cfg(target_arch = "aarch64")]
+        let reserved = !FPCR_DEFINED;
+        assert_ne!(
+            reserved & 0xFFFF_FFFF,
+            0,
+            "reserved bits inside the register"
+        );
+        let before = read_control();
+        write_control(before | reserved);
+        let after = read_control();
+        write_control(before);
+        assert_eq!(after, before);
+        assert_eq!(read_control(), before);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // The mask keeps every documented mode bit: flags, masks, rounding, FTZ (and DAZ,
+            // which the guard's test sets too), and never bits 32-63.
+            assert_eq!(mxcsr_writable() & 0xFFFF, 0xFFFF);
+            assert_eq!(reserved >> 32, 0xFFFF_FFFF);
+        }
     }
 
     #[test]
