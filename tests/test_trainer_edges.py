@@ -98,8 +98,8 @@ EPOCHS = 6
 
 
 def busy_trainer() -> nxrs.Trainer:
-    """Long enough to fit (about a second: softf32, one thread; a dozen chunks of 0.1 s) for
-    other threads to meet it in the middle of its run."""
+    """600 steps (softf32, one thread), each its own chunk (``one_step_chunks``), for other
+    threads to meet the run in its middle."""
     return nxrs.Trainer(layers=[16, 64, 4], batch_size=8, seed=3, backend="soft", threads=1)
 
 
@@ -108,6 +108,14 @@ def undisturbed() -> int:
     trainer = busy_trainer()
     trainer.fit(BIG_X, BIG_Y, EPOCHS, progress=False)
     return trainer.state_hash()
+
+
+@pytest.fixture(autouse=True)
+def one_step_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fit`` takes its steps in chunks of one step (a chunk of at most 0 s still takes one), so
+    a run has hundreds of chunk boundaries where another thread gets the trainer: the threads
+    meet in the run's middle however fast the machine is, not only when it is slow."""
+    monkeypatch.setattr(nxrs._fit, "_CHUNK_SECONDS", 0.0)
 
 
 def run_beside_fit(
