@@ -49,7 +49,7 @@ fn wide_case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
     let shape = RunShape {
         max_size: 300,
         max_batch: 128,
-        max_work: 20_000,
+        max_work: 100_000,
         extra_samples: 8,
         amplitude: 64,
         divisor: 7,

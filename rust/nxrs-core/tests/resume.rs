@@ -39,7 +39,7 @@ fn wide_case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64, bool)
     let shape = RunShape {
         max_size: 300,
         max_batch: 128,
-        max_work: 20_000,
+        max_work: 100_000,
         extra_samples: 40,
         amplitude: 8,
         divisor: 4,
