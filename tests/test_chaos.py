@@ -38,9 +38,14 @@ LAYERS = "16,32,4"
 BATCH = 8
 EPOCHS = max(3, KILLS // 10)
 EVERY = 4
-#: The random instant of a kill: uniform in [0, MAX_DELAY] seconds after the process starts
-#: (interpreter start-up, data loading, resume, training and saves all get their share).
+#: The random instant of a kill: uniform in [0, max(MAX_DELAY, T)] seconds after the process
+#: starts, T the wall time of the same process uninterrupted (interpreter start-up, data loading,
+#: resume, training and saves all get their share, however slow the machine is today).
 MAX_DELAY = 1.2
+#: The fewest stops handled (SIGTERM, SIGINT) and resumes from a checkpoint a harness must see:
+#: the signals keep coming until there are that many, so a handler that never runs or a resume
+#: that silently starts over fails the harness instead of going unnoticed.
+FLOOR = max(1, KILLS // 3)
 
 
 def seed_of() -> int:
@@ -98,6 +103,8 @@ class Attempt:
     delay: float | None
     stdout: str
     stderr: str
+    #: The step of the checkpoint it said it resumed from (None: it said no such thing).
+    resumed: int | None = None
 
 
 @dataclass
@@ -106,6 +113,29 @@ class Chaos:
     rounds: int = 0
     attempts: list[list[Attempt]] = field(default_factory=list)
     finals: list[dict[str, Any]] = field(default_factory=list)
+    #: Signals the process handled: it saved the step it stopped at and exited 128 + signal.
+    handled: int = 0
+    #: Processes that resumed from a checkpoint (step > 0) of the one before.
+    resumes: int = 0
+
+    @property
+    def processes(self) -> int:
+        return sum(map(len, self.attempts))
+
+
+#: What ``fit`` says when it restores a checkpoint (``nxrs train`` and the fit child print it).
+RESUME_LINE = re.compile(r"resuming .* from step-(\d+)\.nxck: step (\d+),")
+
+
+def check_resume(attempt: Attempt, newest: int) -> None:
+    """A process that resumed did so from the newest checkpoint of the directory, and one that
+    got as far as training (it completed or saved a stop) with a checkpoint there resumed."""
+    match = RESUME_LINE.search(attempt.stderr)
+    if match is not None:
+        attempt.resumed = int(match.group(2))
+        assert int(match.group(1)) == attempt.resumed == newest, (newest, attempt.stderr)
+    elif newest > 0 and (attempt.returncode == 0 or attempt.returncode - 128 == attempt.signal):
+        raise AssertionError(f"it did not resume from step {newest}: {attempt.stderr}")
 
 
 def kill_and_restart(
@@ -115,17 +145,32 @@ def kill_and_restart(
     rng: random.Random,
     kills: int,
     after_attempt: Callable[[Path, Attempt], None] = lambda d, a: None,
+    enough: Callable[[Chaos], bool] = lambda chaos: True,
+    max_delay: float = MAX_DELAY,
 ) -> Chaos:
     """Runs ``argv_for(directory)`` again and again, sending one of ``signals`` at a random
-    instant, until ``kills`` processes have been killed by it and the run has completed (exit
-    0, the summary's JSON on stdout). A run that completes before enough kills starts a new
-    round in a fresh directory. After every attempt nothing in the directory is torn."""
+    instant, until ``kills`` processes have been killed by it, ``enough(chaos)`` holds (a floor
+    on handled stops or resumes: a harness whose signals all landed where nothing is checked
+    tests nothing) and the run has completed (exit 0, the summary's JSON on stdout). A run that
+    completes before that starts a new round in a fresh directory. After every attempt nothing
+    in the directory is torn, and every resume is from the newest checkpoint."""
     chaos = Chaos()
-    while chaos.kills < kills or not chaos.finals:
+    # Far more processes than a working build needs for the floor: past it, the floor failed.
+    most = 10 * kills + 20
+
+    def signalling() -> bool:
+        return chaos.kills < kills or not enough(chaos)
+
+    while signalling() or not chaos.finals:
         directory = base / f"round{chaos.rounds}"
         chaos.rounds += 1
         chaos.attempts.append([])
+        newest = -1
         while True:
+            assert chaos.processes < most, (
+                f"{chaos.processes} processes, {chaos.kills} kills, {chaos.handled} stops "
+                f"handled, {chaos.resumes} resumes: the floor was never reached"
+            )
             proc = subprocess.Popen(
                 list(argv_for(directory)),
                 stdout=subprocess.PIPE,
@@ -133,8 +178,8 @@ def kill_and_restart(
                 text=True,
             )
             sent = delay = None
-            if chaos.kills < kills:
-                delay = rng.uniform(0, MAX_DELAY)
+            if signalling():
+                delay = rng.uniform(0, max_delay)
                 try:
                     proc.wait(timeout=delay)
                 except subprocess.TimeoutExpired:
@@ -146,14 +191,22 @@ def kill_and_restart(
             if sent is not None and proc.returncode != 0:
                 chaos.kills += 1
                 expected = {-sent, 128 + sent}
+                if sent == signal.SIGINT and "Fatal Python error: init_import_site" in err:
+                    expected.add(1)  # CPython's own start-up, interrupted before any of our code
                 assert proc.returncode in expected, (proc.returncode, err)
+                chaos.handled += proc.returncode == 128 + sent
             else:
                 assert proc.returncode == 0, err
+            check_resume(attempt, newest)
+            chaos.resumes += (attempt.resumed or 0) > 0
             if directory.exists():
-                check_nothing_torn(directory)
+                newest = check_nothing_torn(directory)
             after_attempt(directory, attempt)
             if proc.returncode == 0:
-                chaos.finals.append(json.loads(out.strip().splitlines()[-1]))
+                final = json.loads(out.strip().splitlines()[-1])
+                if "ran" in final:  # the steps this process took: the rest, not the whole run
+                    assert final["ran"] == final["steps"] - (attempt.resumed or 0), final
+                chaos.finals.append(final)
                 break
         assert temporary_files(directory) == [], "a temporary file was left behind"
         manifest = RunDirectory(directory).read_manifest()
@@ -170,11 +223,23 @@ def check_final(chaos: Chaos, base: Path, reference: str) -> None:
         assert f"{nxrs.Trainer.load(latest.path).state_hash():016x}" == reference
 
 
-def reference_run(data: Path) -> str:
-    proc = subprocess.run(train_argv(data, None), capture_output=True, text=True, timeout=300)
+def uninterrupted(argv: Sequence[str]) -> tuple[str, float]:
+    """The state hash a command ends with, uninterrupted, and the seconds it took."""
+    start = time.monotonic()
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=300)
+    seconds = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr
-    state_hash: str = json.loads(proc.stdout)["state_hash"]
-    return state_hash
+    state_hash: str = json.loads(proc.stdout.strip().splitlines()[-1])["state_hash"]
+    return state_hash, seconds
+
+
+def reference_run(data: Path, directory: Path) -> tuple[str, float]:
+    """The uninterrupted run's hash (without a run directory) and the seconds the harness's
+    command takes uninterrupted (with its checkpoints, in ``directory``), which ends the same."""
+    reference, _ = uninterrupted(train_argv(data, None))
+    same, seconds = uninterrupted(train_argv(data, directory))
+    assert same == reference
+    return reference, seconds
 
 
 def test_sigkill_at_random_instants(
@@ -183,16 +248,25 @@ def test_sigkill_at_random_instants(
     seed = seed_of()
     report(capsys, f"SIGKILL harness: seed {seed}, {KILLS} kills wanted")
     start = time.monotonic()
-    reference = reference_run(data_file)
+    reference, seconds = reference_run(data_file, tmp_path / "uninterrupted")
     chaos = kill_and_restart(
-        lambda d: train_argv(data_file, d), tmp_path, [signal.SIGKILL], random.Random(seed), KILLS
+        lambda d: train_argv(data_file, d),
+        tmp_path,
+        [signal.SIGKILL],
+        random.Random(seed),
+        KILLS,
+        enough=lambda chaos: chaos.resumes >= FLOOR,
+        max_delay=max(MAX_DELAY, seconds),
     )
     check_final(chaos, tmp_path, reference)
+    assert chaos.resumes >= FLOOR
     report(
         capsys,
-        f"SIGKILL: survived {chaos.kills} kills in {chaos.rounds} run(s), "
-        f"{sum(map(len, chaos.attempts))} processes, {time.monotonic() - start:.1f} s; final "
-        f"hash {reference} = the uninterrupted run's (seed {seed})",
+        f"SIGKILL: survived {chaos.kills} kills (each within {max(MAX_DELAY, seconds):.1f} s of "
+        f"a start) in {chaos.rounds} run(s), {chaos.processes} "
+        f"processes, {chaos.resumes} resumed from the newest checkpoint, "
+        f"{time.monotonic() - start:.1f} s; final hash {reference} = the uninterrupted run's "
+        f"(seed {seed})",
     )
 
 
@@ -205,7 +279,7 @@ def test_sigterm_saves_exactly_the_step_it_stopped_at(
     seed = seed_of()
     report(capsys, f"SIGTERM harness: seed {seed}, {KILLS} stops wanted")
     start = time.monotonic()
-    reference = reference_run(data_file)
+    reference, seconds = reference_run(data_file, tmp_path / "uninterrupted")
     stops: dict[str, list[int]] = {}
 
     def after(directory: Path, attempt: Attempt) -> None:
@@ -229,8 +303,11 @@ def test_sigterm_saves_exactly_the_step_it_stopped_at(
         random.Random(seed),
         KILLS,
         after,
+        enough=lambda chaos: chaos.handled >= FLOOR,
+        max_delay=max(MAX_DELAY, seconds),
     )
     check_final(chaos, tmp_path, reference)
+    assert chaos.handled == sum(map(len, stops.values())) >= FLOOR
     early = 0
     for k in range(chaos.rounds):
         early += sum(a.returncode == -signal.SIGTERM for a in chaos.attempts[k])
@@ -250,9 +327,11 @@ def test_sigterm_saves_exactly_the_step_it_stopped_at(
         assert recorded == sorted(recorded)
     report(
         capsys,
-        f"SIGTERM: survived {chaos.kills} signals ({chaos.kills - early} stops saved at the "
-        f"exact step, {early} outside the handlers: interpreter start-up or exit) in "
-        f"{chaos.rounds} run(s), {time.monotonic() - start:.1f} s; final hash {reference} = "
+        f"SIGTERM: survived {chaos.kills} signals ({chaos.handled} stops saved at the exact "
+        f"step, {early} outside the handlers: interpreter start-up or exit; {chaos.resumes} "
+        f"resumes) in "
+        f"{chaos.rounds} run(s) (each within {max(MAX_DELAY, seconds):.1f} s of a start), "
+        f"{time.monotonic() - start:.1f} s; final hash {reference} = "
         f"the uninterrupted run's (seed {seed})",
     )
 
@@ -261,15 +340,20 @@ FIT_CHILD = """
 import json, sys
 import numpy as np
 import nxrs
+from nxrs._fit import fit  # Trainer.fit, with what it says on a resume printed (_say)
 from nxrs.rundir import RunStopped
 
 d = np.load(sys.argv[1])
 t = nxrs.Trainer(layers=[16, 32, 4], batch_size=8, lr=0.01, seed=5)
 try:
-    t.fit(d["X"], d["y"], epochs=int(sys.argv[3]), checkpoint=sys.argv[2], every=4)
+    history = fit(
+        t, d["X"], d["y"], epochs=int(sys.argv[3]), checkpoint=sys.argv[2], every=4,
+        _say=lambda line: print(line, file=sys.stderr, flush=True),
+    )
 except RunStopped as stopped:
     sys.exit(128 + stopped.signal)
-print(json.dumps({"state_hash": f"{t.state_hash():016x}", "steps": t.steps}))
+summary = {"state_hash": f"{t.state_hash():016x}", "steps": t.steps, "ran": history.steps}
+print(json.dumps(summary))
 """
 
 
@@ -283,14 +367,23 @@ def test_fit_in_a_child_killed_and_stopped_at_random_instants(
         straight = nxrs.Trainer(layers=[16, 32, 4], batch_size=8, lr=0.01, seed=5)
         straight.fit(d["X"], d["y"], epochs=EPOCHS)
     reference = f"{straight.state_hash():016x}"
+
+    def child(directory: Path) -> list[str]:
+        return [sys.executable, "-c", FIT_CHILD, str(data_file), str(directory), str(EPOCHS)]
+
+    same, seconds = uninterrupted(child(tmp_path / "uninterrupted"))
+    assert same == reference
     chaos = kill_and_restart(
-        lambda d: [sys.executable, "-c", FIT_CHILD, str(data_file), str(d), str(EPOCHS)],
+        child,
         tmp_path,
         [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
         random.Random(seed),
         KILLS,
+        enough=lambda chaos: chaos.resumes >= FLOOR and chaos.handled >= FLOOR // 2,
+        max_delay=max(MAX_DELAY, seconds),
     )
     check_final(chaos, tmp_path, reference)
+    assert chaos.resumes >= FLOOR and chaos.handled >= FLOOR // 2
     by_signal = {
         signal.Signals(s).name: sum(
             a.signal == s and a.returncode != 0 for r in chaos.attempts for a in r
@@ -299,7 +392,9 @@ def test_fit_in_a_child_killed_and_stopped_at_random_instants(
     }
     report(
         capsys,
-        f"fit: survived {chaos.kills} kills {by_signal} in {chaos.rounds} run(s), "
+        f"fit: survived {chaos.kills} kills {by_signal} ({chaos.handled} stops handled, "
+        f"{chaos.resumes} resumes; each within {max(MAX_DELAY, seconds):.1f} s of a start) in "
+        f"{chaos.rounds} run(s), "
         f"{time.monotonic() - start:.1f} s; final hash {reference} = the uninterrupted run's "
         f"(seed {seed})",
     )

@@ -14,6 +14,7 @@ import pytest
 from test_fit import X, Y, small
 
 import nxrs
+from nxrs import _fit
 from nxrs.cli import main
 from nxrs.rundir import (
     MANIFEST_NAME,
@@ -156,17 +157,27 @@ def test_outside_the_main_thread_no_handler_is_installed(tmp_path: Path) -> None
     assert errors == [] and manifest(tmp_path)["state"] == "complete"
 
 
-def test_every_seconds_checkpoints_at_the_first_step_boundary_after(tmp_path: Path) -> None:
-    from nxrs.training import load_digits
+def test_every_seconds_checkpoints_at_the_first_step_boundary_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Time-based saves by a clock the test drives, not the wall clock: one "second" per step
+    taken. The step boundaries are the epoch ends, 8 steps apart (validation data ends every
+    chunk there, and chunks get all the time they want)."""
+    monkeypatch.setattr(_fit, "_CHUNK_SECONDS", 3600.0)
 
-    x, y = load_digits()
-    manager = nxrs.CheckpointManager(tmp_path, keep=1000)
-    # softf32, so that the run lasts about a second here (the hardware backend finishes it in
-    # one 0.1 s chunk, before any time-based save is due).
-    t = nxrs.Trainer(layers=[64, 32, 10], backend="soft")
-    t.fit(x, y, epochs=3, checkpoint=manager, every_seconds=0.05)
-    steps = [e.step for e in manager.list()]
-    assert steps[-1] == t.steps and len(steps) >= 3, steps  # two or more before the end
+    def saves(period: float) -> list[int]:
+        t = small()
+        monkeypatch.setattr(_fit, "_clock", lambda: float(t.steps))
+        manager = nxrs.CheckpointManager(tmp_path / f"every-{period}", keep=1000)
+        t.fit(X, Y, epochs=6, validation_data=(X, Y), checkpoint=manager, every_seconds=period)
+        assert t.steps == 48
+        return [e.step for e in manager.list()]
+
+    # The first boundary at least `period` after the previous save (never before), then the end.
+    assert saves(12) == [16, 32, 48]
+    assert saves(20) == [24, 48]
+    assert saves(8) == [8, 16, 24, 32, 40, 48]
+    assert saves(100) == [48]
     with pytest.raises(nxrs.ConfigError, match="every_seconds = 0 must be a positive number"):
         small().fit(X, Y, epochs=1, checkpoint=tmp_path / "x", every_seconds=0)
 

@@ -3,6 +3,7 @@ functions against the independent numpy reference."""
 
 from __future__ import annotations
 
+import platform
 from types import ModuleType
 
 import numpy as np
@@ -28,13 +29,38 @@ def as_f32(bits: npt.NDArray[np.uint32]) -> npt.NDArray[np.float32]:
     return bits.view(np.float32)
 
 
-def assert_same_bits(got: npt.NDArray[np.float32], want: npt.NDArray[np.float32]) -> None:
-    """Bit-identical, except that NaNs compare as a class (numpy's SIMD loops may hand the
-    operands to the CPU in either order, which picks a different NaN payload)."""
+#: The default NaN of x86 SSE and softf32 (an invalid operation's result), and the quiet bit.
+DEFAULT_NAN = 0xFFC00000
+QUIET = 0x00400000
+#: numpy's scalar float32 arithmetic runs on the host's FPU; only x86's NaN rules are softf32's
+#: (an ARM CPU's default NaN is 0x7FC00000 and it prefers signalling NaN operands).
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def x86_nan(*operands: npt.NDArray[np.float32]) -> npt.NDArray[np.uint32]:
+    """The bits of an operation's NaN result by the rule softf32 documents (x86 SSE's): the
+    first NaN operand, quieted; the default NaN when no operand is a NaN (an invalid
+    operation)."""
+    ops = np.broadcast_arrays(*operands)
+    out = np.full(ops[0].shape, DEFAULT_NAN, dtype=np.uint32)
+    for op in reversed(ops):
+        out = np.where(np.isnan(op), op.view(np.uint32) | np.uint32(QUIET), out)
+    return out
+
+
+def assert_same_bits(
+    got: npt.NDArray[np.float32],
+    want: npt.NDArray[np.float32],
+    *operands: npt.NDArray[np.float32],
+) -> None:
+    """Bit-identical, NaN payloads included: ``want`` (numpy) says which results are NaN and
+    every other bit, and a NaN's bits are the documented rule applied to ``operands`` (numpy's
+    own NaN bits are not a reference: its SIMD loops may hand the operands to the CPU in either
+    order, and another CPU has other NaN rules)."""
     assert got.dtype == np.float32 and got.shape == want.shape
-    both_nan = np.isnan(got) & np.isnan(want)
-    g, w = got.view(np.uint32), want.view(np.uint32)
-    bad = ~both_nan & (g != w)
+    g = got.view(np.uint32)
+    w = np.where(np.isnan(want), x86_nan(*operands), want.view(np.uint32))
+    bad = g != w
     assert not bad.any(), [(hex(a), hex(b)) for a, b in zip(g[bad][:5], w[bad][:5])]
 
 
@@ -54,7 +80,7 @@ def test_binary_ops_match_numpy(ab: tuple[npt.NDArray[np.uint32], npt.NDArray[np
             (softf32.mul, np.multiply),
             (softf32.div, np.divide),
         ]:
-            assert_same_bits(ours(a, b), theirs(a, b))
+            assert_same_bits(ours(a, b), theirs(a, b), a, b)
 
 
 @settings(max_examples=300, deadline=None)
@@ -62,7 +88,7 @@ def test_binary_ops_match_numpy(ab: tuple[npt.NDArray[np.uint32], npt.NDArray[np
 def test_unary_ops_match_numpy(bits: npt.NDArray[np.uint32]) -> None:
     a = as_f32(bits)
     with np.errstate(all="ignore"):
-        assert_same_bits(softf32.sqrt(a), np.sqrt(a))
+        assert_same_bits(softf32.sqrt(a), np.sqrt(a), a)
     assert np.array_equal(softf32.neg(a).view(np.uint32), bits ^ np.uint32(0x80000000))
     assert np.array_equal(softf32.abs(a).view(np.uint32), bits & np.uint32(0x7FFFFFFF))
 
@@ -117,9 +143,11 @@ def test_rejects_other_dtypes() -> None:
         softf32.from_int(np.ones(2, np.uint64))
 
 
-# The seed's own functions against the independent reference. Inputs cover the ranges training
-# sees (exp of non-positive logit differences, log of probabilities, sqrt of second moments) and
-# arbitrary bit patterns.
+# The seed's own functions against the independent reference, bit for bit (NaN payloads too).
+# Inputs cover the ranges training sees (exp of non-positive logit differences, log of
+# probabilities, sqrt of second moments) and arbitrary bit patterns, NaNs and infinities
+# included. The reference's NaNs are the host FPU's (one payload flows through each function,
+# or x86's default NaN): off x86 only finite inputs are compared.
 def assert_seed_functions_match(a: npt.NDArray[np.float32], seed_ref: ModuleType) -> None:
     with np.errstate(all="ignore"):
         for ours, theirs in [
@@ -127,8 +155,13 @@ def assert_seed_functions_match(a: npt.NDArray[np.float32], seed_ref: ModuleType
             (softf32.seed_exp, seed_ref.seed_exp),
             (softf32.seed_log, seed_ref.seed_log),
         ]:
-            want = np.array([theirs(x) for x in a], dtype=np.float32)
-            assert_same_bits(ours(a), want)
+            want = np.array([theirs(x) for x in a], dtype=np.float32).view(np.uint32)
+            got = ours(a).view(np.uint32)
+            bad = got != want
+            assert not bad.any(), [
+                (theirs.__name__, hex(x), hex(g), hex(w))
+                for x, g, w in zip(a.view(np.uint32)[bad][:5], got[bad][:5], want[bad][:5])
+            ]
         le = softf32.seed_le(a, a[::-1])
         assert le.tolist() == [seed_ref.seed_le(x, y) for x, y in zip(a, a[::-1])]
 
@@ -137,7 +170,18 @@ def assert_seed_functions_match(a: npt.NDArray[np.float32], seed_ref: ModuleType
 @given(bits=hnp.arrays(np.uint32, st.integers(1, 16), elements=bit_patterns))
 def test_seed_functions_match_reference(bits: npt.NDArray[np.uint32], seed_ref: ModuleType) -> None:
     a = as_f32(bits)
-    assert_seed_functions_match(a[np.isfinite(a)], seed_ref)
+    assert_seed_functions_match(a if X86 else a[np.isfinite(a)], seed_ref)
+
+
+def test_seed_functions_on_nans_and_infinities(seed_ref: ModuleType) -> None:
+    """Every NaN and infinity of EDGES (and NaNs of both signs with payloads), each time."""
+    if not X86:
+        pytest.skip("the reference's NaN bits are the host FPU's, and this host is not x86")
+    special = [b for b in EDGES if (b & 0x7F800000) == 0x7F800000]
+    special += [0x7F812345, 0xFF812345, 0x7FD23456, 0xFFD23456, 0x7FFFFFFF, 0xFFFFFFFF]
+    a = as_f32(np.array(special, dtype=np.uint32))
+    assert np.isnan(a).sum() >= 8 and np.isinf(a).sum() == 2
+    assert_seed_functions_match(a, seed_ref)
 
 
 @pytest.mark.parametrize("lo,hi", [(-90.0, 0.0), (1e-30, 1.0), (0.0, 1e-3)])

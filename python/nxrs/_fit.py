@@ -47,6 +47,9 @@ __all__ = ["History", "NothingToTrainWarning", "fit"]
 #: Longest time the GIL stays released (and Ctrl-C waits) between two returns to Python.
 _CHUNK_SECONDS = 0.1
 
+#: The clock of ``every_seconds`` (a seam: tests replace it to drive time-based saves).
+_clock = time.monotonic
+
 
 class NothingToTrainWarning(UserWarning):
     """``fit(epochs=N)`` found the trainer (or the run directory it resumed) already at epoch
@@ -439,11 +442,11 @@ def _fit(
                 stacklevel=4,  # fit's caller: fit -> _fit_with -> _fit
             )
     bar = _progress_bar(progress, trainer, epochs, len(data))
-    last_save = time.monotonic()
+    last_save = _clock()
 
     def save(final: bool) -> None:
         nonlocal last_save
-        last_save = time.monotonic()
+        last_save = _clock()
         if state is not None:
             path = state.save(final)
             if path is not None:
@@ -494,7 +497,7 @@ def _fit(
             if stop is not None and stop.signum is not None:
                 break
             if (every is not None and trainer.steps % every == 0) or (
-                every_seconds is not None and time.monotonic() - last_save >= every_seconds
+                every_seconds is not None and _clock() - last_save >= every_seconds
             ):
                 save(final=False)
             if steps == 0:

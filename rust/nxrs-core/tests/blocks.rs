@@ -19,10 +19,25 @@ fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
     let shape = RunShape {
         max_size: 7,
         max_batch: 24,
+        max_work: usize::MAX,
         extra_samples: 30,
         amplitude: 64,
         divisor: 7,
         max_steps: 10,
+    };
+    run_case(shape, useful_optimizer(1..=50i32))
+}
+
+/// Layers up to 300 wide (past every vector group) and batches up to 128, a few steps.
+fn wide_case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
+    let shape = RunShape {
+        max_size: 300,
+        max_batch: 128,
+        max_work: 100_000,
+        extra_samples: 8,
+        amplitude: 64,
+        divisor: 7,
+        max_steps: 3,
     };
     run_case(shape, useful_optimizer(1..=50i32))
 }
@@ -43,45 +58,64 @@ fn epoch_bits(r: &EpochReport) -> (i64, u32, i64, Option<usize>, usize, bool) {
     )
 }
 
+/// Every step of a trainer driven by blocks from a replica gives `run`'s reports and state.
+fn blocks_give_runs_bits(
+    config: &TrainerConfig,
+    data: &Dataset,
+    total: i64,
+) -> Result<(), TestCaseError> {
+    let mut straight = Trainer::new(config.clone()).unwrap();
+    let mut driven = Trainer::new(config.clone()).unwrap();
+    let mut replica = Trainer::new(config.clone()).unwrap();
+    if backend::GUARDED_TARGET {
+        replica.set_backend(Backend::Hw).unwrap();
+    }
+    for _ in 0..total {
+        let target = straight.state().step + 1;
+        let mut reports = (None, None);
+        let _ = straight
+            .run(data, Until::Step(target), |_, event| {
+                match event {
+                    Event::Step(r) => reports.0 = Some(step_bits(r)),
+                    Event::EpochEnd(r) => reports.1 = Some(epoch_bits(r)),
+                }
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+
+        // The replica knows only the parameters (workers are sent nothing else).
+        let mut state = replica.state().clone();
+        state.params = driven.state().params.clone();
+        replica.set_state(state).unwrap();
+        let blocks: Vec<_> = driven
+            .batch_blocks(data)
+            .unwrap()
+            .iter()
+            .map(|samples| replica.block_gradient(data, samples).unwrap())
+            .collect();
+        let (step, end) = driven.apply_blocks(data, &blocks).unwrap();
+        prop_assert_eq!(Some(step_bits(&step)), reports.0);
+        prop_assert_eq!(end.as_ref().map(epoch_bits), reports.1);
+        prop_assert_eq!(driven.state(), straight.state());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(cases(300))]
 
     #[test]
     fn blocks_from_a_replica_give_runs_bits((config, data, total, _stop) in case()) {
-        let mut straight = Trainer::new(config.clone()).unwrap();
-        let mut driven = Trainer::new(config.clone()).unwrap();
-        let mut replica = Trainer::new(config).unwrap();
-        if backend::GUARDED_TARGET {
-            replica.set_backend(Backend::Hw).unwrap();
-        }
-        for _ in 0..total {
-            let target = straight.state().step + 1;
-            let mut reports = (None, None);
-            let _ = straight
-                .run(&data, Until::Step(target), |_, event| {
-                    match event {
-                        Event::Step(r) => reports.0 = Some(step_bits(r)),
-                        Event::EpochEnd(r) => reports.1 = Some(epoch_bits(r)),
-                    }
-                    ControlFlow::Continue(())
-                })
-                .unwrap();
+        blocks_give_runs_bits(&config, &data, total)?;
+    }
+}
 
-            // The replica knows only the parameters (workers are sent nothing else).
-            let mut state = replica.state().clone();
-            state.params = driven.state().params.clone();
-            replica.set_state(state).unwrap();
-            let blocks: Vec<_> = driven
-                .batch_blocks(&data)
-                .unwrap()
-                .iter()
-                .map(|samples| replica.block_gradient(&data, samples).unwrap())
-                .collect();
-            let (step, end) = driven.apply_blocks(&data, &blocks).unwrap();
-            prop_assert_eq!(Some(step_bits(&step)), reports.0);
-            prop_assert_eq!(end.as_ref().map(epoch_bits), reports.1);
-            prop_assert_eq!(driven.state(), straight.state());
-        }
+proptest! {
+    #![proptest_config(cases(100))]
+
+    #[test]
+    fn blocks_from_a_replica_give_runs_bits_wide((config, data, total, _stop) in wide_case()) {
+        blocks_give_runs_bits(&config, &data, total)?;
     }
 }
 

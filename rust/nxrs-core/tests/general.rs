@@ -5,7 +5,8 @@
 //! step's loss, counters and full-state hash, and the final hash, scalars, evaluation and every
 //! tensor. Also the fixture's PRNG vectors (`docs/TRAINING.md` section 9) against
 //! `nxrs_core::rng`, and the digits case (section 12) when scikit-learn's digits data is on this
-//! machine (pytest covers it otherwise).
+//! machine (`scripts/test` runs it again once its virtual environment has scikit-learn; without
+//! the data it says on stderr that it skipped).
 //!
 //! A case that does not match reports every difference (all cases run before the test fails),
 //! so a mismatch can be traced to the first step where the two implementations part.
@@ -406,8 +407,13 @@ fn prng_vectors() {
     assert_eq!(order[3..], train[..]);
 }
 
-/// scikit-learn's `digits.csv.gz` (the data `load_digits()` reads): `NXRS_DIGITS_CSV`, or the
-/// file inside the scikit-learn that a Python on this machine imports.
+/// Writes a line to stderr directly: libtest swallows `println!` output of a passing test.
+fn say(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+}
+
+/// scikit-learn's `digits.csv.gz` (the data `load_digits()` reads): `NXRS_DIGITS_CSV` (which
+/// must then exist), or the file inside the scikit-learn that a Python on this machine imports.
 fn digits_csv() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("NXRS_DIGITS_CSV") {
         return Some(PathBuf::from(path));
@@ -467,14 +473,16 @@ fn subset(x: &[Vec<F32>], y: &[usize], idx: &[usize]) -> Dataset {
 fn digits_matches_the_reference() {
     let g = fixture();
     let d = &g["digits"];
-    if d.is_null() {
-        println!("skipped: the fixture has no digits case");
-        return;
-    }
+    assert!(
+        !d.is_null(),
+        "the fixture has no digits case (tests/reference/general_ref.py --write writes it)"
+    );
     let Some(path) = digits_csv() else {
-        println!(
-            "skipped: scikit-learn's digits.csv.gz was not found (set NXRS_DIGITS_CSV, or \
-             install scikit-learn); the pytest side checks this case"
+        // Visible in the log (libtest captures println! of a passing test). scripts/test runs
+        // this test again once its virtual environment has scikit-learn, with NXRS_DIGITS_CSV.
+        say(
+            "SKIPPED: digits_matches_the_reference: scikit-learn's digits.csv.gz was not found \
+             (set NXRS_DIGITS_CSV, or install scikit-learn)",
         );
         return;
     };
@@ -582,6 +590,10 @@ fn digits_matches_the_reference() {
             "the digits case differs from the reference ({})",
             backend.name()
         );
-        println!("digits ({}, {}): matches", path.display(), backend.name());
+        say(&format!(
+            "digits ({}, {}): matches",
+            path.display(),
+            backend.name()
+        ));
     }
 }

@@ -131,7 +131,10 @@ pub fn general_config_with(
     schedule: impl Strategy<Value = Schedule>,
     clip: impl Strategy<Value = F32>,
 ) -> impl Strategy<Value = TrainerConfig> {
-    let sizes = proptest::collection::vec(1..=max_size, 2..=4);
+    // Past 16 wide, half the layers are narrow, so wide layers meet narrow ones (and, under a
+    // work bound, models with wide layers are not all drawn with tiny batches).
+    let size = prop_oneof![1..=max_size.min(16), 1..=max_size];
+    let sizes = proptest::collection::vec(size, 2..=4);
     let loss = prop_oneof![Just(Loss::CrossEntropy), Just(Loss::Mse)];
     let math = prop_oneof![Just(Math::Seed), Just(Math::Ieee)];
     let init = prop_oneof![Just(Init::Seed), Just(Init::He), Just(Init::Glorot)];
@@ -367,13 +370,33 @@ pub struct RunShape {
     /// Largest layer size and batch size.
     pub max_size: usize,
     pub max_batch: usize,
+    /// The most multiply-adds of one step's forward pass (the batch times the weights): the
+    /// batch is cut to fit, so that wide layers come with small batches and every case stays
+    /// affordable under softf32 (`usize::MAX`: no bound).
+    pub max_work: usize,
     /// Samples beyond the fewest an epoch needs (one, or a batch with `drop_last`).
     pub extra_samples: usize,
-    /// Features are `k / divisor` for integers `k` in `-amplitude..=amplitude`.
+    /// Ordinary features are `k / divisor` for integers `k` in `-amplitude..=amplitude`; a
+    /// third of the data sets also hold any finite binary32 (see [`any_finite_feature`]).
     pub amplitude: i32,
     pub divisor: i32,
     /// The run's length in steps, at most.
     pub max_steps: i64,
+}
+
+/// A feature from a data set that holds every kind of finite binary32: ordinary `k / divisor`
+/// values, any finite bit pattern, subnormals and huge magnitudes (2^113 and up), either sign.
+/// Runs on such data overflow into infinities and NaNs, whose bits must agree too.
+pub fn any_finite_feature(amplitude: i32, divisor: i32) -> impl Strategy<Value = F32> {
+    let signed = |(magnitude, negative): (u32, bool)| {
+        F32::from_bits(magnitude | (u32::from(negative) << 31))
+    };
+    prop_oneof![
+        2 => (-amplitude..=amplitude).prop_map(move |k| ratio(k, divisor)),
+        1 => (0..0x7F80_0000u32, any::<bool>()).prop_map(signed),
+        1 => (1..0x0080_0000u32, any::<bool>()).prop_map(signed),
+        1 => (0x7800_0000..0x7F80_0000u32, any::<bool>()).prop_map(signed),
+    ]
 }
 
 /// A configuration of the given optimisers (useful schedules, clipping at 0.1 to 2), random data
@@ -383,13 +406,24 @@ pub fn run_case(
     shape: RunShape,
     optimizer: impl Strategy<Value = OptimizerConfig>,
 ) -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
+    let (max_batch, max_work) = (shape.max_batch, shape.max_work);
     let config = general_config_with(
         shape.max_size,
         shape.max_batch,
         optimizer,
         useful_schedule(),
         (1..=20i32).prop_map(|c| ratio(c, 10)),
-    );
+    )
+    .prop_map(move |mut config| {
+        let weights: usize = config.sizes.windows(2).map(|w| w[0] * w[1]).sum();
+        let most = (max_work / weights).clamp(1, max_batch);
+        config.batch_size = config.batch_size.min(most);
+        config.grad_block = config.grad_block.map(|block| block.min(most));
+        config
+            .validate()
+            .expect("a smaller batch keeps the configuration valid");
+        config
+    });
     let sized = config.prop_flat_map(move |config| {
         let min = if config.drop_last {
             config.batch_size
@@ -406,15 +440,19 @@ pub fn run_case(
             Loss::CrossEntropy => n,
             Loss::Mse => n * outputs,
         };
+        let ordinary = (-amplitude..=amplitude).prop_map(move |k| ratio(k, divisor));
+        let inputs = prop_oneof![
+            2 => proptest::collection::vec(ordinary, n * features),
+            1 => proptest::collection::vec(any_finite_feature(amplitude, divisor), n * features),
+        ];
         (
             Just(config),
-            proptest::collection::vec(-amplitude..=amplitude, n * features),
+            inputs,
             proptest::collection::vec(0..1000usize, targets),
             1..=max_steps,
             any::<prop::sample::Index>(),
         )
-            .prop_map(move |(config, x, y, total, stop)| {
-                let inputs = x.into_iter().map(|v| ratio(v, divisor)).collect();
+            .prop_map(move |(config, inputs, y, total, stop)| {
                 let data = match config.loss {
                     Loss::CrossEntropy => {
                         let labels: Vec<usize> = y.iter().map(|v| v % outputs).collect();

@@ -9,7 +9,11 @@ pub fn backends() -> Vec<Backend> {
         backend::hardware().expect("the hardware backend is available on this target");
         vec![Backend::Soft, Backend::Hw]
     } else {
-        println!("the hardware backend is not available here: softf32 only");
+        // Straight to stderr, so the log shows it (libtest captures println! of a passing test).
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: the hardware backend (not available on this target): softf32 only\n",
+        );
         vec![Backend::Soft]
     }
 }
