@@ -17,7 +17,8 @@ touch of memory, page cache included, can cost several times a later one). What 
 does with the tensors is in its name: "copy" ends with private numpy arrays (``np.array`` of each
 view), "touch" reads one 4-byte word of every 4 KiB page of the zero-copy views (faults every page
 in, copies nothing). MB/s is the tensor bytes (the same for every row) over the time; 1 MB = 10**6
-bytes.
+bytes. The peak memory of one ``Trainer.load`` (and of safetensors' ``load_file``) is measured in a
+fresh interpreter: ``getrusage``'s ``ru_maxrss`` after the load minus before it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,10 +55,38 @@ SIZES_100MB = [1024, 4096, 1024]  # 8,393,728 params -> 100.7 MB
 SIZES_1GB = [4096, 10240, 4096]  # 83,900,416 params -> 1006.8 MB
 
 GOALS = (
-    "goals (from the issue): durable save >= 90% of raw write+fsync throughput, and faster than\n"
+    "goals (from the issues): durable save >= 90% of raw write+fsync throughput, and faster than\n"
     "  safetensors+fsync and torch.save+fsync; nxrs.open(verify=False) + first tensor element of\n"
-    "  the 1 GB file < 1 ms; full verification (CRC-32C of every tensor) >= 5 GB/s"
+    "  the 1 GB file < 1 ms; full verification (CRC-32C of every tensor) >= 5 GB/s;\n"
+    "  Trainer.load warm <= 0.6x safetensors load_file and <= 1.5x a raw read + the CRC-32C of\n"
+    "  the same bytes (open(verify=True)), cold <= 1.1x a raw read; peak memory of Trainer.load\n"
+    "  <= 1.1x the state's bytes above a fresh process's baseline"
 )
+
+# A fresh interpreter: the peak resident memory (getrusage's ru_maxrss, KiB on Linux, bytes on
+# macOS) before and after one load, printed as two numbers of bytes.
+PEAK_CHILD = """
+import os, resource, sys
+# Linux starts a process's getrusage peak at the high-water mark of the process it was forked
+# from (and keeps it across exec): measure in a child of this small interpreter, not of the
+# large process that started it.
+pid = os.fork()
+if pid:
+    sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+scale = 1 if sys.platform == "darwin" else 1024
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+import numpy, nxrs
+kind, path = sys.argv[1:3]
+if kind == "safetensors":
+    import safetensors.numpy as st
+    load = lambda: st.load_file(path)
+else:
+    load = lambda: nxrs.Trainer.load(path)
+before = peak()
+state = load()
+print(before, peak())
+"""
 
 
 # ---------------------------------------------------------------------------
@@ -378,6 +408,54 @@ def read_ops(f: Files, torch_ok: bool) -> list[Op]:
 # ---------------------------------------------------------------------------
 
 
+def peak_memory(kind: str, path: Path) -> int:
+    """Peak resident memory that loading ``path`` adds to a fresh process (bytes)."""
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_CHILD, kind, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    before, after = (int(v) for v in out.split())
+    return after - before
+
+
+def load_goals(warm: list[Timing], cold: list[Timing] | None, f: Files) -> None:
+    """The Trainer.load goals: time ratios from the tables, peak memory in fresh processes."""
+
+    def row(rows: list[Timing], prefix: str) -> float:
+        r = find(rows, prefix)
+        assert r is not None, prefix
+        return r.seconds
+
+    def verdict(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+
+    load = row(warm, "nxrs Trainer.load")
+    st_ratio = load / row(warm, "safetensors load_file")
+    crc = row(warm, "nxrs open(verify=True)")
+    raw_crc = load / (row(warm, "raw: one read") + crc)
+    print(
+        f"    Trainer.load warm = {st_ratio:.2f}x safetensors load_file (goal <= 0.6x: "
+        f"{verdict(st_ratio <= 0.6)}), {raw_crc:.2f}x a raw read + CRC-32C of the bytes "
+        f"(goal <= 1.5x: {verdict(raw_crc <= 1.5)})"
+    )
+    if cold is not None:
+        ratio = row(cold, "nxrs Trainer.load") / row(cold, "raw: one read")
+        print(
+            f"    Trainer.load cold = {ratio:.2f}x a raw read (goal <= 1.1x: "
+            f"{verdict(ratio <= 1.1)})"
+        )
+    nx = peak_memory("nxrs", f.nxck)
+    st = peak_memory("safetensors", f.safet)
+    print(
+        f"    peak memory above a fresh process's baseline (getrusage ru_maxrss): Trainer.load "
+        f"{nx / MB:.0f} MB = {nx / f.nbytes:.2f}x the state's {f.nbytes / MB:.0f} MB (goal <= "
+        f"1.1x: {verdict(nx <= 1.1 * f.nbytes)}); safetensors load_file {st / MB:.0f} MB = "
+        f"{st / f.nbytes:.2f}x"
+    )
+
+
 def print_table(title: str, rows: list[Timing], nbytes: int) -> None:
     base = next((r.seconds for r in rows if r.baseline), float("nan"))
     w = max(len(r.name) for r in rows) + 2
@@ -568,6 +646,7 @@ def run_size(
     warm = [time_op(op, repeats, False) for op in read_ops(f, torch_ok)]
     print_table("reads, WARM page cache (files just written or read)", warm, f.nbytes)
     print()
+    cold: list[Timing] | None = None
     if cold_ok:
         cold = [time_op(op, repeats, True) for op in read_ops(f, torch_ok)]
         print_table(
@@ -575,6 +654,7 @@ def run_size(
         )
     else:
         print("  reads, COLD page cache: not measured (cannot write /proc/sys/vm/drop_caches)")
+    load_goals(warm, cold, f)
     print()
     print("  where a durable save's time goes (diagnostics):")
     for line in diagnostics(f, shm, repeats):

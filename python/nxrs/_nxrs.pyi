@@ -318,10 +318,10 @@ class Trainer:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
         A v2 file carries its configuration; a v1 file is read as the seed model with its step
-        counter at 0 (v1 holds none). The file is read into memory (not mapped), so a program
-        rewriting it meanwhile cannot crash the process: the load gives a CheckpointError
-        instead. Only regular files are read (an OSError with errno EINVAL for a FIFO, socket or
-        device; IsADirectoryError).
+        counter at 0 (v1 holds none). The file is read (not mapped), once, straight into the
+        trainer's tensors, so a program rewriting it meanwhile cannot crash the process: the
+        load gives a CheckpointError instead. Only regular files are read (an OSError with
+        errno EINVAL for a FIFO, socket or device; IsADirectoryError).
         """
     def restore(self, path: StrOrBytesPath) -> None:
         """Replaces this trainer's whole state with the checkpoint's (v1 or v2).

@@ -4,8 +4,9 @@
 
 use crate::config::TrainerConfig;
 use crate::error::{clip, Error, Result};
-use crate::nxck::mapped::FileBytes;
-use crate::nxck::v2::{Checkpoint, Verify};
+use crate::mlp::Layer;
+use crate::nxck::v2::direct::{self, Contents, Loaded};
+use crate::nxck::v2::{Checkpoint, Header, Verify};
 use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
 use crate::softf32::F32;
 use crate::state::{check_scalars, TensorSpec, TrainState, SCALAR_NAMES};
@@ -99,15 +100,25 @@ pub fn record_in(trainer: &Trainer, format: Format) -> Result<Record<'_>> {
 /// gives its own configuration; a v1 file has none and is read as the seed model
 /// ([`TrainerConfig::seed_model`]) with its step counter at 0 (v1 stores none).
 ///
-/// The file is read into memory, not mapped: loading copies every byte anyway, and a copy
-/// cannot be changed under the reader by another program rewriting the file in place.
+/// The file is read, not mapped (a copy cannot be changed under the reader by another program
+/// rewriting the file in place), and a v2 file's tensors are read straight into the memory of
+/// the trainer's state ([`direct`]): one copy, one pass.
 pub fn load(path: &Path) -> Result<Trainer> {
-    decode(FileBytes::read(path)?)
+    from_contents(direct::read_path(path)?)
 }
 
 /// A trainer rebuilt from the bytes of a checkpoint of either version ([`encode`]'s, or a
-/// file's already read), all checksums verified, as [`load`] rebuilds it from a file.
-pub fn decode(bytes: FileBytes) -> Result<Trainer> {
+/// file's already read), all checksums verified, as [`load`] rebuilds it from a file (the
+/// tensors are copied once, into the state).
+pub fn decode(bytes: &[u8]) -> Result<Trainer> {
+    from_contents(direct::read_slice(bytes)?)
+}
+
+fn from_contents(contents: Contents) -> Result<Trainer> {
+    let bytes = match contents {
+        Contents::Loaded(loaded) => return trainer_from_loaded(loaded),
+        Contents::Whole(bytes) => bytes,
+    };
     match detect(&bytes)? {
         Format::V1 => {
             let mut trainer = Trainer::new(TrainerConfig::seed_model())?;
@@ -125,26 +136,38 @@ pub fn decode(bytes: FileBytes) -> Result<Trainer> {
 
 /// Replaces the trainer's state with a checkpoint's (either version, all checksums verified).
 /// A v2 file must hold the trainer's configuration (`Error::Mismatch` otherwise); a v1 file
-/// must have the trainer's tensor sizes. On any error the trainer is unchanged.
+/// must have the trainer's tensor sizes. On any error the trainer is unchanged. The file is
+/// read as [`load`] reads it.
 pub fn restore(trainer: &mut Trainer, path: &Path) -> Result<()> {
-    let bytes = FileBytes::read(path)?;
-    let state = match detect(&bytes)? {
-        Format::V1 => state_from_v1(&bytes, trainer.state())?,
-        Format::V2 => {
-            let checkpoint = Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?;
-            let config = file_config(&checkpoint)?;
-            if &config != trainer.config() {
-                return Err(Error::Mismatch(format!(
-                    "the file was written by a trainer configured as {}, this trainer is \
-                     configured as {}",
-                    clip(&config.to_json()),
-                    clip(&trainer.config().to_json())
-                )));
-            }
-            state_from(&checkpoint, &config, Verify::Full)?
+    let state = match direct::read_path(path)? {
+        Contents::Loaded(loaded) => {
+            let (header, cells) = loaded.into_parts();
+            let config = same_config(trainer, &header)?;
+            state_from(&header, &config, || cells)?
         }
+        Contents::Whole(bytes) => match detect(&bytes)? {
+            Format::V1 => state_from_v1(&bytes, trainer.state())?,
+            Format::V2 => {
+                let checkpoint = Checkpoint::from_bytes(bytes, Verify::HeaderOnly)?;
+                let config = same_config(trainer, &checkpoint)?;
+                state_from(&checkpoint, &config, || checkpoint.cells_verified())?
+            }
+        },
     };
     trainer.set_state(state)
+}
+
+/// The configuration a v2 file records, which must be `trainer`'s (`Error::Mismatch`).
+fn same_config(trainer: &Trainer, header: &Header) -> Result<TrainerConfig> {
+    let config = file_config(header)?;
+    if &config != trainer.config() {
+        return Err(Error::Mismatch(format!(
+            "the file was written by a trainer configured as {}, this trainer is configured as {}",
+            clip(&config.to_json()),
+            clip(&trainer.config().to_json())
+        )));
+    }
+    Ok(config)
 }
 
 /// A trainer with a v2 checkpoint's configuration and a copy of its state. With `Verify::Full`
@@ -153,13 +176,28 @@ pub fn restore(trainer: &mut Trainer, path: &Path) -> Result<()> {
 /// file: `Error::Header`.
 pub fn trainer_from(checkpoint: &Checkpoint, verify: Verify) -> Result<Trainer> {
     let config = file_config(checkpoint)?;
-    let state = state_from(checkpoint, &config, verify)?;
+    let state = state_from(checkpoint, &config, || match verify {
+        Verify::Full => checkpoint.cells_verified(),
+        Verify::HeaderOnly => Ok(checkpoint
+            .tensors()
+            .iter()
+            .map(|t| checkpoint.cells(t))
+            .collect()),
+    })?;
+    Trainer::from_state(config, state).map_err(from_file_config)
+}
+
+/// A trainer with a file's configuration whose tensors were read into their cells: no copy.
+fn trainer_from_loaded(loaded: Loaded) -> Result<Trainer> {
+    let (header, cells) = loaded.into_parts();
+    let config = file_config(&header)?;
+    let state = state_from(&header, &config, || cells)?;
     Trainer::from_state(config, state).map_err(from_file_config)
 }
 
 /// The configuration a v2 file records, validated.
-pub fn file_config(checkpoint: &Checkpoint) -> Result<TrainerConfig> {
-    TrainerConfig::from_json(checkpoint.config_json()).map_err(from_file_config)
+pub fn file_config(header: &Header) -> Result<TrainerConfig> {
+    TrainerConfig::from_json(header.config_json()).map_err(from_file_config)
 }
 
 /// An error of building something from a configuration read from a file. A configuration
@@ -187,41 +225,42 @@ pub fn check_model(checkpoint: &Checkpoint) -> Result<TrainerConfig> {
 }
 
 /// The state a v2 file holds for `config`'s model: every tensor of the model's layout exactly
-/// once with its shape (in any order in the file, nothing else), and the scalars.
+/// once with its shape (in any order in the file, nothing else), and the scalars. `cells`
+/// gives every table entry's cells in table order (with their CRC-32Cs checked, or the
+/// `Checksum` error); it is called once the tensors are known to be the model's.
 fn state_from(
-    checkpoint: &Checkpoint,
+    header: &Header,
     config: &TrainerConfig,
-    verify: Verify,
+    cells: impl FnOnce() -> Result<Vec<Vec<F32>>>,
 ) -> Result<TrainState> {
     let mlp = config.validate().map_err(from_file_config)?;
     let second_moments = config.optimizer.kind.has_second_moments();
-    let order = tensor_order(checkpoint, &TrainState::layout(&mlp, second_moments))?;
-    let table = checkpoint.tensors();
-    let mut cells: Vec<Option<Vec<F32>>> = match verify {
-        Verify::Full => checkpoint.cells_verified()?,
-        Verify::HeaderOnly => table.iter().map(|t| checkpoint.cells(t)).collect(),
-    }
-    .into_iter()
-    .map(Some)
-    .collect();
+    let order = tensor_order(header, &TrainState::layout(&mlp, second_moments))?;
+    let mut cells: Vec<Option<Vec<F32>>> = cells()?.into_iter().map(Some).collect();
 
-    let mut state = TrainState::fresh(mlp.zeros(), second_moments);
+    // The model's tensors, moved (not copied) from the table's order into the slots of a state
+    // that has none yet.
+    let empty = Layer {
+        w: Vec::new(),
+        b: Vec::new(),
+    };
+    let mut state = TrainState::fresh(vec![empty; mlp.layers()], second_moments);
     for (slot, &i) in state.tensors_mut().into_iter().zip(&order) {
         *slot = cells[i].take().expect("each table entry is one tensor");
     }
-    state.set_scalars(file_scalars(checkpoint)?)?;
+    state.set_scalars(file_scalars(header)?)?;
     Ok(state)
 }
 
 /// For each tensor of `layout` (a model's), in its order, its index in the file's table, which
 /// must hold exactly those tensors with their shapes.
-fn tensor_order(checkpoint: &Checkpoint, layout: &[TensorSpec]) -> Result<Vec<usize>> {
+fn tensor_order(header: &Header, layout: &[TensorSpec]) -> Result<Vec<usize>> {
     let position: HashMap<&str, usize> = layout
         .iter()
         .enumerate()
         .map(|(k, (name, _))| (name.as_str(), k))
         .collect();
-    let table = checkpoint.tensors();
+    let table = header.tensors();
     // Table index of each tensor of the layout.
     let mut found = vec![None; layout.len()];
     for (i, t) in table.iter().enumerate() {
@@ -253,8 +292,8 @@ fn tensor_order(checkpoint: &Checkpoint, layout: &[TensorSpec]) -> Result<Vec<us
 
 /// The state's scalars from a v2 file: `epoch`, `b1t_bits` and `b2t_bits` are required;
 /// `step` and `batch`, which files written before the general trainer lack, default to 0.
-fn file_scalars(checkpoint: &Checkpoint) -> Result<[i64; 5]> {
-    if let Some((name, _)) = checkpoint
+fn file_scalars(header: &Header) -> Result<[i64; 5]> {
+    if let Some((name, _)) = header
         .scalars()
         .iter()
         .find(|(name, _)| !SCALAR_NAMES.contains(&name.as_str()))
@@ -263,7 +302,7 @@ fn file_scalars(checkpoint: &Checkpoint) -> Result<[i64; 5]> {
     }
     let mut values = [0i64; 5];
     for (value, name) in values.iter_mut().zip(SCALAR_NAMES) {
-        *value = match (checkpoint.scalar(name), name) {
+        *value = match (header.scalar(name), name) {
             (Some(v), _) => v,
             (None, "step" | "batch") => 0,
             (None, _) => {

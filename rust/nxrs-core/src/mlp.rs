@@ -44,9 +44,22 @@ impl<R: Real> Layer<R> {
     /// A layer of zeros with `shape`'s sizes.
     pub fn zeros(outputs: usize, inputs: usize) -> Layer<R> {
         Layer {
-            w: vec![R::ZERO; outputs * inputs],
-            b: vec![R::ZERO; outputs],
+            w: zeros(outputs * inputs),
+            b: zeros(outputs),
         }
+    }
+}
+
+/// `n` zeros (+0). Where +0 is the all-zero bit pattern (binary32, so every `Real` nxrs has),
+/// the allocation is zeroed (`calloc`): a large one is fresh pages that cost nothing until
+/// first written, where `vec![R::ZERO; n]` writes every cell (`R` not being a primitive that
+/// `vec!` knows to `calloc`). A trainer's transposed weights are such zeros until its first
+/// step, so a trainer built from a loaded state does not write a third of its size for them.
+fn zeros<R: Real>(n: usize) -> Vec<R> {
+    if bytemuck::bytes_of(&R::ZERO).iter().all(|&b| b == 0) {
+        bytemuck::zeroed_vec(n)
+    } else {
+        vec![R::ZERO; n]
     }
 }
 

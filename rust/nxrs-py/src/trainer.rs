@@ -12,7 +12,6 @@ use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::{argmax, Loss};
 use nxrs_core::math::Math;
 use nxrs_core::mlp::{layer_sizes, Init, Layer};
-use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::Format;
 use nxrs_core::optim::{Kind, OptimizerConfig};
 use nxrs_core::schedule::{Decay, Schedule};
@@ -1208,8 +1207,9 @@ impl PyTrainer {
         backend: Option<String>,
         threads: Option<AnyInt>,
     ) -> PyResult<Self> {
-        let bytes = FileBytes::from_vec(data.to_vec());
-        let inner = py.detach(|| checkpoint::decode(bytes)).map_err(to_py)?;
+        // `data` is an immutable `bytes` object this call holds: read without the GIL, its
+        // tensors copied once, straight into the state.
+        let inner = py.detach(|| checkpoint::decode(data)).map_err(to_py)?;
         PyTrainer::from_core(py, inner, backend.as_deref(), threads)
     }
 

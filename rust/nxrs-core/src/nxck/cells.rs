@@ -79,7 +79,7 @@ pub(crate) fn decode_le(bytes: &[u8]) -> Vec<F32> {
 /// (a common default), this makes a fresh 1 GB state fault in 2 MiB at a time instead of
 /// 4 KiB: decoding one takes half the time. Only whole pages inside the allocation are
 /// advised; the hint changes no contents. Nothing elsewhere, or for tensors under 4 MiB.
-fn advise_huge_pages(cells: &mut [F32]) {
+pub(crate) fn advise_huge_pages(cells: &mut [F32]) {
     #[cfg(target_os = "linux")]
     {
         const PAGE: usize = 4096;
@@ -99,6 +99,17 @@ fn advise_huge_pages(cells: &mut [F32]) {
     {
         let _ = cells;
     }
+}
+
+/// Cells whose memory holds their little-endian bit patterns (bytes read from a file straight
+/// into them), made native: nothing on a little-endian host, a byte swap of each elsewhere.
+pub(crate) fn from_le_in_place(cells: &mut [F32]) {
+    #[cfg(not(target_endian = "little"))]
+    for cell in cells.iter_mut() {
+        *cell = F32::from_bits(u32::from_le(cell.to_bits()));
+    }
+    #[cfg(target_endian = "little")]
+    let _ = cells;
 }
 
 /// The little-endian integer of `N` bytes at `at` (the caller has checked that they exist):

@@ -10,8 +10,9 @@
 //! page past a truncation. That is the contract of every mmap-based reader (numpy.memmap,
 //! safetensors). To avoid it, replace checkpoints instead of rewriting them: write a new file
 //! and rename it over the old one, as nxrs's saves do. Loading a trainer copies every byte
-//! anyway, so it reads the file ([`FileBytes::read`]) and is immune; only zero-copy views
-//! ([`FileBytes::map`]) take the risk.
+//! anyway, so it reads the file (straight into the trainer's tensors:
+//! [`crate::nxck::v2::direct`]) and is immune; only zero-copy views ([`FileBytes::map`]) take
+//! the risk.
 
 use crate::error::{Error, FileKind, Result};
 use std::fs::{File, FileType, OpenOptions};
@@ -51,11 +52,7 @@ impl FileBytes {
         let (file, len) = open_for_reading(path)?;
         let bytes = read_up_to(file, path, len.saturating_add(1))?;
         if bytes.len() as u64 != len {
-            return Err(Error::Length {
-                expected: len,
-                actual: bytes.len() as u64,
-                what: "the file changed length while it was read (rewritten in place?)".into(),
-            });
+            return Err(changed_length(len, bytes.len() as u64));
         }
         Ok(FileBytes(Backing::Owned(bytes)))
     }
@@ -79,6 +76,17 @@ impl Deref for FileBytes {
             Backing::Mapped(m) => m,
             Backing::Owned(v) => v,
         }
+    }
+}
+
+/// The error for a file that was `expected` bytes long when opened and turned out `actual`
+/// bytes long (or at least or at most that) while it was read: rewritten in place by another
+/// program.
+pub(crate) fn changed_length(expected: u64, actual: u64) -> Error {
+    Error::Length {
+        expected,
+        actual,
+        what: "the file changed length while it was read (rewritten in place?)".into(),
     }
 }
 

@@ -56,19 +56,11 @@ impl TensorInfo {
     }
 }
 
-/// An open, validated v2 checkpoint. Holds the file's bytes (a read-only mapping when opened
-/// from a path); tensor data is borrowed from them without copying.
-///
-/// For zero-copy views in another runtime, share the `Checkpoint` (e.g. in an `Arc`) and hand
-/// out pointers from [`Checkpoint::tensor_bytes`]: the bytes are a mapping or a heap buffer that
-/// is never reallocated, so their addresses stay valid and unchanged for as long as the
-/// `Checkpoint` lives, even if the `Checkpoint` value itself is moved. They are read-only. When
-/// [`Checkpoint::is_mapped`], each tensor's bytes start at a 64-byte-aligned address (the
-/// mapping is page-aligned and offsets are multiples of 64), so on little-endian hosts they can
-/// be viewed as `f32`/`u32` arrays in place.
+/// The validated head of a v2 file: its configuration record, scalars, metadata and tensor
+/// table (steps 1-7 of `docs/FORMAT.md`'s checks, without the data). A [`Checkpoint`] has one
+/// with the file's bytes; [`super::direct`] reads the data straight into the tensors instead.
 #[derive(Debug)]
-pub struct Checkpoint {
-    bytes: FileBytes,
+pub struct Header {
     config: Box<RawValue>,
     scalars: Vec<(String, i64)>,
     metadata: Vec<(String, String)>,
@@ -77,39 +69,36 @@ pub struct Checkpoint {
     by_name: HashMap<String, usize>,
 }
 
-impl Checkpoint {
-    /// Maps and validates the file at `path`, for zero-copy access to its tensors. The mapping
-    /// shows the file as it is now: a program that rewrites the file in place (instead of
-    /// replacing it by a rename, as nxrs does) changes the tensors under the reader, or gets it
-    /// killed by `SIGBUS` (see [`crate::nxck::mapped`]). To copy the state out, read the file
-    /// instead: `Checkpoint::from_bytes(FileBytes::read(path)?, verify)`.
-    pub fn open(path: &Path, verify: Verify) -> Result<Checkpoint> {
-        Checkpoint::from_bytes(FileBytes::map(path)?, verify)
-    }
+/// Where [`Header::parse`] finds the zero padding between tensors.
+pub(super) enum Gaps<'a> {
+    /// In the whole file's bytes, checked entry by entry with the table.
+    In(&'a [u8]),
+    /// Not yet read: the caller checks each gap with [`check_gap`] as it reads it, in table
+    /// order, once every table entry has passed its other checks.
+    Later,
+}
 
-    /// Validates bytes already mapped or in memory.
-    pub fn from_bytes(bytes: FileBytes, verify: Verify) -> Result<Checkpoint> {
-        let (header_len, json) = check_prelude(&bytes)?;
+impl Header {
+    /// Checks 4-7 (the header's CRC, the flags, the JSON, the tensor table) of a file of
+    /// `file_len` bytes whose prelude passed [`check_prelude`]: `head` is its first
+    /// `PRELUDE_LEN + header_len` bytes.
+    pub(super) fn parse(head: &[u8], file_len: u64, gaps: Gaps<'_>) -> Result<Header> {
+        let json = check_header(head)?;
         let header = json::parse(json)?;
         // Scalar and metadata names are unique: the JSON check refuses a key twice in an object.
-        let tensors = check_table(&header.tensors, &bytes, PRELUDE_LEN + header_len)?;
+        let tensors = check_table(&header.tensors, file_len, head.len(), gaps)?;
         let by_name = tensors
             .iter()
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
-        let checkpoint = Checkpoint {
-            bytes,
+        Ok(Header {
             config: header.config,
             scalars: header.scalars.0,
             metadata: header.metadata,
             tensors,
             by_name,
-        };
-        if verify == Verify::Full {
-            checkpoint.verify_all()?;
-        }
-        Ok(checkpoint)
+        })
     }
 
     /// The configuration record: the text of a JSON object (the trainer's configuration, for
@@ -144,6 +133,59 @@ impl Checkpoint {
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.by_name.get(name).map(|&i| &self.tensors[i])
     }
+}
+
+/// An open, validated v2 checkpoint. Holds the file's bytes (a read-only mapping when opened
+/// from a path); tensor data is borrowed from them without copying. Its [`Header`]'s
+/// accessors are its own (`Deref`).
+///
+/// For zero-copy views in another runtime, share the `Checkpoint` (e.g. in an `Arc`) and hand
+/// out pointers from [`Checkpoint::tensor_bytes`]: the bytes are a mapping or a heap buffer that
+/// is never reallocated, so their addresses stay valid and unchanged for as long as the
+/// `Checkpoint` lives, even if the `Checkpoint` value itself is moved. They are read-only. When
+/// [`Checkpoint::is_mapped`], each tensor's bytes start at a 64-byte-aligned address (the
+/// mapping is page-aligned and offsets are multiples of 64), so on little-endian hosts they can
+/// be viewed as `f32`/`u32` arrays in place.
+#[derive(Debug)]
+pub struct Checkpoint {
+    bytes: FileBytes,
+    header: Header,
+}
+
+impl std::ops::Deref for Checkpoint {
+    type Target = Header;
+
+    fn deref(&self) -> &Header {
+        &self.header
+    }
+}
+
+impl Checkpoint {
+    /// Maps and validates the file at `path`, for zero-copy access to its tensors. The mapping
+    /// shows the file as it is now: a program that rewrites the file in place (instead of
+    /// replacing it by a rename, as nxrs does) changes the tensors under the reader, or gets it
+    /// killed by `SIGBUS` (see [`crate::nxck::mapped`]). To copy the state out, read the file
+    /// instead: `Checkpoint::from_bytes(FileBytes::read(path)?, verify)`.
+    pub fn open(path: &Path, verify: Verify) -> Result<Checkpoint> {
+        Checkpoint::from_bytes(FileBytes::map(path)?, verify)
+    }
+
+    /// Validates bytes already mapped or in memory.
+    pub fn from_bytes(bytes: FileBytes, verify: Verify) -> Result<Checkpoint> {
+        let header_len = check_prelude(&bytes, bytes.len() as u64)?;
+        let head = &bytes[..PRELUDE_LEN + header_len];
+        let header = Header::parse(head, bytes.len() as u64, Gaps::In(&bytes))?;
+        let checkpoint = Checkpoint { bytes, header };
+        if verify == Verify::Full {
+            checkpoint.verify_all()?;
+        }
+        Ok(checkpoint)
+    }
+
+    /// The validated head: configuration, scalars, metadata, tensor table.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
 
     /// A tensor's data: `nbytes` little-endian binary32 cells, borrowed from the file.
     pub fn tensor_bytes(&self, name: &str) -> Option<&[u8]> {
@@ -160,15 +202,7 @@ impl Checkpoint {
         let tensor = self
             .tensor(name)
             .ok_or_else(|| Error::Input(format!("the checkpoint has no tensor {name:?}")))?;
-        let computed = crc32c::crc32c(self.data(tensor));
-        if computed != tensor.crc32c {
-            return Err(Error::Checksum {
-                what: format!("tensor {}", tensor.name),
-                stored: tensor.crc32c,
-                computed,
-            });
-        }
-        Ok(())
+        check_crc(tensor, crc32c::crc32c(self.data(tensor)))
     }
 
     /// Checks every tensor's CRC-32C, in file order.
@@ -210,44 +244,51 @@ impl Checkpoint {
     }
 }
 
-/// Checks the prelude and the header's CRC; returns the header's length and JSON bytes.
-fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
-    if detect(bytes)? == Format::V1 {
+/// Checks 1-3 of a file of `file_len` bytes (its format, its length, the header's length)
+/// from `prefix`, its first `min(file_len, PRELUDE_LEN)` bytes or more; returns `header_len`,
+/// which then fits in the file.
+pub(super) fn check_prelude(prefix: &[u8], file_len: u64) -> Result<usize> {
+    if detect(prefix)? == Format::V1 {
         return Err(Error::UnsupportedVersion(1));
     }
-    let actual = bytes.len() as u64;
-    if bytes.len() < PRELUDE_LEN {
+    if file_len < PRELUDE_LEN as u64 {
         return Err(Error::Length {
             expected: PRELUDE_LEN as u64,
-            actual,
+            actual: file_len,
             what: format!("the file ends inside the {PRELUDE_LEN}-byte v2 prelude"),
         });
     }
-    let file_len = cells::u64_at(bytes, prelude::FILE_LEN);
-    if file_len != actual {
+    let recorded = cells::u64_at(prefix, prelude::FILE_LEN);
+    if recorded != file_len {
         return Err(Error::Length {
-            expected: file_len,
-            actual,
+            expected: recorded,
+            actual: file_len,
             what: "the prelude's file_len".into(),
         });
     }
-    let header_len = cells::u32_at(bytes, prelude::HEADER_LEN) as usize;
+    let header_len = cells::u32_at(prefix, prelude::HEADER_LEN) as usize;
     if header_len > MAX_HEADER_LEN {
         return Err(Error::Header(format!(
             "header_len {header_len} exceeds the limit of {MAX_HEADER_LEN} bytes"
         )));
     }
     let header_end = PRELUDE_LEN + header_len;
-    if header_end > bytes.len() {
+    if header_end as u64 > file_len {
         return Err(Error::Length {
             expected: header_end as u64,
-            actual,
+            actual: file_len,
             what: format!("the prelude's header_len {header_len} runs past the end of the file"),
         });
     }
-    let json = &bytes[PRELUDE_LEN..header_end];
-    let stored = cells::u32_at(bytes, prelude::HEADER_CRC);
-    let computed = header_crc(bytes, json);
+    Ok(header_len)
+}
+
+/// Checks 4-5 (the header's CRC, the flags) of `head`, a file's prelude and header; returns
+/// the header (the JSON bytes).
+fn check_header(head: &[u8]) -> Result<&[u8]> {
+    let json = &head[PRELUDE_LEN..];
+    let stored = cells::u32_at(head, prelude::HEADER_CRC);
+    let computed = header_crc(head, json);
     if stored != computed {
         return Err(Error::Checksum {
             what: "header".into(),
@@ -255,21 +296,37 @@ fn check_prelude(bytes: &[u8]) -> Result<(usize, &[u8])> {
             computed,
         });
     }
-    let flags = cells::u32_at(bytes, prelude::FLAGS);
+    let flags = cells::u32_at(head, prelude::FLAGS);
     if flags != 0 {
         return Err(Error::Header(format!(
             "prelude flags are {flags:#010x}; version 2 defines none, they must be 0"
         )));
     }
-    Ok((header_len, json))
+    Ok(json)
+}
+
+/// Check 8 for one tensor: `computed` is the CRC-32C of its data.
+pub(super) fn check_crc(tensor: &TensorInfo, computed: u32) -> Result<()> {
+    if computed != tensor.crc32c {
+        return Err(Error::Checksum {
+            what: format!("tensor {}", tensor.name),
+            stored: tensor.crc32c,
+            computed,
+        });
+    }
+    Ok(())
 }
 
 /// Validates the tensor table against the file: names unique, the one dtype, shapes whose cells
 /// fill `nbytes`, data inside the file in table order, 64-byte aligned, each starting less than
 /// 64 bytes after the previous region, every gap byte zero, the last tensor ending the file.
 /// The work and memory are bounded by the table's length (itself bounded as it is read).
-fn check_table(table: &[TensorJson], bytes: &[u8], header_end: usize) -> Result<Vec<TensorInfo>> {
-    let file_len = bytes.len() as u64;
+fn check_table(
+    table: &[TensorJson],
+    file_len: u64,
+    header_end: usize,
+    gaps: Gaps<'_>,
+) -> Result<Vec<TensorInfo>> {
     let mut seen: HashMap<&str, ()> = HashMap::with_capacity(table.len());
     let mut tensors = Vec::with_capacity(table.len());
     let mut prev_end = header_end as u64;
@@ -336,7 +393,13 @@ fn check_table(table: &[TensorJson], bytes: &[u8], header_end: usize) -> Result<
                 "data {offset}..{end} extends past the end of the file ({file_len} bytes)"
             )));
         }
-        check_zero_padding(bytes, prev_end as usize, offset as usize, &name)?;
+        if let Gaps::In(bytes) = gaps {
+            check_gap(
+                &bytes[prev_end as usize..offset as usize],
+                prev_end,
+                &t.name,
+            )?;
+        }
         tensors.push(TensorInfo {
             name: t.name.clone(),
             dtype: t.dtype.clone(),
@@ -358,13 +421,16 @@ fn check_table(table: &[TensorJson], bytes: &[u8], header_end: usize) -> Result<
     Ok(tensors)
 }
 
-fn check_zero_padding(bytes: &[u8], from: usize, to: usize, before: &str) -> Result<()> {
-    match bytes[from..to].iter().position(|&b| b != 0) {
+/// The zero padding rule for `gap`, the bytes from file offset `from` to the start of tensor
+/// `before`.
+pub(super) fn check_gap(gap: &[u8], from: u64, before: &str) -> Result<()> {
+    match gap.iter().position(|&b| b != 0) {
         None => Ok(()),
         Some(k) => Err(Error::Header(format!(
-            "padding byte at offset {} (before tensor {before}) is {:#04x}, must be 0",
-            from + k,
-            bytes[from + k]
+            "padding byte at offset {} (before tensor {}) is {:#04x}, must be 0",
+            from + k as u64,
+            clip(before),
+            gap[k]
         ))),
     }
 }

@@ -15,13 +15,15 @@
 //! ```
 //! All little-endian. `docs/FORMAT.md` is the specification; this module implements it:
 //! [`save`] and friends write (crash-safely, through [`super::writer`]), [`Checkpoint`] reads
-//! (memory-mapped, validated before any number in the file is trusted).
+//! (memory-mapped, validated before any number in the file is trusted), [`direct`] reads a file
+//! straight into a trainer's tensors (the same checks).
 
 mod decode;
+pub mod direct;
 mod encode;
 mod json;
 
-pub use decode::{Checkpoint, TensorInfo, Verify};
+pub use decode::{Checkpoint, Header, TensorInfo, Verify};
 pub use encode::{encode, save, save_with};
 pub use json::MAX_DEPTH;
 
