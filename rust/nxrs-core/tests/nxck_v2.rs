@@ -8,7 +8,6 @@ use nxck_support::*;
 use nxrs_core::checkpoint;
 use nxrs_core::error::Error;
 use nxrs_core::mlp::MAX_LAYERS;
-use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify, PRELUDE_LEN};
 use nxrs_core::nxck::{self, v1, Format};
 use nxrs_core::state::SCALAR_NAMES;
@@ -745,7 +744,7 @@ fn v1_refuses_every_trainer_but_the_seed_model() {
     // The seed model at an epoch boundary, trained or not, is written (and its bytes are the
     // golden fixture's: tests/golden.rs).
     for t in [Trainer::new(seed()).unwrap(), trained(2)] {
-        let loaded = checkpoint::decode(FileBytes::from_vec(v1_bytes(&t))).unwrap();
+        let loaded = checkpoint::decode(&v1_bytes(&t)).unwrap();
         assert_eq!(loaded.config(), t.config());
         assert_eq!(loaded.seed_hash(), t.seed_hash());
     }
