@@ -46,15 +46,7 @@ fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
 /// The same, with layers up to 300 wide (past every vector group of the kernels: 8-lane
 /// registers, 1 to 7 of them, groups of 64) and batches up to 128, a few steps.
 fn wide_case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
-    let shape = RunShape {
-        max_size: 300,
-        max_batch: 128,
-        max_work: 100_000,
-        extra_samples: 8,
-        amplitude: 64,
-        divisor: 7,
-        max_steps: 3,
-    };
+    let shape = RunShape::WIDE;
     run_case(
         shape,
         useful_optimizer(prop_oneof![4 => 1..=50i32, 1 => 1..=50_000i32]),

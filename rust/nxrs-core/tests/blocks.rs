@@ -30,15 +30,7 @@ fn case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
 
 /// Layers up to 300 wide (past every vector group) and batches up to 128, a few steps.
 fn wide_case() -> impl Strategy<Value = (TrainerConfig, Dataset, i64, i64)> {
-    let shape = RunShape {
-        max_size: 300,
-        max_batch: 128,
-        max_work: 100_000,
-        extra_samples: 8,
-        amplitude: 64,
-        divisor: 7,
-        max_steps: 3,
-    };
+    let shape = RunShape::WIDE;
     run_case(shape, useful_optimizer(1..=50i32))
 }
 

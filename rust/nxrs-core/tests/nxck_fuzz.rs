@@ -54,23 +54,6 @@ fn files() -> &'static Files {
     })
 }
 
-/// Up to 8 byte overwrites and an optional truncation of `base`.
-fn mutated(base: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
-    let n = base.len();
-    let edits = proptest::collection::vec((0..n, any::<u8>()), 1..=8);
-    (edits, proptest::option::of(0..=n)).prop_map(move |(edits, cut)| {
-        let mut b = base.to_vec();
-        for (at, byte) in edits {
-            b[at] = byte;
-        }
-        b.truncate(cut.unwrap_or(n));
-        b
-    })
-}
-
-/// Bytes JSON is made of, so that mutations reach past the parser into the validation.
-const JSON_BYTES: &[u8] = b"0123456789-+.eE,:[]{}\" abfilnrstu";
-
 proptest! {
     #![proptest_config(cases(5000))]
 

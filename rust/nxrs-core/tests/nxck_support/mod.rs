@@ -384,6 +384,21 @@ pub struct RunShape {
     pub max_steps: i64,
 }
 
+impl RunShape {
+    /// Layers up to 300 wide (past every vector group of the kernels: 8-lane registers, 1 to 7
+    /// of them, groups of 64) and batches up to 128, a few steps, each step's work bounded so
+    /// that softf32 runs stay affordable.
+    pub const WIDE: RunShape = RunShape {
+        max_size: 300,
+        max_batch: 128,
+        max_work: 100_000,
+        extra_samples: 8,
+        amplitude: 64,
+        divisor: 7,
+        max_steps: 3,
+    };
+}
+
 /// A feature from a data set that holds every kind of finite binary32: ordinary `k / divisor`
 /// values, any finite bit pattern, subnormals and huge magnitudes (2^113 and up), either sign.
 /// Runs on such data overflow into infinities and NaNs, whose bits must agree too.
@@ -468,3 +483,20 @@ pub fn run_case(
             })
     })
 }
+
+/// Up to 8 byte overwrites and an optional truncation of `base`.
+pub fn mutated(base: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
+    let n = base.len();
+    let edits = proptest::collection::vec((0..n, any::<u8>()), 1..=8);
+    (edits, proptest::option::of(0..=n)).prop_map(move |(edits, cut)| {
+        let mut b = base.to_vec();
+        for (at, byte) in edits {
+            b[at] = byte;
+        }
+        b.truncate(cut.unwrap_or(n));
+        b
+    })
+}
+
+/// Bytes JSON is made of, so that mutations reach past the parser into the validation.
+pub const JSON_BYTES: &[u8] = b"0123456789-+.eE,:[]{}\" abfilnrstu";
