@@ -591,6 +591,7 @@ ENTRY_POINTS: list[Any] = [
     ("fit x", lambda p: small().fit(X[:, :3], Y, epochs=1)),
     ("fit validation_data", lambda p: small().fit(X, Y, epochs=1, validation_data=[X, Y])),
     ("fit checkpoint", lambda p: small().fit(X, Y, epochs=1, checkpoint=5)),
+    ("fit checkpoint empty", lambda p: small().fit(X, Y, epochs=1, checkpoint="")),
     ("fit every", lambda p: small().fit(X, Y, epochs=1, checkpoint=p, every=-2)),
     ("fit every_seconds", lambda p: small().fit(X, Y, epochs=1, checkpoint=p, every_seconds=0)),
     (
