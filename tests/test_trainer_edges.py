@@ -166,7 +166,7 @@ def test_reading_a_trainer_during_fit_works_and_changes_no_bit(undisturbed: int)
     errors, seen = run_beside_fit(trainer, read)
     assert errors == []
     assert trainer.state_hash() == undisturbed
-    assert len(seen) > 1  # the reads met the run in its middle
+    assert seen  # a read met the run in its middle (each is recorded only between its ends)
 
 
 @pytest.mark.parametrize(
