@@ -165,10 +165,9 @@ def sweep_cli(
          "--ray-address", address, *map(str, args)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    # The records are the last line: Ray's driver may print what it saw of a killed worker
-    # ("(raylet) A worker died ...") on stdout before them.
-    lines = proc.stdout.strip().splitlines()
-    return proc, json.loads(lines[-1]) if lines else []
+    # The whole of stdout is the records: what Ray's driver prints of a killed worker
+    # ("(raylet) A worker died ...") goes to stderr.
+    return proc, json.loads(proc.stdout) if proc.stdout.strip() else []
 
 
 def checkpoint_steps(record: dict[str, Any]) -> list[int]:

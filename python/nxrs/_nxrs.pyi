@@ -3,7 +3,7 @@
 import os
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from pathlib import Path
-from typing import Any, Literal, TypeVar, final, overload
+from typing import Any, Literal, SupportsIndex, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -103,6 +103,8 @@ class Trainer:
     any integer ``operator.index`` accepts (``int``, numpy integers) except a bool; a bool, a
     float (even ``2.0``), a string or a numpy bool is refused, naming the parameter
     (ConfigError, or InputError for a training call's count), never truncated or read as 1.
+    These stubs type such a count ``typing.SupportsIndex`` (a bool passes the type check, as
+    ``bool`` is an ``int``, and is refused when called).
 
     Hyperparameters given as Python floats are rounded to binary32 (to nearest even), then
     checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
@@ -146,10 +148,10 @@ class Trainer:
 
     def __new__(
         cls,
-        layers: Sequence[int] | None = None,
+        layers: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | None = None,
         *,
-        seed: int | None = None,
-        sizes: Sequence[int] | None = None,
+        seed: SupportsIndex | None = None,
+        sizes: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | None = None,
         loss: Literal["cross_entropy", "mse"] | None = None,
         math: Literal["seed", "ieee"] | None = None,
         init: Literal["seed", "he", "glorot"] | None = None,
@@ -161,41 +163,41 @@ class Trainer:
         weight_decay: float | None = None,
         momentum: float | None = None,
         schedule: Literal["constant", "linear", "step"] | None = None,
-        warmup_steps: int | None = None,
-        total_steps: int | None = None,
-        step_size: int | None = None,
+        warmup_steps: SupportsIndex | None = None,
+        total_steps: SupportsIndex | None = None,
+        step_size: SupportsIndex | None = None,
         gamma: float | None = None,
         clip_norm: float | None = None,
-        batch_size: int | None = None,
-        grad_block: int | None = None,
+        batch_size: SupportsIndex | None = None,
+        grad_block: SupportsIndex | None = None,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
         backend: Literal["auto", "hw", "soft"] | None = None,
-        threads: int | None = None,
+        threads: SupportsIndex | None = None,
     ) -> Trainer: ...
     @classmethod
     def seed_model(
         cls,
-        seed: int = 1,
+        seed: SupportsIndex = 1,
         *,
         backend: Literal["auto", "hw", "soft"] | None = None,
-        threads: int | None = None,
+        threads: SupportsIndex | None = None,
     ) -> Trainer:
         """The seed program's model (``Trainer(seed=seed)``), on ``backend``."""
     def fit(
         self,
         x: npt.ArrayLike,
         y: npt.ArrayLike,
-        epochs: int,
+        epochs: SupportsIndex,
         *,
         validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
         checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
-        every: int | None = None,
+        every: SupportsIndex | None = None,
         every_seconds: float | None = None,
         resume: bool = True,
         progress: bool | None = None,
         engine: Literal["local", "ray"] = "local",
-        workers: int | None = None,
+        workers: SupportsIndex | None = None,
         ray_address: str | None = None,
     ) -> History:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
@@ -261,7 +263,7 @@ class Trainer:
         the rules of ``train_until``. Counts a step, not an epoch or batch. Raises InputError
         for a bad sample; the trainer is then unchanged.
         """
-    def train_until(self, x: npt.ArrayLike, y: npt.ArrayLike, epoch: int) -> None:
+    def train_until(self, x: npt.ArrayLike, y: npt.ArrayLike, epoch: SupportsIndex) -> None:
         """Trains until ``epoch`` epochs are complete (TRAINING.md section 3), continuing with
         batch ``batch`` of epoch ``epoch``. Nothing happens if they already are. The GIL is
         released while training; Ctrl-C is honoured between chunks of steps. ``epoch`` is a
@@ -277,7 +279,7 @@ class Trainer:
         feature or target, a label outside 0 ..< n_out, or an ``epoch`` that is negative, not
         an integer or beyond 64 bits; the trainer is then unchanged.
         """
-    def train_steps(self, x: npt.ArrayLike, y: npt.ArrayLike, steps: int) -> list[float]:
+    def train_steps(self, x: npt.ArrayLike, y: npt.ArrayLike, steps: SupportsIndex) -> list[float]:
         """``steps`` optimiser steps in the epoch structure (as ``train_until``); their losses."""
     def predict_proba(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """The model's outputs, float32 (N, n_out): softmax probabilities (cross-entropy) or
@@ -313,7 +315,7 @@ class Trainer:
         path: StrOrBytesPath,
         *,
         backend: Literal["auto", "hw", "soft"] | None = None,
-        threads: int | None = None,
+        threads: SupportsIndex | None = None,
     ) -> Trainer:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
@@ -348,7 +350,7 @@ class Trainer:
         data: bytes,
         *,
         backend: Literal["auto", "hw", "soft"] | None = None,
-        threads: int | None = None,
+        threads: SupportsIndex | None = None,
     ) -> Trainer:
         """A trainer rebuilt from checkpoint bytes (v2, or v1 read as the seed model), every
         checksum verified, as ``load`` rebuilds it from a file (CheckpointError subclasses)."""
@@ -392,8 +394,8 @@ class Trainer:
     def _run(
         self,
         dataset: Dataset,
-        epochs: int,
-        max_steps: int | None = None,
+        epochs: SupportsIndex,
+        max_steps: SupportsIndex | None = None,
         max_seconds: float | None = None,
         epoch_end: bool = False,
     ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]: ...
@@ -428,7 +430,7 @@ class Trainer:
     def threads(self) -> int:
         """The threads in use (see the class); set it to change them."""
     @threads.setter
-    def threads(self, value: int) -> None: ...
+    def threads(self, value: SupportsIndex) -> None: ...
     @property
     def steps(self) -> int:
         """Optimiser steps taken in total (``step`` of TRAINING.md section 3)."""
@@ -537,7 +539,9 @@ def open(path: StrOrBytesPath, *, verify: bool = True) -> Checkpoint:
     ``Checkpoint``). Only regular files are opened (OSError otherwise, as for ``Trainer.load``).
     """
 
-def permutation(seed: int, domain: str, index: int, n: int) -> list[int]:
+def permutation(
+    seed: SupportsIndex, domain: str, index: SupportsIndex, n: SupportsIndex
+) -> list[int]:
     """The permutation of ``n`` items from the stream ``(seed, domain, index)`` (TRAINING.md
     section 9); ``domain`` is "init", "shuffle" or "split"."""
 
@@ -552,7 +556,7 @@ def clip(text: str) -> str:
     characters, then the full length."""
 
 def seed_dataset(
-    samples: int = 8, features: int = 6, classes: int = 4
+    samples: SupportsIndex = 8, features: SupportsIndex = 6, classes: SupportsIndex = 4
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     """The seed's synthetic dataset: x float32 (samples, features), y int64 (samples,).
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -37,6 +36,7 @@ from nxrs.rundir import (
     RunStopped,
     SaveFailedWarning,
     format_status,
+    json_text,
     run_status,
     stop_signals,
 )
@@ -145,7 +145,7 @@ def _status(args: argparse.Namespace) -> int:
         print(f"nxrs status: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     if args.json:
-        sys.stdout.write(json.dumps(status, indent=1) + "\n")
+        sys.stdout.write(json_text(status, indent=1) + "\n")
     else:
         sys.stdout.write(format_status(status))
     return 0 if status["ok"] else 1
@@ -164,7 +164,7 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         if args.json:
             summary = describe_checkpoint(args.file, verify=args.verify)
-            sys.stdout.write(json.dumps(summary, indent=1) + "\n")
+            sys.stdout.write(json_text(summary, indent=1) + "\n")
             problems: int = summary["problems"]
         else:
             problems = inspect_checkpoint(args.file, sys.stdout, verify=args.verify)

@@ -57,7 +57,7 @@ except ImportError as _err:  # pragma: no cover (the ray extra is part of the te
 if TYPE_CHECKING:
     from nxrs._nxrs import Dataset
 
-__all__ = ["RayEngine", "connect", "shares"]
+__all__ = ["RayEngine", "connect", "ray", "shares"]
 
 log = logging.getLogger("nxrs.distributed")
 

@@ -22,6 +22,7 @@ import contextlib
 import datetime
 import errno
 import json
+import math
 import os
 import re
 import signal
@@ -46,6 +47,8 @@ __all__ = [
     "RunLockedError",
     "RunStopped",
     "SaveFailedWarning",
+    "finite_or_null",
+    "json_text",
 ]
 
 MANIFEST_NAME = "nxrs-run.json"
@@ -109,9 +112,29 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def finite_or_null(document: Any) -> Any:
+    """``document`` (dicts, lists, tuples, scalars) with every non-finite float (a diverged
+    run's loss) replaced by None: strict JSON has no NaN or infinity."""
+    if isinstance(document, float):
+        return document if math.isfinite(document) else None
+    if isinstance(document, dict):
+        return {k: finite_or_null(v) for k, v in document.items()}
+    if isinstance(document, (list, tuple)):
+        return [finite_or_null(v) for v in document]
+    return document
+
+
+def json_text(document: Any, indent: int | None = None) -> str:
+    """``document`` as strict JSON text (RFC 8259: non-finite floats as null), one line without
+    ``indent``; no newline at the end. Every JSON nxrs writes (files and ``--json`` output)
+    goes through here, so no reader meets Python's bare ``NaN`` or ``Infinity``."""
+    return json.dumps(finite_or_null(document), indent=indent, allow_nan=False)
+
+
 def write_json_atomically(path: Path, document: Any) -> None:
-    """Writes ``document`` to ``path`` as JSON, as ``write_bytes_atomically`` writes."""
-    write_bytes_atomically(path, (json.dumps(document, indent=1) + "\n").encode())
+    """Writes ``document`` to ``path`` as strict JSON (``json_text``), as
+    ``write_bytes_atomically`` writes."""
+    write_bytes_atomically(path, (json_text(document, indent=1) + "\n").encode())
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:

@@ -16,11 +16,13 @@ a DataFrame when pandas is installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -35,7 +37,7 @@ import numpy.typing as npt
 from nxrs._checks import count, optional_count, seconds
 from nxrs._fit import NothingToTrainWarning, fit
 from nxrs._nxrs import ConfigError, InputError, Trainer
-from nxrs.rundir import RunDirectory, StopFlag, write_json_atomically
+from nxrs.rundir import RunDirectory, StopFlag, json_text, write_json_atomically
 
 __all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]
 
@@ -59,6 +61,7 @@ RESULT_FIELDS = (
     "resumed_from_step",
     "run_dir",
     "error",
+    "diverged",
 )
 
 
@@ -70,8 +73,10 @@ class SweepResults(list):  # type: ignore[type-arg]
     ``val_loss``/``val_accuracy`` (on ``validation_data``, else None), ``state_hash`` (the
     full-state hash, 16 hex digits), ``seconds`` (wall time of the attempt that finished),
     ``resumed_from_step`` (the checkpoint step that attempt resumed from, None for a fresh
-    start), ``run_dir`` and ``error`` (None, or why the configuration failed after its retries).
-    ``json_path`` and ``csv_path`` are the files written.
+    start), ``run_dir``, ``error`` (None, or why the configuration failed after its retries) and
+    ``diverged`` (whether a final loss is not finite: NaN or infinity; None for a failed
+    configuration). ``json_path`` and ``csv_path`` are the files written; ``sweep.json`` is
+    strict JSON, a non-finite loss in it is null.
     """
 
     json_path: Path | None = None
@@ -116,6 +121,7 @@ def sweep(
     every_seconds: float | None = 30.0,
     max_retries: int = 3,
     ray_address: str | None = None,
+    _file: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
 ) -> SweepResults:
     """Trains every configuration of ``configs`` on ``(x, y)`` for ``epochs`` epochs, as Ray
     tasks (as many at once as the cluster has CPUs), and returns their records.
@@ -133,7 +139,11 @@ def sweep(
     gets its ``error`` in its record, and the others go on. ``ray_address``: the cluster to use
     (else ``RAY_ADDRESS``, else a local cluster sized to this machine; an already initialised
     Ray is used as it is). Every node needs nxrs installed and ``directory`` on a file system
-    they share.
+    they share. The data is checked against every configuration's model on the driver first,
+    so a label that does not fit one is an ``InputError`` naming it before anything runs.
+    ``_file``: the whole file ``(x, y)`` and ``validation_data`` were split from (``nxrs
+    sweep``'s), checked instead, so a sample index in an error is the file's row, as ``nxrs
+    train`` reports it.
     """
     from nxrs import distributed
 
@@ -142,19 +152,19 @@ def sweep(
     every = optional_count("every", every, minimum=1)
     every_seconds = seconds("every_seconds", every_seconds)
     given = [dict(c) if isinstance(c, Mapping) else c for c in configs]
-    plans = _plans(given, epochs)
-    # Absolute: Ray's worker processes do not share the driver's working directory.
-    root = Path(directory).resolve()
     x = np.asarray(x)
     y = np.asarray(y)
-    # The data is checked once here (each task checks it again when it builds its dataset).
-    first = Trainer(**plans[0][0])
-    first._dataset(x, y)
     if validation_data is not None:
         if not isinstance(validation_data, tuple) or len(validation_data) != 2:
             raise InputError("validation_data must be a tuple (x, y)")
         validation_data = (np.asarray(validation_data[0]), np.asarray(validation_data[1]))
-        first._dataset(*validation_data)
+    if _file is not None:
+        data = [(np.asarray(_file[0]), np.asarray(_file[1]))]
+    else:
+        data = [(x, y)] if validation_data is None else [(x, y), validation_data]
+    plans = _plans(given, epochs, data)
+    # Absolute: Ray's worker processes do not share the driver's working directory.
+    root = Path(directory).resolve()
     root.mkdir(parents=True, exist_ok=True)
     ray = distributed.connect(ray_address)
     x_ref, y_ref = ray.put(x), ray.put(y)
@@ -191,12 +201,18 @@ def sweep(
     return results
 
 
-def _plans(configs: list[Any], epochs: int) -> list[tuple[dict[str, Any], int, str]]:
-    """Each configuration as (Trainer keywords, epochs, run digest), every one checked."""
+def _plans(
+    configs: list[Any], epochs: int, data: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]] = ()
+) -> list[tuple[dict[str, Any], int, str]]:
+    """Each configuration as (Trainer keywords, epochs, run digest), every one checked, with
+    each of ``data``'s ``(x, y)`` meeting its model's data rule (each task checks its data again
+    when it builds its dataset)."""
     if not configs:
         raise ConfigError("sweep needs at least one configuration")
     plans = []
     seen: dict[str, int] = {}
+    # The data rule depends on the model's inputs, outputs and loss only: once per kind.
+    fitted: set[tuple[int, int, str]] = set()
     for index, config in enumerate(configs):
         if not isinstance(config, Mapping):
             raise ConfigError(f"configuration {index} is a {type(config).__name__}, not a mapping")
@@ -208,6 +224,14 @@ def _plans(configs: list[Any], epochs: int) -> list[tuple[dict[str, Any], int, s
             raise ConfigError(f"configuration {index} ({config}): {err}") from err
         except TypeError as err:
             raise TypeError(f"configuration {index} ({config}): {err}") from err
+        shape = (trainer.sizes[0], trainer.sizes[-1], trainer.config["loss"])
+        if shape not in fitted:
+            try:
+                for x, y in data:
+                    trainer._dataset(x, y)
+            except InputError as err:
+                raise InputError(f"configuration {index} ({config}): {err}") from err
+            fitted.add(shape)
         identity = json.dumps({"config": trainer.config, "epochs": plan_epochs}, sort_keys=True)
         digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
         if digest in seen:
@@ -255,6 +279,7 @@ def train_config(
     val_loss = val_accuracy = None
     if validation_data is not None:
         val_loss, val_accuracy = trainer.evaluate(*validation_data)
+    losses = (train_loss, val_loss)
     return {
         "epochs": epochs,
         "steps": trainer.steps,
@@ -267,6 +292,7 @@ def train_config(
         "resumed_from_step": _resumed_from(Path(run_dir)),
         "run_dir": str(run_dir),
         "error": None,
+        "diverged": not all(v is None or math.isfinite(v) for v in losses),
     }
 
 
@@ -381,7 +407,9 @@ process dies is retried (--max-retries) and resumes from its checkpoint, and run
 command again resumes every unfinished run. The results are printed and written to
 DIR/sweep.json and DIR/sweep.csv.
 
-exit status: 0 every configuration trained, 1 an error or a configuration failed, 2 usage.
+exit status: 0 every configuration trained, 1 an error or a configuration failed, 2 usage,
+6 every configuration trained but one or more diverged (a final loss is not finite: null in
+the results; a warning on stderr). A failed configuration wins over a diverged one (1).
 """
 
 
@@ -453,7 +481,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Runs ``nxrs sweep``: prints one line per configuration (or the records as JSON) and
     returns the exit status."""
     from nxrs.data import load, split
-    from nxrs.training import CliError, default_layers, strict_record
+    from nxrs.training import EXIT_DIVERGED, CliError, default_layers
 
     out = sys.stdout if out is None else out
     # Each configuration's end on stderr as it comes (the sweep's log at INFO).
@@ -476,18 +504,33 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             if "loss" not in config and not np.issubdtype(np.asarray(y).dtype, np.integer):
                 config["loss"] = "mse"
             configs.append(config)
-        results = sweep(
-            configs,
-            x[train_idx],
-            y[train_idx],
-            epochs=args.epochs,
-            directory=args.dir,
-            validation_data=(x[test_idx], y[test_idx]),
-            every=args.every,
-            every_seconds=args.every_seconds,
-            max_retries=args.max_retries,
-            ray_address=args.ray_address,
-        )
+        # Ray, or an ImportError saying how to install it.
+        from nxrs.distributed import ray
+
+        # Ray's driver prints its notes ("(raylet) A worker died ...") and its workers' output
+        # on sys.stdout, from its own threads, at any time while it is connected: stdout is for
+        # nxrs's output alone (--json: one JSON document), so meanwhile sys.stdout is stderr,
+        # and a Ray this command connected is shut down (its threads joined) before the
+        # results are printed.
+        ours = not ray.is_initialized()
+        with contextlib.redirect_stdout(sys.stderr):
+            try:
+                results = sweep(
+                    configs,
+                    x[train_idx],
+                    y[train_idx],
+                    epochs=args.epochs,
+                    directory=args.dir,
+                    validation_data=(x[test_idx], y[test_idx]),
+                    every=args.every,
+                    every_seconds=args.every_seconds,
+                    max_retries=args.max_retries,
+                    ray_address=args.ray_address,
+                    _file=(x, y),
+                )
+            finally:
+                if ours and ray.is_initialized():
+                    ray.shutdown()
     except BrokenPipeError:
         raise
     except (CliError, ImportError, TypeError, ValueError, OSError, ConfigError, InputError) as err:
@@ -499,10 +542,30 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         log.setLevel(logging.NOTSET)
     if args.json:
         # Strict JSON: a diverged configuration's non-finite losses are null.
-        out.write(json.dumps([strict_record(r) for r in results], allow_nan=False) + "\n")
+        out.write(json_text(list(results)) + "\n")
     else:
         for record in results:
             print(f"{record['index']:3d}  {json.dumps(record['config'])}  {_summary(record)}",
                   file=out)  # fmt: skip
         print(f"results: {results.json_path}, {results.csv_path}", file=out)
-    return 1 if any(r["error"] is not None for r in results) else 0
+    if any(r["error"] is not None for r in results):
+        # A configuration that failed outright is the worse news: its status wins over 6.
+        return 1
+    diverged = [r["index"] for r in results if r["diverged"]]
+    if diverged:
+        print(
+            f"nxrs sweep: warning: {len(diverged)} of {len(results)} configurations diverged "
+            f"(a final loss is not finite; null in the results): {_indices(diverged)}; try a "
+            f"smaller lr (exit status {EXIT_DIVERGED})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_DIVERGED
+    return 0
+
+
+def _indices(indices: Sequence[int]) -> str:
+    """``indices`` for a one-line message: the first ten, then how many more."""
+    shown = ", ".join(str(i) for i in indices[:10])
+    more = len(indices) - 10
+    return f"configuration {shown}" + (f" and {more} more" if more > 0 else "")

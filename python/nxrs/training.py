@@ -4,8 +4,6 @@ split (TRAINING.md section 12), and the run's summary."""
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import re
 import sys
 import time
@@ -19,7 +17,7 @@ import numpy.typing as npt
 import nxrs
 from nxrs._fit import fit
 from nxrs.data import TASKS, load, load_digits, split
-from nxrs.rundir import StopFlag
+from nxrs.rundir import StopFlag, finite_or_null, json_text
 
 __all__ = [
     "EXIT_DIVERGED",
@@ -177,11 +175,11 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None,
-    and ``diverged``: whether there were any (a run's losses are finite unless it diverged)."""
-    bad = {k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)}
-    strict = {k: None if k in bad else v for k, v in record.items()}
-    strict["diverged"] = bool(bad)
+    """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None
+    (``nxrs.rundir.finite_or_null``), and ``diverged``: whether there were any (a run's losses
+    are finite unless it diverged)."""
+    strict: dict[str, Any] = finite_or_null(dict(record))
+    strict["diverged"] = any(isinstance(v, float) and strict[k] is None for k, v in record.items())
     return strict
 
 
@@ -294,7 +292,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         )
     status = EXIT_DIVERGED if diverged else 0
     if args.json:
-        out.write(json.dumps(strict, allow_nan=False) + "\n")
+        out.write(json_text(strict) + "\n")
         return status
     for epoch, row in zip(history.epoch, _rows(history)):
         print(f"epoch {epoch:4d}  {row}", file=out)
