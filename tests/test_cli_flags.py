@@ -9,8 +9,6 @@ from __future__ import annotations
 import csv
 import importlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sweep_support import kill_first_checkpointed
 
 import nxrs
 
@@ -211,22 +210,6 @@ def test_sweep_every_seconds(ray_cluster: Any, tmp_path: Path, data: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert (record["state_hash"], record["val_accuracy"]) == reference(X, Y, 4)
     assert checkpoint_steps(record) == [10, 15, 20]
-
-
-def kill_first_checkpointed(root: Path, killed: list[int], deadline: float) -> None:
-    """SIGKILLs the process training the first run under ``root`` that has a checkpoint (its
-    pid from the run manifest's start event)."""
-    while time.monotonic() < deadline:
-        for manifest in root.glob("run-*/nxrs-run.json"):
-            try:
-                pid = json.loads(manifest.read_text())["events"][0]["pid"]
-            except (OSError, ValueError, LookupError):
-                continue
-            if any(manifest.parent.glob("step-*.nxck")):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-                return
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("retries", [0, 1])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sweep_support import kill_first_checkpointed
 
 import nxrs
 from nxrs.sweeps import expand_grid
@@ -118,21 +118,6 @@ def test_diverged_sweep_is_strict_json_with_exit_6(
 
 
 # --- 2. stdout holds the JSON alone when a worker dies --------------------------------------------
-
-
-def kill_first_checkpointed(root: Path, killed: list[int], deadline: float) -> None:
-    """SIGKILLs the process training the first run under ``root`` that has a checkpoint."""
-    while time.monotonic() < deadline:
-        for manifest in root.glob("run-*/nxrs-run.json"):
-            try:
-                pid = json.loads(manifest.read_text())["events"][0]["pid"]
-            except (OSError, ValueError, LookupError):
-                continue
-            if any(manifest.parent.glob("step-*.nxck")):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-                return
-        time.sleep(0.01)
 
 
 def test_sweep_json_stdout_is_pure_when_a_worker_dies(
