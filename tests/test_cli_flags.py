@@ -11,15 +11,13 @@ import importlib
 import json
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from sweep_support import kill_first_checkpointed
+from sweep_support import killing_first_checkpointed
 
 import nxrs
 
@@ -218,20 +216,12 @@ def test_sweep_max_retries(ray_cluster: Any, tmp_path: Path, data: Path, retries
     step make the run last): with --max-retries 0 the configuration fails, with 1 it is retried
     and resumes from its checkpoint to the reference's end."""
     root = tmp_path / "s"
-    killed: list[int] = []
-    killer = threading.Thread(
-        target=kill_first_checkpointed, args=(root, killed, time.monotonic() + 120)
-    )
-    killer.start()
-    try:
+    with killing_first_checkpointed(root):
         proc, (record,) = sweep_cli(
             ray_cluster, root, "--data", data, "--epochs", "20", "--every", "1",
             "--max-retries", str(retries), "--grid", "hidden=8", "--grid", "batch_size=8",
             "--grid", "backend=soft",
         )  # fmt: skip
-    finally:
-        killer.join()
-    assert killed, "the task's process was never seen to checkpoint"
     if retries == 0:
         assert proc.returncode == 1
         assert record["error"] is not None and record["state_hash"] is None

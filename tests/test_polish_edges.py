@@ -11,14 +11,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from sweep_support import kill_first_checkpointed
+from sweep_support import killing_first_checkpointed
 
 import nxrs
 from nxrs.sweeps import expand_grid
@@ -126,20 +124,12 @@ def test_sweep_json_stdout_is_pure_when_a_worker_dies(
     """Ray's driver printed "(raylet) A worker died ..." on stdout before the records: the
     whole of stdout must be the JSON document."""
     root = tmp_path / "s"
-    killed: list[int] = []
-    killer = threading.Thread(
-        target=kill_first_checkpointed, args=(root, killed, time.monotonic() + 120)
-    )
-    killer.start()
-    try:
+    with killing_first_checkpointed(root):
         proc = sweep_cli(
             ray_cluster, root, "--data", data, "--epochs", "20", "--every", "1",
             "--max-retries", "1", "--grid", "hidden=8", "--grid", "batch_size=8",
             "--grid", "backend=soft",
         )  # fmt: skip
-    finally:
-        killer.join()
-    assert killed, "the task's process was never seen to checkpoint"
     assert proc.returncode == 0, proc.stderr
     (record,) = strict_json(proc.stdout)
     assert record["error"] is None and record["resumed_from_step"] >= 1
