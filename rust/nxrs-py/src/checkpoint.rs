@@ -2,8 +2,9 @@
 //! that view the mapped file in place.
 
 use crate::errors::to_py;
+use crate::options::config_dict;
 use crate::paths::path_arg;
-use crate::trainer::{config_dict, PyTrainer};
+use crate::trainer::PyTrainer;
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use nxrs_core::checkpoint::{check_model, trainer_from};

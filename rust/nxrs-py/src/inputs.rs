@@ -248,3 +248,18 @@ pub fn labels(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Vec<i128>> {
         ))),
     }
 }
+
+/// A count parameter: an integer ([`AnyInt`]'s rule) at least `min` (`min` >= 0), or `error`
+/// naming it.
+pub(crate) fn count(
+    value: &AnyInt,
+    name: &str,
+    min: i64,
+    error: fn(String) -> PyErr,
+) -> PyResult<i64> {
+    let n = value.to_i64(name, error)?;
+    if n < min {
+        return Err(error(format!("{name} = {n} must be at least {min}")));
+    }
+    Ok(n)
+}

@@ -4,6 +4,7 @@
 mod checkpoint;
 mod errors;
 mod inputs;
+mod options;
 mod paths;
 mod softf32;
 mod trainer;
