@@ -32,21 +32,12 @@ impl<'a> Target<'a, F32> {
     }
 }
 
+crate::config::names!(Loss {
+    CrossEntropy = "cross_entropy",
+    Mse = "mse",
+});
+
 impl Loss {
-    pub const ALL: [Loss; 2] = [Loss::CrossEntropy, Loss::Mse];
-
-    /// The name in configurations and checkpoints.
-    pub fn name(self) -> &'static str {
-        match self {
-            Loss::CrossEntropy => "cross_entropy",
-            Loss::Mse => "mse",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Loss> {
-        Loss::ALL.into_iter().find(|l| l.name() == name)
-    }
-
     /// The sample's loss. Leaves the model's outputs (probabilities or values) in `outputs` and
     /// the gradient with respect to `z` (the last layer's pre-activations) in `delta` (both as
     /// long as `z`).

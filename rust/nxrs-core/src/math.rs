@@ -21,23 +21,12 @@ pub enum Math {
     Ieee,
 }
 
+crate::config::names!(Math {
+    Seed = "seed",
+    Ieee = "ieee",
+});
+
 impl Math {
-    /// Both settings, for listing them in messages.
-    pub const ALL: [Math; 2] = [Math::Seed, Math::Ieee];
-
-    /// The name in configurations and checkpoints.
-    pub fn name(self) -> &'static str {
-        match self {
-            Math::Seed => "seed",
-            Math::Ieee => "ieee",
-        }
-    }
-
-    /// The setting called `name`, if there is one.
-    pub fn from_name(name: &str) -> Option<Math> {
-        Math::ALL.into_iter().find(|m| m.name() == name)
-    }
-
     pub fn exp<R: Real>(self, x: R) -> R {
         match self {
             Math::Seed => seed_exp(x),

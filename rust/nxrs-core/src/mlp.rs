@@ -74,21 +74,11 @@ pub enum Init {
     Glorot,
 }
 
-impl Init {
-    pub const ALL: [Init; 3] = [Init::Seed, Init::He, Init::Glorot];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Init::Seed => "seed",
-            Init::He => "he",
-            Init::Glorot => "glorot",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Init> {
-        Init::ALL.into_iter().find(|i| i.name() == name)
-    }
-}
+crate::config::names!(Init {
+    Seed = "seed",
+    He = "he",
+    Glorot = "glorot",
+});
 
 /// Layer sizes of an MLP, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,6 +17,41 @@ pub enum Decay {
     Step { step_size: u64, gamma: F32 },
 }
 
+/// The name of a [`Decay`], the configuration's `schedule` setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecayKind {
+    Constant,
+    Linear,
+    Step,
+}
+
+crate::config::names!(DecayKind {
+    Constant = "constant",
+    Linear = "linear",
+    Step = "step",
+});
+
+impl DecayKind {
+    /// The settings this decay takes, for the message refusing others.
+    pub fn takes(self) -> &'static str {
+        match self {
+            DecayKind::Constant => "no total_steps, step_size or gamma",
+            DecayKind::Linear => "total_steps (and no step_size or gamma)",
+            DecayKind::Step => "step_size and gamma (and no total_steps)",
+        }
+    }
+}
+
+impl Decay {
+    pub fn kind(self) -> DecayKind {
+        match self {
+            Decay::Constant => DecayKind::Constant,
+            Decay::Linear { .. } => DecayKind::Linear,
+            Decay::Step { .. } => DecayKind::Step,
+        }
+    }
+}
+
 /// A linear warm-up over `warmup_steps` steps, then a [`Decay`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Schedule {

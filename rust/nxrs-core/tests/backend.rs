@@ -13,12 +13,13 @@ mod nxck_support;
 use nxck_support::*;
 use nxrs_core::backend::{self, Backend};
 use nxrs_core::checkpoint;
+use nxrs_core::config::{Family, Value};
 use nxrs_core::dataset::Dataset;
 use nxrs_core::math::Math;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify};
 use nxrs_core::nxck::Format;
-use nxrs_core::optim::{Kind, OptimizerConfig, StepScalars};
+use nxrs_core::optim::{Kind, StepScalars};
 use nxrs_core::threads::Threads;
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
@@ -245,8 +246,15 @@ fn optimiser_outputs<R: nxrs_core::arith::Real>(
         Kind::AdamW => (0.1, 0.0),
         Kind::Sgd => (0.0, 0.9),
     };
-    let config =
-        OptimizerConfig::from_f64(kind, [0.01, 0.9, 0.999, 1e-8, weight_decay, momentum]).unwrap();
+    // The seed model's Adam hyperparameters (lr 0.01), as `kind`.
+    let settings = [
+        ("optimizer", Value::Str(kind.name().into())),
+        ("weight_decay", Value::Float(weight_decay)),
+        ("momentum", Value::Float(momentum)),
+    ];
+    let config = TrainerConfig::from_settings(Family::SeedModel, &settings)
+        .unwrap()
+        .optimizer;
     let (mut b1t, mut b2t) = (F32::ONE, F32::ONE);
     let mut step = StepScalars::advance(&config, F32::from_bits(0x3C23_D70A), &mut b1t, &mut b2t);
     for _ in 1..steps {

@@ -504,8 +504,7 @@ fn digits_matches_the_reference() {
         math: Math::Ieee,
         init: Init::He,
         seed: i64_of(&c["seed"]),
-        optimizer: OptimizerConfig::from_f64(Kind::Adam, [0.001, 0.9, 0.999, 1e-8, 0.0, 0.0])
-            .unwrap(),
+        optimizer: TrainerConfig::general(vec![64, 128, 10]).optimizer,
         schedule: Schedule::CONSTANT,
         clip_norm: None,
         batch_size: usize_of(&c["batch_size"]),

@@ -23,21 +23,13 @@ pub enum Kind {
     Sgd,
 }
 
+crate::config::names!(Kind {
+    Adam = "adam",
+    AdamW = "adamw",
+    Sgd = "sgd",
+});
+
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Adam, Kind::AdamW, Kind::Sgd];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Adam => "adam",
-            Kind::AdamW => "adamw",
-            Kind::Sgd => "sgd",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name)
-    }
-
     /// Whether the optimiser keeps second moments (and bias-correction powers).
     pub fn has_second_moments(self) -> bool {
         matches!(self, Kind::Adam | Kind::AdamW)
@@ -58,21 +50,7 @@ pub struct OptimizerConfig {
 }
 
 impl OptimizerConfig {
-    /// The seed's Adam, its values built as it builds them: `1/100`, `9/10`, `999/1000`, `1/10^8`.
-    pub fn seed() -> OptimizerConfig {
-        let ratio = |n, d| F32::from_i32(n) / F32::from_i32(d);
-        OptimizerConfig {
-            kind: Kind::Adam,
-            lr: ratio(1, 100),
-            beta1: ratio(9, 10),
-            beta2: ratio(999, 1000),
-            eps: ratio(1, 100_000_000),
-            weight_decay: F32::ZERO,
-            momentum: F32::ZERO,
-        }
-    }
-
-    /// The hyperparameters by name, in a fixed order (for configurations and messages).
+    /// The hyperparameters by name, in a fixed order (for messages and `hyperparameters`).
     pub fn named(&self) -> [(&'static str, F32); 6] {
         [
             ("lr", self.lr),
@@ -84,30 +62,19 @@ impl OptimizerConfig {
         ]
     }
 
-    /// An optimiser from hyperparameters given as binary64 (Python floats), in
-    /// [`OptimizerConfig::named`] order: each is rounded to the nearest binary32 (ties to even),
-    /// then checked as [`OptimizerConfig::validate`] does; an error names the value as given and
-    /// as rounded (`lr = 1e40` rounds to `inf`).
-    pub fn from_f64(kind: Kind, values: [f64; 6]) -> Result<OptimizerConfig> {
-        let binary32 = |x: f64| F32::from_f64_bits(x.to_bits());
-        let config = OptimizerConfig {
-            kind,
-            lr: binary32(values[0]),
-            beta1: binary32(values[1]),
-            beta2: binary32(values[2]),
-            eps: binary32(values[3]),
-            weight_decay: binary32(values[4]),
-            momentum: binary32(values[5]),
-        };
-        for ((name, value), given) in config.named().into_iter().zip(values) {
-            config.accepted_range(name, value).map_err(|range| {
-                Error::Config(format!(
-                    "{name} = {given:?} (binary32 {}) is outside the accepted range: {range}",
-                    shown(value)
-                ))
-            })?;
-        }
-        Ok(config)
+    /// The hyperparameter `name` given as binary64 (a Python float, a default of the schema),
+    /// rounded to the nearest binary32 (ties to even), then checked for this optimiser as
+    /// [`OptimizerConfig::validate`] does; an error names the value as given and as rounded
+    /// (`lr = 1e40` rounds to `inf`).
+    pub fn rounded(&self, name: &str, given: f64) -> Result<F32> {
+        let value = F32::from_f64_bits(given.to_bits());
+        self.accepted_range(name, value).map_err(|range| {
+            Error::Config(format!(
+                "{name} = {given:?} (binary32 {}) is outside the accepted range: {range}",
+                shown(value)
+            ))
+        })?;
+        Ok(value)
     }
 
     /// Checks that training with these hyperparameters can work (see `accepted_range`);
@@ -254,7 +221,8 @@ pub fn clip_by_global_norm<R: Real>(grads: &mut [Layer], max_norm: F32) {
 mod tests {
     use super::*;
 
-    const SEED_VALUES: [f64; 6] = [0.01, 0.9, 0.999, 1e-8, 0.0, 0.0];
+    use crate::config::{Family, Value};
+    use crate::TrainerConfig;
 
     fn config_error(r: Result<OptimizerConfig>) -> String {
         match r {
@@ -263,15 +231,24 @@ mod tests {
         }
     }
 
+    /// The seed model's optimiser as `kind`, with hyperparameter `k` (in `named` order) given
+    /// as `x`, through the configuration schema.
     fn with(kind: Kind, k: usize, x: f64) -> Result<OptimizerConfig> {
-        let mut h = SEED_VALUES;
-        h[k] = x;
-        OptimizerConfig::from_f64(kind, h)
+        let name = TrainerConfig::seed_model().optimizer.named()[k].0;
+        let settings = [
+            ("optimizer", Value::Str(kind.name().into())),
+            (name, Value::Float(x)),
+        ];
+        TrainerConfig::from_settings(Family::SeedModel, &settings).map(|c| c.optimizer)
+    }
+
+    fn seed() -> OptimizerConfig {
+        TrainerConfig::seed_model().optimizer
     }
 
     #[test]
     fn seed_hyperparameters_are_the_nearest_binary32() {
-        let c = OptimizerConfig::seed();
+        let c = seed();
         assert_eq!(c.lr.to_bits(), 0x3C23_D70A); // 0.01
         assert_eq!(c.beta1.to_bits(), 0x3F66_6666); // 0.9
         assert_eq!(c.beta2.to_bits(), 0x3F7F_BE77); // 0.999
@@ -279,10 +256,21 @@ mod tests {
     }
 
     #[test]
-    fn seed_hyperparameters_are_valid_and_are_what_python_defaults_round_to() {
-        OptimizerConfig::seed().validate().unwrap();
-        let from_python = OptimizerConfig::from_f64(Kind::Adam, SEED_VALUES).unwrap();
-        assert_eq!(from_python, OptimizerConfig::seed());
+    fn seed_hyperparameters_are_valid_and_are_built_as_the_seed_builds_them() {
+        // The seed computes 1/100, 9/10, 999/1000 and 1/10^8 in binary32; the schema's decimal
+        // defaults round to the same bits.
+        seed().validate().unwrap();
+        let ratio = |n, d| F32::from_i32(n) / F32::from_i32(d);
+        let built = OptimizerConfig {
+            kind: Kind::Adam,
+            lr: ratio(1, 100),
+            beta1: ratio(9, 10),
+            beta2: ratio(999, 1000),
+            eps: ratio(1, 100_000_000),
+            weight_decay: F32::ZERO,
+            momentum: F32::ZERO,
+        };
+        assert_eq!(seed(), built);
     }
 
     #[test]
@@ -319,10 +307,10 @@ mod tests {
         with(Kind::Adam, 1, 0.0).unwrap();
         with(Kind::Adam, 0, 1.1754943508222875e-38).unwrap();
         with(Kind::Adam, 3, 3.4028234663852886e38).unwrap();
-        // validate() checks configurations built without from_f64 (e.g. read from a file).
+        // validate() checks configurations built without the schema (e.g. read from a file).
         let c = OptimizerConfig {
             beta1: F32::ONE,
-            ..OptimizerConfig::seed()
+            ..seed()
         };
         assert!(matches!(c.validate(), Err(Error::Config(m)) if m.starts_with("beta1 = 1.0 ")));
     }

@@ -339,7 +339,7 @@ pub fn useful_optimizer(lr: impl Strategy<Value = i32>) -> impl Strategy<Value =
         } else {
             F32::ZERO
         },
-        ..OptimizerConfig::seed()
+        ..TrainerConfig::seed_model().optimizer
     })
 }
 
