@@ -1,226 +1,256 @@
-//! The configuration at the boundary: `Trainer(...)`'s keyword options to a core
-//! [`TrainerConfig`], and a configuration back to a dict with `docs/TRAINING.md`'s keys.
+//! The configuration at the boundary, translation only: `Trainer(layers, **options)`'s keywords
+//! to the core's named settings (each converted by its type in the core's schema, which checks
+//! every value and holds every default), a configuration back to a dict with
+//! `docs/TRAINING.md`'s keys, the schema itself (`config_schema()`) and the core's comparison of
+//! two configurations (`_config_differences`).
 
 use crate::errors::{to_py, ConfigError};
-use crate::inputs::{count, AnyInt, AnyInts};
-use crate::trainer::float_of;
-use nxrs_core::config::TrainerConfig;
-use nxrs_core::loss::Loss;
-use nxrs_core::math::Math;
-use nxrs_core::mlp::{layer_sizes, Init};
-use nxrs_core::optim::{Kind, OptimizerConfig};
-use nxrs_core::schedule::{Decay, Schedule};
+use crate::inputs::{AnyInt, AnyInts};
+use nxrs_core::config::schema::Default;
+use nxrs_core::config::{
+    differences_of, setting, settings, Family, Setting, TrainerConfig, Type, Value,
+};
 use nxrs_core::F32;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-/// A configuration as a dict with `docs/TRAINING.md`'s keys (binary32 values as floats). With
-/// `bits`, also `sizes` (the layers) and the bit pattern of every binary32 value as `<key>_bits`.
+/// What `Trainer(layers, **options)` describes: the configuration, and how this machine
+/// computes it (not part of the configuration).
+pub(crate) struct TrainerOptions {
+    pub(crate) config: TrainerConfig,
+    pub(crate) backend: Option<String>,
+    pub(crate) threads: Option<AnyInt>,
+}
+
+/// `Trainer(layers, **options)`: `layers` (a general trainer) or `sizes` (the seed model's
+/// family, the default) chooses the family (the core's `Family::choose`), every other keyword
+/// is a setting of the schema or `backend`/`threads`. A keyword that is neither is a TypeError,
+/// as for any Python function; a value of the wrong Python type too (a float for a name); a
+/// value the setting does not accept is the core's ConfigError. `None` is the default.
+pub(crate) fn trainer_options(
+    layers: Option<AnyInts>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<TrainerOptions> {
+    let mut given = Vec::new();
+    let (mut sizes, mut backend, mut threads) = (None, None, None);
+    for (key, value) in options.into_iter().flatten() {
+        let key: String = key.extract()?;
+        if value.is_none() {
+            continue;
+        }
+        match key.as_str() {
+            "backend" => {
+                backend = Some(value.extract().map_err(|e| argument(value.py(), &key, e))?)
+            }
+            "threads" => threads = Some(value.extract()?),
+            k if k == Family::SeedModel.sizes_keyword() => sizes = Some(value.extract()?),
+            k => match setting(k).filter(|s| s.ty != Type::Sizes) {
+                Some(setting) => given.push((key.clone(), from_python(setting, &value)?)),
+                None => {
+                    return Err(PyTypeError::new_err(format!(
+                        "Trainer.__new__() got an unexpected keyword argument '{key}'"
+                    )))
+                }
+            },
+        }
+    }
+    let layer_sizes = |sizes: Option<AnyInts>, family: Family| {
+        sizes
+            .map(|s| s.to_i64s(family.sizes_keyword(), ConfigError::new_err))
+            .transpose()
+    };
+    let (family, sizes) = Family::choose(
+        layer_sizes(layers, Family::General)?,
+        layer_sizes(sizes, Family::SeedModel)?,
+    )
+    .map_err(to_py)?;
+    if let Some(sizes) = sizes {
+        given.push(("layers".into(), Value::Ints(sizes)));
+    }
+    let config = TrainerConfig::from_settings(family, &given).map_err(to_py)?;
+    Ok(TrainerOptions {
+        config,
+        backend,
+        threads,
+    })
+}
+
+/// A PyO3 conversion's TypeError, naming the argument as PyO3's own argument parsing does.
+fn argument(py: Python<'_>, name: &str, err: PyErr) -> PyErr {
+    if err.is_instance_of::<PyTypeError>(py) {
+        PyTypeError::new_err(format!("argument '{name}': {}", err.value(py)))
+    } else {
+        err
+    }
+}
+
+/// A keyword's value as the setting's type: integers by `AnyInt`'s rule (ConfigError naming
+/// the setting for a bool, a float, ...), floats, names and flags by PyO3's conversions.
+fn from_python(setting: &Setting, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let name = setting.name;
+    let argument = |e| argument(value.py(), name, e);
+    Ok(match setting.ty {
+        Type::Int { .. } => Value::Int(
+            value
+                .extract::<AnyInt>()?
+                .to_i64(name, ConfigError::new_err)?,
+        ),
+        Type::Float => Value::Float(value.extract().map_err(argument)?),
+        Type::Name(_) => Value::Str(value.extract().map_err(argument)?),
+        Type::Bool => Value::Bool(value.extract().map_err(argument)?),
+        Type::Sizes => Value::Ints(
+            value
+                .extract::<AnyInts>()?
+                .to_i64s(name, ConfigError::new_err)?,
+        ),
+    })
+}
+
+/// A value as Python holds it.
+fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::None => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(n) => n.into_pyobject(py)?.into_any(),
+        Value::Float(x) => PyFloat::new(py, *x).into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::Ints(v) => PyList::new(py, v)?.into_any(),
+    })
+}
+
+/// Any value of a configuration dict (a trainer's, a manifest's, a checkpoint's) for the core's
+/// comparison: what it would be as a setting, or its `repr` for anything else.
+fn any_value(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if value.is_none() {
+        return Ok(Value::None);
+    }
+    if let Ok(b) = value.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if value.is_instance_of::<PyInt>() {
+        if let Ok(n) = value.extract() {
+            return Ok(Value::Int(n));
+        }
+    }
+    if value.is_instance_of::<PyFloat>() {
+        return Ok(Value::Float(value.extract()?));
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(Value::Str(s.to_string()));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let ints: Option<Vec<i64>> = value
+            .try_iter()?
+            .map(|item| {
+                let item = item?;
+                Ok(
+                    (item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>())
+                        .then(|| item.extract().ok())
+                        .flatten(),
+                )
+            })
+            .collect::<PyResult<_>>()?;
+        if let Some(ints) = ints {
+            return Ok(Value::Ints(ints));
+        }
+    }
+    Ok(Value::Str(value.repr()?.to_string()))
+}
+
+/// A configuration as a dict with `docs/TRAINING.md`'s keys (binary32 values as floats), in
+/// the schema's order. With `bits`, also `sizes` (the layers, under the checkpoint record's
+/// key) and the bit pattern of every binary32 value as `<key>_bits`.
 pub(crate) fn config_dict<'py>(
     py: Python<'py>,
     config: &TrainerConfig,
     bits: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    let float = |d: &Bound<'py, PyDict>, name: &str, value: Option<F32>| -> PyResult<()> {
-        d.set_item(name, value.map(float_of))?;
-        if bits {
-            d.set_item(format!("{name}_bits"), value.map(F32::to_bits))?;
+    for (s, value) in settings()
+        .iter()
+        .zip(config.settings().into_iter().map(|(_, v)| v))
+    {
+        dict.set_item(s.name, to_python(py, &value)?)?;
+        match (&value, s.ty) {
+            (Value::Ints(sizes), Type::Sizes) if bits => dict.set_item("sizes", sizes)?,
+            (Value::Float(x), Type::Float) if bits => {
+                // Exact: the value is a binary32 widened.
+                let bits = F32::from_f64_bits(x.to_bits()).to_bits();
+                dict.set_item(format!("{}_bits", s.name), bits)?
+            }
+            (Value::None, Type::Float) if bits => {
+                dict.set_item(format!("{}_bits", s.name), py.None())?
+            }
+            _ => {}
         }
-        Ok(())
-    };
-    dict.set_item("layers", config.sizes.clone())?;
-    if bits {
-        dict.set_item("sizes", config.sizes.clone())?;
     }
-    dict.set_item("loss", config.loss.name())?;
-    dict.set_item("math", config.math.name())?;
-    dict.set_item("init", config.init.name())?;
-    dict.set_item("seed", config.seed)?;
-    dict.set_item("optimizer", config.optimizer.kind.name())?;
-    for (name, value) in config.optimizer.named() {
-        float(&dict, name, Some(value))?;
-    }
-    let (schedule, total_steps, step_size, gamma) = match config.schedule.decay {
-        Decay::Constant => ("constant", None, None, None),
-        Decay::Linear { total_steps } => ("linear", Some(total_steps), None, None),
-        Decay::Step { step_size, gamma } => ("step", None, Some(step_size), Some(gamma)),
-    };
-    dict.set_item("schedule", schedule)?;
-    dict.set_item("warmup_steps", config.schedule.warmup_steps)?;
-    dict.set_item("total_steps", total_steps)?;
-    dict.set_item("step_size", step_size)?;
-    float(&dict, "gamma", gamma)?;
-    float(&dict, "clip_norm", config.clip_norm)?;
-    dict.set_item("batch_size", config.batch_size)?;
-    dict.set_item("grad_block", config.grad_block)?;
-    dict.set_item("shuffle", config.shuffle)?;
-    dict.set_item("drop_last", config.drop_last)?;
     Ok(dict)
 }
 
-/// The setting called `name` (ConfigError listing the known names otherwise).
-fn named<T: Copy>(
-    what: &str,
-    name: &str,
-    all: &[T],
-    name_of: fn(T) -> &'static str,
-) -> PyResult<T> {
-    all.iter()
-        .copied()
-        .find(|&v| name_of(v) == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = all.iter().map(|&v| name_of(v)).collect();
-            ConfigError::new_err(format!("{what} = {name:?} is not known (known: {known:?})"))
-        })
+/// Every setting of the configuration (`nxrs.config_schema()`): name, type, the accepted names
+/// (or None), whether None is accepted, the default in each family, the smallest integer, the
+/// accepted values as the documentation says them, and a description.
+#[pyfunction]
+pub fn config_schema(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let rows = PyList::empty(py);
+    for s in settings() {
+        let row = PyDict::new(py);
+        row.set_item("name", s.name)?;
+        row.set_item("type", s.ty.name())?;
+        row.set_item(
+            "choices",
+            match s.ty {
+                Type::Name(names) => Some(names.to_vec()),
+                _ => None,
+            },
+        )?;
+        row.set_item("optional", s.optional)?;
+        let defaults = PyDict::new(py);
+        let seed_model = TrainerConfig::seed_model();
+        for family in Family::ALL {
+            defaults.set_item(
+                family.name(),
+                to_python(py, &s.default_in(family, &seed_model))?,
+            )?;
+        }
+        row.set_item("default", defaults)?;
+        row.set_item(
+            "default_adamw",
+            match s.default {
+                Default::ForAdamW { adamw, .. } => Some(adamw),
+                _ => None,
+            },
+        )?;
+        row.set_item(
+            "min",
+            match s.ty {
+                Type::Int { min } if min > i64::MIN => Some(min),
+                _ => None,
+            },
+        )?;
+        row.set_item("range", s.range)?;
+        row.set_item("doc", s.doc)?;
+        rows.append(row)?;
+    }
+    Ok(rows)
 }
 
-/// A configuration count at least `min` (ConfigError otherwise).
-fn setting(value: &AnyInt, name: &str, min: i64) -> PyResult<u64> {
-    Ok(count(value, name, min, ConfigError::new_err)? as u64)
-}
-
-fn size(value: &AnyInt, name: &str) -> PyResult<usize> {
-    usize::try_from(setting(value, name, 1)?)
-        .map_err(|_| ConfigError::new_err(format!("{name} is too large")))
-}
-
-fn binary32(x: f64) -> F32 {
-    F32::from_f64_bits(x.to_bits())
-}
-
-/// The keyword arguments of `Trainer(...)` after `layers`.
-pub(crate) struct Options {
-    pub(crate) seed: Option<AnyInt>,
-    pub(crate) sizes: Option<AnyInts>,
-    pub(crate) loss: Option<String>,
-    pub(crate) math: Option<String>,
-    pub(crate) init: Option<String>,
-    pub(crate) optimizer: Option<String>,
-    pub(crate) lr: Option<f64>,
-    pub(crate) beta1: Option<f64>,
-    pub(crate) beta2: Option<f64>,
-    pub(crate) eps: Option<f64>,
-    pub(crate) weight_decay: Option<f64>,
-    pub(crate) momentum: Option<f64>,
-    pub(crate) schedule: Option<String>,
-    pub(crate) warmup_steps: Option<AnyInt>,
-    pub(crate) total_steps: Option<AnyInt>,
-    pub(crate) step_size: Option<AnyInt>,
-    pub(crate) gamma: Option<f64>,
-    pub(crate) clip_norm: Option<f64>,
-    pub(crate) batch_size: Option<AnyInt>,
-    pub(crate) grad_block: Option<AnyInt>,
-    pub(crate) shuffle: Option<bool>,
-    pub(crate) drop_last: Option<bool>,
-}
-
-/// The configuration `Trainer(layers, **options)` describes: the seed family (`layers` None:
-/// the seed model's configuration, `sizes` its layer sizes) or the general family (TRAINING.md's
-/// defaults), then every option given.
-pub(crate) fn build_config(layers: Option<AnyInts>, o: Options) -> PyResult<TrainerConfig> {
-    let seed = match &o.seed {
-        Some(s) => Some(s.to_i64("seed", ConfigError::new_err)?),
-        None => None,
+/// The settings in which two configuration dicts differ (the core's one comparison: floats by
+/// their bits, the schema's order, then other keys sorted); a key one lacks differs.
+#[pyfunction]
+pub fn _config_differences(
+    mine: &Bound<'_, PyDict>,
+    theirs: &Bound<'_, PyDict>,
+) -> PyResult<Vec<String>> {
+    let values = |d: &Bound<'_, PyDict>| -> PyResult<Vec<(String, Value)>> {
+        d.iter()
+            .map(|(k, v)| Ok((k.str()?.to_string(), any_value(&v)?)))
+            .collect()
     };
-    let mut config = match (layers, &o.sizes) {
-        (Some(_), Some(_)) => {
-            return Err(ConfigError::new_err(
-                "give layers (a general trainer) or sizes (the seed model's family), not both",
-            ))
-        }
-        (None, sizes) => {
-            let sizes = match sizes {
-                Some(s) => {
-                    layer_sizes(&s.to_i64s("sizes", ConfigError::new_err)?).map_err(to_py)?
-                }
-                None => vec![6, 10, 4],
-            };
-            TrainerConfig::seed_style(sizes, seed.unwrap_or(1))
-        }
-        (Some(layers), None) => {
-            let sizes =
-                layer_sizes(&layers.to_i64s("layers", ConfigError::new_err)?).map_err(to_py)?;
-            let mut config = TrainerConfig::general(sizes);
-            config.seed = seed.unwrap_or(config.seed);
-            config
-        }
-    };
-    if let Some(name) = &o.loss {
-        config.loss = named("loss", name, &Loss::ALL, Loss::name)?;
-    }
-    if let Some(name) = &o.math {
-        config.math = named("math", name, &Math::ALL, Math::name)?;
-    }
-    if let Some(name) = &o.init {
-        config.init = named("init", name, &Init::ALL, Init::name)?;
-    }
-    let kind = match &o.optimizer {
-        Some(name) => named("optimizer", name, &Kind::ALL, Kind::name)?,
-        None => config.optimizer.kind,
-    };
-    let hyper = [o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.momentum];
-    if kind != config.optimizer.kind || hyper.iter().any(Option::is_some) {
-        let base = config.optimizer.named().map(|(_, v)| float_of(v));
-        let default_decay = if kind == Kind::AdamW { 0.01 } else { 0.0 };
-        let values = [
-            o.lr.unwrap_or(base[0]),
-            o.beta1.unwrap_or(base[1]),
-            o.beta2.unwrap_or(base[2]),
-            o.eps.unwrap_or(base[3]),
-            o.weight_decay.unwrap_or(default_decay),
-            o.momentum.unwrap_or(0.0),
-        ];
-        config.optimizer = OptimizerConfig::from_f64(kind, values).map_err(to_py)?;
-    }
-    let name = o.schedule.as_deref().unwrap_or("constant");
-    let decay = match (name, &o.total_steps, &o.step_size, o.gamma) {
-        ("constant", None, None, None) => Decay::Constant,
-        ("linear", Some(total), None, None) => Decay::Linear {
-            total_steps: setting(total, "total_steps", 1)?,
-        },
-        ("step", None, Some(step_size), Some(gamma)) => Decay::Step {
-            step_size: setting(step_size, "step_size", 1)?,
-            gamma: binary32(gamma),
-        },
-        ("constant" | "linear" | "step", ..) => {
-            return Err(ConfigError::new_err(format!(
-                "schedule={name:?} takes {}",
-                match name {
-                    "constant" => "no total_steps, step_size or gamma",
-                    "linear" => "total_steps (and no step_size or gamma)",
-                    _ => "step_size and gamma (and no total_steps)",
-                }
-            )))
-        }
-        _ => {
-            return Err(ConfigError::new_err(format!(
-                "schedule = {name:?} is not known (known: [\"constant\", \"linear\", \"step\"])"
-            )))
-        }
-    };
-    config.schedule = Schedule {
-        warmup_steps: match &o.warmup_steps {
-            Some(w) => setting(w, "warmup_steps", 0)?,
-            None => config.schedule.warmup_steps,
-        },
-        decay,
-    };
-    if let Some(c) = o.clip_norm {
-        config.clip_norm = Some(binary32(c));
-    }
-    if let Some(b) = &o.batch_size {
-        config.batch_size = size(b, "batch_size")?;
-    }
-    if let Some(g) = &o.grad_block {
-        config.grad_block = Some(size(g, "grad_block")?);
-    }
-    if let Some(s) = o.shuffle {
-        config.shuffle = s;
-    }
-    if let Some(d) = o.drop_last {
-        config.drop_last = d;
-    }
-    config.validate().map_err(to_py)?;
-    Ok(config)
+    let (mine, theirs) = (values(mine)?, values(theirs)?);
+    Ok(differences_of(&mine, &theirs)
+        .into_iter()
+        .map(|d| d.name.to_owned())
+        .collect())
 }

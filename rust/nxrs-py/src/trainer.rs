@@ -3,12 +3,12 @@
 
 use crate::errors::{to_py, BusyError, ConfigError, InputError};
 use crate::inputs::{self, count, AnyInt, AnyInts};
-use crate::options::{build_config, config_dict, Options};
+use crate::options::{config_dict, trainer_options};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn};
 use nxrs_core::backend::BackendChoice;
 use nxrs_core::checkpoint;
-use nxrs_core::config::TrainerConfig;
+use nxrs_core::config::{Family, TrainerConfig, Value};
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::{argmax, Loss};
 use nxrs_core::mlp::Layer;
@@ -472,108 +472,48 @@ fn seconds(max_seconds: Option<f64>) -> PyResult<Duration> {
 
 #[pymethods]
 impl PyTrainer {
+    /// `Trainer(layers=None, **options)`: every keyword but `backend` and `threads` is a setting
+    /// of the configuration schema (`nxrs.config_schema()`); the signature lists them for
+    /// `help` and `inspect.signature` (a test checks it against the schema).
     #[new]
-    #[pyo3(signature = (
-        layers = None,
-        *,
-        seed = None,
-        sizes = None,
-        loss = None,
-        math = None,
-        init = None,
-        optimizer = None,
-        lr = None,
-        beta1 = None,
-        beta2 = None,
-        eps = None,
-        weight_decay = None,
-        momentum = None,
-        schedule = None,
-        warmup_steps = None,
-        total_steps = None,
-        step_size = None,
-        gamma = None,
-        clip_norm = None,
-        batch_size = None,
-        grad_block = None,
-        shuffle = None,
-        drop_last = None,
-        backend = None,
-        threads = None,
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (layers = None, **options),
+        text_signature = "(layers=None, *, seed=None, sizes=None, loss=None, math=None, \
+            init=None, optimizer=None, lr=None, beta1=None, beta2=None, eps=None, \
+            weight_decay=None, momentum=None, schedule=None, warmup_steps=None, \
+            total_steps=None, step_size=None, gamma=None, clip_norm=None, batch_size=None, \
+            grad_block=None, shuffle=None, drop_last=None, backend=None, threads=None)"
+    )]
     fn new(
         py: Python<'_>,
         layers: Option<AnyInts>,
-        seed: Option<AnyInt>,
-        sizes: Option<AnyInts>,
-        loss: Option<String>,
-        math: Option<String>,
-        init: Option<String>,
-        optimizer: Option<String>,
-        lr: Option<f64>,
-        beta1: Option<f64>,
-        beta2: Option<f64>,
-        eps: Option<f64>,
-        weight_decay: Option<f64>,
-        momentum: Option<f64>,
-        schedule: Option<String>,
-        warmup_steps: Option<AnyInt>,
-        total_steps: Option<AnyInt>,
-        step_size: Option<AnyInt>,
-        gamma: Option<f64>,
-        clip_norm: Option<f64>,
-        batch_size: Option<AnyInt>,
-        grad_block: Option<AnyInt>,
-        shuffle: Option<bool>,
-        drop_last: Option<bool>,
-        backend: Option<String>,
-        threads: Option<AnyInt>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let options = Options {
-            seed,
-            sizes,
-            loss,
-            math,
-            init,
-            optimizer,
-            lr,
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-            momentum,
-            schedule,
-            warmup_steps,
-            total_steps,
-            step_size,
-            gamma,
-            clip_norm,
-            batch_size,
-            grad_block,
-            shuffle,
-            drop_last,
-        };
-        let config = build_config(layers, options)?;
-        let trainer = Trainer::new(config).map_err(to_py)?;
-        PyTrainer::from_core(py, trainer, backend.as_deref(), threads)
+        let options = trainer_options(layers, options)?;
+        let trainer = Trainer::new(options.config).map_err(to_py)?;
+        PyTrainer::from_core(py, trainer, options.backend.as_deref(), options.threads)
     }
 
     /// The seed program's model: `Trainer(seed=seed)`.
     #[classmethod]
     #[pyo3(
-        signature = (seed = AnyInt::new(1), *, backend = None, threads = None),
+        signature = (seed = None, *, backend = None, threads = None),
         text_signature = "(seed=1, *, backend=None, threads=None)"
     )]
     fn seed_model(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
-        seed: AnyInt,
+        seed: Option<AnyInt>,
         backend: Option<String>,
         threads: Option<AnyInt>,
     ) -> PyResult<Self> {
-        let seed = seed.to_i64("seed", ConfigError::new_err)?;
-        let config = TrainerConfig::seed_style(vec![6, 10, 4], seed);
+        let seed = seed.map(|s| s.to_i64("seed", ConfigError::new_err));
+        let given: Vec<_> = seed
+            .transpose()?
+            .map(|s| ("seed", Value::Int(s)))
+            .into_iter()
+            .collect();
+        let config = TrainerConfig::from_settings(Family::SeedModel, &given).map_err(to_py)?;
         let trainer = Trainer::new(config).map_err(to_py)?;
         PyTrainer::from_core(py, trainer, backend.as_deref(), threads)
     }
