@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy.typing as npt
 
 from nxrs._checks import count, flag, optional_count, seconds
+from nxrs._config import config_diff
 from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
 from nxrs._nxrs import open as open_checkpoint
 from nxrs.manager import CheckpointManager
@@ -332,8 +333,8 @@ class _RunState:
     def _check_identity(self, old: dict[str, Any]) -> None:
         config = self._config()
         stored = old.get("config", {})
-        if stored != config:
-            diff = sorted(k for k in set(config) | set(stored) if config.get(k) != stored.get(k))
+        diff = config_diff(config, stored)
+        if diff:
             raise MismatchError(
                 f"{self.run.directory} holds a run with another configuration (differs in "
                 f"{', '.join(diff)}); restart to move it aside (resume=False, nxrs train "
@@ -552,8 +553,8 @@ def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> b
             f"{entry.path} cannot be resumed by fit (no configuration or data fingerprint: "
             f"{err}); pass resume=False to start over (the old run is moved aside)"
         ) from err
-    if config != trainer.config:
-        diff = sorted(k for k in config if config[k] != trainer.config[k])
+    diff = config_diff(config, trainer.config)
+    if diff:
         raise MismatchError(
             f"{entry.path} was written by a trainer with another configuration (differs in "
             f"{', '.join(diff)}); pass resume=False to start over (the old run is moved aside)"

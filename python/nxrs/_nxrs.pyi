@@ -28,8 +28,10 @@ __all__ = [
     "Trainer",
     "UnsupportedVersionError",
     "__version__",
+    "_config_differences",
     "checkpoint_format",
     "clip",
+    "config_schema",
     "f32_binary",
     "f32_compare",
     "f32_from_i64",
@@ -550,6 +552,22 @@ def checkpoint_format(path: StrOrBytesPath) -> int:
 
 def sweep_temp_files(directory: StrOrBytesPath) -> list[Path]:
     """Removes temporary files left by interrupted saves whose writer is gone; returns them."""
+
+def config_schema() -> list[dict[str, Any]]:
+    """Every setting of a trainer's configuration (``Trainer(...)``'s keywords but ``backend``
+    and ``threads``), in ``docs/TRAINING.md``'s order, as dicts: ``name``, ``type`` ("sizes",
+    "int", "float", "str" or "bool"), ``choices`` (the accepted names, or None), ``optional``
+    (whether None is a value of its own), ``default`` (``{"general": ..., "seed_model": ...}``:
+    ``Trainer(layers=...)``'s and the seed model's), ``default_adamw`` (the default with
+    ``optimizer="adamw"`` where it differs, else None), ``min`` (an integer's smallest value, or
+    None), ``range`` (the accepted values, as text) and ``doc``.
+
+    >>> [s["default"]["general"] for s in config_schema() if s["name"] == "batch_size"]
+    [32]
+    """
+
+def _config_differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """The keys in which two configuration dicts differ (``nxrs._config.config_diff``)."""
 
 def clip(text: str) -> str:
     """``text`` cut as nxrs's error messages cut values read from a file: the first 100

@@ -64,6 +64,7 @@ from sklearn.utils.validation import (  # type: ignore[import-untyped,unused-ign
     validate_data,
 )
 
+from nxrs import _config
 from nxrs._checks import count, flag, optional_count
 from nxrs._nxrs import ConfigError, InputError, Trainer
 from nxrs.interop import weights
@@ -105,20 +106,20 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
         self,
         hidden_layer_sizes: int | tuple[int, ...] = (100,),
         *,
-        solver: Literal["adam", "adamw", "sgd"] = "adam",
-        batch_size: int | Literal["auto"] = 32,
-        learning_rate_init: float = 0.001,
+        solver: Literal["adam", "adamw", "sgd"] = _config.default("optimizer"),
+        batch_size: int | Literal["auto"] = _config.default("batch_size"),
+        learning_rate_init: float = _config.default("lr"),
         max_iter: int = 200,
-        shuffle: bool = True,
+        shuffle: bool = _config.default("shuffle"),
         random_state: int | np.random.RandomState | None = None,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-8,
-        momentum: float = 0.9,
+        beta_1: float = _config.default("beta1"),
+        beta_2: float = _config.default("beta2"),
+        epsilon: float = _config.default("eps"),
+        momentum: float = 0.9,  # MLPClassifier's (nxrs's own default, 0, is no momentum)
         weight_decay: float | None = None,
         warm_start: bool = False,
-        math: Literal["seed", "ieee"] = "ieee",
-        init: Literal["seed", "he", "glorot"] = "he",
+        math: Literal["seed", "ieee"] = _config.default("math"),
+        init: Literal["seed", "he", "glorot"] = _config.default("init"),
         grad_block: int | None = None,
         backend: Literal["auto", "hw", "soft"] = "auto",
     ) -> None:
@@ -175,7 +176,8 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
     def _seed(self) -> int:
         state = self.random_state
         if state is None:
-            return 0
+            seed: int = _config.default("seed")
+            return seed
         if isinstance(state, np.random.RandomState):
             return int(state.randint(np.iinfo(np.int32).max))
         try:
@@ -214,8 +216,8 @@ class _ExactMLP(BaseEstimator):  # type: ignore[misc]
         old, new = trainer.config, built.config
         if parameters.batch_size == "auto":
             new["batch_size"] = old["batch_size"]
-        if old != new:
-            changed = sorted(k for k in old if old[k] != new.get(k))
+        changed = _config.config_diff(old, new)
+        if changed:
             raise ConfigError(
                 f"the parameters changed since the model was built (its {', '.join(changed)} "
                 "differ): an exact run cannot change them; fit with warm_start=False to start "
