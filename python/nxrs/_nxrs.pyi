@@ -86,15 +86,17 @@ class ChecksumError(CheckpointError):
 class Trainer:
     """Bit-reproducible MLP training on softf32 (``docs/TRAINING.md`` defines every bit).
 
-    Two families of configurations, every keyword defaulting to its family's value:
+    Two families of configurations, every keyword defaulting to its family's value
+    (``nxrs.config_schema()`` lists every setting with both defaults; ``docs/TRAINING.md``
+    section 1):
 
     - ``Trainer(layers=[n_in, ..., n_out], ...)``, the general trainer, with TRAINING.md's
-      defaults: loss "cross_entropy", math "ieee", init "he", seed 0, Adam lr 0.001 (0.9,
-      0.999, 1e-8), batch_size 32, shuffle True, weight_decay 0.01 for "adamw" else 0.
+      defaults: cross-entropy, "ieee" math, He init, Adam, shuffled batches (AdamW decays the
+      weights by default, the others do not).
     - ``Trainer()`` / ``Trainer(seed=1)`` / ``Trainer.seed_model()``: the seed program's model
-      (sizes [6, 10, 4], the seed's math and init, seed 1, the seed's Adam, batch 1, no
-      shuffle); ``sizes=`` changes its layer sizes (``layers`` and ``sizes`` together is a
-      ConfigError), other keywords override its values.
+      (its layer sizes, math, init, seed, Adam, one sample per step, no shuffle); ``sizes=``
+      changes its layer sizes (``layers`` and ``sizes`` together is a ConfigError), other
+      keywords override its values. A keyword that is not a setting is a TypeError.
 
     ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside). Layer sizes need at least
     two entries, each in 1 ..= 2**24, with at most 2**28 parameters in all (ConfigError).

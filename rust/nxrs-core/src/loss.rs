@@ -6,13 +6,14 @@ use crate::arith::{cells, Real};
 use crate::math::Math;
 use crate::softf32::F32;
 
-/// The loss a model is trained with; recorded in every checkpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Loss {
-    /// Softmax outputs, integer class labels.
-    CrossEntropy,
-    /// Identity outputs, float targets (one per output).
-    Mse,
+crate::config::names! {
+    /// The loss a model is trained with; recorded in every checkpoint.
+    pub enum Loss {
+        /// Softmax outputs, integer class labels.
+        CrossEntropy = "cross_entropy",
+        /// Identity outputs, float targets (one per output).
+        Mse = "mse",
+    }
 }
 
 /// One sample's target.
@@ -31,11 +32,6 @@ impl<'a> Target<'a, F32> {
         }
     }
 }
-
-crate::config::names!(Loss {
-    CrossEntropy = "cross_entropy",
-    Mse = "mse",
-});
 
 impl Loss {
     /// The sample's loss. Leaves the model's outputs (probabilities or values) in `outputs` and

@@ -14,17 +14,13 @@ use crate::arith::Real;
 use crate::softf32::F32;
 use std::sync::LazyLock;
 
-/// Which elementary functions a run uses; recorded in every checkpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Math {
-    Seed,
-    Ieee,
+crate::config::names! {
+    /// Which elementary functions a run uses; recorded in every checkpoint.
+    pub enum Math {
+        Seed = "seed",
+        Ieee = "ieee",
+    }
 }
-
-crate::config::names!(Math {
-    Seed = "seed",
-    Ieee = "ieee",
-});
 
 impl Math {
     pub fn exp<R: Real>(self, x: R) -> R {

@@ -63,22 +63,17 @@ fn zeros<R: Real>(n: usize) -> Vec<R> {
     }
 }
 
-/// How the weights start (biases always start at +0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Init {
-    /// The seed's `mk_state` pattern.
-    Seed,
-    /// Uniform on `[-a, a)`, `a = sqrt(6 / inputs)` (He et al., for ReLU networks).
-    He,
-    /// Uniform on `[-a, a)`, `a = sqrt(6 / (inputs + outputs))` (Glorot and Bengio).
-    Glorot,
+crate::config::names! {
+    /// How the weights start (biases always start at +0).
+    pub enum Init {
+        /// The seed's `mk_state` pattern.
+        Seed = "seed",
+        /// Uniform on `[-a, a)`, `a = sqrt(6 / inputs)` (He et al., for ReLU networks).
+        He = "he",
+        /// Uniform on `[-a, a)`, `a = sqrt(6 / (inputs + outputs))` (Glorot and Bengio).
+        Glorot = "glorot",
+    }
 }
-
-crate::config::names!(Init {
-    Seed = "seed",
-    He = "he",
-    Glorot = "glorot",
-});
 
 /// Layer sizes of an MLP, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,19 +17,14 @@ pub enum Decay {
     Step { step_size: u64, gamma: F32 },
 }
 
-/// The name of a [`Decay`], the configuration's `schedule` setting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DecayKind {
-    Constant,
-    Linear,
-    Step,
+crate::config::names! {
+    /// The name of a [`Decay`], the configuration's `schedule` setting.
+    pub enum DecayKind {
+        Constant = "constant",
+        Linear = "linear",
+        Step = "step",
+    }
 }
-
-crate::config::names!(DecayKind {
-    Constant = "constant",
-    Linear = "linear",
-    Step = "step",
-});
 
 impl DecayKind {
     /// The settings this decay takes, for the message refusing others.

@@ -704,7 +704,7 @@ fn v1_refuses_every_trainer_but_the_seed_model() {
             with(|c| c.optimizer.kind = nxrs_core::optim::Kind::AdamW),
             "optimizer adamw",
         ),
-        (with(|c| c.schedule.warmup_steps = 3), "schedule"),
+        (with(|c| c.schedule.warmup_steps = 3), "warmup_steps 3"),
         (
             with(|c| c.sizes = vec![6, 12, 4]),
             "layers [6, 12, 4] (the seed model: [6, 10, 4])",

@@ -42,18 +42,14 @@ pub struct TrainerConfig {
     pub drop_last: bool,
 }
 
-/// The two families of configurations, each with its own defaults (the schema's columns): the
-/// general trainer (`docs/TRAINING.md`'s defaults) and the seed program's model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Family {
-    General,
-    SeedModel,
+names! {
+    /// The two families of configurations, each with its own defaults (the schema's columns):
+    /// the general trainer (`docs/TRAINING.md`'s defaults) and the seed program's model.
+    pub enum Family {
+        General = "general",
+        SeedModel = "seed_model",
+    }
 }
-
-names!(Family {
-    General = "general",
-    SeedModel = "seed_model",
-});
 
 impl Family {
     /// The keyword that gives this family's layer sizes: `Trainer(layers=...)` is a general
@@ -289,10 +285,11 @@ mod tests {
     use crate::schedule::Decay;
 
     fn config_error<T: std::fmt::Debug>(r: Result<T>) -> String {
-        match r {
-            Err(Error::Config(message)) => message,
-            other => panic!("expected Error::Config, got {other:?}"),
-        }
+        let err = r.expect_err("a configuration error");
+        let Error::Config(message) = err else {
+            panic!("expected Error::Config, got {err:?}")
+        };
+        message
     }
 
     fn build(family: Family, given: &[(&str, Value)]) -> Result<TrainerConfig> {
@@ -617,10 +614,10 @@ mod tests {
         assert_eq!(
             other.differences(&seed, "the seed model"),
             [
-                "lr 0.5 (the seed model: 0.009999999776482582)",
+                "lr 0.5 (the seed model: 0.01)",
                 "schedule linear (the seed model: constant)",
                 "total_steps 5 (the seed model: none)",
-                "clip_norm 1.0 (the seed model: none)",
+                "clip_norm 1 (the seed model: none)",
             ]
         );
         // -0.0 and 0.0 are different settings; names outside the schema are compared too.

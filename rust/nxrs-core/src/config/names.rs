@@ -1,16 +1,29 @@
 //! The names of a setting's values (`"adam"`, `"ieee"`, ...), one table per enum.
 
-/// Gives a field-less enum its name table: `ALL` (every value), `NAMES` (their names, in the
-/// same order), `name` and `from_name`. The names are what configurations, checkpoints, the
-/// command line and messages use, so each is written once, here:
+/// Defines a field-less enum with its name table: each variant is written once, with its
+/// name. The enum gets `ALL` (every value), `NAMES` (their names, in the same order), `name`
+/// and `from_name`; the names are what configurations, checkpoints, the command line and
+/// messages use.
 ///
 /// ```ignore
-/// names!(Loss { CrossEntropy = "cross_entropy", Mse = "mse" });
+/// names! {
+///     /// The loss.
+///     pub enum Loss { CrossEntropy = "cross_entropy", Mse = "mse" }
+/// }
 /// ```
-///
-/// A variant left out of the list does not compile (`name`'s match is exhaustive).
 macro_rules! names {
-    ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $ty:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $name:literal),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        $vis enum $ty {
+            $($(#[$vmeta])* $variant),+
+        }
+
         impl $ty {
             /// Every value, in the order of `NAMES`.
             pub const ALL: [$ty; [$($name),+].len()] = [$($ty::$variant),+];

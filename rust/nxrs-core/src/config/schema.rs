@@ -49,19 +49,21 @@ impl Value {
             Value::Bool(true) => "True".into(),
             Value::Bool(false) => "False".into(),
             Value::Str(s) => format!("{s:?}"),
+            Value::Float(x) => format!("{x:?}"),
             other => other.to_string(),
         }
     }
 }
 
 impl fmt::Display for Value {
-    /// As messages show a setting: names bare, binary32 values in their shortest form.
+    /// As messages show a configuration's setting: names bare, binary32 values as the floats
+    /// they are (`0.01`, `1`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::None => f.write_str("none"),
             Value::Bool(b) => write!(f, "{b}"),
             Value::Int(n) => write!(f, "{n}"),
-            Value::Float(x) => write!(f, "{x:?}"),
+            Value::Float(x) => write!(f, "{}", f32::from_bits(binary32(*x).to_bits())),
             Value::Str(s) => f.write_str(s),
             Value::Ints(v) => write!(f, "{v:?}"),
         }

@@ -15,19 +15,14 @@ use crate::math::Math;
 use crate::mlp::Layer;
 use crate::softf32::F32;
 
-/// Which optimiser a run uses; recorded in every checkpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Adam,
-    AdamW,
-    Sgd,
+crate::config::names! {
+    /// Which optimiser a run uses; recorded in every checkpoint.
+    pub enum Kind {
+        Adam = "adam",
+        AdamW = "adamw",
+        Sgd = "sgd",
+    }
 }
-
-crate::config::names!(Kind {
-    Adam = "adam",
-    AdamW = "adamw",
-    Sgd = "sgd",
-});
 
 impl Kind {
     /// Whether the optimiser keeps second moments (and bias-correction powers).
