@@ -19,7 +19,7 @@ import numpy as np
 
 from nxrs._nxrs import ConfigError
 
-__all__ = ["count", "flag", "optional_count", "seconds"]
+__all__ = ["count", "flag", "optional_count", "save_points", "seconds"]
 
 
 def _shown(value: object) -> str:
@@ -75,6 +75,19 @@ def seconds(name: str, value: object) -> float | None:
     if not duration > 0:
         raise ConfigError(f"{name} = {_shown(value)} must be a positive number of seconds")
     return duration
+
+
+def save_points(
+    every: object, every_seconds: object, checkpoint: object
+) -> tuple[int | None, float | None]:
+    """``every`` (a count of steps, at least 1) and ``every_seconds`` (a duration), the periodic
+    checkpoints of ``fit`` and ``nxrs.sweep``, checked: either needs a ``checkpoint`` (not
+    None) to save to. ``ConfigError`` otherwise. (``nxrs train`` and ``nxrs sweep`` apply this
+    rule to their ``--every`` and ``--every-seconds`` as usage errors.)"""
+    checked = optional_count("every", every, minimum=1), seconds("every_seconds", every_seconds)
+    if checked != (None, None) and checkpoint is None:
+        raise ConfigError("every and every_seconds need a checkpoint (a directory or a manager)")
+    return checked
 
 
 def flag(name: str, value: object) -> bool:
