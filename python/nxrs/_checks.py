@@ -19,7 +19,7 @@ import numpy as np
 
 from nxrs._nxrs import ConfigError
 
-__all__ = ["count", "flag", "optional_count", "save_points", "seconds"]
+__all__ = ["count", "flag", "is_count", "optional_count", "save_points", "seconds"]
 
 
 def _shown(value: object) -> str:
@@ -51,6 +51,16 @@ def count(name: str, value: object, minimum: int | None = 0) -> int:
     if minimum is not None and n < minimum:
         raise ConfigError(f"{name} = {n} must be at least {minimum}")
     return n
+
+
+def is_count(value: object, minimum: int | None = 0) -> bool:
+    """Whether ``count`` accepts ``value`` (the run manifest's schema checks its JSON counts
+    with it)."""
+    try:
+        count("value", value, minimum)
+    except ConfigError:
+        return False
+    return True
 
 
 def optional_count(name: str, value: object, minimum: int | None = 0) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = [
     "finite_or_null",
-    "fsync_directory",
+    "fsync_path",
     "json_text",
     "temporary_name",
     "temporary_prefix",
@@ -63,9 +63,10 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f"{temporary_prefix(path.name)}{os.getpid()}")
 
 
-def fsync_directory(directory: Path) -> None:
-    """Makes the directory's entries (a rename, a new file) durable."""
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """``fsync`` of a file or directory by path: for a directory, makes its entries (a rename,
+    a new file) durable."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -90,4 +91,4 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    fsync_directory(path.parent)
+    fsync_path(path.parent)

@@ -32,8 +32,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Optional
 
+from nxrs._checks import is_count
 from nxrs._files import finite_or_null as finite_or_null
-from nxrs._files import fsync_directory, temporary_prefix
+from nxrs._files import fsync_path, temporary_prefix
 from nxrs._files import json_text as json_text
 from nxrs._files import write_bytes_atomically as write_bytes_atomically
 from nxrs._files import write_json_atomically as write_json_atomically
@@ -145,8 +146,8 @@ def _is(expected: str, test: Callable[[Any], bool]) -> Check:
 
 _STRING = _is("a string", lambda v: isinstance(v, str))
 _BOOLEAN = _is("a boolean", lambda v: isinstance(v, bool))
-_INTEGER = _is("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
-_COUNT = _is("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+_INTEGER = _is("an integer", lambda v: is_count(v, minimum=None))
+_COUNT = _is("an integer >= 0", is_count)
 _OBJECT = _is("an object", lambda v: isinstance(v, dict))
 
 
@@ -369,8 +370,8 @@ class RunDirectory:
         target.mkdir(parents=True)
         for p in files:
             os.replace(p, target / p.name)
-        fsync_directory(target)
-        fsync_directory(self.directory)
+        fsync_path(target)
+        fsync_path(self.directory)
         return target
 
 

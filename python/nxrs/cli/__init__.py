@@ -36,6 +36,7 @@ from nxrs.cli._common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     EXIT_USAGE,
+    add_command,
 )
 from nxrs.rundir import SaveFailedWarning
 
@@ -54,7 +55,9 @@ __all__ = [
     "run",
 ]
 
-#: The commands, in the order ``nxrs --help`` lists them.
+#: The commands, in the order ``nxrs --help`` lists them: each module's ``HELP``,
+#: ``DESCRIPTION`` and ``EPILOG`` make its parser, ``add_arguments`` fills it, ``check`` (if
+#: any) refuses bad combinations as usage errors and ``run`` runs it (its exit status).
 COMMANDS = (train, gate, inspect, status, sweep)
 
 
@@ -108,7 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nxrs {nxrs.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in COMMANDS:
-        command.add_parser(commands)
+        name = command.__name__.rpartition(".")[2]
+        sub = add_command(commands, name, command.HELP, command.DESCRIPTION, command.EPILOG)
+        command.add_arguments(sub)
+        sub.set_defaults(run=command.run, check=getattr(command, "check", None))
     return parser
 
 

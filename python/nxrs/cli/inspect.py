@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 import nxrs
 from nxrs._files import json_text
-from nxrs.cli._common import add_command, nonempty_path
+from nxrs.cli._common import nonempty_path
 from nxrs.inspection import describe_checkpoint, inspect_checkpoint
 
-__all__ = ["add_parser", "run"]
-
-INSPECT_EPILOG = """\
+HELP = "print a checkpoint's format, configuration, scalars and tensor table"
+DESCRIPTION = (
+    "Print what an NXCK checkpoint (v1 or v2) holds: its format, trainer "
+    "configuration, scalars (epoch, Adam's bias-correction powers as bits) and tensor "
+    "table (name, dtype, shape, offset, size, CRC-32C, checksum status). Values read from "
+    "the file are clipped, so a hostile header cannot flood the terminal."
+)
+EPILOG = """\
 examples:
   nxrs inspect run/step-000000000450.nxck
   nxrs inspect run.nxck --verify                     # also check every tensor's CRC-32C
@@ -29,17 +33,7 @@ exit status: 0 the file is a readable checkpoint (and, with --verify, every tens
 """
 
 
-def add_parser(commands: Any) -> None:
-    inspect = add_command(
-        commands,
-        "inspect",
-        help="print a checkpoint's format, configuration, scalars and tensor table",
-        description="Print what an NXCK checkpoint (v1 or v2) holds: its format, trainer "
-        "configuration, scalars (epoch, Adam's bias-correction powers as bits) and tensor "
-        "table (name, dtype, shape, offset, size, CRC-32C, checksum status). Values read from "
-        "the file are clipped, so a hostile header cannot flood the terminal.",
-        epilog=INSPECT_EPILOG,
-    )
+def add_arguments(inspect: argparse.ArgumentParser) -> None:
     inspect.add_argument("file", type=nonempty_path)
     inspect.add_argument(
         "--verify",
@@ -50,7 +44,6 @@ def add_parser(commands: Any) -> None:
     inspect.add_argument(
         "--json", action="store_true", help="print the same as one JSON object (see below)"
     )
-    inspect.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

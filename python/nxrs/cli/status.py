@@ -9,33 +9,27 @@ from typing import Any
 
 import nxrs
 from nxrs._files import json_text
-from nxrs.cli._common import add_command, nonempty_path
+from nxrs.cli._common import nonempty_path
 from nxrs.rundir import MANIFEST_NAME, run_status
 
-__all__ = ["add_parser", "format_status", "run"]
-
-STATUS_EPILOG = """\
+HELP = "print a run directory's configuration, progress, checkpoints and history"
+DESCRIPTION = (
+    "Print what nxrs train --ckpt-dir DIR (or fit(checkpoint=DIR)) keeps in DIR: "
+    "configuration, progress (step, epoch, percentage of the plan), each checkpoint and "
+    "whether the newest validates (every checksum), whether a process holds the lock, and "
+    "the history of starts, stops and resumes. Exit status 1 when the newest checkpoint is "
+    "damaged or DIR holds no run manifest, 0 otherwise."
+)
+EPILOG = """\
 examples:
   nxrs status run
   nxrs status run --json | jq .progress
 """
 
 
-def add_parser(commands: Any) -> None:
-    status = add_command(
-        commands,
-        "status",
-        help="print a run directory's configuration, progress, checkpoints and history",
-        epilog=STATUS_EPILOG,
-        description="Print what nxrs train --ckpt-dir DIR (or fit(checkpoint=DIR)) keeps in DIR: "
-        "configuration, progress (step, epoch, percentage of the plan), each checkpoint and "
-        "whether the newest validates (every checksum), whether a process holds the lock, and "
-        "the history of starts, stops and resumes. Exit status 1 when the newest checkpoint is "
-        "damaged or DIR holds no run manifest, 0 otherwise.",
-    )
+def add_arguments(status: argparse.ArgumentParser) -> None:
     status.add_argument("directory", type=nonempty_path)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
-    status.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ from nxrs._nxrs import ConfigError, InputError
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     CliError,
-    add_command,
     add_data_arguments,
     check_save_points,
     default_layers,
@@ -28,8 +27,6 @@ from nxrs.cli._common import (
 )
 from nxrs.data import load, split
 from nxrs.sweeps import expand_grid, log, record_summary, sweep
-
-__all__ = ["add_parser", "parse_grid", "sweep_command"]
 
 
 def _scalar(text: str) -> Any:
@@ -73,7 +70,7 @@ def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
     return grid
 
 
-SWEEP_EPILOG = """\
+EPILOG = """\
 examples:
   nxrs sweep --dir sweeps/digits --epochs 10 --grid lr=0.001,0.003 \\
       --grid 'hidden=[[64], [128, 64]]' --grid seed=0,1
@@ -95,15 +92,14 @@ the results; a warning on stderr). A failed configuration wins over a diverged o
 """
 
 
-SWEEP_HELP = "train a grid of configurations as Ray tasks, each resumable (needs nxrs[ray])"
-SWEEP_DESCRIPTION = (
+HELP = "train a grid of configurations as Ray tasks, each resumable (needs nxrs[ray])"
+DESCRIPTION = (
     "Train every combination of a grid of configurations on one deterministic train/test "
     "split, as Ray tasks, and print and save their accuracy, loss, full-state hash and wall time."
 )
 
 
-def add_parser(commands: Any) -> None:
-    parser = add_command(commands, "sweep", SWEEP_HELP, SWEEP_DESCRIPTION, SWEEP_EPILOG)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_arguments(parser)
     parser.add_argument(
         "--grid",
@@ -144,10 +140,9 @@ def add_parser(commands: Any) -> None:
         help="the Ray cluster (default: RAY_ADDRESS, else a local cluster on this machine)",
     )
     parser.add_argument("--json", action="store_true", help="print the records as JSON")
-    parser.set_defaults(run=sweep_command, check=_check)
 
 
-def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     check_save_points(parser, args, args.dir)
     try:
         args.configs = expand_grid(parse_grid(args.grid))
@@ -244,3 +239,7 @@ def _indices(indices: Sequence[int]) -> str:
     shown = ", ".join(str(i) for i in indices[:10])
     more = len(indices) - 10
     return f"configuration {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+#: The command's entry (``nxrs.cli.main`` calls ``run(args)``).
+run = sweep_command

@@ -21,7 +21,6 @@ from nxrs.cli._common import (
     EXIT_OTHER_RUN,
     EXIT_SAVE_FAILED,
     CliError,
-    add_command,
     add_data_arguments,
     check_save_points,
     default_layers,
@@ -34,9 +33,13 @@ from nxrs.cli._common import (
 from nxrs.data import load, split
 from nxrs.rundir import CheckpointSaveError, RunLockedError, RunStopped
 
-__all__ = ["add_parser", "run", "strict_record", "train_command"]
-
-TRAIN_EPILOG = """\
+HELP = "train an MLP exactly (default: a quick run on scikit-learn's digits)"
+DESCRIPTION = (
+    "Train an MLP with nxrs's exact arithmetic on a deterministic train/test "
+    "split, then print the final train and test accuracy, the full-state hash and the "
+    "checkpoint. With no arguments: 64-128-10 on scikit-learn's bundled 8x8 digits."
+)
+EPILOG = """\
 examples:
   nxrs train                                   # 64-128-10 on scikit-learn's digits, 20 epochs
   nxrs train --json --ckpt-dir ckpts --every 100
@@ -90,16 +93,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAILED
 
 
-def add_parser(commands: Any) -> None:
-    train = add_command(
-        commands,
-        "train",
-        help="train an MLP exactly (default: a quick run on scikit-learn's digits)",
-        description="Train an MLP with nxrs's exact arithmetic on a deterministic train/test "
-        "split, then print the final train and test accuracy, the full-state hash and the "
-        "checkpoint. With no arguments: 64-128-10 on scikit-learn's bundled 8x8 digits.",
-        epilog=TRAIN_EPILOG,
-    )
+def add_arguments(train: argparse.ArgumentParser) -> None:
     add_data_arguments(train)
     shape = train.add_mutually_exclusive_group()
     shape.add_argument(
@@ -187,10 +181,9 @@ def add_parser(commands: Any) -> None:
         metavar="PNG",
         help="write loss/accuracy curves (needs matplotlib: pip install 'nxrs[plot]')",
     )
-    train.set_defaults(run=run, check=_check)
 
 
-def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     check_save_points(parser, args, args.ckpt_dir)
 
 
