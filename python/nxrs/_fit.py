@@ -192,7 +192,8 @@ Runner = Callable[
 def _fit_with(trainer: Trainer, data: Dataset, options: _RunOptions, runner: Runner) -> History:
     checkpoint = options.checkpoint
     if checkpoint is None:
-        return _fit(trainer, data, options, None, options.stop, runner)
+        # No run directory: nothing to save on a stop, so no stop flag is read (as before).
+        return _fit(trainer, data, options, None, None, runner)
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = RunDirectory(directory)
     run.acquire()
