@@ -9,6 +9,10 @@
 - ``nxrs sweep --dir DIR --grid KEY=V1,V2 ...``: a grid of trainings as Ray tasks
   (``nxrs.sweep``).
 
+One module per command (``nxrs.cli.train``, ``gate``, ``inspect``, ``status``, ``sweep``), and
+``nxrs.cli._common`` for what they share (option types, exit statuses). The library never
+imports this package.
+
 ``nxrs`` with no command prints the command list and exits 2. A user error (bad arguments, a
 missing or damaged file, bad data) is one line on stderr and exit status 1 or 2, never a
 traceback.
