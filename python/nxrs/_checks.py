@@ -88,14 +88,15 @@ def seconds(name: str, value: object) -> float | None:
 
 
 def save_points(
-    every: object, every_seconds: object, checkpoint: object
+    every: object, every_seconds: object, *, checkpointed: bool
 ) -> tuple[int | None, float | None]:
     """``every`` (a count of steps, at least 1) and ``every_seconds`` (a duration), the periodic
-    checkpoints of ``fit`` and ``nxrs.sweep``, checked: either needs a ``checkpoint`` (not
-    None) to save to. ``ConfigError`` otherwise. (``nxrs train`` and ``nxrs sweep`` apply this
-    rule to their ``--every`` and ``--every-seconds`` as usage errors.)"""
+    checkpoints of ``fit`` and ``nxrs.sweep``, checked: either needs a run that is
+    ``checkpointed`` (a checkpoint directory or manager). ``ConfigError`` otherwise. (``nxrs
+    train`` and ``nxrs sweep`` apply this rule to ``--every`` and ``--every-seconds`` as usage
+    errors.)"""
     checked = optional_count("every", every, minimum=1), seconds("every_seconds", every_seconds)
-    if checked != (None, None) and checkpoint is None:
+    if checked != (None, None) and not checkpointed:
         raise ConfigError("every and every_seconds need a checkpoint (a directory or a manager)")
     return checked
 

@@ -102,7 +102,7 @@ def fit(
     as ``data.file`` and checked on a resume, with the training data's own fingerprint."""
     # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
     epochs = count("epochs", epochs, minimum=1)
-    every, every_seconds = save_points(every, every_seconds, checkpoint)
+    every, every_seconds = save_points(every, every_seconds, checkpointed=checkpoint is not None)
     if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike, CheckpointManager)):
         raise ConfigError(
             "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "

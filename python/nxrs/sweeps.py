@@ -148,7 +148,8 @@ def sweep(
 
     epochs = count("epochs", epochs, minimum=1)
     max_retries = count("max_retries", max_retries, minimum=0)
-    every, every_seconds = save_points(every, every_seconds, directory)
+    # Every configuration trains in its own run directory under ``directory``.
+    every, every_seconds = save_points(every, every_seconds, checkpointed=True)
     given = [dict(c) if isinstance(c, Mapping) else c for c in configs]
     x = np.asarray(x)
     y = np.asarray(y)

@@ -129,10 +129,10 @@ def _test_fraction(text: str) -> float:
 
 
 def check_save_points(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, checkpoint: object
+    parser: argparse.ArgumentParser, args: argparse.Namespace, *, checkpointed: bool
 ) -> None:
     """``--every`` and ``--every-seconds`` by ``fit``'s rule (``nxrs._checks.save_points``),
-    each refused as a usage error naming it: without a run directory (``checkpoint`` None:
+    each refused as a usage error naming it: without a run directory (not ``checkpointed``:
     no ``--ckpt-dir``), or out of range."""
     given: tuple[tuple[str, int | None, float | None], ...] = (
         ("--every", args.every, None),
@@ -140,10 +140,10 @@ def check_save_points(
     )
     for option, every, every_seconds in given:
         try:
-            save_points(every, every_seconds, checkpoint)
+            save_points(every, every_seconds, checkpointed=checkpointed)
         except ConfigError:
             parser.error(
-                f"{option} needs --ckpt-dir" if checkpoint is None else f"{option} must be positive"
+                f"{option} must be positive" if checkpointed else f"{option} needs --ckpt-dir"
             )
 
 

@@ -143,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    check_save_points(parser, args, args.dir)
+    check_save_points(parser, args, checkpointed=True)
     try:
         args.configs = expand_grid(parse_grid(args.grid))
     except ValueError as err:

@@ -184,7 +184,7 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    check_save_points(parser, args, args.ckpt_dir)
+    check_save_points(parser, args, checkpointed=args.ckpt_dir is not None)
 
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
