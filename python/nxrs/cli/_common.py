@@ -128,6 +128,24 @@ def _test_fraction(text: str) -> float:
     return value
 
 
+def add_epochs_argument(parser: argparse.ArgumentParser) -> None:
+    """``--epochs``: the epochs a run trains in all (``nxrs train``, ``nxrs sweep``)."""
+    parser.add_argument(
+        "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
+    )
+
+
+def add_save_point_arguments(
+    parser: argparse.ArgumentParser, *, every: str, seconds: str, default_seconds: float | None
+) -> None:
+    """``--every`` and ``--every-seconds`` (``fit``'s ``every`` and ``every_seconds``), with
+    the command's help texts; ``check_save_points`` checks them."""
+    parser.add_argument("--every", type=positive_int, default=None, help=every)
+    parser.add_argument(
+        "--every-seconds", type=float, default=default_seconds, metavar="N", help=seconds
+    )
+
+
 def check_save_points(
     parser: argparse.ArgumentParser, args: argparse.Namespace, *, checkpointed: bool
 ) -> None:

@@ -14,16 +14,14 @@ from typing import Any, TextIO
 from nxrs._checks import count
 from nxrs._files import json_text
 from nxrs._nxrs import ConfigError, InputError
+from nxrs.cli import _common
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     CliError,
-    add_data_arguments,
-    check_save_points,
     default_layers,
     loss_for,
     nonempty_path,
     nonnegative_int,
-    positive_int,
 )
 from nxrs.data import load, split
 from nxrs.sweeps import expand_grid, log, record_summary, sweep
@@ -100,7 +98,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(parser)
+    _common.add_data_arguments(parser)
     parser.add_argument(
         "--grid",
         action="append",
@@ -109,24 +107,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a grid axis (one --grid per axis; see below)",
     )
     parser.add_argument("--dir", type=nonempty_path, required=True, help="the sweep's directory")
-    parser.add_argument(
-        "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
-    )
+    _common.add_epochs_argument(parser)
     parser.add_argument(
         "--split-seed", type=int, default=0, help="seed of the train/test split (default 0)"
     )
-    parser.add_argument(
-        "--every",
-        type=positive_int,
-        default=None,
-        help="checkpoint every N steps (default: by time)",
-    )
-    parser.add_argument(
-        "--every-seconds",
-        type=float,
-        default=30.0,
-        metavar="N",
-        help="checkpoint N seconds after the previous save (default 30)",
+    _common.add_save_point_arguments(
+        parser,
+        every="checkpoint every N steps (default: by time)",
+        seconds="checkpoint N seconds after the previous save (default 30)",
+        default_seconds=30.0,
     )
     parser.add_argument(
         "--max-retries",
@@ -143,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    check_save_points(parser, args, checkpointed=True)
+    _common.check_save_points(parser, args, checkpointed=True)
     try:
         args.configs = expand_grid(parse_grid(args.grid))
     except ValueError as err:

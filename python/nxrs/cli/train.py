@@ -22,6 +22,8 @@ from nxrs.cli._common import (
     EXIT_SAVE_FAILED,
     CliError,
     add_data_arguments,
+    add_epochs_argument,
+    add_save_point_arguments,
     check_save_points,
     default_layers,
     hidden_sizes,
@@ -108,9 +110,7 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="hidden layer sizes, e.g. 128 or 256,128 (inputs and outputs from the data)",
     )
-    train.add_argument(
-        "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
-    )
+    add_epochs_argument(train)
     train.add_argument("--batch-size", type=positive_int, default=32, help="default 32")
     train.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
     train.add_argument(
@@ -140,19 +140,12 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="run directory: checkpoints, manifest, lock (default: none; see below)",
     )
-    train.add_argument(
-        "--every",
-        type=positive_int,
-        default=None,
-        help="also checkpoint every N steps (needs --ckpt-dir)",
-    )
-    train.add_argument(
-        "--every-seconds",
-        type=float,
-        default=None,
-        metavar="N",
-        help="also checkpoint at the first step boundary N seconds after the previous save "
+    add_save_point_arguments(
+        train,
+        every="also checkpoint every N steps (needs --ckpt-dir)",
+        seconds="also checkpoint at the first step boundary N seconds after the previous save "
         "(needs --ckpt-dir)",
+        default_seconds=None,
     )
     train.add_argument(
         "--resume",
