@@ -42,6 +42,7 @@ import numpy.typing as npt
 from _machine import cpu_model
 
 import nxrs
+from nxrs._files import fsync_path
 
 F32Array = npt.NDArray[np.float32]
 StateDict = dict[str, F32Array]
@@ -92,15 +93,6 @@ print(before, peak())
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-def fsync_path(path: Path) -> None:
-    """``fsync`` of a file or directory by path."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def remove(path: Path) -> None:

@@ -39,8 +39,8 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.neural_network import MLPClassifier  # noqa: E402
 
 import nxrs  # noqa: E402
+from nxrs.data import load_digits, split  # noqa: E402
 from nxrs.sklearn import ExactMLPClassifier  # noqa: E402
-from nxrs.training import load_digits, split  # noqa: E402
 
 EPOCHS = 20
 SHARED: dict[str, Any] = {

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs.rundir import MANIFEST_NAME, RunDirectory, format_status, run_status
+from nxrs.cli.status import format_status
+from nxrs.rundir import MANIFEST_NAME, RunDirectory, run_status
 
 RNG = np.random.default_rng(18)
 X = RNG.standard_normal((60, 4)).astype(np.float32)

@@ -8,15 +8,16 @@ from types import ModuleType
 import pytest
 
 import nxrs
+import nxrs.cli._common
+import nxrs.cli.sweep
 import nxrs.manager
 import nxrs.softf32
 import nxrs.sweeps
-import nxrs.training
 
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs.manager, nxrs.sweeps, nxrs.training],
+    [nxrs, nxrs.softf32, nxrs.manager, nxrs.sweeps, nxrs.cli._common, nxrs.cli.sweep],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

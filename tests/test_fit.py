@@ -137,7 +137,7 @@ def test_checkpoint_without_fingerprint_is_not_resumed(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_saves_at_a_step_boundary_and_reraises(tmp_path: Path) -> None:
-    from nxrs.training import load_digits
+    from nxrs.data import load_digits
 
     x, y = load_digits()
     t = nxrs.Trainer(layers=[64, 32, 10])

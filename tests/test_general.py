@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs.training import load_digits, split
+from nxrs.data import load_digits, split
 
 GOLDEN: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parent / "golden" / "general.json").read_text()

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from safetensors.numpy import load_file, save_file
 
 import nxrs
+from nxrs.data import load_digits, split
 from nxrs.interop import ONNX_OPSET
-from nxrs.training import load_digits, split
 
 gr = importlib.import_module("reference.general_ref")
 

@@ -118,7 +118,7 @@ def test_sigterm_in_fit_saves_the_step_reached_and_restores_the_handlers(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """SIGTERM, then a second signal (SIGINT) during the save: one stop, one good checkpoint."""
-    from nxrs.training import load_digits
+    from nxrs.data import load_digits
 
     x, y = load_digits()
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)

@@ -19,7 +19,7 @@ import numpy as np
 
 from nxrs._nxrs import ConfigError
 
-__all__ = ["count", "flag", "optional_count", "seconds"]
+__all__ = ["count", "flag", "is_count", "optional_count", "save_points", "seconds"]
 
 
 def _shown(value: object) -> str:
@@ -53,6 +53,16 @@ def count(name: str, value: object, minimum: int | None = 0) -> int:
     return n
 
 
+def is_count(value: object, minimum: int | None = 0) -> bool:
+    """Whether ``count`` accepts ``value`` (the run manifest's schema checks its JSON counts
+    with it)."""
+    try:
+        count("value", value, minimum)
+    except ConfigError:
+        return False
+    return True
+
+
 def optional_count(name: str, value: object, minimum: int | None = 0) -> int | None:
     """``count``, or None for None (a count that is not set)."""
     return None if value is None else count(name, value, minimum)
@@ -75,6 +85,20 @@ def seconds(name: str, value: object) -> float | None:
     if not duration > 0:
         raise ConfigError(f"{name} = {_shown(value)} must be a positive number of seconds")
     return duration
+
+
+def save_points(
+    every: object, every_seconds: object, *, checkpointed: bool
+) -> tuple[int | None, float | None]:
+    """``every`` (a count of steps, at least 1) and ``every_seconds`` (a duration), the periodic
+    checkpoints of ``fit`` and ``nxrs.sweep``, checked: either needs a run that is
+    ``checkpointed`` (a checkpoint directory or manager). ``ConfigError`` otherwise. (``nxrs
+    train`` and ``nxrs sweep`` apply this rule to ``--every`` and ``--every-seconds`` as usage
+    errors.)"""
+    checked = optional_count("every", every, minimum=1), seconds("every_seconds", every_seconds)
+    if checked != (None, None) and not checkpointed:
+        raise ConfigError("every and every_seconds need a checkpoint (a directory or a manager)")
+    return checked
 
 
 def flag(name: str, value: object) -> bool:

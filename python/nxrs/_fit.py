@@ -21,22 +21,18 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
-from nxrs._checks import count, flag, optional_count, seconds
+from nxrs._checks import count, flag, optional_count, save_points
 from nxrs._config import config_diff
 from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
 from nxrs._nxrs import open as open_checkpoint
+from nxrs._signals import StopFlag, stop_signals
 from nxrs.manager import CheckpointManager
 from nxrs.rundir import (
-    MANIFEST_FORMAT,
     CheckpointSaveError,
     RunDirectory,
+    RunManifest,
     RunStopped,
-    StopFlag,
-    add_event,
-    describe_end,
     event,
-    now,
-    stop_signals,
     warn_save_failed,
 )
 
@@ -107,10 +103,7 @@ def fit(
     as ``data.file`` and checked on a resume, with the training data's own fingerprint."""
     # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
     epochs = count("epochs", epochs, minimum=1)
-    every = optional_count("every", every, minimum=1)
-    every_seconds = seconds("every_seconds", every_seconds)
-    if (every is not None or every_seconds is not None) and checkpoint is None:
-        raise ConfigError("every and every_seconds need a checkpoint (a directory or a manager)")
+    every, every_seconds = save_points(every, every_seconds, checkpointed=checkpoint is not None)
     if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike, CheckpointManager)):
         raise ConfigError(
             "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "
@@ -138,6 +131,10 @@ def fit(
             raise InputError("validation_data must be a tuple (x, y)")
         val = validation_data
         trainer._dataset(*val)
+    options = _RunOptions(
+        epochs, val, checkpoint, every, every_seconds, resume, progress, _stop, _command, _say,
+        None if _source is None else dict(_source),
+    )  # fmt: skip
     if engine == "ray":
         from nxrs.distributed import RayEngine
 
@@ -146,16 +143,32 @@ def fit(
         ray_engine = RayEngine(trainer, x, y, data.fingerprint, workers, ray_address)
         ray_engine.prepare()
         try:
-            return _fit_with(
-                trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
-                ray_engine.run, _stop, _command, _say, _source,
-            )  # fmt: skip
+            return _fit_with(trainer, data, options, ray_engine.run)
         finally:
             ray_engine.close()
-    return _fit_with(
-        trainer, data, epochs, val, checkpoint, every, every_seconds, resume, progress,
-        trainer._run, _stop, _command, _say, _source,
-    )  # fmt: skip
+    return _fit_with(trainer, data, options, trainer._run)
+
+
+@dataclass(frozen=True)
+class _RunOptions:
+    """``fit``'s settings, checked (by ``fit``), as the loop and the run directory use them.
+    (A private dataclass: its annotations are never evaluated, so ``X | None`` is fine on 3.9.)"""
+
+    epochs: int
+    val: tuple[npt.ArrayLike, npt.ArrayLike] | None
+    checkpoint: str | os.PathLike[str] | CheckpointManager | None
+    every: int | None
+    every_seconds: float | None
+    resume: bool
+    progress: bool | None
+    #: The SIGINT/SIGTERM flag of a caller that installed the handlers itself (nxrs train).
+    stop: StopFlag | None
+    #: The command line recorded in the manifest (nxrs train).
+    command: list[str] | None
+    #: Where what fit says goes (nxrs train's stderr lines); None: warnings.
+    say: Callable[[str], None] | None
+    #: The identity of the whole data file the training data was split from (nxrs train).
+    source: dict[str, Any] | None
 
 
 def _check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
@@ -177,27 +190,11 @@ Runner = Callable[
 ]
 
 
-def _fit_with(
-    trainer: Trainer,
-    data: Dataset,
-    epochs: int,
-    val: tuple[npt.ArrayLike, npt.ArrayLike] | None,
-    checkpoint: str | os.PathLike[str] | CheckpointManager | None,
-    every: int | None,
-    every_seconds: float | None,
-    resume: bool,
-    progress: bool | None,
-    runner: Runner,
-    _stop: StopFlag | None,
-    _command: list[str] | None,
-    _say: Callable[[str], None] | None,
-    _source: Mapping[str, Any] | None = None,
-) -> History:
+def _fit_with(trainer: Trainer, data: Dataset, options: _RunOptions, runner: Runner) -> History:
+    checkpoint = options.checkpoint
     if checkpoint is None:
-        return _fit(
-            trainer, data, epochs, val, None, None, every, every_seconds, progress, None, runner,
-            _say,
-        )  # fmt: skip
+        # No run directory: nothing to save on a stop, so no stop flag is read (as before).
+        return _fit(trainer, data, options, None, None, runner)
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = RunDirectory(directory)
     run.acquire()
@@ -208,19 +205,27 @@ def _fit_with(
             if isinstance(checkpoint, CheckpointManager)
             else CheckpointManager(checkpoint)
         )
-        with stop_signals(_stop) as stop:
-            state = _RunState(run, manager, trainer, data, epochs, _command, _say, _source)
-            state.begin(resume)
-            return _fit(
-                trainer, data, epochs, val, manager, state, every, every_seconds, progress, stop,
-                runner, _say,
-            )  # fmt: skip
+        with stop_signals(options.stop) as stop:
+            state = _Session(run, manager, trainer, data, options)
+            state.begin(options.resume)
+            return _fit(trainer, data, options, state, stop, runner)
     finally:
         run.release()
 
 
-class _RunState:
-    """The manifest of a run directory, kept up to date by ``fit``."""
+def _batches_per_epoch(config: Mapping[str, Any], samples: int) -> int:
+    """Steps per epoch of ``samples`` with ``config``'s batch size and ``drop_last``: the core's
+    ``Config::batches_per_epoch``, which the extension does not expose."""
+    b: int = config["batch_size"]
+    if config["drop_last"]:
+        return samples // b
+    return -(-samples // b)
+
+
+class _Session:
+    """This process's turn in a run directory: the run's identity checked, its newest
+    checkpoint restored, checkpoints saved and the manifest (``RunManifest``) kept up to
+    date."""
 
     def __init__(
         self,
@@ -228,22 +233,18 @@ class _RunState:
         manager: CheckpointManager,
         trainer: Trainer,
         data: Dataset,
-        epochs: int,
-        command: list[str] | None,
-        say: Callable[[str], None] | None,
-        source: Mapping[str, Any] | None = None,
+        options: _RunOptions,
     ) -> None:
-        self.say = say or (lambda line: None)
+        self.say = options.say or (lambda line: None)
         self.run = run
         self.manager = manager
         self.trainer = trainer
         self.fingerprint = data.fingerprint
         self.metadata = {"data_fingerprint": data.fingerprint, "nxrs_version": __version__}
-        self.epochs = epochs
+        self.options = options
         self.samples = len(data)
-        self.command = command
-        self.source = None if source is None else dict(source)
-        self.manifest: dict[str, Any] = {}
+        self.source = options.source
+        self.manifest = RunManifest(run, {})
         #: The step of the newest checkpoint known to hold this run's state.
         self.saved_step: int | None = None
 
@@ -260,41 +261,23 @@ class _RunState:
             # Not read: whatever it holds (another run, a damaged manifest) is moved aside.
             moved = self.run.move_aside([e.path for e in self.manager.list()])
         else:
-            old = self.run.read_manifest()  # ManifestError (a MismatchError) if not valid
+            old = RunManifest.read(self.run)  # ManifestError (a MismatchError) if not valid
             if old is not None:
-                self._check_identity(old)
+                self._check_identity(old.document)
         entry = self.manager.latest() if resume else None
         restored = entry is not None and _resume(trainer, self.manager, self.fingerprint)
-        batches = self._batches_per_epoch()
-        previous_end = None if old is None else describe_end(old)
-        if old is None:
-            self.manifest = {
-                "format": MANIFEST_FORMAT,
-                "nxrs_version": __version__,
-                "started": now(),
-                "updated": None,
-                "state": "running",
-                "config": self._config(),
-                "data": {"fingerprint": self.fingerprint, "samples": self.samples},
-                "plan": {},
-                "progress": None,
-                "events": [],
-            }
-        else:
-            self.manifest = old
-            self.manifest["nxrs_version"] = __version__
-            self.manifest["state"] = "running"
-        if self.command is not None:
-            self.manifest["command"] = self.command
-        if self.source is not None:
-            # Recorded from now on, also in a run directory written by an older nxrs, which
-            # recorded only the training split's fingerprint (still checked: _check_identity).
-            self.manifest["data"]["file"] = self.source
-        self.manifest["plan"] = {
-            "epochs": self.epochs,
-            "steps_per_epoch": batches,
-            "steps": self.epochs * batches,
-        }
+        previous_end = None if old is None else old.describe_end()
+        self.manifest = (
+            old
+            if old is not None
+            else RunManifest.new(self.run, self._config(), self.fingerprint, self.samples)
+        )
+        self.manifest.begin(
+            epochs=self.options.epochs,
+            steps_per_epoch=_batches_per_epoch(trainer.config, self.samples),
+            command=self.options.command,
+            source=self.source,
+        )
         where = self.run.directory
         if moved is not None:
             self.say(f"moved the previous run in {where} aside to {moved}")
@@ -306,29 +289,22 @@ class _RunState:
                 + ("" if old is None else f" (the previous process: {previous_end})")
             )
             self.saved_step = trainer.steps
-            self._progress(entry.path)
-            add_event(
-                self.manifest,
-                event("resume", trainer, checkpoint=entry.path.name, previous_end=previous_end),
+            self.manifest.checkpointed(trainer, entry.path)
+            self.manifest.add_event(
+                event("resume", trainer, checkpoint=entry.path.name, previous_end=previous_end)
             )
         elif old is not None:
             self.say(
                 f"resuming {where}: no checkpoint yet, starting from the beginning (the "
                 f"previous process: {previous_end})"
             )
-            add_event(
-                self.manifest, event("resume", trainer, checkpoint=None, previous_end=previous_end)
+            self.manifest.add_event(
+                event("resume", trainer, checkpoint=None, previous_end=previous_end)
             )
         else:
             moved_to = None if moved is None else str(moved.relative_to(self.run.directory))
-            add_event(self.manifest, event("start", trainer, moved_aside=moved_to, resume=resume))
-        self.run.write_manifest(self.manifest)
-
-    def _batches_per_epoch(self) -> int:
-        b: int = self.trainer.config["batch_size"]
-        if self.trainer.config["drop_last"]:
-            return self.samples // b
-        return -(-self.samples // b)
+            self.manifest.add_event(event("start", trainer, moved_aside=moved_to, resume=resume))
+        self.manifest.write()
 
     def _check_identity(self, old: dict[str, Any]) -> None:
         config = self._config()
@@ -362,26 +338,9 @@ class _RunState:
                 "nxrs train --restart) or use another directory"
             )
 
-    def _progress(self, path: Path) -> None:
-        t = self.trainer
-        self.manifest["progress"] = {
-            "step": t.steps,
-            "epoch": t.epoch,
-            "batch": t.batch,
-            "checkpoint": path.name,
-            "saved": now(),
-        }
-
     def record(self, entry: dict[str, Any] | None, state: str | None = None) -> None:
-        """Adds ``entry`` to the history and rewrites the manifest; a failure is a warning."""
-        if entry is not None:
-            add_event(self.manifest, entry)
-        if state is not None:
-            self.manifest["state"] = state
-        try:
-            self.run.write_manifest(self.manifest)
-        except OSError as err:
-            warn_save_failed(f"the run manifest {self.run.manifest_path} was not updated: {err}")
+        """``RunManifest.record``: adds ``entry``, sets ``state``, writes the manifest."""
+        self.manifest.record(entry, state)
 
     def save(self, final: bool) -> Path | None:
         """Saves a checkpoint of the trainer's step unless one exists. A failure leaves the
@@ -406,7 +365,7 @@ class _RunState:
             warn_save_failed(message + "; training goes on and retries at the next save point")
             return None
         self.saved_step = t.steps
-        self._progress(path)
+        self.manifest.checkpointed(t, path)
         self.record(None)
         return path
 
@@ -414,17 +373,15 @@ class _RunState:
 def _fit(
     trainer: Trainer,
     data: Dataset,
-    epochs: int,
-    val: tuple[npt.ArrayLike, npt.ArrayLike] | None,
-    manager: CheckpointManager | None,
-    state: _RunState | None,
-    every: int | None,
-    every_seconds: float | None,
-    progress: bool | None,
+    options: _RunOptions,
+    state: _Session | None,
     stop: StopFlag | None,
     runner: Runner,
-    say: Callable[[str], None] | None,
 ) -> History:
+    epochs, val, every, every_seconds = (
+        options.epochs, options.val, options.every, options.every_seconds
+    )  # fmt: skip
+    progress, say = options.progress, options.say
     history = History()
     if trainer.epoch >= epochs:
         # Allowed (a finished run asked again, a resumed one already past the plan), and said:
@@ -534,7 +491,7 @@ def _fit(
     return history
 
 
-def _newest(state: _RunState) -> Path:
+def _newest(state: _Session) -> Path:
     return state.manager.path_for(state.trainer.steps)
 
 
@@ -580,10 +537,7 @@ class _Bar:
     def __init__(self, trainer: Trainer, epochs: int, samples: int) -> None:
         from tqdm.auto import tqdm
 
-        batch_size: int = trainer.config["batch_size"]
-        per_epoch = (
-            samples // batch_size if trainer.config["drop_last"] else -(-samples // batch_size)
-        )
+        per_epoch = _batches_per_epoch(trainer.config, samples)
         total = max(0, epochs * per_epoch)
         done = min(total, trainer.epoch * per_epoch + trainer.batch)
         self.samples_per_step = samples / max(per_epoch, 1)

@@ -25,6 +25,9 @@ from nxrs._nxrs import CheckpointError, ConfigError, Trainer, sweep_temp_files
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
 
+#: The prefix ``fit`` and ``nxrs train`` name a run directory's checkpoints with.
+DEFAULT_PREFIX = "step"
+
 
 class CorruptCheckpointWarning(UserWarning):
     """A checkpoint in a managed directory failed validation: skipped, not counted, left alone."""
@@ -93,15 +96,15 @@ class CheckpointManager:
     {'CorruptCheckpointWarning'}
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, keep: int = 3, prefix: str = "step"):
+    def __init__(
+        self, directory: str | os.PathLike[str], *, keep: int = 3, prefix: str = DEFAULT_PREFIX
+    ):
         keep = count("keep", keep, minimum=1)
         if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_]+", prefix):
             raise ConfigError(f"prefix must be letters, digits or '_', not {prefix!r}")
         self.directory = Path(directory)
         self.keep = keep
         self.prefix = prefix
-        # [0-9], not \d: \d also matches other scripts' digits ("step-٩.nxck"), which int() reads.
-        self._pattern = re.compile(rf"{re.escape(prefix)}-([0-9]+)\.nxck")
         self.directory.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(self.directory)
 
@@ -114,7 +117,7 @@ class CheckpointManager:
         'step-000000000042.nxck'
         """
         step = count("step", step, minimum=0)
-        return self.directory / f"{self.prefix}-{step:012d}.nxck"
+        return self.directory / checkpoint_name(self.prefix, step)
 
     def save(self, trainer: Trainer, step: int, metadata: Mapping[str, str] | None = None) -> Path:
         """Saves ``trainer`` as the checkpoint of ``step`` (v2), then prunes; returns its path.
@@ -137,15 +140,7 @@ class CheckpointManager:
 
     def list(self) -> list[CheckpointEntry]:
         """The checkpoint files, oldest step first (not validated; see ``latest``)."""
-        entries = []
-        with os.scandir(self.directory) as children:
-            for child in children:
-                step = self._step_of(child.name)
-                # Not following links: a link is not a file this manager wrote, and deleting or
-                # counting it (or its target, maybe another step's file) is nothing to guess at.
-                if step is not None and child.is_file(follow_symlinks=False):
-                    entries.append(CheckpointEntry(step, self.directory / child.name))
-        return sorted(entries, key=lambda e: e.step)
+        return list_checkpoints(self.directory, self.prefix)
 
     def latest(self) -> CheckpointEntry | None:
         """The newest checkpoint that validates, or None; invalid newer ones are warned about."""
@@ -156,16 +151,6 @@ class CheckpointManager:
         """A Trainer from the newest valid checkpoint (the one ``latest`` gives), or None."""
         found = self._newest_valid()
         return None if found is None else found[1]
-
-    def _step_of(self, name: str) -> int | None:
-        """The step of a checkpoint's file name; None for any other name."""
-        match = self._pattern.fullmatch(name)
-        if match is None:
-            return None
-        step = int(match.group(1))
-        # Only the name path_for gives: "step-9.nxck" would be a second file for step 9, and of
-        # two files of one step, pruning could keep either.
-        return step if name == self.path_for(step).name else None
 
     def _newest_valid(self) -> tuple[CheckpointEntry, Trainer] | None:
         for entry in reversed(self.list()):
@@ -200,3 +185,36 @@ class CheckpointManager:
                 stacklevel=4,  # the caller of latest, load_latest, save or prune, via one helper
             )
             return None
+
+
+def checkpoint_name(prefix: str, step: int) -> str:
+    """The file name of the checkpoint of ``step``: the prefix, ``-``, the step in ASCII decimal
+    zero-padded to 12 digits, ``.nxck`` (``CheckpointManager.path_for``)."""
+    return f"{prefix}-{step:012d}.nxck"
+
+
+def checkpoint_step(prefix: str, name: str) -> int | None:
+    """The step of a checkpoint's file name (``checkpoint_name``'s); None for any other name."""
+    # [0-9], not \d: \d also matches other scripts' digits ("step-٩.nxck"), which int() reads.
+    match = re.fullmatch(rf"{re.escape(prefix)}-([0-9]+)\.nxck", name)
+    if match is None:
+        return None
+    step = int(match.group(1))
+    # Only the name checkpoint_name gives: "step-9.nxck" would be a second file for step 9, and
+    # of two files of one step, pruning could keep either.
+    return step if name == checkpoint_name(prefix, step) else None
+
+
+def list_checkpoints(directory: Path, prefix: str = DEFAULT_PREFIX) -> list[CheckpointEntry]:
+    """The checkpoint files of ``directory``, oldest step first, without reading them or
+    changing anything (``CheckpointManager.list``; ``nxrs status`` lists a run directory with
+    it, without making a manager, whose constructor sweeps temporary files)."""
+    entries = []
+    with os.scandir(directory) as children:
+        for child in children:
+            step = checkpoint_step(prefix, child.name)
+            # Not following links: a link is not a file this manager wrote, and deleting or
+            # counting it (or its target, maybe another step's file) is nothing to guess at.
+            if step is not None and child.is_file(follow_symlinks=False):
+                entries.append(CheckpointEntry(step, directory / child.name))
+    return sorted(entries, key=lambda e: e.step)

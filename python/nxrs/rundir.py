@@ -22,20 +22,29 @@ import contextlib
 import datetime
 import errno
 import json
-import math
 import os
-import re
 import signal
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any, NoReturn, Optional
+from typing import IO, TYPE_CHECKING, Any, NoReturn, Optional
 
-from nxrs._nxrs import MismatchError, NxrsError
+from nxrs._checks import is_count
+from nxrs._files import finite_or_null as finite_or_null
+from nxrs._files import fsync_path, temporary_prefix
+from nxrs._files import json_text as json_text
+from nxrs._files import write_bytes_atomically as write_bytes_atomically
+from nxrs._files import write_json_atomically as write_json_atomically
+from nxrs._nxrs import MismatchError, NxrsError, __version__
+from nxrs._signals import StopFlag as StopFlag
+from nxrs._signals import stop_signals as stop_signals
+from nxrs.manager import list_checkpoints
+
+if TYPE_CHECKING:
+    from nxrs._nxrs import Trainer
 
 __all__ = [
     "EVENTS_KEPT",
@@ -45,6 +54,7 @@ __all__ = [
     "ManifestError",
     "RunDirectory",
     "RunLockedError",
+    "RunManifest",
     "RunStopped",
     "SaveFailedWarning",
     "finite_or_null",
@@ -55,7 +65,7 @@ MANIFEST_NAME = "nxrs-run.json"
 LOCK_NAME = ".nxrs-run.lock"
 PREVIOUS_NAME = "previous"
 MANIFEST_FORMAT = "nxrs-run/1"
-_MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp."
+_MANIFEST_TEMP = temporary_prefix(MANIFEST_NAME)
 
 
 class RunLockedError(NxrsError):
@@ -104,110 +114,6 @@ def now() -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def finite_or_null(document: Any) -> Any:
-    """``document`` (dicts, lists, tuples, scalars) with every non-finite float (a diverged
-    run's loss) replaced by None: strict JSON has no NaN or infinity."""
-    if isinstance(document, float):
-        return document if math.isfinite(document) else None
-    if isinstance(document, dict):
-        return {k: finite_or_null(v) for k, v in document.items()}
-    if isinstance(document, (list, tuple)):
-        return [finite_or_null(v) for v in document]
-    return document
-
-
-def json_text(document: Any, indent: int | None = None) -> str:
-    """``document`` as strict JSON text (RFC 8259: non-finite floats as null), one line without
-    ``indent``; no newline at the end. Every JSON nxrs writes (files and ``--json`` output)
-    goes through here, so no reader meets Python's bare ``NaN`` or ``Infinity``."""
-    return json.dumps(finite_or_null(document), indent=indent, allow_nan=False)
-
-
-def write_json_atomically(path: Path, document: Any) -> None:
-    """Writes ``document`` to ``path`` as strict JSON (``json_text``), as
-    ``write_bytes_atomically`` writes."""
-    write_bytes_atomically(path, (json_text(document, indent=1) + "\n").encode())
-
-
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Writes ``data`` to ``path``: temporary file, fsync, rename, directory fsync. On any
-    failure the temporary file is removed and ``path`` is unchanged."""
-    temp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    _fsync_directory(path.parent)
-
-
-@dataclass
-class StopFlag:
-    """Set by the SIGINT/SIGTERM handlers ``stop_signals`` installs: the first signal's number
-    and how many arrived."""
-
-    signum: Optional[int] = None  # noqa: UP045 (a dataclass field evaluated on Python 3.9)
-    count: int = 0
-    installed: bool = False
-    _previous: dict[int, Any] = field(default_factory=dict)
-
-
-def _handler(flag: StopFlag) -> Any:
-    def handle(signum: int, frame: object) -> None:
-        flag.count += 1
-        if flag.signum is None:
-            flag.signum = signum
-        else:
-            # A second signal while stopping: say so, change nothing (the save goes on).
-            with contextlib.suppress(OSError):
-                os.write(2, b"nxrs: already stopping; saving the checkpoint, please wait\n")
-
-    return handle
-
-
-@contextlib.contextmanager
-def stop_signals(flag: StopFlag | None = None) -> Iterator[StopFlag]:
-    """Within the block, SIGINT and SIGTERM set ``flag`` instead of interrupting (main thread
-    only: elsewhere nothing is installed and ``flag.installed`` is False); the previous handlers
-    are restored after it. A flag that is already installed is passed through."""
-    if flag is not None and flag.installed:
-        yield flag
-        return
-    flag = StopFlag() if flag is None else flag
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-    handle = _handler(flag)
-    for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
-        flag._previous[signum] = signal.signal(signum, handle)
-    flag.installed = True
-    try:
-        yield flag
-    finally:
-        for signum, previous in flag._previous.items():
-            # None: the previous handler was not installed from Python; SIG_DFL is the nearest.
-            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
-        flag._previous.clear()
-        flag.installed = False
-
-
 def _host() -> str:
     return socket.gethostname()
 
@@ -240,8 +146,8 @@ def _is(expected: str, test: Callable[[Any], bool]) -> Check:
 
 _STRING = _is("a string", lambda v: isinstance(v, str))
 _BOOLEAN = _is("a boolean", lambda v: isinstance(v, bool))
-_INTEGER = _is("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
-_COUNT = _is("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+_INTEGER = _is("an integer", lambda v: is_count(v, minimum=None))
+_COUNT = _is("an integer >= 0", is_count)
 _OBJECT = _is("an object", lambda v: isinstance(v, dict))
 
 
@@ -349,17 +255,6 @@ MANIFEST_SCHEMA = _record(
 #: ones dropped between them are counted by kind in ``events_omitted``. (A run resumed many
 #: times would otherwise grow its manifest, rewritten at every save, without bound.)
 EVENTS_KEPT = 100
-
-
-def add_event(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
-    """Appends ``entry`` to the manifest's history, keeping it to the first event and the
-    newest ``EVENTS_KEPT`` (the others counted in ``events_omitted``)."""
-    events: list[dict[str, Any]] = manifest["events"]
-    events.append(entry)
-    while len(events) > EVENTS_KEPT + 1:
-        dropped = events.pop(1)
-        omitted: dict[str, int] = manifest.setdefault("events_omitted", {})
-        omitted[dropped["event"]] = omitted.get(dropped["event"], 0) + 1
 
 
 class RunDirectory:
@@ -475,8 +370,8 @@ class RunDirectory:
         target.mkdir(parents=True)
         for p in files:
             os.replace(p, target / p.name)
-        _fsync_directory(target)
-        _fsync_directory(self.directory)
+        fsync_path(target)
+        fsync_path(self.directory)
         return target
 
 
@@ -495,23 +390,121 @@ def event(kind: str, trainer: Any, **details: Any) -> dict[str, Any]:
     return entry
 
 
-def describe_end(manifest: dict[str, Any]) -> str:
-    """How the previous process in this directory ended, from its manifest."""
-    state = manifest.get("state")
-    events = manifest.get("events") or [{}]
-    last = events[-1]
-    if state == "stopped":
-        return f"stopped ({last.get('reason', 'signal')})"
-    if state == "complete":
-        return "complete"
-    if state == "failed":
-        return f"failed ({last.get('error', 'error')})"
-    return "unclean (no stop recorded: killed or crashed)"
+class RunManifest:
+    """The manifest of a run directory (``docs/RUNS.md``): made when a run starts, updated when
+    it resumes, saves, stops and ends, and written crash-safely after every change. ``fit``
+    keeps one for the run it trains; ``read`` gives one back, checked against
+    ``MANIFEST_SCHEMA``. ``document`` is the JSON object itself."""
+
+    def __init__(self, run: RunDirectory, document: dict[str, Any]) -> None:
+        self.run = run
+        self.document = document
+
+    @classmethod
+    def read(cls, run: RunDirectory) -> RunManifest | None:
+        """The manifest of ``run``'s directory, or None when it has none; ManifestError (a
+        MismatchError) when it is not a valid manifest."""
+        document = run.read_manifest()
+        return None if document is None else cls(run, document)
+
+    @classmethod
+    def new(
+        cls, run: RunDirectory, config: Mapping[str, Any], fingerprint: str, samples: int
+    ) -> RunManifest:
+        """The manifest of a run starting now with ``config`` on data of ``fingerprint`` and
+        ``samples`` (not written yet: ``begin`` then ``write``)."""
+        return cls(
+            run,
+            {
+                "format": MANIFEST_FORMAT,
+                "nxrs_version": __version__,
+                "started": now(),
+                "updated": None,
+                "state": "running",
+                "config": dict(config),
+                "data": {"fingerprint": fingerprint, "samples": samples},
+                "plan": {},
+                "progress": None,
+                "events": [],
+            },
+        )
+
+    def begin(
+        self,
+        *,
+        epochs: int,
+        steps_per_epoch: int,
+        command: list[str] | None,
+        source: Mapping[str, Any] | None,
+    ) -> None:
+        """Records that this nxrs runs the run now, towards ``epochs`` epochs, started by
+        ``command`` (when known) on data split from the file ``source`` (when known)."""
+        document = self.document
+        document["nxrs_version"] = __version__
+        document["state"] = "running"
+        if command is not None:
+            document["command"] = command
+        if source is not None:
+            # Recorded from now on, also in a run directory written by an older nxrs, which
+            # recorded only the training split's fingerprint (still checked by fit).
+            document["data"]["file"] = dict(source)
+        document["plan"] = {
+            "epochs": epochs,
+            "steps_per_epoch": steps_per_epoch,
+            "steps": epochs * steps_per_epoch,
+        }
+
+    def describe_end(self) -> str:
+        """How the previous process in this directory ended."""
+        state = self.document.get("state")
+        events = self.document.get("events") or [{}]
+        last = events[-1]
+        if state == "stopped":
+            return f"stopped ({last.get('reason', 'signal')})"
+        if state == "complete":
+            return "complete"
+        if state == "failed":
+            return f"failed ({last.get('error', 'error')})"
+        return "unclean (no stop recorded: killed or crashed)"
+
+    def checkpointed(self, trainer: Trainer, checkpoint: Path) -> None:
+        """Records ``checkpoint`` as the newest holding the run's state (``trainer``'s)."""
+        self.document["progress"] = {
+            "step": trainer.steps,
+            "epoch": trainer.epoch,
+            "batch": trainer.batch,
+            "checkpoint": checkpoint.name,
+            "saved": now(),
+        }
+
+    def add_event(self, entry: dict[str, Any]) -> None:
+        """Appends ``entry`` (``event``) to the history, keeping it to the first event and the
+        newest ``EVENTS_KEPT`` (the others counted in ``events_omitted``)."""
+        events: list[dict[str, Any]] = self.document["events"]
+        events.append(entry)
+        while len(events) > EVENTS_KEPT + 1:
+            dropped = events.pop(1)
+            omitted: dict[str, int] = self.document.setdefault("events_omitted", {})
+            omitted[dropped["event"]] = omitted.get(dropped["event"], 0) + 1
+
+    def write(self) -> None:
+        """Writes the manifest (its ``updated`` time set now), crash-safely."""
+        self.run.write_manifest(self.document)
+
+    def record(self, entry: dict[str, Any] | None, state: str | None = None) -> None:
+        """Adds ``entry`` to the history, sets ``state``, and writes the manifest; a failure to
+        write is a warning (SaveFailedWarning), not an error: training goes on."""
+        if entry is not None:
+            self.add_event(entry)
+        if state is not None:
+            self.document["state"] = state
+        try:
+            self.write()
+        except OSError as err:
+            warn_save_failed(f"the run manifest {self.run.manifest_path} was not updated: {err}")
 
 
 def warn_save_failed(message: str) -> None:
-    import warnings
-
     warnings.warn(message, SaveFailedWarning, stacklevel=3)
 
 
@@ -535,16 +528,10 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     manifest = run.read_manifest()
     # Listed as a CheckpointManager lists them, without making one: its constructor sweeps
     # temporary files, and status only looks.
-    entries = []
-    with os.scandir(run.directory) as children:
-        for child in children:
-            match = re.fullmatch(r"step-([0-9]{12})\.nxck", child.name)
-            if match and child.is_file(follow_symlinks=False):
-                entries.append((int(match.group(1)), run.directory / child.name))
-    entries.sort()
+    entries = list_checkpoints(run.directory)
     checkpoints: list[dict[str, Any]] = []
     resumable = None
-    for step, path in reversed(entries):
+    for step, path in ((e.step, e.path) for e in reversed(entries)):
         row: dict[str, Any] = {"file": path.name, "step": step, "bytes": None}
         if resumable is None:
             try:
@@ -589,89 +576,3 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "temporary_files": temporary,
         "ok": manifest is not None and newest_ok,
     }
-
-
-def format_status(status: dict[str, Any]) -> str:
-    """``run_status`` in human terms."""
-    lines = [f"run directory {status['directory']}"]
-    manifest = status["manifest"]
-    if manifest is None:
-        lines.append(f"  no manifest ({MANIFEST_NAME}): not a run directory of nxrs train or fit")
-    else:
-        config = manifest.get("config", {})
-        data = manifest.get("data", {})
-        lines.append(
-            f"  state {manifest.get('state')}, started {manifest.get('started')}, updated "
-            f"{manifest.get('updated')}, nxrs {manifest.get('nxrs_version')}"
-        )
-        if "command" in manifest:
-            lines.append("  command " + " ".join(manifest["command"]))
-        lines.append(
-            f"  configuration layers {config.get('layers')}, {config.get('optimizer')} "
-            f"lr={config.get('lr')}, batch {config.get('batch_size')}, math "
-            f"{config.get('math')}, seed {config.get('seed')}"
-        )
-        lines.append(f"  data {data.get('samples')} samples, fingerprint {data.get('fingerprint')}")
-        file = data.get("file")
-        if isinstance(file, dict):
-            lines.append(
-                f"  data file {file.get('samples')} samples, fingerprint {file.get('fingerprint')}"
-                f", test size {file.get('test_size')}, split seed {file.get('split_seed')}"
-            )
-        plan = manifest.get("plan", {})
-        if status["resume_step"] is not None and status.get("beyond_plan"):
-            lines.append(
-                f"  progress step {status['resume_step']}, epoch {status['resume_epoch']}: past "
-                f"the plan of the newest command ({plan.get('epochs')} epoch(s), "
-                f"{plan.get('steps')} steps), which had nothing to train"
-            )
-        elif status["resume_step"] is not None:
-            pct = "" if status["percent"] is None else f" ({status['percent']}% of the plan)"
-            lines.append(
-                f"  progress step {status['resume_step']} of {plan.get('steps')}{pct}, epoch "
-                f"{status['resume_epoch']} of {plan.get('epochs')}"
-            )
-        else:
-            lines.append(f"  progress no valid checkpoint yet (plan: {plan.get('steps')} steps)")
-    running = status["running"]
-    lines.append(f"  lock {'held by ' + running if running else 'free (no process running)'}")
-    if not status["checkpoints"]:
-        lines.append("  checkpoints none")
-    for c in status["checkpoints"]:
-        if c["valid"] is True:
-            verdict = f"valid (epoch {c['epoch']}, batch {c['batch']})"
-        elif c["valid"] is False:
-            verdict = f"DAMAGED: {c['error']}"
-        else:
-            verdict = "not checked (older)"
-        lines.append(f"  checkpoint {c['file']}  step {c['step']}  {verdict}")
-    if status["resume_from"] is not None:
-        lines.append(f"  a resume starts from {status['resume_from']}")
-    if status["temporary_files"]:
-        lines.append(
-            f"  temporary files of interrupted saves (removed by the next run): "
-            f"{', '.join(status['temporary_files'])}"
-        )
-    if manifest is not None:
-        lines.append("  history")
-        omitted = manifest.get("events_omitted") or {}
-        for index, e in enumerate(manifest.get("events", [])):
-            if index == 1 and omitted:
-                kinds = ", ".join(f"{n} {kind}" for kind, n in omitted.items())
-                lines.append(f"    ... {sum(omitted.values())} events not kept ({kinds})")
-            extra = [
-                f"{k} {e[k]}"
-                for k in ("reason", "checkpoint", "previous_end", "moved_aside", "error")
-                if k in e
-            ]
-            lines.append(
-                f"    {e.get('time')}  {e.get('event'):<11} step {e.get('step')} (epoch "
-                f"{e.get('epoch')}, batch {e.get('batch')})  pid {e.get('pid')}"
-                + ("  " + "; ".join(extra) if extra else "")
-            )
-    if not status["ok"]:
-        lines.append(
-            "  PROBLEM: "
-            + ("no run manifest" if manifest is None else "the newest checkpoint is damaged")
-        )
-    return "\n".join(lines) + "\n"

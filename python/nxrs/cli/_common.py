@@ -1,0 +1,218 @@
+"""What the ``nxrs`` commands share: exit statuses, one-line errors, the option types (each
+malformed or out-of-range value is an argparse usage error naming its option, checked once by
+its type), the data options and the model the data implies."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from nxrs._checks import save_points
+from nxrs._nxrs import ConfigError
+from nxrs.data import TASKS
+
+#: ``nxrs train``'s exit statuses (also in its --help and the README).
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_OTHER_RUN = 3
+EXIT_LOCKED = 4
+EXIT_SAVE_FAILED = 5
+#: The run diverged: its final loss is not a finite number (the summary is still printed, with
+#: null for the non-finite values and "diverged": true); ``nxrs sweep``'s too.
+EXIT_DIVERGED = 6
+EXIT_SIGINT = 128 + signal.SIGINT  # 130
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with exit status 1."""
+
+
+def add_command(
+    commands: Any, name: str, help: str, description: str, epilog: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help shows its description (wrapped) and examples (as written)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(description, width=79),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(parser=parser)  # its own usage errors name it: "nxrs train: error: ..."
+    return parser
+
+
+# --- option values
+
+_WHOLE = re.compile(r"\s*\+?[0-9]+\s*")
+
+
+def _whole_number(text: str, minimum: int) -> int:
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    value = int(text)
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count of at least 1 (``--epochs``, ``--batch-size``, ``--every``, ``--threads``)."""
+    return _whole_number(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """A count of at least 0 (``--max-retries``)."""
+    return _whole_number(text, 0)
+
+
+def _sizes(text: str, least: int, example: str) -> list[int]:
+    parts = text.split(",")
+    if len(parts) < least or not all(_WHOLE.fullmatch(p) and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {least} or more comma-separated whole numbers of at least 1 expected, "
+            f"e.g. {example}"
+        )
+    return [int(p) for p in parts]
+
+
+def layer_sizes(text: str) -> list[int]:
+    """``--layers``: every layer size, inputs first (at least two).
+
+    >>> layer_sizes("64,128,10")
+    [64, 128, 10]
+    >>> layer_sizes("4,,3")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: '4,,3': 2 or more comma-separated whole numbers ... 64,128,10
+    """
+    return _sizes(text, 2, "64,128,10")
+
+
+def hidden_sizes(text: str) -> list[int]:
+    """``--hidden``: the hidden layer sizes (at least one)."""
+    return _sizes(text, 1, "128 or 256,64")
+
+
+def nonempty_text(text: str) -> str:
+    """A path option's text (``--data``), refused when empty: an empty path would silently
+    mean the current directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def nonempty_path(text: str) -> Path:
+    """A file or directory option (``--ckpt-dir``, ``--plot``, ``nxrs status DIR``, ...),
+    refused when empty."""
+    return Path(nonempty_text(text))
+
+
+def _test_fraction(text: str) -> float:
+    """``--test-size``'s value: a fraction strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def add_epochs_argument(parser: argparse.ArgumentParser) -> None:
+    """``--epochs``: the epochs a run trains in all (``nxrs train``, ``nxrs sweep``)."""
+    parser.add_argument(
+        "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
+    )
+
+
+def add_save_point_arguments(
+    parser: argparse.ArgumentParser, *, every: str, seconds: str, default_seconds: float | None
+) -> None:
+    """``--every`` and ``--every-seconds`` (``fit``'s ``every`` and ``every_seconds``), with
+    the command's help texts; ``check_save_points`` checks them."""
+    parser.add_argument("--every", type=positive_int, default=None, help=every)
+    parser.add_argument(
+        "--every-seconds", type=float, default=default_seconds, metavar="N", help=seconds
+    )
+
+
+def check_save_points(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, *, checkpointed: bool
+) -> None:
+    """``--every`` and ``--every-seconds`` by ``fit``'s rule (``nxrs._checks.save_points``),
+    each refused as a usage error naming it: without a run directory (not ``checkpointed``:
+    no ``--ckpt-dir``), or out of range."""
+    given: tuple[tuple[str, int | None, float | None], ...] = (
+        ("--every", args.every, None),
+        ("--every-seconds", None, args.every_seconds),
+    )
+    for option, every, every_seconds in given:
+        try:
+            save_points(every, every_seconds, checkpointed=checkpointed)
+        except ConfigError:
+            parser.error(
+                f"{option} must be positive" if checkpointed else f"{option} needs --ckpt-dir"
+            )
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data``, ``--target``, ``--task`` and ``--test-size``, as ``nxrs train`` and
+    ``nxrs sweep`` read them (with ``nxrs.data.load`` and ``nxrs.data.split``)."""
+    parser.add_argument(
+        "--data",
+        default="digits",
+        type=nonempty_text,
+        help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), a .npz file with "
+        "arrays X and y, or a .csv file with a header row",
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="the label column of a .csv file (default: the last; refused for other data)",
+    )
+    parser.add_argument(
+        "--task",
+        choices=TASKS,
+        default="auto",
+        help="what the labels are: classify (class indices, whole numbers from 0), regress "
+        "(float targets), or auto (the default): classes when every label is a whole number, "
+        "float targets when at most half are, an error for a mixed column in between",
+    )
+    parser.add_argument(
+        "--test-size",
+        type=_test_fraction,
+        default=0.2,
+        help="fraction of the samples in the deterministic test split (default 0.2)",
+    )
+
+
+# --- the model the data implies
+
+
+def loss_for(y: npt.NDArray[Any]) -> Literal["cross_entropy", "mse"]:
+    """The loss of labels ``y`` as ``nxrs.data.load`` returns them: int64 class indices are
+    classification (cross-entropy), float targets regression (mse)."""
+    return "cross_entropy" if np.issubdtype(y.dtype, np.integer) else "mse"
+
+
+def default_layers(
+    x: npt.NDArray[Any], y: npt.NDArray[Any], hidden: Sequence[int] | None
+) -> list[int]:
+    """``[inputs, *hidden, outputs]`` from the data (``hidden`` defaults to ``[128]``): as many
+    outputs as classes for integer labels, as target columns for float targets (mse). The data
+    is ``nxrs.data.load``'s: ``x`` 2-D, ``y`` int64 class indices or float targets."""
+    if loss_for(y) == "cross_entropy":
+        n_out = int(y.max()) + 1
+    else:
+        n_out = 1 if y.ndim == 1 else int(y.shape[1])
+    return [int(x.shape[1]), *(hidden if hidden is not None else [128]), n_out]
