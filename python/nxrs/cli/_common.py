@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from nxrs import _config
 from nxrs._checks import save_points
 from nxrs._nxrs import ConfigError
 from nxrs.data import TASKS
@@ -132,6 +133,24 @@ def add_epochs_argument(parser: argparse.ArgumentParser) -> None:
     """``--epochs``: the epochs a run trains in all (``nxrs train``, ``nxrs sweep``)."""
     parser.add_argument(
         "--epochs", type=positive_int, default=20, help="epochs in all, at least 1 (default 20)"
+    )
+
+
+def add_setting_argument(
+    parser: argparse.ArgumentParser, name: str, help: str, type: Any = None
+) -> None:
+    """``--<name>`` for the configuration setting ``name``, its default (the general family's)
+    and, for a setting that takes a name, its choices (alphabetically) from the configuration
+    schema, so the command line restates neither; ``{default}`` in ``help`` shows the default."""
+    default = _config.default(name)
+    row = _config.setting(name)
+    choices = sorted(row["choices"]) if row["choices"] is not None else None
+    parser.add_argument(
+        "--" + name.replace("_", "-"),
+        type=type,
+        choices=choices,
+        default=default,
+        help=help.format(default=default),
     )
 
 

@@ -24,6 +24,7 @@ from nxrs.cli._common import (
     add_data_arguments,
     add_epochs_argument,
     add_save_point_arguments,
+    add_setting_argument,
     check_save_points,
     default_layers,
     hidden_sizes,
@@ -111,12 +112,10 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         help="hidden layer sizes, e.g. 128 or 256,128 (inputs and outputs from the data)",
     )
     add_epochs_argument(train)
-    train.add_argument("--batch-size", type=positive_int, default=32, help="default 32")
-    train.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
-    train.add_argument(
-        "--optimizer", choices=["adam", "adamw", "sgd"], default="adam", help="default adam"
-    )
-    train.add_argument("--math", choices=["ieee", "seed"], default="ieee", help="default ieee")
+    add_setting_argument(train, "batch_size", "default {default}", type=positive_int)
+    add_setting_argument(train, "lr", "learning rate (default {default})", type=float)
+    add_setting_argument(train, "optimizer", "default {default}")
+    add_setting_argument(train, "math", "default {default}")
     train.add_argument(
         "--backend",
         choices=["auto", "hw", "soft"],
@@ -131,8 +130,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="threads to train with (default: the available cores); any number gives the same bits",
     )
-    train.add_argument(
-        "--seed", type=int, default=0, help="initialisation, shuffle and split seed (default 0)"
+    add_setting_argument(
+        train, "seed", "initialisation, shuffle and split seed (default {default})", type=int
     )
     train.add_argument(
         "--ckpt-dir",
