@@ -75,7 +75,9 @@ impl Trainer {
         }
     }
 
-    /// Batches per epoch of `data`; the state's position must lie inside an epoch of it.
+    /// Batches per epoch of `data`; the state's position must lie inside an epoch of it (data
+    /// with fewer batches is not the data the state was trained on: `Error::Input`, as any data
+    /// that does not fit; `Error::Mismatch` is for checkpoints of another run).
     pub(super) fn batches_per_epoch(&self, data: &Dataset) -> Result<usize> {
         let batches = self.config.batches_per_epoch(data.len());
         if batches == 0 {
@@ -86,7 +88,7 @@ impl Trainer {
             )));
         }
         if self.state.batch as u64 >= batches as u64 {
-            return Err(Error::Mismatch(format!(
+            return Err(Error::Input(format!(
                 "the state is at batch {} of its epoch, but an epoch of these {} samples has \
                  only {batches} batches: this is not the data set it was trained on",
                 self.state.batch,
