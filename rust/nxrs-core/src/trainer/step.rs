@@ -183,11 +183,7 @@ impl Compute for Step<'_> {
     type Output = usize;
 
     fn compute<R: Real>(self) -> usize {
-        let Step {
-            trainer: t,
-            data,
-            samples,
-        } = self;
+        let (t, data, samples) = (self.trainer, self.data, self.samples);
         let block_len = t.config.block_len();
         if samples.len() > block_len && t.work.block.is_empty() {
             t.work.block = t.mlp.zeros();
@@ -239,20 +235,15 @@ impl Compute for BlockSum<'_> {
     type Output = usize;
 
     fn compute<R: Real>(self) -> usize {
-        let BlockSum {
-            trainer: t,
-            data,
-            samples,
-            block,
-        } = self;
+        let t = self.trainer;
         let transposed = t.transposed();
         let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params, &transposed);
         view.block_sum::<R>(
-            data,
-            samples,
+            self.data,
+            self.samples,
             &mut BlockWork::default(),
-            &mut block.grads,
-            &mut block.losses,
+            &mut self.block.grads,
+            &mut self.block.losses,
         )
     }
 }
