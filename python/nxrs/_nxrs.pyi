@@ -61,8 +61,12 @@ class BusyError(NxrsError):
     """A call that would change a trainer while another thread is changing it (its fit, step,
     restore, ...); reading it meanwhile is allowed."""
 
+class MismatchError(NxrsError):
+    """A checkpoint or run directory of another run: another model, configuration or data than
+    the trainer and data given. Not a CheckpointError: the file itself is sound."""
+
 class CheckpointError(NxrsError):
-    """A checkpoint that cannot be loaded."""
+    """A checkpoint that cannot be read."""
 
 class BadMagicError(CheckpointError):
     """The file is not an NXCK checkpoint."""
@@ -72,9 +76,6 @@ class UnsupportedVersionError(CheckpointError):
 
 class LengthError(CheckpointError):
     """The file is truncated, or longer than its header says."""
-
-class MismatchError(CheckpointError):
-    """The checkpoint describes a different model."""
 
 class HeaderError(CheckpointError):
     """A header field is out of range or inconsistent."""

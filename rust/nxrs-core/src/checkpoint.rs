@@ -122,7 +122,12 @@ fn from_contents(contents: Contents) -> Result<Trainer> {
     match detect(&bytes)? {
         Format::V1 => {
             let mut trainer = Trainer::new(TrainerConfig::seed_model())?;
-            let state = state_from_v1(&bytes, trainer.state())?;
+            // A v1 file is read as the seed model: nothing here for it to mismatch, so counts
+            // that are not the seed's are the file's defect.
+            let state = state_from_v1(&bytes, trainer.state()).map_err(|err| match err {
+                Error::Mismatch(m) => Error::Header(m),
+                other => other,
+            })?;
             trainer.set_state(state)?;
             Ok(trainer)
         }

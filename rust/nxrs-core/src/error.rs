@@ -10,7 +10,8 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
-    /// An input whose shape or range does not fit the model (sample length, label, dataset).
+    /// An input whose shape or range does not fit the model (sample length, label, dataset),
+    /// or data that does not fit the run (fewer batches per epoch than the state has done).
     #[error("invalid input: {0}")]
     Input(String),
 
@@ -51,7 +52,9 @@ pub enum Error {
         what: String,
     },
 
-    /// The checkpoint describes a different model than the one it is loaded into.
+    /// A checkpoint (or state) of another run: another model or configuration than the trainer
+    /// it is restored into. The file itself is sound, so this is not a checkpoint defect; data
+    /// that does not fit a run is [`Error::Input`].
     #[error("checkpoint does not match the model: {0}")]
     Mismatch(String),
 

@@ -5,16 +5,21 @@
 //! ├── ConfigError          a setting that cannot be used (also a ValueError)
 //! ├── InputError           a sample, label or dataset that does not fit the model (also a ValueError)
 //! ├── BusyError            a trainer another thread is changing (its `fit`, `step`, ...)
-//! └── CheckpointError      a checkpoint that cannot be loaded
+//! ├── MismatchError        a checkpoint or run directory of another run (model, configuration
+//! │                        or data)
+//! └── CheckpointError      a checkpoint that cannot be read
 //!     ├── BadMagicError            not an NXCK file
 //!     ├── UnsupportedVersionError  a format version this build cannot read
 //!     ├── LengthError              truncated, or longer than its header says
-//!     ├── MismatchError            a checkpoint of a different model
 //!     ├── HeaderError              a header field out of range or inconsistent
 //!     └── ChecksumError            stored and computed checksums differ
 //! ```
 //! Operating-system failures are Python's own `OSError` subclasses (`FileNotFoundError`, ...)
 //! with the path as `filename`.
+//!
+//! `MismatchError` is not a `CheckpointError`: the file (or directory) is sound but belongs to
+//! another run, which code catching unreadable checkpoints (to skip or replace them) must not
+//! swallow; data that does not fit a run is an `InputError`.
 //!
 //! `ConfigError` and `InputError` are `ValueError`s too: a bad value is what `ValueError` means
 //! in Python, and code written `except ValueError` (scikit-learn's conventions, nxrs's own
@@ -110,9 +115,16 @@ pyo3::create_exception!(
 );
 pyo3::create_exception!(
     nxrs,
+    MismatchError,
+    NxrsError,
+    "A checkpoint or run directory of another run: another model, configuration or data than \
+     the trainer and data given. Not a CheckpointError: the file itself is sound."
+);
+pyo3::create_exception!(
+    nxrs,
     CheckpointError,
     NxrsError,
-    "A checkpoint that cannot be loaded."
+    "A checkpoint that cannot be read."
 );
 pyo3::create_exception!(
     nxrs,
@@ -131,12 +143,6 @@ pyo3::create_exception!(
     LengthError,
     CheckpointError,
     "The file is truncated, or longer than its header says."
-);
-pyo3::create_exception!(
-    nxrs,
-    MismatchError,
-    CheckpointError,
-    "The checkpoint describes a different model."
 );
 pyo3::create_exception!(
     nxrs,

@@ -3,8 +3,10 @@
 //!
 //! The update kernels are written once over [`Real`]; the per-step scalars (learning rate,
 //! bias corrections, decay factor) are computed in softf32 by the trainer and passed in.
+//! [`OptimizerConfig::apply`] runs the update over a whole model's tensors and threads.
 
 mod adam;
+mod apply;
 mod sgd;
 
 pub use adam::BiasCorrection;

@@ -1,0 +1,193 @@
+//! [`Native`]: the CPU's own binary32 arithmetic behind [`Real`], and [`Unchecked`], the same
+//! without the NaN rule (see the module [`backend`](super) for why its bits are softf32's).
+
+#![allow(clippy::float_arithmetic)] // the hardware backend: native binary32 is its point
+
+use super::fpenv::FpEnvGuard;
+use super::lanes::Chain;
+use crate::arith::Real;
+use crate::softf32::F32;
+use core::ops::{Add, Div, Mul, Neg, Sub};
+
+/// Defines a hardware binary32 type: `+ - * /` and `sqrt` by the CPU, their result passed
+/// through `result` (given the operands and the CPU's result; `sqrt` passes its operand twice),
+/// negation by the sign bit, `==` on bit patterns, and the rest of [`Real`] from `extra`.
+macro_rules! hardware_float {
+    (
+        $(#[$doc:meta])*
+        $name:ident, fast: $fast:ty,
+        result: |$a:ident, $b:ident, $r:ident| $result:expr,
+        extra: { $($extra:item)* }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        #[repr(transparent)]
+        pub struct $name(pub f32);
+
+        // SAFETY: `#[repr(transparent)]` over f32: no padding, every bit pattern is a valid
+        // value, and all-zero bits are +0; the type is `Copy` and `'static`.
+        unsafe impl bytemuck::Zeroable for $name {}
+        // SAFETY: as above.
+        unsafe impl bytemuck::Pod for $name {}
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &$name) -> bool {
+                self.0.to_bits() == other.0.to_bits()
+            }
+        }
+
+        impl $name {
+            /// The operation's result as this type.
+            #[inline(always)]
+            fn result($a: $name, $b: $name, $r: f32) -> $name {
+                $name($result)
+            }
+        }
+
+        hardware_float!(@binary $name, Add, add, +);
+        hardware_float!(@binary $name, Sub, sub, -);
+        hardware_float!(@binary $name, Mul, mul, *);
+        hardware_float!(@binary $name, Div, div, /);
+
+        impl Neg for $name {
+            type Output = $name;
+
+            /// Flips the sign bit (of NaNs too), as softf32 does.
+            #[inline(always)]
+            fn neg(self) -> $name {
+                $name(f32::from_bits(self.0.to_bits() ^ 0x8000_0000))
+            }
+        }
+
+        impl Real for $name {
+            const ZERO: $name = $name(0.0);
+            const ONE: $name = $name(1.0);
+            type Fast = $fast;
+            type Environment = FpEnvGuard;
+
+            #[inline(always)]
+            fn environment() -> FpEnvGuard {
+                FpEnvGuard::new()
+            }
+
+            #[inline(always)]
+            fn from_f32(x: F32) -> $name {
+                $name(f32::from_bits(x.to_bits()))
+            }
+
+            #[inline(always)]
+            fn to_f32(self) -> F32 {
+                F32::from_bits(self.0.to_bits())
+            }
+
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                self.0.is_nan()
+            }
+
+            #[inline(always)]
+            fn sqrt(self) -> $name {
+                $name::result(self, self, self.0.sqrt())
+            }
+
+            #[inline(always)]
+            fn vectorized<T>(f: impl FnOnce() -> T) -> T {
+                vector_call(f)
+            }
+
+            #[inline(always)]
+            fn ieee_le(self, rhs: $name) -> bool {
+                self.0 <= rhs.0
+            }
+
+            #[inline(always)]
+            fn ieee_lt(self, rhs: $name) -> bool {
+                self.0 < rhs.0
+            }
+
+            $($extra)*
+        }
+    };
+    (@binary $name:ident, $trait:ident, $method:ident, $op:tt) => {
+        impl $trait for $name {
+            type Output = $name;
+
+            #[inline(always)]
+            fn $method(self, rhs: $name) -> $name {
+                $name::result(self, rhs, self.0 $op rhs.0)
+            }
+        }
+    };
+}
+
+hardware_float! {
+    /// A binary32 value computed by the CPU's floating-point unit. Same layout as [`F32`] (both
+    /// are `#[repr(transparent)]` over 32 bits), so tensors stored as `F32` are viewed as
+    /// `Native` with `bytemuck` and no copy. `==` compares bit patterns, as on `F32`. A NaN
+    /// result is softf32's NaN for the same operands ([`F32::nan_result`]).
+    Native, fast: Unchecked,
+    result: |a, b, r| if r.is_nan() {
+        f32::from_bits(F32::nan_result(a.to_f32(), b.to_f32()).to_bits())
+    } else {
+        r
+    },
+    extra: {
+        #[inline(always)]
+        fn add_row_products(out: &mut [Native], rows: &[Native], a: &[Native]) {
+            Chain::RowProducts.apply(out, rows, a);
+        }
+
+        #[inline(always)]
+        fn scaled_rows_sum(out: &mut [Native], a: &[Native], rows: &[Native]) {
+            Chain::ScaledRows.apply(out, rows, a);
+        }
+
+        #[inline(always)]
+        fn add_assign(acc: &mut [Native], x: &[Native]) {
+            let n = acc.len().min(x.len());
+            Chain::Sum.apply(&mut acc[..n], &x[..n], &[]);
+        }
+    }
+}
+
+hardware_float! {
+    /// The CPU's binary32 arithmetic without [`Native`]'s NaN rule: [`Native`]'s
+    /// [`Real::Fast`], for kernels that check their outputs for NaNs and recompute with
+    /// [`Native`] when they find one. Same layout as [`F32`].
+    Unchecked, fast: Unchecked,
+    result: |_a, _b, r| r,
+    extra: {}
+}
+
+/// Calls `f` inside a function compiled for AVX-512 or AVX2 when the CPU has them (detected at
+/// run time; the detection is cached by std), so the slice kernels inlined into `f` use 16 or 8
+/// lanes instead of SSE2's 4. Only these features are enabled, never FMA: every operation stays
+/// a separate multiply or add (Rust does not contract them; the features only widen the lanes).
+/// On AArch64, NEON is part of the baseline and `f` runs as it is.
+#[inline(always)]
+fn vector_call<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            return unsafe { with_avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { with_avx2(f) };
+        }
+    }
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn with_avx512<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}

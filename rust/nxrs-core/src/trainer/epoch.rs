@@ -1,0 +1,164 @@
+//! The epoch structure (`docs/TRAINING.md`, sections 4 and 13): where a run stops, the order of
+//! an epoch's samples and its batches, the counters a step advances, and the running report of
+//! the epoch under way.
+
+use super::Trainer;
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::rng::{Domain, Stream};
+use crate::softf32::F32;
+
+/// Where a run stops (besides a callback asking it to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// When `epoch` epochs are complete (nothing happens if they already are).
+    Epoch(i64),
+    /// When `step` optimiser steps have been taken in total.
+    Step(i64),
+}
+
+/// What the callback of [`Trainer::run`] hears about.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// A step is done; the state's counters already count it.
+    Step(StepReport),
+    /// An epoch is done (after its last step's event).
+    EpochEnd(EpochReport),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct StepReport {
+    /// The step's loss: the mean of its samples' losses.
+    pub loss: F32,
+    /// Samples in the step's batch.
+    pub samples: usize,
+    /// Samples of the batch classified correctly (classification only), by section 10's rule.
+    pub correct: Option<usize>,
+}
+
+/// The report of one epoch (`docs/TRAINING.md`, section 13): the steps this trainer ran in it
+/// (all of them, unless it began mid-epoch, e.g. resumed from a checkpoint). Information: not
+/// part of the state.
+#[derive(Clone, Copy, Debug)]
+pub struct EpochReport {
+    /// The epoch's index (0-based); `epoch + 1` epochs are now complete.
+    pub epoch: i64,
+    /// The mean of the steps' losses: `(Σ step losses in order) / f32(steps)`.
+    pub loss: F32,
+    pub steps: i64,
+    /// Samples classified correctly during the steps (classification only).
+    pub correct: Option<usize>,
+    pub samples: usize,
+    /// Whether the trainer ran every step of the epoch (from its first batch).
+    pub whole: bool,
+}
+
+/// The running report of the epoch under way (information, not state): it continues only while
+/// the steps it sees follow each other, so a state replaced or resumed starts a new one.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Tally {
+    epoch: i64,
+    /// The batch the next step of this tally must be.
+    next_batch: i64,
+    whole: bool,
+    loss: F32,
+    steps: i64,
+    correct: usize,
+    samples: usize,
+}
+
+impl Trainer {
+    pub(super) fn reached(&self, until: Until) -> bool {
+        match until {
+            Until::Epoch(epoch) => self.state.epoch >= epoch,
+            Until::Step(step) => self.state.step >= step,
+        }
+    }
+
+    /// Batches per epoch of `data`; the state's position must lie inside an epoch of it (data
+    /// with fewer batches is not the data the state was trained on: `Error::Input`, as any data
+    /// that does not fit; `Error::Mismatch` is for checkpoints of another run).
+    pub(super) fn batches_per_epoch(&self, data: &Dataset) -> Result<usize> {
+        let batches = self.config.batches_per_epoch(data.len());
+        if batches == 0 {
+            return Err(Error::Input(format!(
+                "drop_last with {} samples and batch_size {} leaves no batch",
+                data.len(),
+                self.config.batch_size
+            )));
+        }
+        if self.state.batch as u64 >= batches as u64 {
+            return Err(Error::Input(format!(
+                "the state is at batch {} of its epoch, but an epoch of these {} samples has \
+                 only {batches} batches: this is not the data set it was trained on",
+                self.state.batch,
+                data.len()
+            )));
+        }
+        Ok(batches)
+    }
+
+    /// The order of the current epoch's samples: the identity, or the epoch's permutation.
+    pub(super) fn sample_order(&self, samples: usize) -> Vec<usize> {
+        if self.config.shuffle {
+            Stream::new(self.config.seed, Domain::Shuffle, self.state.epoch as u64)
+                .permutation(samples)
+        } else {
+            (0..samples).collect()
+        }
+    }
+
+    /// Counts a step of the epoch structure (an epoch has `batches` batches): `step` and
+    /// `batch` advance, and after the epoch's last batch `epoch` does and `batch` returns to 0.
+    /// Returns the epoch's report when it ended.
+    pub(super) fn count_step(
+        &mut self,
+        batches: usize,
+        report: &StepReport,
+    ) -> Option<EpochReport> {
+        let s = &mut self.state;
+        let (epoch, batch) = (s.epoch, s.batch);
+        s.step += 1;
+        s.batch += 1;
+        let correct = report.correct.unwrap_or(0);
+        let tally = match self.tally {
+            Some(t) if t.epoch == epoch && t.next_batch == batch => Tally {
+                next_batch: batch + 1,
+                loss: t.loss + report.loss,
+                steps: t.steps + 1,
+                correct: t.correct + correct,
+                samples: t.samples + report.samples,
+                ..t
+            },
+            _ => Tally {
+                epoch,
+                next_batch: batch + 1,
+                whole: batch == 0,
+                loss: report.loss,
+                steps: 1,
+                correct,
+                samples: report.samples,
+            },
+        };
+        if s.batch as u64 != batches as u64 {
+            self.tally = Some(tally);
+            return None;
+        }
+        s.epoch += 1;
+        s.batch = 0;
+        self.tally = None;
+        Some(EpochReport {
+            epoch,
+            loss: tally.loss / F32::from_i64(tally.steps),
+            steps: tally.steps,
+            correct: self.classifies().then_some(tally.correct),
+            samples: tally.samples,
+            whole: tally.whole,
+        })
+    }
+}
+
+/// The samples of batch `b` of an epoch's `order`.
+pub(super) fn batch_of(order: &[usize], b: usize, batch_size: usize) -> &[usize] {
+    &order[b * batch_size..((b + 1) * batch_size).min(order.len())]
+}

@@ -1,0 +1,334 @@
+//! The trainer: a configuration, its model and the state it advances, step by step and epoch by
+//! epoch, as `docs/TRAINING.md` defines them; the training loop, with a callback between steps
+//! that can stop it (Ctrl-C, progress, checkpoints); evaluation and prediction.
+//!
+//! This module holds the [`Trainer`] type and its API; `step` the optimiser step (a batch's
+//! gradient blocks, their sum, the update), `epoch` the epoch structure (counters, sample order,
+//! the epoch's report) and `inference` evaluation and prediction. Every computation runs on the
+//! trainer's backend through [`Backend::run`].
+
+mod epoch;
+mod inference;
+mod step;
+
+pub use epoch::{EpochReport, Event, StepReport, Until};
+pub use inference::Evaluation;
+pub use step::BlockGradient;
+
+use crate::backend::{Backend, BackendChoice};
+use crate::config::TrainerConfig;
+use crate::dataset::{Dataset, Targets};
+use crate::error::{Error, Result};
+use crate::hash;
+use crate::loss::Loss;
+use crate::mlp::{Layer, Mlp, Transposed};
+use crate::softf32::F32;
+use crate::state::TrainState;
+use crate::threads::Threads;
+use epoch::{batch_of, Tally};
+use std::ops::ControlFlow;
+use step::Work;
+
+/// An MLP with its optimiser state, and the backend it computes with (not part of the state:
+/// every backend gives the same bits).
+#[derive(Clone, Debug)]
+pub struct Trainer {
+    config: TrainerConfig,
+    mlp: Mlp,
+    state: TrainState,
+    work: Work,
+    backend: Backend,
+    threads: Threads,
+    tally: Option<Tally>,
+}
+
+impl Trainer {
+    /// A trainer at the start of a run: weights from the configuration's `init` and `seed`.
+    pub fn new(config: TrainerConfig) -> Result<Trainer> {
+        let mlp = config.validate()?;
+        let params = mlp.init_params(config.init, config.seed);
+        let state = TrainState::fresh(params, config.optimizer.kind.has_second_moments());
+        Trainer::from_state(config, state)
+    }
+
+    /// A trainer continuing `state` (e.g. read from a checkpoint). The state's tensors must have
+    /// the model's sizes.
+    pub fn from_state(config: TrainerConfig, state: TrainState) -> Result<Trainer> {
+        let mlp = config.validate()?;
+        state.check_fits(&mlp, config.optimizer.kind.has_second_moments())?;
+        let work = Work::new(&mlp);
+        Ok(Trainer {
+            config,
+            mlp,
+            state,
+            work,
+            backend: Backend::Soft,
+            threads: Threads::ONE,
+            tally: None,
+        })
+    }
+
+    /// The backend training, evaluation and prediction compute with ([`Backend::Soft`] unless
+    /// set).
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Computes with `backend` from now on. [`Backend::Hw`] needs [`crate::backend::hardware`]:
+    /// otherwise `Error::Config` says why not, and nothing changes.
+    pub fn set_backend(&mut self, backend: Backend) -> Result<()> {
+        if backend == Backend::Hw {
+            BackendChoice::Hw.resolve()?;
+        }
+        self.backend = backend;
+        Ok(())
+    }
+
+    /// Computes with the backend `choice` resolves to (see [`BackendChoice::resolve`]); returns
+    /// the self-check's failure when `Auto` fell back to soft because of it.
+    pub fn choose_backend(&mut self, choice: BackendChoice) -> Result<Option<&'static str>> {
+        let (backend, warning) = choice.resolve()?;
+        self.backend = backend;
+        Ok(warning)
+    }
+
+    /// The threads training and prediction use (not part of the state: any number gives the
+    /// same bits). One unless set.
+    pub fn threads(&self) -> &Threads {
+        &self.threads
+    }
+
+    pub fn set_threads(&mut self, threads: Threads) {
+        self.threads = threads;
+    }
+
+    pub fn config(&self) -> &TrainerConfig {
+        &self.config
+    }
+
+    pub fn mlp(&self) -> &Mlp {
+        &self.mlp
+    }
+
+    pub fn state(&self) -> &TrainState {
+        &self.state
+    }
+
+    /// Replaces the whole training state; its tensors must have this model's sizes.
+    pub fn set_state(&mut self, state: TrainState) -> Result<()> {
+        let second_moments = self.config.optimizer.kind.has_second_moments();
+        state.check_fits(&self.mlp, second_moments)?;
+        self.state = state;
+        self.tally = None;
+        Ok(())
+    }
+
+    /// Replaces the parameters (weights and biases) and nothing else: a data-parallel worker's
+    /// replica following the driver's. They must have this model's shapes.
+    pub fn set_params(&mut self, params: Vec<Layer>) -> Result<()> {
+        self.mlp.check_shaped(&params, "parameters")?;
+        self.state.params = params;
+        self.tally = None;
+        Ok(())
+    }
+
+    /// The seed's `hstate` of the current state (see [`hash::seed_hash`]).
+    pub fn seed_hash(&self) -> u64 {
+        hash::seed_hash(&self.state)
+    }
+
+    /// The hash of the whole state (see [`hash::state_hash`]).
+    pub fn state_hash(&self) -> u64 {
+        hash::state_hash(&self.state)
+    }
+
+    /// Checks that `data` fits the model and its loss: the feature count, and class labels for
+    /// at most the model's outputs (cross-entropy; [`Dataset::new`] checked each label against
+    /// its classes) or one target value per output (MSE).
+    pub fn check_data(&self, data: &Dataset) -> Result<()> {
+        if data.features() != self.mlp.inputs() {
+            return Err(Error::Input(format!(
+                "samples have {} features, the model takes {}",
+                data.features(),
+                self.mlp.inputs()
+            )));
+        }
+        let outputs = self.mlp.outputs();
+        match (self.config.loss, data.targets()) {
+            (Loss::CrossEntropy, Targets::Labels { classes, .. }) if *classes <= outputs => Ok(()),
+            (Loss::CrossEntropy, Targets::Labels { classes, .. }) => Err(Error::Input(format!(
+                "labels of {classes} classes do not fit the model's {outputs} outputs"
+            ))),
+            (Loss::Mse, Targets::Values { width, .. }) if *width == outputs => Ok(()),
+            (Loss::Mse, Targets::Values { width, .. }) => Err(Error::Input(format!(
+                "targets have {width} values per sample, the model has {outputs} outputs"
+            ))),
+            (Loss::CrossEntropy, Targets::Values { .. }) => Err(Error::Input(
+                "a cross-entropy model is trained on integer class labels, not float targets"
+                    .into(),
+            )),
+            (Loss::Mse, Targets::Labels { .. }) => Err(Error::Input(
+                "an mse model is trained on float targets, not class labels".into(),
+            )),
+        }
+    }
+
+    /// One optimiser step on the given samples of `data` (in that order), outside the epoch
+    /// structure: the step counter advances, `epoch` and `batch` do not. Returns the step's loss.
+    pub fn step(&mut self, data: &Dataset, samples: &[usize]) -> Result<F32> {
+        self.check_data(data)?;
+        check_samples(data, samples)?;
+        let report = self.step_unchecked(data, samples);
+        self.state.step += 1;
+        // A step outside the epoch structure: the epoch under way is no longer all the run's.
+        self.tally = None;
+        Ok(report.loss)
+    }
+
+    /// Trains on `data` from the state's position (epoch, batch) until `until`, or until
+    /// `on_event` breaks (it is called after every step and at the end of every epoch, with
+    /// the trainer in a consistent state that a checkpoint can save). Returns whether the run
+    /// reached `until`.
+    pub fn run(
+        &mut self,
+        data: &Dataset,
+        until: Until,
+        mut on_event: impl FnMut(&Trainer, &Event) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        self.check_data(data)?;
+        let batches = self.batches_per_epoch(data)?;
+        while !self.reached(until) {
+            let order = self.sample_order(data.len());
+            for b in self.state.batch as usize..batches {
+                let samples = batch_of(&order, b, self.config.batch_size);
+                let report = self.step_unchecked(data, samples);
+                let epoch_end = self.count_step(batches, &report);
+                if on_event(self, &Event::Step(report)).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                if let Some(end) = epoch_end {
+                    if on_event(self, &Event::EpochEnd(end)).is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+                if self.reached(until) {
+                    return Ok(ControlFlow::Continue(()));
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The samples of the batch the state is at (batch `batch` of epoch `epoch`), cut into
+    /// gradient blocks: what [`Trainer::apply_blocks`] expects the blocks of, in this order.
+    pub fn batch_blocks(&self, data: &Dataset) -> Result<Vec<Vec<usize>>> {
+        self.check_data(data)?;
+        self.batches_per_epoch(data)?;
+        let order = self.sample_order(data.len());
+        let samples = batch_of(&order, self.state.batch as usize, self.config.batch_size);
+        Ok(samples
+            .chunks(self.config.block_len())
+            .map(<[usize]>::to_vec)
+            .collect())
+    }
+
+    /// The gradient block of `samples` (indices into `data`, in order) at the current
+    /// parameters, on the trainer's backend. Changes nothing: it reads only the parameters, so a
+    /// replica with the same parameters computes the same block.
+    pub fn block_gradient(&self, data: &Dataset, samples: &[usize]) -> Result<BlockGradient> {
+        self.check_data(data)?;
+        check_samples(data, samples)?;
+        Ok(self.block_gradient_unchecked(data, samples))
+    }
+
+    /// Takes the step of the batch the state is at from its blocks (those of
+    /// [`Trainer::batch_blocks`], each computed by [`Trainer::block_gradient`] at the current
+    /// parameters, given in block order) and advances the counters as [`Trainer::run`] does:
+    /// the same bits as `run`'s step. Returns the step's report and, when the step ended an
+    /// epoch, the epoch's.
+    pub fn apply_blocks(
+        &mut self,
+        data: &Dataset,
+        blocks: &[BlockGradient],
+    ) -> Result<(StepReport, Option<EpochReport>)> {
+        let expected = self.batch_blocks(data)?;
+        if blocks.len() != expected.len() {
+            return Err(Error::Input(format!(
+                "the batch has {} gradient blocks, {} were given",
+                expected.len(),
+                blocks.len()
+            )));
+        }
+        for (k, (block, samples)) in blocks.iter().zip(&expected).enumerate() {
+            if block.losses.len() != samples.len() {
+                return Err(Error::Input(format!(
+                    "gradient block {k} holds {} sample losses, the block has {} samples",
+                    block.losses.len(),
+                    samples.len()
+                )));
+            }
+            self.mlp.check_shaped(&block.grads, "gradient block")?;
+        }
+        let batch = expected.iter().map(Vec::len).sum();
+        let report = self.combine_blocks(blocks, batch);
+        let batches = self.batches_per_epoch(data)?;
+        let epoch_end = self.count_step(batches, &report);
+        Ok((report, epoch_end))
+    }
+
+    /// The seed's `train_run`: whole epochs until `epoch` epochs are complete.
+    pub fn train_until(&mut self, data: &Dataset, epoch: i64) -> Result<()> {
+        self.run(data, Until::Epoch(epoch), |_, _| ControlFlow::Continue(()))
+            .map(|_| ())
+    }
+
+    /// The current weights, transposed for the forward pass.
+    fn transposed(&self) -> Transposed {
+        let mut transposed = Transposed::new(&self.mlp);
+        transposed.refresh(&self.mlp, &self.state.params);
+        transposed
+    }
+
+    fn classifies(&self) -> bool {
+        self.config.loss == Loss::CrossEntropy
+    }
+}
+
+/// Checks that `samples` is a batch of `data`: not empty, every index inside it.
+fn check_samples(data: &Dataset, samples: &[usize]) -> Result<()> {
+    if samples.is_empty() {
+        return Err(Error::Input("a step needs at least one sample".into()));
+    }
+    if let Some(&s) = samples.iter().find(|&&s| s >= data.len()) {
+        return Err(Error::Input(format!(
+            "sample index {s} is outside the data set's {} samples",
+            data.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_until_a_past_epoch_does_nothing() {
+        let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
+        let before = t.state_hash();
+        t.train_until(&Dataset::seed(8, 6, 4), 0).unwrap();
+        assert_eq!(t.state_hash(), before);
+    }
+
+    #[test]
+    fn step_checks_its_input() {
+        let mut t = Trainer::new(TrainerConfig::seed_model()).unwrap();
+        let data = Dataset::seed(8, 6, 4);
+        let wrong = Dataset::seed(8, 5, 4);
+        assert!(matches!(t.step(&wrong, &[0]), Err(Error::Input(_))));
+        assert!(matches!(t.step(&data, &[8]), Err(Error::Input(_))));
+        assert!(matches!(t.step(&data, &[]), Err(Error::Input(_))));
+        assert!(t.step(&data, &[0]).is_ok());
+        assert_eq!(t.state().step, 1);
+    }
+}

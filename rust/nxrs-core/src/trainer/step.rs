@@ -1,0 +1,368 @@
+//! The optimiser step (`docs/TRAINING.md`, section 5): a batch cut into gradient blocks, each
+//! block's gradient summed over its samples, the blocks' sums added in order, the mean, optional
+//! clipping and the optimiser's update, on the trainer's backend.
+
+use super::epoch::StepReport;
+use super::inference::is_correct;
+use super::Trainer;
+use crate::arith::{cells, cells_mut, Real};
+use crate::backend::Compute;
+use crate::config::TrainerConfig;
+use crate::dataset::Dataset;
+use crate::loss::Loss;
+use crate::math::Math;
+use crate::mlp::{BlockRecords, Layer, Mlp, Scratch, Transposed};
+use crate::optim::{clip_by_global_norm, StepScalars};
+use crate::softf32::F32;
+use crate::threads::{ranges, split, Threads};
+
+/// One gradient block of a batch (`docs/TRAINING.md`, section 5): what a worker computes in
+/// data-parallel training, and what [`Trainer::apply_blocks`] combines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockGradient {
+    /// The sum of the block's per-sample gradients in sample order, shaped like the parameters.
+    pub grads: Vec<Layer>,
+    /// Each sample's loss, in order.
+    pub losses: Vec<F32>,
+    /// Samples classified correctly (0 for regression).
+    pub correct: usize,
+}
+
+/// Per-batch working memory.
+#[derive(Clone, Debug)]
+pub(super) struct Work {
+    block_work: BlockWork,
+    /// The current parameters' weights, transposed for the forward pass.
+    transposed: Transposed,
+    /// The batch's gradient (the first block's sum, then the total, then the mean).
+    pub(super) total: Vec<Layer>,
+    /// The sum of a block after the first.
+    block: Vec<Layer>,
+    /// The batch's sample losses, in order.
+    pub(super) losses: Vec<F32>,
+}
+
+impl Work {
+    /// Working memory for `mlp`'s batches.
+    pub(super) fn new(mlp: &Mlp) -> Work {
+        Work {
+            block_work: BlockWork::default(),
+            transposed: Transposed::new(mlp),
+            total: mlp.zeros(),
+            block: Vec::new(),
+            losses: Vec::new(),
+        }
+    }
+}
+
+/// What computing a block's gradient writes: one scratch per thread, the block's records, and
+/// its samples' losses and whether each was classified correctly.
+#[derive(Clone, Debug, Default)]
+struct BlockWork {
+    scratches: Vec<Scratch>,
+    records: BlockRecords,
+    losses: Vec<F32>,
+    correct: Vec<bool>,
+}
+
+impl Trainer {
+    /// The step on the batch `samples`: its blocks' sums, combined and applied (see
+    /// [`Trainer::update`]), on the trainer's backend. Advances `b1t`, `b2t` but no counters.
+    pub(super) fn step_unchecked(&mut self, data: &Dataset, samples: &[usize]) -> StepReport {
+        let backend = self.backend;
+        let correct = backend.run(Step {
+            trainer: self,
+            data,
+            samples,
+        });
+        self.step_report(samples.len(), correct)
+    }
+
+    /// The gradient block of `samples` at the current parameters, on the trainer's backend
+    /// (see [`Trainer::block_gradient`]; the samples are checked).
+    pub(super) fn block_gradient_unchecked(
+        &self,
+        data: &Dataset,
+        samples: &[usize],
+    ) -> BlockGradient {
+        let mut block = BlockGradient {
+            grads: self.mlp.zeros(),
+            losses: Vec::with_capacity(samples.len()),
+            correct: 0,
+        };
+        block.correct = self.backend.run(BlockSum {
+            trainer: self,
+            data,
+            samples,
+            block: &mut block,
+        });
+        block
+    }
+
+    /// The step of a batch from its blocks (checked by [`Trainer::apply_blocks`]), on the
+    /// trainer's backend: the first block's sum, the others added in block order, then the
+    /// mean and the update. Returns the step's report.
+    pub(super) fn combine_blocks(&mut self, blocks: &[BlockGradient], batch: usize) -> StepReport {
+        let work = &mut self.work;
+        for (total, first) in work.total.iter_mut().zip(&blocks[0].grads) {
+            total.w.copy_from_slice(&first.w);
+            total.b.copy_from_slice(&first.b);
+        }
+        work.losses.clear();
+        let mut correct = 0;
+        for block in blocks {
+            work.losses.extend_from_slice(&block.losses);
+            correct += block.correct;
+        }
+        let backend = self.backend;
+        backend.run(Combine {
+            trainer: self,
+            added: &blocks[1..],
+            batch,
+        });
+        self.step_report(batch, correct)
+    }
+
+    /// From the batch total in `work.total`: the mean gradient `total / f32(batch)`, optional
+    /// clipping, then the optimiser's update. Advances `b1t`, `b2t`.
+    fn update<R: Real>(&mut self, batch: usize) {
+        let config = &self.config;
+        let work = &mut self.work;
+        let batch = R::from_i64(batch as i64);
+        R::vectorized(
+            #[inline(always)]
+            || {
+                for layer in work.total.iter_mut() {
+                    for tensor in [&mut layer.w, &mut layer.b] {
+                        for g in cells_mut::<R>(tensor) {
+                            *g = *g / batch;
+                        }
+                    }
+                }
+            },
+        );
+        if let Some(max_norm) = config.clip_norm {
+            clip_by_global_norm::<R>(&mut work.total, max_norm);
+        }
+        let s = &mut self.state;
+        let lr = config.schedule.rate(config.optimizer.lr, s.step as u64);
+        let scalars = StepScalars::advance(&config.optimizer, lr, &mut s.b1t, &mut s.b2t);
+        config.optimizer.apply::<R>(
+            config.math,
+            &scalars,
+            &work.total,
+            &mut s.params,
+            &mut s.m,
+            &mut s.v,
+            &self.threads,
+        );
+    }
+
+    /// The report of the step whose sample losses are in `work.losses`: their sum in batch
+    /// order over the batch size (section 5; softf32 gives every backend's bits).
+    fn step_report(&self, samples: usize, correct: usize) -> StepReport {
+        let losses = &self.work.losses;
+        let sum = losses[1..].iter().fold(losses[0], |sum, &loss| sum + loss);
+        StepReport {
+            loss: sum / F32::from_i64(samples as i64),
+            samples,
+            correct: self.classifies().then_some(correct),
+        }
+    }
+}
+
+/// [`Trainer::step_unchecked`]'s computation; returns the samples classified correctly (the
+/// losses are left in `work.losses`).
+struct Step<'a> {
+    trainer: &'a mut Trainer,
+    data: &'a Dataset,
+    samples: &'a [usize],
+}
+
+impl Compute for Step<'_> {
+    type Output = usize;
+
+    fn compute<R: Real>(self) -> usize {
+        let (t, data, samples) = (self.trainer, self.data, self.samples);
+        let block_len = t.config.block_len();
+        if samples.len() > block_len && t.work.block.is_empty() {
+            t.work.block = t.mlp.zeros();
+        }
+        let work = &mut t.work;
+        work.transposed.refresh(&t.mlp, &t.state.params);
+        let view = GradientView::new(
+            &t.mlp,
+            &t.config,
+            &t.threads,
+            &t.state.params,
+            &work.transposed,
+        );
+        work.losses.clear();
+        let mut blocks = samples.chunks(block_len);
+        let first = blocks.next().expect("a batch has at least one sample");
+        let mut correct = view.block_sum::<R>(
+            data,
+            first,
+            &mut work.block_work,
+            &mut work.total,
+            &mut work.losses,
+        );
+        for block in blocks {
+            correct += view.block_sum::<R>(
+                data,
+                block,
+                &mut work.block_work,
+                &mut work.block,
+                &mut work.losses,
+            );
+            add_layers::<R>(&mut work.total, &work.block);
+        }
+        t.update::<R>(samples.len());
+        correct
+    }
+}
+
+/// [`Trainer::block_gradient_unchecked`]'s computation: the block's sum and losses written into
+/// `block`; returns the samples classified correctly.
+struct BlockSum<'a> {
+    trainer: &'a Trainer,
+    data: &'a Dataset,
+    samples: &'a [usize],
+    block: &'a mut BlockGradient,
+}
+
+impl Compute for BlockSum<'_> {
+    type Output = usize;
+
+    fn compute<R: Real>(self) -> usize {
+        let t = self.trainer;
+        let transposed = t.transposed();
+        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params, &transposed);
+        view.block_sum::<R>(
+            self.data,
+            self.samples,
+            &mut BlockWork::default(),
+            &mut self.block.grads,
+            &mut self.block.losses,
+        )
+    }
+}
+
+/// [`Trainer::combine_blocks`]'s computation: the batch total from the first block's sum (in
+/// `work.total`) and the sums of the `added` blocks, in block order; then the mean and the
+/// update.
+struct Combine<'a> {
+    trainer: &'a mut Trainer,
+    added: &'a [BlockGradient],
+    batch: usize,
+}
+
+impl Compute for Combine<'_> {
+    type Output = ();
+
+    fn compute<R: Real>(self) {
+        let Combine {
+            trainer: t,
+            added,
+            batch,
+        } = self;
+        for block in added {
+            add_layers::<R>(&mut t.work.total, &block.grads);
+        }
+        t.update::<R>(batch);
+    }
+}
+
+/// What computing a gradient reads: the model's sizes, its loss and arithmetic settings, its
+/// parameters (and their weights transposed) and the threads to share the samples among.
+struct GradientView<'a> {
+    mlp: &'a Mlp,
+    math: Math,
+    loss: Loss,
+    params: &'a [Layer],
+    transposed: &'a Transposed,
+    threads: &'a Threads,
+}
+
+impl<'a> GradientView<'a> {
+    fn new(
+        mlp: &'a Mlp,
+        config: &TrainerConfig,
+        threads: &'a Threads,
+        params: &'a [Layer],
+        transposed: &'a Transposed,
+    ) -> GradientView<'a> {
+        GradientView {
+            mlp,
+            math: config.math,
+            loss: config.loss,
+            params,
+            transposed,
+            threads,
+        }
+    }
+
+    /// Writes into `into` the sum of the gradients of `samples` (in order, from the first
+    /// sample's gradient), appends their losses to `losses`; returns how many were classified
+    /// correctly. The samples' forward and backward passes are shared out among the threads,
+    /// then the weight rows' sums (see [`Mlp::block_gradient`]).
+    fn block_sum<R: Real>(
+        &self,
+        data: &Dataset,
+        samples: &[usize],
+        work: &mut BlockWork,
+        into: &mut [Layer],
+        losses: &mut Vec<F32>,
+    ) -> usize {
+        let n = samples.len();
+        let parts = self.threads.parts(n, self.mlp.parameters());
+        let ranges = ranges(n, parts);
+        if work.scratches.len() < parts {
+            work.scratches.resize_with(parts, || Scratch::new(self.mlp));
+        }
+        work.losses.resize(n, F32::ZERO);
+        work.correct.resize(n, false);
+        self.mlp.start_block(&mut work.records, n);
+        let tasks = ranges
+            .clone()
+            .zip(work.records.parts(self.mlp, ranges.clone()))
+            .zip(work.scratches.iter_mut())
+            .zip(split(&mut work.losses[..], ranges.clone(), 1))
+            .zip(split(&mut work.correct[..], ranges, 1));
+        self.threads.run(
+            tasks,
+            |((((range, mut records), scratch), losses), correct)| {
+                let _env = R::environment();
+                for (k, &s) in samples[range].iter().enumerate() {
+                    let (x, target) = data.sample(s);
+                    let target = target.cells::<R>();
+                    let loss = self.mlp.record_sample::<R>(
+                        self.math,
+                        self.loss,
+                        self.params,
+                        self.transposed,
+                        cells(x),
+                        target,
+                        scratch,
+                        &mut records,
+                        k,
+                    );
+                    losses[k] = loss.to_f32();
+                    correct[k] = is_correct(self.math, cells(&scratch.outputs), target);
+                }
+            },
+        );
+        self.mlp
+            .block_gradient::<R>(&mut work.records, into, self.threads);
+        losses.extend_from_slice(&work.losses);
+        work.correct.iter().filter(|&&c| c).count()
+    }
+}
+
+/// `total = total + block`, cell by cell: a block's sum added to the blocks before it.
+fn add_layers<R: Real>(total: &mut [Layer], block: &[Layer]) {
+    for (total, block) in total.iter_mut().zip(block) {
+        R::add_assign(cells_mut(&mut total.w), cells(&block.w));
+        R::add_assign(cells_mut(&mut total.b), cells(&block.b));
+    }
+}
