@@ -34,6 +34,7 @@ pub mod hash;
 pub mod loss;
 pub mod math;
 pub mod mlp;
+mod names;
 pub mod nxck;
 pub mod optim;
 pub mod rng;

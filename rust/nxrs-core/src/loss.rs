@@ -6,7 +6,7 @@ use crate::arith::{cells, Real};
 use crate::math::Math;
 use crate::softf32::F32;
 
-crate::config::names! {
+crate::names::names! {
     /// The loss a model is trained with; recorded in every checkpoint.
     pub enum Loss {
         /// Softmax outputs, integer class labels.

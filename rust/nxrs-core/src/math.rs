@@ -14,7 +14,7 @@ use crate::arith::Real;
 use crate::softf32::F32;
 use std::sync::LazyLock;
 
-crate::config::names! {
+crate::names::names! {
     /// Which elementary functions a run uses; recorded in every checkpoint.
     pub enum Math {
         Seed = "seed",

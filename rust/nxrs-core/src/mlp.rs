@@ -63,7 +63,7 @@ fn zeros<R: Real>(n: usize) -> Vec<R> {
     }
 }
 
-crate::config::names! {
+crate::names::names! {
     /// How the weights start (biases always start at +0).
     pub enum Init {
         /// The seed's `mk_state` pattern.

@@ -17,7 +17,7 @@ pub enum Decay {
     Step { step_size: u64, gamma: F32 },
 }
 
-crate::config::names! {
+crate::names::names! {
     /// The name of a [`Decay`], the configuration's `schedule` setting.
     pub enum DecayKind {
         Constant = "constant",

@@ -4,13 +4,15 @@
 use super::selfcheck::{hardware, Unavailable};
 use super::Backend;
 
-/// What a user asks for: a backend, or `Auto` (the hardware where [`hardware`] allows it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum BackendChoice {
-    #[default]
-    Auto,
-    Hw,
-    Soft,
+crate::names::names! {
+    /// What a user asks for: a backend, or `Auto` (the hardware where [`hardware`] allows it).
+    #[derive(Default)]
+    pub enum BackendChoice {
+        #[default]
+        Auto = "auto",
+        Hw = "hw",
+        Soft = "soft",
+    }
 }
 
 /// A resolved choice: the backend, and the self-check's failure when `Auto` fell back to soft
@@ -18,17 +20,6 @@ pub enum BackendChoice {
 pub type Resolved = (Backend, Option<&'static str>);
 
 impl BackendChoice {
-    pub const NAMES: [&'static str; 3] = ["auto", "hw", "soft"];
-
-    pub fn from_name(name: &str) -> Option<BackendChoice> {
-        match name {
-            "auto" => Some(BackendChoice::Auto),
-            "hw" => Some(BackendChoice::Hw),
-            "soft" => Some(BackendChoice::Soft),
-            _ => None,
-        }
-    }
-
     /// The backend this choice gives in this process. `Hw` where the hardware is not available
     /// is an `Error::Config` saying why.
     pub fn resolve(self) -> crate::Result<Resolved> {

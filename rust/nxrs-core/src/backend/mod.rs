@@ -40,25 +40,20 @@ pub use selfcheck::{
 use crate::arith::Real;
 use crate::softf32::F32;
 
-/// Which arithmetic a trainer computes with. Not part of a run's configuration or state: both
-/// give the same bits, so a run checkpointed under one resumes under the other.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Backend {
-    /// softf32, integer operations: the definition, on every target.
-    #[default]
-    Soft,
-    /// [`Native`] under an [`FpEnvGuard`], where [`hardware`] allows it.
-    Hw,
+crate::names::names! {
+    /// Which arithmetic a trainer computes with. Not part of a run's configuration or state:
+    /// both give the same bits, so a run checkpointed under one resumes under the other.
+    #[derive(Default)]
+    pub enum Backend {
+        /// softf32, integer operations: the definition, on every target.
+        #[default]
+        Soft = "soft",
+        /// [`Native`] under an [`FpEnvGuard`], where [`hardware`] allows it.
+        Hw = "hw",
+    }
 }
 
 impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Soft => "soft",
-            Backend::Hw => "hw",
-        }
-    }
-
     /// Runs `task` in this backend's arithmetic: [`F32`] as it is, [`Native`] under an
     /// [`FpEnvGuard`] on the calling thread (threads the task hands work to set up their own,
     /// with [`Real::environment`]). The task is monomorphised for each arithmetic: no dynamic

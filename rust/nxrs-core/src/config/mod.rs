@@ -4,11 +4,9 @@
 //! configurations and the validation all go through it, for every way a trainer is built.
 //! [`record`] is its form in a checkpoint.
 
-mod names;
 mod record;
 pub mod schema;
 
-pub(crate) use names::names;
 pub use schema::{setting, settings, Setting, Type, Value};
 
 use crate::error::{clip, Error, Result};
@@ -42,7 +40,7 @@ pub struct TrainerConfig {
     pub drop_last: bool,
 }
 
-names! {
+crate::names::names! {
     /// The two families of configurations, each with its own defaults (the schema's columns):
     /// the general trainer (`docs/TRAINING.md`'s defaults) and the seed program's model.
     pub enum Family {

@@ -17,7 +17,7 @@ use crate::math::Math;
 use crate::mlp::Layer;
 use crate::softf32::F32;
 
-crate::config::names! {
+crate::names::names! {
     /// Which optimiser a run uses; recorded in every checkpoint.
     pub enum Kind {
         Adam = "adam",

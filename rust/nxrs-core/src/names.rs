@@ -1,4 +1,6 @@
-//! The names of a setting's values (`"adam"`, `"ieee"`, ...), one table per enum.
+//! The names of an enum's values (`"adam"`, `"ieee"`, `"hw"`, ...): one table per enum, from one
+//! macro. A crate-level utility (like `bounded`), so that the low modules (loss, math, backend)
+//! use it without depending on `config`.
 
 /// Defines a field-less enum with its name table: each variant is written once, with its
 /// name. The enum gets `ALL` (every value), `NAMES` (their names, in the same order), `name`
