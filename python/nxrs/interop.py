@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._nxrs import CheckpointError, ConfigError, InputError, Trainer, __version__
+from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
+from nxrs._trainer import Trainer
 from nxrs.rundir import write_bytes_atomically
 
 __all__ = [

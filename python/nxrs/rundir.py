@@ -527,7 +527,7 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """What ``nxrs status`` reports: the manifest, every checkpoint file with the validity of
     the newest ones (read newest first until one validates), the lock, and ``ok`` (False when
     the newest checkpoint is damaged or the directory holds no run)."""
-    from nxrs._nxrs import Trainer
+    from nxrs._trainer import Trainer
 
     run = RunDirectory(directory)
     if not run.directory.is_dir():

@@ -36,7 +36,8 @@ import numpy.typing as npt
 
 from nxrs._checks import count, optional_count, seconds
 from nxrs._fit import NothingToTrainWarning, fit
-from nxrs._nxrs import ConfigError, InputError, Trainer
+from nxrs._nxrs import ConfigError, InputError
+from nxrs._trainer import Trainer
 from nxrs.rundir import RunDirectory, StopFlag, json_text, write_json_atomically
 
 __all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]

@@ -1,34 +1,42 @@
-//! `nxrs.Trainer`: the core trainer behind a Python class, and `nxrs.Dataset`, data converted
-//! once for it.
+//! `nxrs._nxrs._Trainer`: the core trainer behind a Python class (`nxrs.Trainer`, in
+//! `python/nxrs/_trainer.py`, subclasses it and adds what is orchestration: `fit`, the
+//! conversions of `nxrs.interop`, pickling and copying).
+//!
+//! This module holds the class, its locks and claims, and its one `#[pymethods]` block, the
+//! list of what Python sees; the methods' bodies live by concern in [`datasets`] (data
+//! converted for a trainer), [`training`] (the GIL-chunked loop), [`parallel`] (data-parallel
+//! primitives), [`inference`] and [`persistence`] (checkpoints, bytes, copies).
 
-use crate::errors::{to_py, BusyError, ConfigError, InputError};
-use crate::inputs::{self, count, AnyInt, AnyInts};
+mod datasets;
+mod inference;
+mod parallel;
+mod persistence;
+mod training;
+
+pub use datasets::{permutation, seed_dataset, PyDataset};
+pub use training::{PyEpochEnd, PyRunChunk};
+
+use crate::checkpoint::PyCheckpoint;
+use crate::errors::{to_py, BusyError, ConfigError};
+use crate::inputs::{AnyInt, AnyInts};
 use crate::options::{build_config, config_dict, Options};
 use crate::paths::path_arg;
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn};
 use nxrs_core::backend::BackendChoice;
-use nxrs_core::checkpoint;
 use nxrs_core::config::TrainerConfig;
-use nxrs_core::dataset::Dataset;
-use nxrs_core::loss::{argmax, Loss};
-use nxrs_core::mlp::Layer;
-use nxrs_core::nxck::Format;
 use nxrs_core::state::TrainState;
-
 use nxrs_core::threads::{Threads, MAX_THREADS};
-use nxrs_core::trainer::{BlockGradient, EpochReport, Event, Until};
 use nxrs_core::{Trainer, F32};
-use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
+use parallel::BlockArrays;
+use pyo3::exceptions::PyRuntimeWarning;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use std::ops::ControlFlow;
+use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
+use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
-
-/// Longest stretch the GIL stays released while training, so that Ctrl-C is honoured promptly.
-const CHUNK: Duration = Duration::from_millis(100);
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
@@ -39,29 +47,32 @@ fn floats(cells: &[F32]) -> Vec<f32> {
     bytemuck::cast_slice(cells).to_vec()
 }
 
-/// What one call into the core's training loop did.
-#[derive(Default)]
-struct Chunk {
-    /// The reports of the epochs that ended.
-    epochs: Vec<EpochReport>,
-    steps: u64,
-    losses: Vec<F32>,
-    reached: bool,
+/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
+/// statistic of exact integer counts, not training arithmetic (which is all softf32).
+#[allow(clippy::float_arithmetic)]
+fn accuracy(correct: usize, samples: usize) -> f64 {
+    correct as f64 / samples as f64
 }
 
-/// Bit-reproducible MLP training on softf32 (see the stubs, `_nxrs.pyi`, for the documentation).
+/// Bit-reproducible MLP training on softf32: the compiled part of `nxrs.Trainer` (which
+/// documents it, in `python/nxrs/_trainer.py`).
+///
+/// Subclassing. `nxrs.Trainer` is a Python subclass adding no slots (`__slots__ = ()`), so
+/// the methods here are its own methods, called without a Python layer in between. The
+/// class methods that build a trainer (`load`, `from_bytes`, `seed_model`, `_from_checkpoint`,
+/// `_copy`) give an instance of the class they are called on ([`PyTrainer::into_instance`]).
 ///
 /// Threads. The class is `frozen`: PyO3 never borrows it mutably, so no call fails with
 /// "Already borrowed". The trainer sits behind an `RwLock` instead, under two rules that keep
 /// it and the GIL from deadlocking: a thread holding the GIL only ever *tries* the lock (it
 /// blocks on it only with the GIL released), and nothing holding the lock takes the GIL.
-/// Training holds the write lock for one chunk of steps at a time ([`CHUNK`]), so a reader in
-/// another thread (`steps`, `config`, `predict`, `to_bytes`, ...) waits at most one chunk and
-/// sees the state between two steps. A call that changes the trainer also *claims* it for its
-/// whole duration (`fit` for its whole run): a second such call from another thread meanwhile
-/// is a `BusyError`, so nothing changes a run's state between its chunks, and a reader can
-/// never make a writer fail.
-#[pyclass(module = "nxrs", name = "Trainer", frozen)]
+/// Training holds the write lock for one chunk of steps at a time (`training::CHUNK`), so a
+/// reader in another thread (`steps`, `config`, `predict`, `to_bytes`, ...) waits at most one
+/// chunk and sees the state between two steps. A call that changes the trainer also *claims*
+/// it for its whole duration (`fit` for its whole run, through [`PyClaim`]): a second such
+/// call from another thread meanwhile is a `BusyError`, so nothing changes a run's state
+/// between its chunks, and a reader can never make a writer fail.
+#[pyclass(module = "nxrs._nxrs", name = "_Trainer", frozen, subclass)]
 pub struct PyTrainer {
     inner: RwLock<Trainer>,
     owner: Mutex<Option<Owner>>,
@@ -71,7 +82,8 @@ pub struct PyTrainer {
 /// `_run`, `restore` and `evaluate` on the same thread).
 struct Owner {
     thread: ThreadId,
-    call: &'static str,
+    /// A method's name; a call implemented in Python (`fit`) names itself.
+    call: Cow<'static, str>,
     depth: usize,
 }
 
@@ -83,17 +95,63 @@ struct Claim<'a> {
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        let mut owner = self.owner.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(o) = owner.as_mut() {
-            o.depth -= 1;
-            if o.depth == 0 {
-                *owner = None;
-            }
+        release(self.owner);
+    }
+}
+
+/// Ends one claim of the thread holding `owner`'s claims.
+fn release(owner: &Mutex<Option<Owner>>) {
+    let mut owner = owner.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(o) = owner.as_mut() {
+        o.depth -= 1;
+        if o.depth == 0 {
+            *owner = None;
         }
     }
 }
 
+/// A claim held by Python code for a call implemented in Python (`with trainer._claim("fit"):`
+/// in `nxrs.Trainer.fit`), released on leaving the `with` block (or when collected).
+#[pyclass(module = "nxrs._nxrs", name = "_Claim", frozen)]
+pub struct PyClaim {
+    trainer: Py<PyTrainer>,
+    held: AtomicBool,
+}
+
+impl PyClaim {
+    fn end(&self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            release(&self.trainer.get().owner);
+        }
+    }
+}
+
+impl Drop for PyClaim {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+#[pymethods]
+impl PyClaim {
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) {
+        self.end();
+    }
+}
+
 impl PyTrainer {
+    fn wrap(inner: Trainer) -> PyTrainer {
+        PyTrainer {
+            inner: RwLock::new(inner),
+            owner: Mutex::new(None),
+        }
+    }
+
     /// A Python trainer computing with `backend` (None: "auto") on `threads` threads (None: the
     /// available cores).
     pub(crate) fn from_core(
@@ -106,15 +164,32 @@ impl PyTrainer {
         let warning = inner.choose_backend(choice).map_err(to_py)?;
         warn_fallback(py, warning)?;
         inner.set_threads(threads_of(threads)?);
-        Ok(PyTrainer {
-            inner: RwLock::new(inner),
-            owner: Mutex::new(None),
-        })
+        Ok(PyTrainer::wrap(inner))
+    }
+
+    /// This trainer as a new object of class `cls`: this class, or a subclass of it defined
+    /// in Python (`nxrs.Trainer`). PyO3 allocates objects of the `#[pyclass]` itself only
+    /// (outside `#[new]`), so a subclass's instance is made by assigning `__class__`, which
+    /// CPython allows between classes of one layout (a subclass adding no slots) and checks
+    /// (TypeError otherwise).
+    fn into_instance<'py>(self, cls: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyTrainer>> {
+        let py = cls.py();
+        let object = Bound::new(py, self)?;
+        if !cls.is(py.get_type::<PyTrainer>()) {
+            object.setattr(intern!(py, "__class__"), cls)?;
+        }
+        Ok(object)
     }
 
     /// Claims the trainer for `call` (a method's name) on this thread until the claim is
     /// dropped: BusyError when another thread holds a claim. Claims nest on one thread.
     fn claim(&self, call: &'static str) -> PyResult<Claim<'_>> {
+        self.acquire(Cow::Borrowed(call))?;
+        Ok(Claim { owner: &self.owner })
+    }
+
+    /// Takes one claim for `call` (see [`PyTrainer::claim`]); [`release`] ends it.
+    fn acquire(&self, call: Cow<'static, str>) -> PyResult<()> {
         let me = std::thread::current().id();
         // Held for a few instructions, never across Python or the trainer's lock.
         let mut owner = self.owner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -136,7 +211,7 @@ impl PyTrainer {
                 )))
             }
         }
-        Ok(Claim { owner: &self.owner })
+        Ok(())
     }
 
     /// `f` with shared access to the trainer: with the GIL held when the trainer is free, else
@@ -176,198 +251,6 @@ impl PyTrainer {
     fn write_lock(&self) -> RwLockWriteGuard<'_, Trainer> {
         self.inner.write().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// The model's loss and its numbers of inputs and outputs (fixed for a trainer's lifetime).
-    fn shape(&self, py: Python<'_>) -> (Loss, usize, usize) {
-        self.read(py, |t| {
-            (t.config().loss, t.mlp().inputs(), t.mlp().outputs())
-        })
-    }
-
-    /// `(x, y)` as a data set for this model, every input rule checked.
-    fn dataset(
-        &self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-    ) -> PyResult<Dataset> {
-        let (cells, shape) = inputs::features(x, 2)?;
-        let (loss, _, outputs) = self.shape(py);
-        let data = match loss {
-            Loss::CrossEntropy => {
-                let labels = inputs::labels(y, 1)?;
-                Dataset::new(shape[1], outputs, cells, &labels)
-            }
-            Loss::Mse => {
-                let ndims: &[usize] = if outputs == 1 { &[1, 2] } else { &[2] };
-                let (values, tshape) = inputs::targets(y, ndims)?;
-                let width = if tshape.len() == 1 { 1 } else { tshape[1] };
-                Dataset::regression(shape[1], cells, width, values)
-            }
-        }
-        .map_err(to_py)?;
-        self.read(py, |t| t.check_data(&data)).map_err(to_py)?;
-        Ok(data)
-    }
-
-    /// One sample `(x, y)` (1-D features; a label, or the targets) as a data set of one.
-    fn sample(
-        &self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-    ) -> PyResult<Dataset> {
-        let (cells, _) = inputs::features(x, 1)?;
-        let features = cells.len();
-        let (loss, _, outputs) = self.shape(py);
-        let data = match loss {
-            Loss::CrossEntropy => {
-                let label = inputs::labels(y, 0)?;
-                Dataset::new(features, outputs, cells, &label)
-            }
-            Loss::Mse => {
-                let ndims: &[usize] = if outputs == 1 { &[0, 1] } else { &[1] };
-                let (values, _) = inputs::targets(y, ndims)?;
-                let width = values.len();
-                Dataset::regression(features, cells, width, values)
-            }
-        }
-        .map_err(to_py)?;
-        self.read(py, |t| t.check_data(&data)).map_err(to_py)?;
-        Ok(data)
-    }
-
-    /// Features for inference: 2-D, the model's feature count, finite, not empty.
-    fn features(&self, py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<(Vec<F32>, usize)> {
-        let (cells, shape) = inputs::features(x, 2)?;
-        let n = shape[0];
-        let (_, inputs, _) = self.shape(py);
-        // The dataset's checks (size, finiteness), with placeholder labels.
-        let data = Dataset::new(shape[1], 1, cells, &vec![0u8; n]).map_err(to_py)?;
-        if data.features() != inputs {
-            return Err(InputError::new_err(format!(
-                "samples have {} features, the model takes {inputs}",
-                data.features(),
-            )));
-        }
-        Ok((data.inputs().to_vec(), n))
-    }
-
-    /// The whole state as NXCK v2 bytes (`to_bytes`, pickling).
-    fn encoded(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
-        self.compute(py, |t| checkpoint::encode(t, Format::V2))
-            .map_err(to_py)
-    }
-
-    /// Trains on `data` until `until`, with the GIL released for at most `max_seconds` (or
-    /// [`CHUNK`] when `signals`: then Ctrl-C is checked between chunks and the loop goes on
-    /// until `until`), at most `max_steps` steps. Tallies every epoch. The trainer's lock is
-    /// held for one chunk at a time; `claim` keeps other threads from changing it between them.
-    #[allow(clippy::too_many_arguments)]
-    fn train(
-        &self,
-        py: Python<'_>,
-        claim: &Claim<'_>,
-        data: &Dataset,
-        until: Until,
-        max_steps: Option<u64>,
-        max_time: Duration,
-        keep_losses: bool,
-        signals: bool,
-        stop_after_epoch: bool,
-    ) -> PyResult<Chunk> {
-        let mut total = Chunk::default();
-        loop {
-            let left = max_steps.map(|m| m - total.steps);
-            if left == Some(0) {
-                return Ok(total);
-            }
-            let chunk = self.chunk(
-                py,
-                claim,
-                data,
-                until,
-                left,
-                max_time,
-                keep_losses,
-                stop_after_epoch,
-            )?;
-            let epoch_ended = !chunk.epochs.is_empty();
-            total.epochs.extend(chunk.epochs);
-            total.steps += chunk.steps;
-            total.losses.extend(chunk.losses);
-            total.reached = chunk.reached;
-            if chunk.reached || !signals || (stop_after_epoch && epoch_ended) {
-                return Ok(total);
-            }
-            py.check_signals()?;
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn chunk(
-        &self,
-        py: Python<'_>,
-        claim: &Claim<'_>,
-        data: &Dataset,
-        until: Until,
-        max_steps: Option<u64>,
-        max_time: Duration,
-        keep_losses: bool,
-        stop_after_epoch: bool,
-    ) -> PyResult<Chunk> {
-        let start = Instant::now();
-        self.compute_mut(py, claim, |inner| -> nxrs_core::error::Result<Chunk> {
-            let mut out = Chunk::default();
-            let mut stop_at_epoch_end = false;
-            // Whether the run broke or reached `until`: `reached` below says which.
-            let _ = inner.run(data, until, |t, event| match event {
-                Event::Step(report) => {
-                    out.steps += 1;
-                    if keep_losses {
-                        out.losses.push(report.loss);
-                    }
-                    // Every step of `run` is in the epoch structure: batch 0 after it means
-                    // it ended its epoch, whose report is the next event.
-                    let epoch_done = t.state().batch == 0;
-                    let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
-                    let epoch_stop = epoch_done && stop_after_epoch;
-                    if out_of_steps || epoch_stop || start.elapsed() >= max_time {
-                        if epoch_done {
-                            stop_at_epoch_end = true;
-                            return ControlFlow::Continue(());
-                        }
-                        return ControlFlow::Break(());
-                    }
-                    ControlFlow::Continue(())
-                }
-                Event::EpochEnd(end) => {
-                    out.epochs.push(*end);
-                    if stop_at_epoch_end {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                }
-            })?;
-            out.reached = reached(inner, until);
-            Ok(out)
-        })
-        .map_err(to_py)
-    }
-}
-
-/// Calls `nxrs.interop.<function>`: the conversions to and from other libraries are Python
-/// (they drive torch, onnx and safetensors), attached here as methods as `fit` is.
-fn interop<'py>(
-    py: Python<'py>,
-    function: &str,
-    args: impl pyo3::call::PyCallArgs<'py>,
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    py.import("nxrs.interop")?
-        .getattr(function)?
-        .call(args, kwargs)
 }
 
 /// The backend `name` (None: "auto") asks for: a ConfigError for an unknown name.
@@ -393,47 +276,6 @@ fn warn_fallback(py: Python<'_>, warning: Option<&str>) -> PyResult<()> {
     Ok(())
 }
 
-/// Arrays in tensor order (W1, b1, W2, b2, ...) as the layers of a model of `layers` layers,
-/// bit for bit; `what` names them in the error when the count is wrong (shapes are checked by
-/// the core, which knows the model).
-fn layers_of(
-    arrays: &[PyReadonlyArrayDyn<'_, f32>],
-    layers: usize,
-    what: &str,
-) -> PyResult<Vec<Layer>> {
-    if arrays.len() != 2 * layers {
-        return Err(InputError::new_err(format!(
-            "{what} of this model is {} arrays (W1, b1, ...), not {}",
-            2 * layers,
-            arrays.len()
-        )));
-    }
-    Ok(arrays
-        .chunks(2)
-        .map(|pair| Layer {
-            w: bits_of(pair[0].as_array().iter()),
-            b: bits_of(pair[1].as_array().iter()),
-        })
-        .collect())
-}
-
-/// float32 values' bit patterns as cells (no arithmetic: NaN payloads and signed zeros kept).
-fn bits_of<'a>(values: impl Iterator<Item = &'a f32>) -> Vec<F32> {
-    values.map(|x| F32::from_bits(x.to_bits())).collect()
-}
-
-/// An epoch's report as `_run` returns it: `(epoch, mean step loss, accuracy, samples, whole)`.
-fn epoch_tuple(end: &EpochReport) -> (i64, f64, Option<f64>, usize, bool) {
-    let accuracy = end.correct.map(|c| accuracy(c, end.samples));
-    (
-        end.epoch,
-        float_of(end.loss),
-        accuracy,
-        end.samples,
-        end.whole,
-    )
-}
-
 /// The threads `threads=` asks for (None: the available cores), or a ConfigError.
 fn threads_of(threads: Option<AnyInt>) -> PyResult<Threads> {
     let count = match threads {
@@ -448,28 +290,8 @@ fn threads_of(threads: Option<AnyInt>) -> PyResult<Threads> {
     Threads::new(count).map_err(to_py)
 }
 
-/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
-/// statistic of exact integer counts, not training arithmetic (which is all softf32).
-#[allow(clippy::float_arithmetic)]
-fn accuracy(correct: usize, samples: usize) -> f64 {
-    correct as f64 / samples as f64
-}
-
-fn reached(trainer: &Trainer, until: Until) -> bool {
-    match until {
-        Until::Epoch(e) => trainer.state().epoch >= e,
-        Until::Step(s) => trainer.state().step >= s,
-    }
-}
-
-fn seconds(max_seconds: Option<f64>) -> PyResult<Duration> {
-    match max_seconds {
-        None => Ok(Duration::MAX),
-        Some(s) => Duration::try_from_secs_f64(s)
-            .map_err(|_| PyValueError::new_err(format!("max_seconds = {s} is not a duration"))),
-    }
-}
-
+/// What Python sees of `_Trainer`: each method's signature and a one-line body (a read of
+/// the trainer, or a call into the module of its concern).
 #[pymethods]
 impl PyTrainer {
     #[new]
@@ -565,27 +387,24 @@ impl PyTrainer {
         signature = (seed = AnyInt::new(1), *, backend = None, threads = None),
         text_signature = "(seed=1, *, backend=None, threads=None)"
     )]
-    fn seed_model(
-        _cls: &Bound<'_, pyo3::types::PyType>,
-        py: Python<'_>,
+    fn seed_model<'py>(
+        cls: &Bound<'py, PyType>,
+        py: Python<'py>,
         seed: AnyInt,
         backend: Option<String>,
         threads: Option<AnyInt>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<Bound<'py, PyTrainer>> {
         let seed = seed.to_i64("seed", ConfigError::new_err)?;
         let config = TrainerConfig::seed_style(vec![6, 10, 4], seed);
         let trainer = Trainer::new(config).map_err(to_py)?;
-        PyTrainer::from_core(py, trainer, backend.as_deref(), threads)
+        PyTrainer::from_core(py, trainer, backend.as_deref(), threads)?.into_instance(cls)
     }
+
+    // --- training (training.rs) ---------------------------------------------------------
 
     /// One optimiser step on one sample, outside the epoch structure; returns its loss.
     fn step(&self, py: Python<'_>, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<f64> {
-        let claim = self.claim("step")?;
-        let data = self.sample(py, x, y)?;
-        let loss = self
-            .compute_mut(py, &claim, |t| t.step(&data, &[0]))
-            .map_err(to_py)?;
-        Ok(float_of(loss))
+        self.step_sample(py, x, y)
     }
 
     /// Trains until `epoch` epochs are complete (`epoch` at least 0).
@@ -596,21 +415,7 @@ impl PyTrainer {
         y: &Bound<'_, PyAny>,
         epoch: AnyInt,
     ) -> PyResult<()> {
-        let epoch = count(&epoch, "epoch", 0, InputError::new_err)?;
-        let claim = self.claim("train_until")?;
-        let data = self.dataset(py, x, y)?;
-        self.train(
-            py,
-            &claim,
-            &data,
-            Until::Epoch(epoch),
-            None,
-            CHUNK,
-            false,
-            true,
-            false,
-        )?;
-        Ok(())
+        self.train_to_epoch(py, x, y, epoch)
     }
 
     /// `steps` optimiser steps in the epoch structure; their losses.
@@ -621,54 +426,17 @@ impl PyTrainer {
         y: &Bound<'_, PyAny>,
         steps: AnyInt,
     ) -> PyResult<Vec<f64>> {
-        let steps = count(&steps, "steps", 0, InputError::new_err)?;
-        let claim = self.claim("train_steps")?;
-        let data = self.dataset(py, x, y)?;
-        // Under the claim: no other thread moves the step counter until this call returns.
-        let now = self.read(py, |t| t.state().step);
-        let until = Until::Step(now.saturating_add(steps));
-        let chunk = self.train(py, &claim, &data, until, None, CHUNK, true, true, false)?;
-        Ok(chunk.losses.into_iter().map(float_of).collect())
+        self.train_for_steps(py, x, y, steps)
     }
 
-    /// Trains as `nxrs._fit.fit` describes.
-    #[pyo3(signature = (
-        x, y, epochs, *, validation_data = None, checkpoint = None, every = None,
-        every_seconds = None, resume = true, progress = None, engine = "local", workers = None,
-        ray_address = None
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn fit<'py>(
-        slf: &Bound<'py, Self>,
-        x: &Bound<'py, PyAny>,
-        y: &Bound<'py, PyAny>,
-        epochs: &Bound<'py, PyAny>,
-        validation_data: Option<&Bound<'py, PyAny>>,
-        checkpoint: Option<&Bound<'py, PyAny>>,
-        every: Option<&Bound<'py, PyAny>>,
-        every_seconds: Option<&Bound<'py, PyAny>>,
-        resume: bool,
-        progress: Option<&Bound<'py, PyAny>>,
-        engine: &str,
-        workers: Option<&Bound<'py, PyAny>>,
-        ray_address: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        // The whole run is one claim: no other thread changes the trainer between its chunks
-        // (reading it is allowed). `_fit.fit`'s own calls (`_run`, `restore`, ...) nest in it.
-        let _claim = slf.get().claim("fit")?;
-        let fit = py.import("nxrs._fit")?.getattr("fit")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("validation_data", validation_data)?;
-        kwargs.set_item("checkpoint", checkpoint)?;
-        kwargs.set_item("every", every)?;
-        kwargs.set_item("every_seconds", every_seconds)?;
-        kwargs.set_item("resume", resume)?;
-        kwargs.set_item("progress", progress)?;
-        kwargs.set_item("engine", engine)?;
-        kwargs.set_item("workers", workers)?;
-        kwargs.set_item("ray_address", ray_address)?;
-        fit.call((slf, x, y, epochs), Some(&kwargs))
+    /// Claims the trainer for `call`, a method implemented in Python (`fit`), until the
+    /// returned context manager exits: BusyError while another thread changes the trainer.
+    fn _claim(slf: &Bound<'_, Self>, call: String) -> PyResult<PyClaim> {
+        slf.get().acquire(Cow::Owned(call))?;
+        Ok(PyClaim {
+            trainer: slf.clone().unbind(),
+            held: AtomicBool::new(true),
+        })
     }
 
     /// `(x, y)` converted and checked once, for `_run`.
@@ -684,45 +452,29 @@ impl PyTrainer {
     }
 
     /// Trains on `dataset` towards `epochs` complete epochs, returning after at most
-    /// `max_steps` steps or about `max_seconds` (the GIL released meanwhile): `(epochs ended,
-    /// steps done, last step loss)`, each ended epoch as `(epoch, mean step loss, accuracy,
-    /// samples, whole)`. With `epoch_end`, it also returns at the end of an epoch.
+    /// `max_steps` steps or about `max_seconds` (the GIL released meanwhile), or with
+    /// `epoch_end` at the end of an epoch: what it did, as a `RunChunk`.
     #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None, epoch_end = false))]
-    fn _run<'py>(
+    fn _run(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         dataset: PyRef<'_, PyDataset>,
         epochs: AnyInt,
         max_steps: Option<AnyInt>,
         max_seconds: Option<f64>,
         epoch_end: bool,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let epochs = count(&epochs, "epochs", 0, InputError::new_err)?;
-        let max_steps = match &max_steps {
-            Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
-            None => None,
-        };
-        let max_time = seconds(max_seconds)?;
-        let claim = self.claim("_run")?;
-        let data = &dataset.inner;
-        let chunk = self.train(
+    ) -> PyResult<PyRunChunk> {
+        self.run_chunk(
             py,
-            &claim,
-            data,
-            Until::Epoch(epochs),
+            &dataset.inner,
+            epochs,
             max_steps,
-            max_time,
-            true,
-            false,
+            max_seconds,
             epoch_end,
-        )?;
-        let ended = PyList::empty(py);
-        for end in chunk.epochs {
-            ended.append(epoch_tuple(&end))?;
-        }
-        let last = chunk.losses.last().map(|&l| float_of(l));
-        (ended, chunk.steps, last).into_pyobject(py)
+        )
     }
+
+    // --- data parallel (parallel.rs) ----------------------------------------------------
 
     /// The gradient blocks of the batch the state is at: each block's sample indices into
     /// `dataset`, in order (data-parallel training, `nxrs.distributed`).
@@ -731,8 +483,7 @@ impl PyTrainer {
         py: Python<'_>,
         dataset: PyRef<'_, PyDataset>,
     ) -> PyResult<Vec<Vec<usize>>> {
-        let data = &dataset.inner;
-        self.read(py, |t| t.batch_blocks(data)).map_err(to_py)
+        self.batch_blocks(py, &dataset.inner)
     }
 
     /// One gradient block at the current parameters, the GIL released: `(sums, losses,
@@ -743,23 +494,7 @@ impl PyTrainer {
         dataset: PyRef<'_, PyDataset>,
         samples: Vec<usize>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let data = &dataset.inner;
-        let (block, shapes) = self
-            .compute(py, |t| {
-                let shapes: Vec<(usize, usize)> = (0..t.mlp().layers())
-                    .map(|l| t.mlp().weight_shape(l))
-                    .collect();
-                t.block_gradient(data, &samples)
-                    .map(|block| (block, shapes))
-            })
-            .map_err(to_py)?;
-        let sums = PyList::empty(py);
-        for (layer, &(outputs, inputs)) in block.grads.iter().zip(&shapes) {
-            sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape([outputs, inputs])?)?;
-            sums.append(PyArray1::from_vec(py, floats(&layer.b)))?;
-        }
-        let losses = PyArray1::from_vec(py, floats(&block.losses));
-        (sums, losses, block.correct).into_pyobject(py)
+        self.block_gradient(py, &dataset.inner, samples)
     }
 
     /// Replaces the weights and biases (float32 arrays in tensor order W1, b1, W2, b2, ...,
@@ -769,47 +504,21 @@ impl PyTrainer {
         py: Python<'_>,
         arrays: Vec<PyReadonlyArrayDyn<'_, f32>>,
     ) -> PyResult<()> {
-        let claim = self.claim("_set_params")?;
-        let layers = self.read(py, |t| t.mlp().layers());
-        let params = layers_of(&arrays, layers, "the parameters")?;
-        self.compute_mut(py, &claim, |t| t.set_params(params))
-            .map_err(to_py)
+        self.replace_params(py, arrays)
     }
 
     /// Takes the current batch's step from its blocks (`_block_gradient`'s results, in the
-    /// order of `_batch_blocks`), as `_run` would: returns what `_run` returns for one step.
+    /// order of `_batch_blocks`), as `_run` would: the `RunChunk` of that one step.
     fn _apply_blocks<'py>(
         &self,
         py: Python<'py>,
         dataset: PyRef<'_, PyDataset>,
-        blocks: Vec<(
-            Vec<PyReadonlyArrayDyn<'py, f32>>,
-            PyReadonlyArray1<'py, f32>,
-            usize,
-        )>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let claim = self.claim("_apply_blocks")?;
-        let layers = self.read(py, |t| t.mlp().layers());
-        let blocks = blocks
-            .iter()
-            .map(|(sums, losses, correct)| {
-                Ok(BlockGradient {
-                    grads: layers_of(sums, layers, "a gradient block")?,
-                    losses: bits_of(losses.as_array().iter()),
-                    correct: *correct,
-                })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let data = &dataset.inner;
-        let (step, end) = self
-            .compute_mut(py, &claim, |t| t.apply_blocks(data, &blocks))
-            .map_err(to_py)?;
-        let ended = PyList::empty(py);
-        if let Some(end) = end {
-            ended.append(epoch_tuple(&end))?;
-        }
-        (ended, 1, float_of(step.loss)).into_pyobject(py)
+        blocks: Vec<BlockArrays<'py>>,
+    ) -> PyResult<PyRunChunk> {
+        self.apply_blocks(py, &dataset.inner, blocks)
     }
+
+    // --- inference (inference.rs) -------------------------------------------------------
 
     /// The model's outputs: probabilities (cross-entropy) or values (mse), float32 (N, n_out).
     fn predict_proba<'py>(
@@ -817,31 +526,12 @@ impl PyTrainer {
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
-        let (cells, n) = self.features(py, x)?;
-        let (_, _, outputs) = self.shape(py);
-        let out = self.compute(py, |t| t.predict(&cells)).map_err(to_py)?;
-        PyArray1::from_vec(py, floats(&out)).reshape([n, outputs])
+        self.outputs(py, x)
     }
 
     /// Class indices (int64, (N,)) for cross-entropy; the outputs for mse.
     fn predict<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let (cells, n) = self.features(py, x)?;
-        let (loss, _, outputs) = self.shape(py);
-        let (out, math) = self
-            .compute(py, |t| t.predict(&cells).map(|out| (out, t.config().math)))
-            .map_err(to_py)?;
-        match loss {
-            Loss::CrossEntropy => {
-                let labels: Vec<i64> = out
-                    .chunks(outputs)
-                    .map(|p| argmax(math, p) as i64)
-                    .collect();
-                Ok(PyArray1::from_vec(py, labels).into_any())
-            }
-            Loss::Mse => Ok(PyArray1::from_vec(py, floats(&out))
-                .reshape([n, outputs])?
-                .into_any()),
-        }
+        self.predictions(py, x)
     }
 
     /// `(loss, accuracy)` on `(x, y)`; accuracy None for mse.
@@ -851,11 +541,10 @@ impl PyTrainer {
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
     ) -> PyResult<(f64, Option<f64>)> {
-        let data = self.dataset(py, x, y)?;
-        let e = self.compute(py, |t| t.evaluate(&data)).map_err(to_py)?;
-        let accuracy = e.correct.map(|c| accuracy(c, e.samples));
-        Ok((float_of(e.loss), accuracy))
+        self.loss_on(py, x, y)
     }
+
+    // --- persistence (persistence.rs) ---------------------------------------------------
 
     /// Writes the whole training state to `path`, crash-safely.
     #[pyo3(signature = (path, *, format = "v2", metadata = None))]
@@ -866,41 +555,19 @@ impl PyTrainer {
         format: &str,
         metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let format = match format {
-            "v1" => Format::V1,
-            "v2" => Format::V2,
-            other => {
-                return Err(ConfigError::new_err(format!(
-                    "unknown checkpoint format {other:?} (known: 'v1', 'v2')"
-                )))
-            }
-        };
-        let metadata: Vec<(String, String)> = match metadata {
-            None => Vec::new(),
-            Some(m) => m
-                .call_method0("items")?
-                .try_iter()?
-                .map(|item| item?.extract::<(String, String)>())
-                .collect::<PyResult<_>>()?,
-        };
-        self.compute(py, |t| {
-            checkpoint::save_with_metadata(t, &path, format, metadata)
-        })
-        .map_err(to_py)
+        self.save_to(py, &path, format, metadata)
     }
 
     /// A trainer rebuilt from a checkpoint, all checksums verified.
     #[classmethod]
     #[pyo3(signature = (path, *, backend = None, threads = None))]
-    fn load(
-        _cls: &Bound<'_, pyo3::types::PyType>,
-        py: Python<'_>,
+    fn load<'py>(
+        cls: &Bound<'py, PyType>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
         backend: Option<String>,
         threads: Option<AnyInt>,
-    ) -> PyResult<Self> {
-        let inner = py.detach(|| checkpoint::load(&path)).map_err(to_py)?;
-        PyTrainer::from_core(py, inner, backend.as_deref(), threads)
+    ) -> PyResult<Bound<'py, PyTrainer>> {
+        persistence::load(cls, &path, backend.as_deref(), threads)
     }
 
     /// Replaces this trainer's whole state with the checkpoint's.
@@ -909,10 +576,49 @@ impl PyTrainer {
         py: Python<'_>,
         #[pyo3(from_py_with = path_arg)] path: PathBuf,
     ) -> PyResult<()> {
-        let claim = self.claim("restore")?;
-        self.compute_mut(py, &claim, |t| checkpoint::restore(t, &path))
-            .map_err(to_py)
+        self.restore_from(py, &path)
     }
+
+    /// The whole state as the bytes of an NXCK v2 file (what `save` writes), for pickling and
+    /// sending; `Trainer.from_bytes` reads them back.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.encoded(py)
+    }
+
+    /// A trainer rebuilt from checkpoint bytes (v1 or v2), every checksum verified.
+    #[classmethod]
+    #[pyo3(signature = (data, *, backend = None, threads = None))]
+    fn from_bytes<'py>(
+        cls: &Bound<'py, PyType>,
+        data: &[u8],
+        backend: Option<String>,
+        threads: Option<AnyInt>,
+    ) -> PyResult<Bound<'py, PyTrainer>> {
+        persistence::from_bytes(cls, data, backend.as_deref(), threads)
+    }
+
+    /// A trainer holding an open checkpoint's configuration and state (`Checkpoint.to_trainer`).
+    #[classmethod]
+    fn _from_checkpoint<'py>(
+        cls: &Bound<'py, PyType>,
+        checkpoint: PyRef<'_, PyCheckpoint>,
+    ) -> PyResult<Bound<'py, PyTrainer>> {
+        persistence::from_checkpoint(cls, &checkpoint)
+    }
+
+    /// An independent trainer with the same state, configuration, backend and threads, of
+    /// this one's class (`copy.copy`, `copy.deepcopy`).
+    fn _copy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTrainer>> {
+        PyTrainer::duplicate(slf)
+    }
+
+    /// Restarts this trainer from the parameters `weights`, `[(W1, b1), (W2, b2), ...]`: the
+    /// state of a new run (zero moments, counters 0) with these weights (`Trainer.from_weights`).
+    fn _start_from(&self, py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.start_from(py, weights)
+    }
+
+    // --- reading the state ----------------------------------------------------------------
 
     /// The seed program's state hash (`hstate`) of the weights.
     fn hash(&self, py: Python<'_>) -> u64 {
@@ -939,140 +645,6 @@ impl PyTrainer {
             dict.set_item(name, array)?;
         }
         Ok(dict)
-    }
-
-    /// The whole state as the bytes of an NXCK v2 file (what `save` writes), for pickling and
-    /// sending; `Trainer.from_bytes` reads them back.
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        Ok(PyBytes::new(py, &self.encoded(py)?))
-    }
-
-    /// Pickling: `Trainer.from_bytes(self.to_bytes())`, the state and configuration bit for
-    /// bit. The backend and threads are the unpickling process's defaults ("auto", its
-    /// cores): they describe a machine, not the run, and change no bit.
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-        let py = slf.py();
-        let from_bytes = py.get_type::<PyTrainer>().getattr("from_bytes")?;
-        let bytes = PyBytes::new(py, &slf.get().encoded(py)?);
-        PyTuple::new(
-            py,
-            [from_bytes.into_any(), PyTuple::new(py, [bytes])?.into_any()],
-        )
-    }
-
-    /// An independent trainer with the same state, configuration, backend and threads.
-    fn __copy__(&self, py: Python<'_>) -> PyTrainer {
-        let trainer = self.compute(py, Trainer::clone);
-        PyTrainer {
-            inner: RwLock::new(trainer),
-            owner: Mutex::new(None),
-        }
-    }
-
-    /// As `__copy__`: a trainer shares nothing with its copy.
-    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyTrainer {
-        self.__copy__(py)
-    }
-
-    /// A trainer rebuilt from checkpoint bytes (v1 or v2), every checksum verified.
-    #[classmethod]
-    #[pyo3(signature = (data, *, backend = None, threads = None))]
-    fn from_bytes(
-        _cls: &Bound<'_, pyo3::types::PyType>,
-        py: Python<'_>,
-        data: &[u8],
-        backend: Option<String>,
-        threads: Option<AnyInt>,
-    ) -> PyResult<Self> {
-        // `data` is an immutable `bytes` object this call holds: read without the GIL, its
-        // tensors copied once, straight into the state.
-        let inner = py.detach(|| checkpoint::decode(data)).map_err(to_py)?;
-        PyTrainer::from_core(py, inner, backend.as_deref(), threads)
-    }
-
-    /// Restarts this trainer from the parameters `weights`, `[(W1, b1), (W2, b2), ...]`: the
-    /// state of a new run (zero moments, counters 0) with these weights (`Trainer.from_weights`).
-    fn _start_from(&self, py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<()> {
-        let claim = self.claim("_start_from")?;
-        let mut tensors = Vec::new();
-        for (l, pair) in weights.try_iter()?.enumerate() {
-            let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
-                .extract()
-                .map_err(|_| InputError::new_err(format!("weights[{l}] is not a pair (W, b)")))?;
-            tensors.push(inputs::tensor(&w, &format!("W{}", l + 1), 2)?);
-            tensors.push(inputs::tensor(&b, &format!("b{}", l + 1), 1)?);
-        }
-        self.compute_mut(py, &claim, |t| {
-            let second = t.config().optimizer.kind.has_second_moments();
-            let state = TrainState::starting_from(t.mlp(), tensors, second)?;
-            t.set_state(state)
-        })
-        .map_err(to_py)
-    }
-
-    /// A `torch.nn.Sequential` with this model's weights (`nxrs.interop.to_torch`).
-    #[pyo3(signature = (*, softmax = false))]
-    fn to_torch<'py>(slf: &Bound<'py, Self>, softmax: bool) -> PyResult<Bound<'py, PyAny>> {
-        let kwargs = PyDict::new(slf.py());
-        kwargs.set_item("softmax", softmax)?;
-        interop(slf.py(), "to_torch", (slf,), Some(&kwargs))
-    }
-
-    /// Writes the weights (and optimiser moments) as safetensors (`nxrs.interop`).
-    #[pyo3(signature = (path, *, moments = false))]
-    fn save_safetensors<'py>(
-        slf: &Bound<'py, Self>,
-        path: &Bound<'py, PyAny>,
-        moments: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let kwargs = PyDict::new(slf.py());
-        kwargs.set_item("moments", moments)?;
-        interop(slf.py(), "save_safetensors", (slf, path), Some(&kwargs))
-    }
-
-    /// Exports inference as an ONNX model (`nxrs.interop.to_onnx`).
-    #[pyo3(signature = (path, *, softmax = None))]
-    fn to_onnx<'py>(
-        slf: &Bound<'py, Self>,
-        path: &Bound<'py, PyAny>,
-        softmax: Option<bool>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let kwargs = PyDict::new(slf.py());
-        kwargs.set_item("softmax", softmax)?;
-        interop(slf.py(), "to_onnx", (slf, path), Some(&kwargs))
-    }
-
-    /// A trainer starting from given weights (`nxrs.interop.from_weights`).
-    #[classmethod]
-    #[pyo3(signature = (weights, **config))]
-    fn from_weights<'py>(
-        _cls: &Bound<'py, pyo3::types::PyType>,
-        weights: &Bound<'py, PyAny>,
-        config: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        interop(weights.py(), "from_weights", (weights,), config)
-    }
-
-    /// A trainer starting from a torch module's weights (`nxrs.interop.from_torch`).
-    #[classmethod]
-    #[pyo3(signature = (module, **config))]
-    fn from_torch<'py>(
-        _cls: &Bound<'py, pyo3::types::PyType>,
-        module: &Bound<'py, PyAny>,
-        config: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        interop(module.py(), "from_torch", (module,), config)
-    }
-
-    /// A trainer starting from the weights of a safetensors file (`nxrs.interop`).
-    #[classmethod]
-    #[pyo3(signature = (path, **config))]
-    fn from_safetensors<'py>(
-        _cls: &Bound<'py, pyo3::types::PyType>,
-        path: &Bound<'py, PyAny>,
-        config: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        interop(path.py(), "from_safetensors", (path,), config)
     }
 
     /// The backend computing this trainer's steps, evaluations and predictions: "hw" or "soft".
@@ -1167,102 +739,4 @@ impl PyTrainer {
             )
         })
     }
-}
-
-/// Training data converted and checked once for a trainer (`Trainer._dataset`).
-#[pyclass(module = "nxrs", name = "Dataset", frozen)]
-pub struct PyDataset {
-    inner: Dataset,
-}
-
-#[pymethods]
-impl PyDataset {
-    /// The data's FNV-1a fingerprint as 16 lowercase hex digits (features' bits, labels or
-    /// targets, shapes).
-    #[getter]
-    fn fingerprint(&self) -> String {
-        format!("{:016x}", self.inner.fingerprint())
-    }
-
-    /// Number of features per sample.
-    #[getter]
-    fn features(&self) -> usize {
-        self.inner.features()
-    }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Dataset(samples={}, features={}, fingerprint={:016x})",
-            self.inner.len(),
-            self.inner.features(),
-            self.inner.fingerprint()
-        )
-    }
-}
-
-/// Features (samples, features) and labels (samples,), as numpy arrays.
-type Samples<'py> = (Bound<'py, numpy::PyArray2<f32>>, Bound<'py, PyArray1<i64>>);
-
-/// The seed's synthetic dataset.
-#[pyfunction]
-#[pyo3(
-    signature = (samples = AnyInt::new(8), features = AnyInt::new(6), classes = AnyInt::new(4)),
-    text_signature = "(samples=8, features=6, classes=4)"
-)]
-pub fn seed_dataset(
-    py: Python<'_>,
-    samples: AnyInt,
-    features: AnyInt,
-    classes: AnyInt,
-) -> PyResult<Samples<'_>> {
-    let int = |n: AnyInt, name| n.to_i64(name, InputError::new_err);
-    let data = Dataset::try_seed(
-        int(samples, "samples")?,
-        int(features, "features")?,
-        int(classes, "classes")?,
-    )
-    .map_err(to_py)?;
-    let x = floats(data.inputs());
-    let y: Vec<i64> = match data.targets() {
-        nxrs_core::dataset::Targets::Labels { labels, .. } => {
-            labels.iter().map(|&l| l as i64).collect()
-        }
-        nxrs_core::dataset::Targets::Values { .. } => unreachable!("the seed's data has labels"),
-    };
-    let x = PyArray1::from_vec(py, x).reshape([data.len(), data.features()])?;
-    Ok((x, PyArray1::from_vec(py, y)))
-}
-
-/// The permutation of `n` items drawn from the stream `(seed, domain, index)`
-/// (`docs/TRAINING.md`, section 9); `domain` is "init", "shuffle" or "split".
-#[pyfunction]
-pub fn permutation(seed: AnyInt, domain: &str, index: AnyInt, n: AnyInt) -> PyResult<Vec<usize>> {
-    use nxrs_core::rng::{Domain, Stream};
-    let seed = seed.to_i64("seed", InputError::new_err)?;
-    let index = count(&index, "index", 0, InputError::new_err)? as u64;
-    let n = count(&n, "n", 0, InputError::new_err)?;
-    let domain = match domain {
-        "init" => Domain::Init,
-        "shuffle" => Domain::Shuffle,
-        "split" => Domain::Split,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "domain {other:?} is not known (known: 'init', 'shuffle', 'split')"
-            )))
-        }
-    };
-    let n = usize::try_from(n)
-        .ok()
-        .filter(|&n| n <= nxrs_core::dataset::MAX_CELLS)
-        .ok_or_else(|| {
-            InputError::new_err(format!(
-                "n = {n} is more than {} items",
-                nxrs_core::dataset::MAX_CELLS
-            ))
-        })?;
-    Ok(Stream::new(seed, domain, index).permutation(n))
 }
