@@ -350,23 +350,9 @@ class RunChunk:
 
 @disjoint_base
 class _Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
-    """The compiled checkpoint: ``nxrs.Checkpoint`` (``python/nxrs/_checkpoint.py``)
-    subclasses it, adding no slots, and adds ``to_trainer``.
-
-    A read-only mapping from tensor names, in file order, to their arrays: ``len(ck)``,
-    ``name in ck``, ``for name in ck``, ``keys()``, ``values()``, ``items()`` and ``get()``
-    behave as on any ``collections.abc.Mapping`` (``isinstance(ck, Mapping)`` holds).
-
-    ``ck[name]`` is a read-only float32 array viewing the memory-mapped file without copying;
-    each array keeps the mapping alive, so it stays valid after ``close()``. Saving over the file
-    does not change what open arrays show (saves replace the file, never rewrite it). A program
-    that rewrites the file *in place* (``shutil.copyfile``, ``cp``) does change them, and can get
-    the process killed by SIGBUS, as with numpy.memmap or safetensors: replace checkpoints by
-    writing a new file and renaming it over the old one.
-
-    >>> with nxrs.open("run.nxck") as ck:  # doctest: +SKIP
-    ...     w1 = ck["W1"]
-    """
+    """The compiled checkpoint: ``nxrs.Checkpoint`` (``python/nxrs/_checkpoint.py``, which
+    documents it) subclasses it, adding no slots, and adds ``to_trainer``. A read-only mapping
+    from tensor names, in file order, to read-only float32 arrays viewing the mapped file."""
 
     def __new__(cls, path: StrOrBytesPath, *, verify: bool = True) -> Self:
         """Opens and validates an NXCK v2 file (``nxrs.open``)."""

@@ -46,6 +46,15 @@ impl PyDataset {
     }
 }
 
+/// What an `(x, y)` holds.
+#[derive(Clone, Copy)]
+pub(super) enum Rows {
+    /// One sample: 1-D features; a label, or its targets (0-D for one output, else 1-D).
+    One = 0,
+    /// Samples: 2-D features; 1-D labels, or 2-D targets (1-D for one output).
+    Many = 1,
+}
+
 impl PyTrainer {
     /// The model's loss and its numbers of inputs and outputs (fixed for a trainer's lifetime).
     pub(super) fn shape(&self, py: Python<'_>) -> (Loss, usize, usize) {
@@ -60,45 +69,23 @@ impl PyTrainer {
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
+        rows: Rows,
     ) -> PyResult<Dataset> {
-        let (cells, shape) = inputs::features(x, 2)?;
+        let rank = rows as usize;
+        let (cells, shape) = inputs::features(x, rank + 1)?;
+        let features = shape[rank];
         let (loss, _, outputs) = self.shape(py);
         let data = match loss {
             Loss::CrossEntropy => {
-                let labels = inputs::labels(y, 1)?;
-                Dataset::new(shape[1], outputs, cells, &labels)
+                let labels = inputs::labels(y, rank)?;
+                Dataset::new(features, outputs, cells, &labels)
             }
             Loss::Mse => {
-                let ndims: &[usize] = if outputs == 1 { &[1, 2] } else { &[2] };
+                let ndims = [rank, rank + 1];
+                let ndims: &[usize] = if outputs == 1 { &ndims } else { &ndims[1..] };
                 let (values, tshape) = inputs::targets(y, ndims)?;
-                let width = if tshape.len() == 1 { 1 } else { tshape[1] };
-                Dataset::regression(shape[1], cells, width, values)
-            }
-        }
-        .map_err(to_py)?;
-        self.read(py, |t| t.check_data(&data)).map_err(to_py)?;
-        Ok(data)
-    }
-
-    /// One sample `(x, y)` (1-D features; a label, or the targets) as a data set of one.
-    pub(super) fn sample(
-        &self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-    ) -> PyResult<Dataset> {
-        let (cells, _) = inputs::features(x, 1)?;
-        let features = cells.len();
-        let (loss, _, outputs) = self.shape(py);
-        let data = match loss {
-            Loss::CrossEntropy => {
-                let label = inputs::labels(y, 0)?;
-                Dataset::new(features, outputs, cells, &label)
-            }
-            Loss::Mse => {
-                let ndims: &[usize] = if outputs == 1 { &[0, 1] } else { &[1] };
-                let (values, _) = inputs::targets(y, ndims)?;
-                let width = values.len();
+                // One value per sample when the targets lack the outputs' dimension.
+                let width = tshape.get(rank).copied().unwrap_or(1);
                 Dataset::regression(features, cells, width, values)
             }
         }

@@ -13,12 +13,13 @@ mod parallel;
 mod persistence;
 mod training;
 
+use datasets::Rows;
 pub use datasets::{permutation, seed_dataset, PyDataset};
 pub use training::{PyEpochEnd, PyRunChunk};
 
 use crate::checkpoint::PyCheckpoint;
-use crate::errors::{to_py, BusyError, ConfigError};
-use crate::inputs::{AnyInt, AnyInts};
+use crate::errors::{to_py, BusyError, ConfigError, InputError};
+use crate::inputs::{count, AnyInt, AnyInts};
 use crate::options::{build_config, config_dict, Options};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn};
@@ -26,6 +27,7 @@ use nxrs_core::backend::BackendChoice;
 use nxrs_core::config::TrainerConfig;
 use nxrs_core::state::TrainState;
 use nxrs_core::threads::{Threads, MAX_THREADS};
+use nxrs_core::trainer::Until;
 use nxrs_core::{Trainer, F32};
 use parallel::BlockArrays;
 use pyo3::exceptions::PyRuntimeWarning;
@@ -37,6 +39,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::thread::ThreadId;
+use training::{seconds, Limits};
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
@@ -400,11 +403,16 @@ impl PyTrainer {
         PyTrainer::from_core(py, trainer, backend.as_deref(), threads)?.into_instance(cls)
     }
 
-    // --- training (training.rs) ---------------------------------------------------------
+    // --- training (the loop: training.rs) --------------------------------------------
 
     /// One optimiser step on one sample, outside the epoch structure; returns its loss.
     fn step(&self, py: Python<'_>, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<f64> {
-        self.step_sample(py, x, y)
+        let claim = self.claim("step")?;
+        let data = self.dataset(py, x, y, Rows::One)?;
+        let loss = self
+            .compute_mut(py, &claim, |t| t.step(&data, &[0]))
+            .map_err(to_py)?;
+        Ok(float_of(loss))
     }
 
     /// Trains until `epoch` epochs are complete (`epoch` at least 0).
@@ -415,7 +423,12 @@ impl PyTrainer {
         y: &Bound<'_, PyAny>,
         epoch: AnyInt,
     ) -> PyResult<()> {
-        self.train_to_epoch(py, x, y, epoch)
+        let epoch = count(&epoch, "epoch", 0, InputError::new_err)?;
+        let claim = self.claim("train_until")?;
+        let data = self.dataset(py, x, y, Rows::Many)?;
+        let limits = Limits::interactive(Until::Epoch(epoch), false);
+        self.train(py, &claim, &data, &limits)?;
+        Ok(())
     }
 
     /// `steps` optimiser steps in the epoch structure; their losses.
@@ -426,7 +439,14 @@ impl PyTrainer {
         y: &Bound<'_, PyAny>,
         steps: AnyInt,
     ) -> PyResult<Vec<f64>> {
-        self.train_for_steps(py, x, y, steps)
+        let steps = count(&steps, "steps", 0, InputError::new_err)?;
+        let claim = self.claim("train_steps")?;
+        let data = self.dataset(py, x, y, Rows::Many)?;
+        // Under the claim: no other thread moves the step counter until this call returns.
+        let now = self.read(py, |t| t.state().step);
+        let limits = Limits::interactive(Until::Step(now.saturating_add(steps)), true);
+        let chunk = self.train(py, &claim, &data, &limits)?;
+        Ok(chunk.losses.into_iter().map(float_of).collect())
     }
 
     /// Claims the trainer for `call`, a method implemented in Python (`fit`), until the
@@ -447,7 +467,7 @@ impl PyTrainer {
         y: &Bound<'_, PyAny>,
     ) -> PyResult<PyDataset> {
         Ok(PyDataset {
-            inner: self.dataset(py, x, y)?,
+            inner: self.dataset(py, x, y, Rows::Many)?,
         })
     }
 
@@ -464,14 +484,22 @@ impl PyTrainer {
         max_seconds: Option<f64>,
         epoch_end: bool,
     ) -> PyResult<PyRunChunk> {
-        self.run_chunk(
-            py,
-            &dataset.inner,
-            epochs,
+        let epochs = count(&epochs, "epochs", 0, InputError::new_err)?;
+        let max_steps = match &max_steps {
+            Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
+            None => None,
+        };
+        let limits = Limits {
+            until: Until::Epoch(epochs),
             max_steps,
-            max_seconds,
-            epoch_end,
-        )
+            max_time: seconds(max_seconds)?,
+            keep_losses: true,
+            signals: false,
+            stop_after_epoch: epoch_end,
+        };
+        let claim = self.claim("_run")?;
+        let chunk = self.train(py, &claim, &dataset.inner, &limits)?;
+        PyRunChunk::of(py, &chunk.epochs, chunk.steps, chunk.losses.last().copied())
     }
 
     // --- data parallel (parallel.rs) ----------------------------------------------------

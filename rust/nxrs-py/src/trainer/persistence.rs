@@ -95,22 +95,30 @@ pub(super) fn load<'py>(
     backend: Option<&str>,
     threads: Option<AnyInt>,
 ) -> PyResult<Bound<'py, PyTrainer>> {
-    let py = cls.py();
-    let inner = py.detach(|| checkpoint::load(path)).map_err(to_py)?;
-    PyTrainer::from_core(py, inner, backend, threads)?.into_instance(cls)
+    rebuilt(cls, || checkpoint::load(path), backend, threads)
 }
 
-/// `Trainer.from_bytes`: a trainer of class `cls` rebuilt from checkpoint bytes.
+/// `Trainer.from_bytes`: a trainer of class `cls` rebuilt from checkpoint bytes. `data` is an
+/// immutable `bytes` object the call holds: read without the GIL, its tensors copied once,
+/// straight into the state.
 pub(super) fn from_bytes<'py>(
     cls: &Bound<'py, PyType>,
     data: &[u8],
     backend: Option<&str>,
     threads: Option<AnyInt>,
 ) -> PyResult<Bound<'py, PyTrainer>> {
+    rebuilt(cls, || checkpoint::decode(data), backend, threads)
+}
+
+/// A trainer of class `cls` on `backend` and `threads`, from `read` run without the GIL.
+fn rebuilt<'py>(
+    cls: &Bound<'py, PyType>,
+    read: impl FnOnce() -> nxrs_core::error::Result<Trainer> + Send,
+    backend: Option<&str>,
+    threads: Option<AnyInt>,
+) -> PyResult<Bound<'py, PyTrainer>> {
     let py = cls.py();
-    // `data` is an immutable `bytes` object this call holds: read without the GIL, its
-    // tensors copied once, straight into the state.
-    let inner = py.detach(|| checkpoint::decode(data)).map_err(to_py)?;
+    let inner = py.detach(read).map_err(to_py)?;
     PyTrainer::from_core(py, inner, backend, threads)?.into_instance(cls)
 }
 

@@ -2,8 +2,7 @@
 //! of the loop did (`RunChunk`, its ended epochs as `EpochEnd`).
 
 use super::{accuracy, float_of, Claim, PyTrainer};
-use crate::errors::{to_py, InputError};
-use crate::inputs::{count, AnyInt};
+use crate::errors::to_py;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::trainer::{EpochReport, Event, Until};
 use nxrs_core::{Trainer, F32};
@@ -45,11 +44,15 @@ impl From<&EpochReport> for PyEpochEnd {
 
 #[pymethods]
 impl PyEpochEnd {
-    fn __repr__(&self) -> String {
-        format!(
-            "EpochEnd(epoch={}, loss={:?}, accuracy={:?}, samples={}, whole={})",
-            self.epoch, self.loss, self.accuracy, self.samples, self.whole
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "EpochEnd(epoch={}, loss={}, accuracy={}, samples={}, whole={})",
+            self.epoch,
+            self.loss.into_pyobject(py)?.repr()?,
+            self.accuracy.into_pyobject(py)?.repr()?,
+            self.samples,
+            if self.whole { "True" } else { "False" }
+        ))
     }
 }
 
@@ -94,14 +97,18 @@ impl PyRunChunk {
         }
     }
 
-    fn __repr__(&self) -> String {
-        let epochs: Vec<String> = self.epochs.iter().map(|e| e.get().__repr__()).collect();
-        format!(
-            "RunChunk(epochs=[{}], steps={}, last_loss={:?})",
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let epochs = self
+            .epochs
+            .iter()
+            .map(|e| e.get().__repr__(py))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(format!(
+            "RunChunk(epochs=[{}], steps={}, last_loss={})",
             epochs.join(", "),
             self.steps,
-            self.last_loss
-        )
+            self.last_loss.into_pyobject(py)?.repr()?
+        ))
     }
 }
 
@@ -132,7 +139,7 @@ pub(super) struct Limits {
 
 impl Limits {
     /// Until `until`, in chunks of [`CHUNK`] with Ctrl-C checked between them.
-    fn interactive(until: Until, keep_losses: bool) -> Limits {
+    pub(super) fn interactive(until: Until, keep_losses: bool) -> Limits {
         Limits {
             until,
             max_steps: None,
@@ -145,84 +152,6 @@ impl Limits {
 }
 
 impl PyTrainer {
-    /// `Trainer.step`: one optimiser step on one sample, outside the epoch structure.
-    pub(super) fn step_sample(
-        &self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-    ) -> PyResult<f64> {
-        let claim = self.claim("step")?;
-        let data = self.sample(py, x, y)?;
-        let loss = self
-            .compute_mut(py, &claim, |t| t.step(&data, &[0]))
-            .map_err(to_py)?;
-        Ok(float_of(loss))
-    }
-
-    /// `Trainer.train_until`: trains until `epoch` epochs are complete, Ctrl-C honoured.
-    pub(super) fn train_to_epoch(
-        &self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-        epoch: AnyInt,
-    ) -> PyResult<()> {
-        let epoch = count(&epoch, "epoch", 0, InputError::new_err)?;
-        let claim = self.claim("train_until")?;
-        let data = self.dataset(py, x, y)?;
-        let limits = Limits::interactive(Until::Epoch(epoch), false);
-        self.train(py, &claim, &data, &limits)?;
-        Ok(())
-    }
-
-    /// `Trainer.train_steps`: `steps` steps in the epoch structure; their losses.
-    pub(super) fn train_for_steps(
-        &self,
-        py: Python<'_>,
-        x: &Bound<'_, PyAny>,
-        y: &Bound<'_, PyAny>,
-        steps: AnyInt,
-    ) -> PyResult<Vec<f64>> {
-        let steps = count(&steps, "steps", 0, InputError::new_err)?;
-        let claim = self.claim("train_steps")?;
-        let data = self.dataset(py, x, y)?;
-        // Under the claim: no other thread moves the step counter until this call returns.
-        let now = self.read(py, |t| t.state().step);
-        let limits = Limits::interactive(Until::Step(now.saturating_add(steps)), true);
-        let chunk = self.train(py, &claim, &data, &limits)?;
-        Ok(chunk.losses.into_iter().map(float_of).collect())
-    }
-
-    /// `Trainer._run`: towards `epochs` complete epochs, returning after at most `max_steps`
-    /// steps, about `max_seconds`, or (with `epoch_end`) an epoch's end.
-    pub(super) fn run_chunk(
-        &self,
-        py: Python<'_>,
-        data: &Dataset,
-        epochs: AnyInt,
-        max_steps: Option<AnyInt>,
-        max_seconds: Option<f64>,
-        epoch_end: bool,
-    ) -> PyResult<PyRunChunk> {
-        let epochs = count(&epochs, "epochs", 0, InputError::new_err)?;
-        let max_steps = match &max_steps {
-            Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
-            None => None,
-        };
-        let limits = Limits {
-            until: Until::Epoch(epochs),
-            max_steps,
-            max_time: seconds(max_seconds)?,
-            keep_losses: true,
-            signals: false,
-            stop_after_epoch: epoch_end,
-        };
-        let claim = self.claim("_run")?;
-        let chunk = self.train(py, &claim, data, &limits)?;
-        PyRunChunk::of(py, &chunk.epochs, chunk.steps, chunk.losses.last().copied())
-    }
-
     /// Trains on `data` within `limits`, tallying every epoch. The trainer's lock is held for
     /// one chunk at a time; `claim` keeps other threads from changing it between them.
     pub(super) fn train(
