@@ -16,7 +16,8 @@ __all__ = ["Checkpoint", "open"]
 
 @final
 class Checkpoint(_Checkpoint):
-    """An open, validated NXCK v2 checkpoint (from ``nxrs.open``).
+    """An open, validated NXCK v2 checkpoint (from ``nxrs.open(path, verify=...)``, which is
+    ``Checkpoint(path, verify=...)``).
 
     A read-only mapping from tensor names, in file order, to their arrays: ``len(ck)``,
     ``name in ck``, ``for name in ck``, ``keys()``, ``values()``, ``items()`` and ``get()``

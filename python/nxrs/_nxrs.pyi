@@ -318,7 +318,7 @@ class EpochEnd:
 
     @property
     def epoch(self) -> int:
-        """The epoch's index (0-based): the number of complete epochs before it."""
+        """The epoch's index (0-based): ``epoch + 1`` epochs are complete after it."""
     @property
     def loss(self) -> float:
         """The mean of its step losses (binary32, summed in order)."""
@@ -330,7 +330,8 @@ class EpochEnd:
         """The samples its steps saw."""
     @property
     def whole(self) -> bool:
-        """Whether all of its steps were taken in this run (not a resume inside it)."""
+        """Whether the trainer ran every step of the epoch, from its first batch (not after a
+        resume inside it)."""
 
 @final
 class RunChunk:

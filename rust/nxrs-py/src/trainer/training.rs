@@ -18,7 +18,7 @@ const CHUNK: Duration = Duration::from_millis(100);
 #[pyclass(module = "nxrs._nxrs", name = "EpochEnd", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct PyEpochEnd {
-    /// The epoch's index (0-based): the number of complete epochs before it.
+    /// The epoch's index (0-based): `epoch + 1` epochs are complete after it.
     epoch: i64,
     /// The mean of its step losses (binary32, summed in order).
     loss: f64,
@@ -26,7 +26,8 @@ pub struct PyEpochEnd {
     accuracy: Option<f64>,
     /// The samples its steps saw.
     samples: usize,
-    /// Whether all of its steps were taken in this run (not a resume inside it).
+    /// Whether the trainer ran every step of the epoch, from its first batch (not after a
+    /// resume inside it).
     whole: bool,
 }
 
