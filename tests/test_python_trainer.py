@@ -230,6 +230,10 @@ def test_a_run_chunk_is_built_by_its_field_names() -> None:
     ended = t._run(t._dataset(X, Y), 1).epochs
     chunk = RunChunk(epochs=ended, steps=1, last_loss=None)
     assert (chunk.epochs, chunk.steps, chunk.last_loss) == (ended, 1, None)
+    # Compared by value: a chunk computed one way equals one computed another.
+    assert chunk == RunChunk(epochs=list(ended), steps=1, last_loss=None)
+    assert chunk != RunChunk(epochs=ended, steps=2, last_loss=None)
+    assert chunk != RunChunk(epochs=[], steps=1, last_loss=None)
 
 
 # --- the Python class carries the documentation ----------------------------------------------

@@ -60,11 +60,26 @@ impl PyEpochEnd {
 /// What one call of the training loop did: the epochs that ended (in order), the steps taken
 /// and the last step's loss (None without a step). `Trainer._run` returns it, and so do
 /// `_apply_blocks` (for its one step) and the Ray engine's `run`.
-#[pyclass(module = "nxrs._nxrs", name = "RunChunk", frozen, get_all)]
+#[pyclass(module = "nxrs._nxrs", name = "RunChunk", frozen, get_all, eq)]
 pub struct PyRunChunk {
     epochs: Vec<Py<PyEpochEnd>>,
     steps: u64,
     last_loss: Option<f64>,
+}
+
+/// Equal chunks hold equal values (as the tuples `_run` returned before), so a chunk computed
+/// one way can be compared with one computed another (`tests/test_blocks.py`).
+impl PartialEq for PyRunChunk {
+    fn eq(&self, other: &PyRunChunk) -> bool {
+        self.steps == other.steps
+            && self.last_loss == other.last_loss
+            && self.epochs.len() == other.epochs.len()
+            && self
+                .epochs
+                .iter()
+                .zip(&other.epochs)
+                .all(|(a, b)| a.get() == b.get())
+    }
 }
 
 impl PyRunChunk {
