@@ -24,11 +24,11 @@ True
 """
 
 from nxrs import softf32
+from nxrs._checkpoint import Checkpoint, open
 from nxrs._fit import History, NothingToTrainWarning
 from nxrs._nxrs import (
     BadMagicError,
     BusyError,
-    Checkpoint,
     CheckpointError,
     ChecksumError,
     ConfigError,
@@ -38,15 +38,14 @@ from nxrs._nxrs import (
     LengthError,
     MismatchError,
     NxrsError,
-    Trainer,
     UnsupportedVersionError,
     __version__,
     checkpoint_format,
     config_schema,
-    open,
     seed_dataset,
     sweep_temp_files,
 )
+from nxrs._trainer import Trainer
 from nxrs.manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs.rundir import (
     CheckpointSaveError,

@@ -17,14 +17,14 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, SupportsIndex
 
 import numpy.typing as npt
 
+from nxrs._checkpoint import open as open_checkpoint
 from nxrs._checks import count, flag, optional_count, save_points
 from nxrs._config import config_diff
 from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
-from nxrs._nxrs import open as open_checkpoint
 from nxrs._signals import StopFlag, stop_signals
 from nxrs.manager import CheckpointManager
 from nxrs.rundir import (
@@ -37,7 +37,8 @@ from nxrs.rundir import (
 )
 
 if TYPE_CHECKING:
-    from nxrs._nxrs import Dataset, Trainer
+    from nxrs._nxrs import Dataset, RunChunk
+    from nxrs._trainer import Trainer
 
 __all__ = ["History", "NothingToTrainWarning", "fit"]
 
@@ -80,16 +81,16 @@ def fit(
     trainer: Trainer,
     x: npt.ArrayLike,
     y: npt.ArrayLike,
-    epochs: int,
+    epochs: SupportsIndex,
     *,
     validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
     checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
-    every: int | None = None,
+    every: SupportsIndex | None = None,
     every_seconds: float | None = None,
     resume: bool = True,
     progress: bool | None = None,
     engine: str = "local",
-    workers: int | None = None,
+    workers: SupportsIndex | None = None,
     ray_address: str | None = None,
     _stop: StopFlag | None = None,
     _command: list[str] | None = None,
@@ -185,9 +186,7 @@ def _check_engine(engine: str, workers: object, ray_address: str | None) -> int 
 
 
 #: ``Trainer._run``'s signature: how ``_fit`` takes steps, in this process or on Ray workers.
-Runner = Callable[
-    ..., tuple[list[tuple[int, float, Optional[float], int, bool]], int, Optional[float]]
-]
+Runner = Callable[..., "RunChunk"]
 
 
 def _fit_with(trainer: Trainer, data: Dataset, options: _RunOptions, runner: Runner) -> History:
@@ -397,7 +396,7 @@ def _fit(
             warnings.warn(
                 f"fit: {message}",
                 NothingToTrainWarning,
-                stacklevel=4,  # fit's caller: fit -> _fit_with -> _fit
+                stacklevel=5,  # the caller of Trainer.fit -> fit -> _fit_with -> _fit
             )
     bar = _progress_bar(progress, trainer, epochs, len(data))
     last_save = _clock()
@@ -436,29 +435,29 @@ def _fit(
             max_steps = None if every is None else every - trainer.steps % every
             start = time.perf_counter()
             before = trainer.steps
-            ended, steps, last_loss = runner(
-                data, epochs, max_steps, _CHUNK_SECONDS, epoch_end=val is not None
-            )
-            history.steps += steps
-            for epoch, loss, accuracy, _samples, _whole in ended:
-                history.epoch.append(epoch + 1)
-                history._add("loss", loss)
-                if accuracy is not None:
-                    history._add("accuracy", accuracy)
+            chunk = runner(data, epochs, max_steps, _CHUNK_SECONDS, epoch_end=val is not None)
+            history.steps += chunk.steps
+            for end in chunk.epochs:
+                history.epoch.append(end.epoch + 1)
+                history._add("loss", end.loss)
+                if end.accuracy is not None:
+                    history._add("accuracy", end.accuracy)
                 if val is not None:
                     val_loss, val_accuracy = trainer.evaluate(*val)
                     history._add("val_loss", val_loss)
                     if val_accuracy is not None:
                         history._add("val_accuracy", val_accuracy)
             if bar is not None:
-                bar.update(trainer, trainer.steps - before, time.perf_counter() - start, last_loss)
+                bar.update(
+                    trainer, trainer.steps - before, time.perf_counter() - start, chunk.last_loss
+                )
             if stop is not None and stop.signum is not None:
                 break
             if (every is not None and trainer.steps % every == 0) or (
                 every_seconds is not None and _clock() - last_save >= every_seconds
             ):
                 save(final=False)
-            if steps == 0:
+            if chunk.steps == 0:
                 break  # nothing left to do (cannot happen while epoch < epochs; a safeguard)
         if stop is not None and stop.signum is not None:
             if bar is not None:

@@ -1,6 +1,5 @@
 """Type stubs of the compiled extension ``nxrs._nxrs`` (Rust, PyO3)."""
 
-import os
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from pathlib import Path
 from typing import Any, Literal, SupportsIndex, TypeVar, final, overload
@@ -8,25 +7,26 @@ from typing import Any, Literal, SupportsIndex, TypeVar, final, overload
 import numpy as np
 import numpy.typing as npt
 from _typeshed import StrOrBytesPath
-
-from nxrs._fit import History
-from nxrs.manager import CheckpointManager
+from typing_extensions import Self, disjoint_base
 
 __all__ = [
     "BadMagicError",
     "BusyError",
-    "Checkpoint",
     "CheckpointError",
     "ChecksumError",
     "ConfigError",
     "Dataset",
+    "EpochEnd",
     "HeaderError",
     "InputError",
     "LengthError",
     "MismatchError",
     "NxrsError",
-    "Trainer",
+    "RunChunk",
     "UnsupportedVersionError",
+    "_Checkpoint",
+    "_Claim",
+    "_Trainer",
     "__version__",
     "_config_differences",
     "checkpoint_format",
@@ -38,7 +38,6 @@ __all__ = [
     "f32_to_i32",
     "f32_to_i64",
     "f32_unary",
-    "open",
     "permutation",
     "seed_dataset",
     "sweep_temp_files",
@@ -83,73 +82,11 @@ class HeaderError(CheckpointError):
 class ChecksumError(CheckpointError):
     """Stored and computed checksums differ."""
 
-@final
-class Trainer:
-    """Bit-reproducible MLP training on softf32 (``docs/TRAINING.md`` defines every bit).
-
-    Two families of configurations, every keyword defaulting to its family's value
-    (``nxrs.config_schema()`` lists every setting with both defaults; ``docs/TRAINING.md``
-    section 1):
-
-    - ``Trainer(layers=[n_in, ..., n_out], ...)``, the general trainer, with TRAINING.md's
-      defaults: cross-entropy, "ieee" math, He init, Adam, shuffled batches (AdamW decays the
-      weights by default, the others do not).
-    - ``Trainer()`` / ``Trainer(seed=1)`` / ``Trainer.seed_model()``: the seed program's model
-      (its layer sizes, math, init, seed, Adam, one sample per step, no shuffle); ``sizes=``
-      changes its layer sizes (``layers`` and ``sizes`` together is a ConfigError), other
-      keywords override its values. A keyword that is not a setting is a TypeError.
-
-    ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside). Layer sizes need at least
-    two entries, each in 1 ..= 2**24, with at most 2**28 parameters in all (ConfigError).
-
-    Every integer parameter (``seed``, the entries of ``layers`` and ``sizes``, which may be any
-    sequence or 1-D array, ``batch_size``, ``grad_block``, the schedule's step counts,
-    ``threads``, and the counts of ``train_until``, ``train_steps`` and ``seed_dataset``) takes
-    any integer ``operator.index`` accepts (``int``, numpy integers) except a bool; a bool, a
-    float (even ``2.0``), a string or a numpy bool is refused, naming the parameter
-    (ConfigError, or InputError for a training call's count), never truncated or read as 1.
-    These stubs type such a count ``typing.SupportsIndex`` (a bool passes the type check, as
-    ``bool`` is an ``int``, and is refused when called).
-
-    Hyperparameters given as Python floats are rounded to binary32 (to nearest even), then
-    checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
-    ``eps`` finite, positive and normal as binary32 (so ``lr=1e40``, which rounds to inf, and
-    ``eps=1e-40``, a subnormal, are refused), ``beta1``, ``beta2`` and ``momentum`` in [0, 1),
-    ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd").
-
-    ``backend`` chooses the arithmetic that computes steps, evaluations and predictions (the
-    same bits either way; not part of the configuration, the state or a checkpoint, so a run
-    saved under one backend resumes under the other): "soft" is softf32 (integer operations),
-    "hw" the CPU's binary32 ``+ - * /`` and ``sqrt`` under a floating-point environment guard
-    (round to nearest, FTZ/DAZ off, restored after every call), verified once per process
-    against softf32 on a fixed set of hard cases. "hw" where it is unavailable (a target other
-    than x86_64/aarch64, or a self-check disagreement) is a ConfigError saying why; "auto" (the
-    default, None) takes "hw" where available, else "soft" (with a RuntimeWarning naming the
-    case when the self-check disagreed). ``trainer.backend`` is the one in use, and is settable.
-
-    ``threads`` is how many threads training, evaluation and prediction use (1 to 1024; None,
-    the default: the cores available to the process). Like the backend it is not part of the
-    configuration or the state: every value's operations and their order are the same on any
-    number of threads, so the bits are too. Work too small to gain from a thread stays on one.
-    ``trainer.threads`` is settable.
-
-    One trainer may be used from several Python threads. Reading it (``steps``, ``config``,
-    ``predict``, ``state_hash()``, ``to_bytes()``, ``save()``, ...) always works, also while
-    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s at
-    most) and sees the state between two steps. A call that changes the trainer (``fit``,
-    ``step``, ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or
-    ``threads``) while another thread is in such a call raises ``BusyError`` and changes
-    nothing; a run in progress is never disturbed, so its bits are an undisturbed run's.
-
-    ``pickle``, ``copy.copy`` and ``copy.deepcopy`` give an independent trainer with the same
-    state and configuration, bit for bit (pickling goes through ``to_bytes``/``from_bytes``). A
-    copy keeps the backend and threads; an unpickled trainer has the unpickling process's
-    defaults (``backend="auto"``, ``threads=None``), as they describe a machine, not the run.
-
-    >>> t = Trainer(layers=[4, 8, 3], batch_size=2, lr=0.01)
-    >>> t.config["math"], t.config["batch_size"], t.steps
-    ('ieee', 2, 0)
-    """
+@disjoint_base
+class _Trainer:
+    """The compiled trainer: ``nxrs.Trainer`` (``python/nxrs/_trainer.py``) subclasses it,
+    adding no slots, and documents the class; the methods below are its methods. The class
+    methods that build a trainer give an instance of the class they are called on."""
 
     def __new__(
         cls,
@@ -179,7 +116,7 @@ class Trainer:
         drop_last: bool | None = None,
         backend: Literal["auto", "hw", "soft"] | None = None,
         threads: SupportsIndex | None = None,
-    ) -> Trainer: ...
+    ) -> Self: ...
     @classmethod
     def seed_model(
         cls,
@@ -187,80 +124,8 @@ class Trainer:
         *,
         backend: Literal["auto", "hw", "soft"] | None = None,
         threads: SupportsIndex | None = None,
-    ) -> Trainer:
+    ) -> Self:
         """The seed program's model (``Trainer(seed=seed)``), on ``backend``."""
-    def fit(
-        self,
-        x: npt.ArrayLike,
-        y: npt.ArrayLike,
-        epochs: SupportsIndex,
-        *,
-        validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
-        checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
-        every: SupportsIndex | None = None,
-        every_seconds: float | None = None,
-        resume: bool = True,
-        progress: bool | None = None,
-        engine: Literal["local", "ray"] = "local",
-        workers: SupportsIndex | None = None,
-        ray_address: str | None = None,
-    ) -> History:
-        """Trains until ``epochs`` epochs are complete; returns the history of this call.
-
-        ``epochs`` is the final epoch count, as Keras reads ``epochs`` with ``initial_epoch``:
-        a trainer at step 70 of epoch 3 finishes epoch 3 first and stops after epoch ``epochs``.
-        It is a count of at least 1 (an int or numpy integer, not a bool or float; ConfigError
-        otherwise). When the trainer, or the run it resumes, already completed ``epochs``
-        epochs, nothing is trained and ``nxrs.NothingToTrainWarning`` says so. ``x``, ``y``
-        follow the input rules of ``train_until``; for ``loss="mse"`` ``y`` holds float
-        targets, shape (N, n_out) or (N,) when n_out is 1. ``validation_data=(x_val, y_val)`` is
-        evaluated after every epoch.
-
-        ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
-        the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs.rundir``)
-        or a ``CheckpointManager`` (its directory becomes the run directory). Checkpoints are
-        named by the global step and written crash-safely when the step count is a multiple of
-        ``every`` (if given), at the first step boundary ``every_seconds`` after the previous
-        save (if given), and at the end. Each records the data's fingerprint and nxrs's version
-        (``nxrs.open(p).metadata``). The directory is locked for the call: another process's
-        ``fit`` or ``nxrs train`` on it raises ``nxrs.rundir.RunLockedError``.
-
-        With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
-        MismatchError (nothing changed) when the directory holds a run of another configuration
-        or other data (manifest or checkpoint), a checkpoint not written by ``fit`` (no
-        fingerprint, or a v1 file), or a manifest that is not a valid one
-        (``nxrs.rundir.ManifestError``). With ``resume=False`` the run starts over from the trainer
-        as it is: the directory's checkpoints and manifest are first moved aside to
-        ``previous/<UTC time>/``.
-
-        In the main thread, with a checkpoint, SIGINT and SIGTERM are caught for the call (the
-        previous handlers restored after it): the step under way finishes (within about 0.1 s),
-        a checkpoint of it is saved, the stop is recorded in the manifest, and
-        ``nxrs.rundir.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
-        is reported with ``nxrs.rundir.SaveFailedWarning`` and retried at the next save point;
-        the final one (or a stop's) raises ``nxrs.rundir.CheckpointSaveError`` (an OSError). In
-        either case the previous checkpoint is intact.
-
-        The GIL is released while computing. Without a checkpoint (or outside the main thread)
-        Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
-        re-raises KeyboardInterrupt. ``progress``: a tqdm bar with epoch, loss and samples/s; by
-        default only when stderr is a terminal.
-
-        Every other setting is checked before anything is read or changed: ``every`` and
-        ``workers`` are counts of at least 1, ``every_seconds`` a positive number, ``every``
-        and ``every_seconds`` need a ``checkpoint``, ``engine`` is "local" or "ray", and
-        ``workers`` and ``ray_address`` need "ray" (ConfigError, a ValueError, otherwise).
-
-        ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
-        default one per CPU of the cluster; each reserves a CPU: a cluster this process started
-        with fewer CPUs is a ConfigError at once) with ``nxrs.distributed``
-        (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
-        number of workers. Ray is used as already initialised, else at ``ray_address`` (or
-        ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
-        restarted by Ray and its part of the step recomputed (logged as a warning by the
-        ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
-        ``engine="local"``.
-        """
     def step(self, x: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """One optimiser step on one sample; returns its loss (before the update).
 
@@ -321,7 +186,7 @@ class Trainer:
         *,
         backend: Literal["auto", "hw", "soft"] | None = None,
         threads: SupportsIndex | None = None,
-    ) -> Trainer:
+    ) -> Self:
         """A trainer rebuilt from a checkpoint, every checksum verified.
 
         A v2 file carries its configuration; a v1 file is read as the seed model with its step
@@ -343,9 +208,6 @@ class Trainer:
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]:
         """Copies of every tensor (W1 b1 W2 b2 ... then the optimiser's slots), weights
         shaped (out, in)."""
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]: ...
-    def __copy__(self) -> Trainer: ...
-    def __deepcopy__(self, memo: Any, /) -> Trainer: ...
     def to_bytes(self) -> bytes:
         """The whole state as the bytes of an NXCK v2 file, as ``save`` writes it (no
         metadata): for pickling and sending. ``Trainer.from_bytes`` reads them back."""
@@ -356,45 +218,21 @@ class Trainer:
         *,
         backend: Literal["auto", "hw", "soft"] | None = None,
         threads: SupportsIndex | None = None,
-    ) -> Trainer:
+    ) -> Self:
         """A trainer rebuilt from checkpoint bytes (v2, or v1 read as the seed model), every
         checksum verified, as ``load`` rebuilds it from a file (CheckpointError subclasses)."""
-    def _start_from(self, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]]) -> None: ...
     @classmethod
-    def from_weights(
-        cls, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]], **config: Any
-    ) -> Trainer:
-        """A trainer at the start of a run whose parameters are ``weights``, ``[(W1, b1), (W2,
-        b2), ...]`` (``Wl`` shaped (outputs, inputs) as ``torch.nn.Linear.weight``, ``bl``
-        (outputs,); the layer sizes come from the shapes; values under ``fit``'s input rules).
-        ``config``: the keywords of ``Trainer(layers=...)`` but ``layers``. The optimiser starts
-        fresh (zero moments, step 0). InputError for weights that make no model, ConfigError
-        for the configuration (``nxrs.interop.from_weights``)."""
-    def to_torch(self, *, softmax: bool = False) -> Any:
-        """The model as a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU`` (float32, CPU),
-        ending in ``Softmax(dim=-1)`` when ``softmax`` (cross-entropy models only, ConfigError
-        otherwise). Needs torch (``pip install 'nxrs[torch]'``; ImportError naming it)."""
-    @classmethod
-    def from_torch(cls, module: Any, **config: Any) -> Trainer:
-        """A trainer starting from a torch module's weights: a ``Linear`` with bias, or a
-        ``Sequential`` of them with ``ReLU`` between each two and optionally a final
-        ``Softmax(dim=-1)``; any other layer is a ConfigError naming it. ``config`` as for
-        ``from_weights``."""
-    def save_safetensors(self, path: str | os.PathLike[str], *, moments: bool = False) -> None:
-        """Writes the weights ``W1 b1 ... WL bL`` (float32, shaped as in a checkpoint) and, with
-        ``moments``, the optimiser's slots (``mW1 vW1 ...``) to ``path`` in the safetensors
-        format, crash-safely. Not a checkpoint: see ``nxrs.interop.save_safetensors`` for what
-        only NXCK keeps. Needs safetensors (``pip install 'nxrs[safetensors]'``)."""
-    @classmethod
-    def from_safetensors(cls, path: str | os.PathLike[str], **config: Any) -> Trainer:
-        """A trainer starting from the weights in a safetensors file written by
-        ``save_safetensors`` (optimiser slots there are not used). ``config`` as for
-        ``from_weights``."""
-    def to_onnx(self, path: str | os.PathLike[str], *, softmax: bool | None = None) -> None:
-        """Writes the model's inference as ONNX (opset 13: MatMul, Add, Relu, Softmax), checked
-        by ``onnx.checker``: input ``input`` (batch, inputs) float32, output ``probabilities``
-        (the default for cross-entropy), ``logits`` (``softmax=False``) or ``outputs`` (mse).
-        Needs onnx (``pip install 'nxrs[onnx]'``)."""
+    def _from_checkpoint(cls, checkpoint: _Checkpoint) -> Self:
+        """A trainer holding an open checkpoint's configuration and state (a copy); one
+        opened with ``verify=False`` has its checksums checked now (ChecksumError)."""
+    def _copy(self) -> Self:
+        """An independent trainer of this class with the same state, configuration, backend
+        and threads (``copy.copy``)."""
+    def _start_from(self, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]]) -> None:
+        """Restarts from the parameters ``weights``: a new run's state with them."""
+    def _claim(self, call: str) -> _Claim:
+        """Claims the trainer for ``call``, a method implemented in Python (``fit``), until
+        the context manager exits: BusyError while another thread changes the trainer."""
     def _dataset(self, x: npt.ArrayLike, y: npt.ArrayLike) -> Dataset: ...
     def _run(
         self,
@@ -403,7 +241,10 @@ class Trainer:
         max_steps: SupportsIndex | None = None,
         max_seconds: float | None = None,
         epoch_end: bool = False,
-    ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]: ...
+    ) -> RunChunk:
+        """Trains on ``dataset`` towards ``epochs`` complete epochs, returning after at most
+        ``max_steps`` steps, about ``max_seconds`` (the GIL released meanwhile) or, with
+        ``epoch_end``, an epoch's end: what it did."""
     def _batch_blocks(self, dataset: Dataset) -> list[list[int]]:
         """The current batch's gradient blocks: sample indices into ``dataset``, in order."""
     def _block_gradient(
@@ -417,9 +258,9 @@ class Trainer:
         self,
         dataset: Dataset,
         blocks: Sequence[tuple[Sequence[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]],
-    ) -> tuple[list[tuple[int, float, float | None, int, bool]], int, float | None]:
+    ) -> RunChunk:
         """The current batch's step from its blocks in ``_batch_blocks`` order, as ``_run``
-        takes it; returns what ``_run`` returns for one step."""
+        takes it: the ``RunChunk`` of that one step."""
     @property
     def epoch(self) -> int:
         """Completed epochs."""
@@ -468,24 +309,57 @@ class Dataset:
     def __len__(self) -> int: ...
 
 @final
-class Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
-    """An open, validated NXCK v2 checkpoint (from ``nxrs.open``).
+class _Claim:
+    """A claim on a trainer (``_Trainer._claim``), released on leaving its ``with`` block."""
 
-    A read-only mapping from tensor names, in file order, to their arrays: ``len(ck)``,
-    ``name in ck``, ``for name in ck``, ``keys()``, ``values()``, ``items()`` and ``get()``
-    behave as on any ``collections.abc.Mapping`` (``isinstance(ck, Mapping)`` holds).
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc: object) -> None: ...
 
-    ``ck[name]`` is a read-only float32 array viewing the memory-mapped file without copying;
-    each array keeps the mapping alive, so it stays valid after ``close()``. Saving over the file
-    does not change what open arrays show (saves replace the file, never rewrite it). A program
-    that rewrites the file *in place* (``shutil.copyfile``, ``cp``) does change them, and can get
-    the process killed by SIGBUS, as with numpy.memmap or safetensors: replace checkpoints by
-    writing a new file and renaming it over the old one.
+@final
+class EpochEnd:
+    """An epoch that ended in a call of the training loop."""
 
-    >>> with nxrs.open("run.nxck") as ck:  # doctest: +SKIP
-    ...     w1 = ck["W1"]
-    """
+    @property
+    def epoch(self) -> int:
+        """The epoch's index (0-based): ``epoch + 1`` epochs are complete after it."""
+    @property
+    def loss(self) -> float:
+        """The mean of its step losses (binary32, summed in order)."""
+    @property
+    def accuracy(self) -> float | None:
+        """Correct / samples seen (None for mse)."""
+    @property
+    def samples(self) -> int:
+        """The samples its steps saw."""
+    @property
+    def whole(self) -> bool:
+        """Whether the trainer ran every step of the epoch, from its first batch (not after a
+        resume inside it)."""
 
+@final
+class RunChunk:
+    """What one call of the training loop did (``_Trainer._run``, ``_apply_blocks``, the Ray
+    engine's ``run``): the epochs that ended, in order, the steps taken and the last step's
+    loss (None without a step)."""
+
+    def __new__(
+        cls, *, epochs: Sequence[EpochEnd], steps: int, last_loss: float | None
+    ) -> Self: ...
+    @property
+    def epochs(self) -> list[EpochEnd]: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def last_loss(self) -> float | None: ...
+
+@disjoint_base
+class _Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
+    """The compiled checkpoint: ``nxrs.Checkpoint`` (``python/nxrs/_checkpoint.py``, which
+    documents it) subclasses it, adding no slots, and adds ``to_trainer``. A read-only mapping
+    from tensor names, in file order, to read-only float32 arrays viewing the mapped file."""
+
+    def __new__(cls, path: StrOrBytesPath, *, verify: bool = True) -> Self:
+        """Opens and validates an NXCK v2 file (``nxrs.open``)."""
     @property
     def path(self) -> Path:
         """The file's path."""
@@ -526,23 +400,10 @@ class Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
         """Checks every tensor's CRC-32C (ChecksumError naming the first bad tensor)."""
     def verify_tensor(self, name: str) -> None:
         """Checks one tensor's CRC-32C."""
-    def to_trainer(self) -> Trainer:
-        """A Trainer with this checkpoint's configuration and state (copied).
-
-        Opened with ``verify=False``, the checksums are checked now (ChecksumError).
-        """
     def close(self) -> None:
         """Stops access through this object; arrays already taken stay valid."""
-    def __enter__(self) -> Checkpoint: ...
+    def __enter__(self) -> Self: ...
     def __exit__(self, *exc: object) -> None: ...
-
-def open(path: StrOrBytesPath, *, verify: bool = True) -> Checkpoint:
-    """Opens an NXCK v2 file: maps it, validates the header and (unless ``verify=False``) every
-    tensor's CRC-32C. Raises a CheckpointError subclass naming what is wrong and where.
-
-    The arrays view the mapping: do not rewrite the file in place while they are in use (see
-    ``Checkpoint``). Only regular files are opened (OSError otherwise, as for ``Trainer.load``).
-    """
 
 def permutation(
     seed: SupportsIndex, domain: str, index: SupportsIndex, n: SupportsIndex

@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._nxrs import ConfigError, InputError, Trainer
+from nxrs._nxrs import ConfigError, EpochEnd, InputError, RunChunk
+from nxrs._trainer import Trainer
 from nxrs.rundir import stderr_line
 
 try:
@@ -282,7 +283,7 @@ class RayEngine:
         self.workers = []
         self.data_refs = ()
 
-    def step(self, data: Dataset) -> tuple[list[Any], int, float | None]:
+    def step(self, data: Dataset) -> RunChunk:
         """One optimiser step, its blocks computed by the workers."""
         t = self.trainer
         blocks = t._batch_blocks(data)
@@ -327,23 +328,24 @@ class RayEngine:
         max_steps: int | None = None,
         max_seconds: float | None = None,
         epoch_end: bool = False,
-    ) -> tuple[list[Any], int, float | None]:
+    ) -> RunChunk:
         """Steps towards ``epochs`` complete epochs as ``Trainer._run`` does: at most
         ``max_steps`` steps, returning after about ``max_seconds``, or at an epoch's end with
         ``epoch_end``."""
         t = self.trainer
-        ended: list[Any] = []
+        ended: list[EpochEnd] = []
         steps = 0
         loss = None
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         if not self.workers and t.epoch < epochs:
             self.start()
         while t.epoch < epochs and (max_steps is None or steps < max_steps):
-            step_ended, _, loss = self.step(data)
-            steps += 1
-            ended.extend(step_ended)
-            if (epoch_end and step_ended) or (
+            step = self.step(data)
+            steps += step.steps
+            ended.extend(step.epochs)
+            loss = step.last_loss
+            if (epoch_end and step.epochs) or (
                 deadline is not None and time.monotonic() >= deadline
             ):
                 break
-        return ended, steps, loss
+        return RunChunk(epochs=ended, steps=steps, last_loss=loss)

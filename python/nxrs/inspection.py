@@ -8,7 +8,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from nxrs._nxrs import ChecksumError, Trainer, checkpoint_format, clip, open
+from nxrs._checkpoint import open
+from nxrs._nxrs import ChecksumError, checkpoint_format, clip
+from nxrs._trainer import Trainer
 
 #: The tensor table's columns, in ``describe_checkpoint``'s keys and in the printed table.
 _COLUMNS = ("name", "dtype", "shape", "offset", "nbytes", "crc32c", "checksum")

@@ -1,8 +1,8 @@
 """Models that leave nxrs, and come in: PyTorch modules, safetensors files, ONNX graphs.
 
 These are the ``Trainer`` methods ``to_torch``, ``save_safetensors``, ``to_onnx`` and the
-class methods ``from_weights``, ``from_torch``, ``from_safetensors`` (the extension attaches
-them, as it attaches ``fit``). torch, onnx and safetensors are optional: each is imported when a
+class methods ``from_weights``, ``from_torch``, ``from_safetensors`` (``nxrs.Trainer`` calls
+these functions). torch, onnx and safetensors are optional: each is imported when a
 method needs it, and its absence is an ImportError naming the extra that installs it
 (``pip install 'nxrs[torch]'``, ``'nxrs[onnx]'``, ``'nxrs[safetensors]'``).
 
@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._nxrs import CheckpointError, ConfigError, InputError, Trainer, __version__
+from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
+from nxrs._trainer import Trainer
 from nxrs.rundir import write_bytes_atomically
 
 __all__ = [

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nxrs._checks import count
-from nxrs._nxrs import CheckpointError, ConfigError, Trainer, sweep_temp_files
+from nxrs._nxrs import CheckpointError, ConfigError, sweep_temp_files
+from nxrs._trainer import Trainer
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
 

@@ -44,7 +44,7 @@ from nxrs._signals import stop_signals as stop_signals
 from nxrs.manager import list_checkpoints
 
 if TYPE_CHECKING:
-    from nxrs._nxrs import Trainer
+    from nxrs._trainer import Trainer
 
 __all__ = [
     "EVENTS_KEPT",
@@ -520,7 +520,7 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """What ``nxrs status`` reports: the manifest, every checkpoint file with the validity of
     the newest ones (read newest first until one validates), the lock, and ``ok`` (False when
     the newest checkpoint is damaged or the directory holds no run)."""
-    from nxrs._nxrs import Trainer
+    from nxrs._trainer import Trainer
 
     run = RunDirectory(directory)
     if not run.directory.is_dir():

@@ -66,7 +66,8 @@ from sklearn.utils.validation import (  # type: ignore[import-untyped,unused-ign
 
 from nxrs import _config
 from nxrs._checks import count, flag, optional_count
-from nxrs._nxrs import ConfigError, InputError, Trainer
+from nxrs._nxrs import ConfigError, InputError
+from nxrs._trainer import Trainer
 from nxrs.interop import weights
 
 __all__ = ["ExactMLPClassifier", "ExactMLPRegressor"]

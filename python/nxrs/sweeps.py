@@ -34,8 +34,9 @@ import numpy.typing as npt
 from nxrs._checks import count, save_points
 from nxrs._files import write_bytes_atomically, write_json_atomically
 from nxrs._fit import NothingToTrainWarning, fit
-from nxrs._nxrs import ConfigError, InputError, Trainer
+from nxrs._nxrs import ConfigError, InputError
 from nxrs._signals import StopFlag
+from nxrs._trainer import Trainer
 from nxrs.rundir import RunDirectory
 
 __all__ = ["SweepResults", "expand_grid", "sweep", "train_config"]

@@ -1,16 +1,17 @@
-//! `nxrs.open(path)`: a validated NXCK v2 file whose tensors come out as read-only numpy arrays
-//! that view the mapped file in place.
+//! `nxrs._nxrs._Checkpoint`: a validated NXCK v2 file whose tensors come out as read-only
+//! numpy arrays that view the mapped file in place (`nxrs.Checkpoint`, from `nxrs.open(path)`,
+//! subclasses it in `python/nxrs/_checkpoint.py`).
 
 use crate::errors::to_py;
 use crate::options::config_dict;
 use crate::paths::path_arg;
-use crate::trainer::PyTrainer;
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use nxrs_core::checkpoint::{check_model, trainer_from};
 use nxrs_core::config::TrainerConfig;
 use nxrs_core::nxck;
 use nxrs_core::nxck::v2::{Checkpoint, TensorInfo, Verify};
+use nxrs_core::Trainer;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyString};
@@ -31,7 +32,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A read-only mapping from tensor names (in file order) to those arrays: `len`, `in`,
 /// iteration, `keys()`, `values()`, `items()` and `get()` behave as on any
 /// `collections.abc.Mapping`, with which the class is registered.
-#[pyclass(module = "nxrs", name = "Checkpoint", frozen, mapping)]
+///
+/// `nxrs.Checkpoint` is a Python subclass adding no slots (it adds `to_trainer`, which builds
+/// an `nxrs.Trainer`); this class knows no trainer class.
+#[pyclass(module = "nxrs._nxrs", name = "_Checkpoint", frozen, mapping, subclass)]
 pub struct PyCheckpoint {
     inner: Checkpoint,
     /// The configuration the file records, validated on open.
@@ -43,6 +47,19 @@ pub struct PyCheckpoint {
 }
 
 impl PyCheckpoint {
+    /// A core trainer holding this checkpoint's configuration and state (a copy). Opened with
+    /// `verify=False`, the tensors' checksums are checked now (ChecksumError): a trainer never
+    /// starts from unverified bytes.
+    pub(crate) fn trainer(&self, py: Python<'_>) -> PyResult<Trainer> {
+        let ck = self.open_inner()?;
+        let check = if self.verified {
+            Verify::HeaderOnly
+        } else {
+            Verify::Full
+        };
+        py.detach(|| trainer_from(ck, check)).map_err(to_py)
+    }
+
     fn open_inner(&self) -> PyResult<&Checkpoint> {
         if self.closed.load(Ordering::Acquire) {
             return Err(PyValueError::new_err(format!(
@@ -88,37 +105,37 @@ pub fn register_mapping(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// Opens and validates an NXCK v2 file (see `Checkpoint`).
-#[pyfunction]
-#[pyo3(signature = (path, *, verify = true))]
-pub fn open(
-    py: Python<'_>,
-    #[pyo3(from_py_with = path_arg)] path: PathBuf,
-    verify: bool,
-) -> PyResult<PyCheckpoint> {
-    let mode = if verify {
-        Verify::Full
-    } else {
-        Verify::HeaderOnly
-    };
-    let (inner, config) = py
-        .detach(|| {
-            let ck = Checkpoint::open(&path, mode)?;
-            let config = check_model(&ck)?;
-            Ok((ck, config))
-        })
-        .map_err(to_py)?;
-    Ok(PyCheckpoint {
-        inner,
-        config,
-        path,
-        verified: verify,
-        closed: AtomicBool::new(false),
-    })
-}
-
 #[pymethods]
 impl PyCheckpoint {
+    /// Opens and validates an NXCK v2 file (see the class).
+    #[new]
+    #[pyo3(signature = (path, *, verify = true))]
+    fn new(
+        py: Python<'_>,
+        #[pyo3(from_py_with = path_arg)] path: PathBuf,
+        verify: bool,
+    ) -> PyResult<PyCheckpoint> {
+        let mode = if verify {
+            Verify::Full
+        } else {
+            Verify::HeaderOnly
+        };
+        let (inner, config) = py
+            .detach(|| {
+                let ck = Checkpoint::open(&path, mode)?;
+                let config = check_model(&ck)?;
+                Ok((ck, config))
+            })
+            .map_err(to_py)?;
+        Ok(PyCheckpoint {
+            inner,
+            config,
+            path,
+            verified: verify,
+            closed: AtomicBool::new(false),
+        })
+    }
+
     /// The file's path.
     #[getter]
     fn path(&self) -> PathBuf {
@@ -263,20 +280,6 @@ impl PyCheckpoint {
             return Err(PyKeyError::new_err(name.to_owned()));
         }
         py.detach(|| ck.verify_tensor(name)).map_err(to_py)
-    }
-
-    /// A Trainer holding this checkpoint's configuration and state (a copy). Opened with
-    /// `verify=False`, the tensors' checksums are checked now (ChecksumError): a trainer never
-    /// starts from unverified bytes.
-    fn to_trainer(&self, py: Python<'_>) -> PyResult<PyTrainer> {
-        let ck = self.open_inner()?;
-        let check = if self.verified {
-            Verify::HeaderOnly
-        } else {
-            Verify::Full
-        };
-        let trainer = py.detach(|| trainer_from(ck, check)).map_err(to_py)?;
-        PyTrainer::from_core(py, trainer, None, None)
     }
 
     /// Stops access through this object. Arrays already taken stay valid: they keep the mapping.

@@ -1,5 +1,6 @@
 //! Python bindings for nxrs-core: the `nxrs._nxrs` extension module. Translation only: every
-//! computation lives in nxrs-core.
+//! computation lives in nxrs-core, and every orchestration in the `nxrs` Python package, which
+//! builds on this module (this module imports nothing from it).
 
 mod checkpoint;
 mod errors;
@@ -16,7 +17,7 @@ mod _nxrs {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::checkpoint::{checkpoint_format, clip, open, sweep_temp_files, PyCheckpoint};
+    use crate::checkpoint::{checkpoint_format, clip, sweep_temp_files, PyCheckpoint};
     #[pymodule_export]
     use crate::errors::{
         BadMagicError, BusyError, CheckpointError, ChecksumError, ConfigError, HeaderError,
@@ -29,7 +30,9 @@ mod _nxrs {
         f32_binary, f32_compare, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,
     };
     #[pymodule_export]
-    use crate::trainer::{permutation, seed_dataset, PyDataset, PyTrainer};
+    use crate::trainer::{
+        permutation, seed_dataset, PyClaim, PyDataset, PyEpochEnd, PyRunChunk, PyTrainer,
+    };
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,0 +1,252 @@
+"""``nxrs.Trainer``: the Python class over the compiled trainer (``nxrs._nxrs._Trainer``).
+
+The compiled class computes (steps, inference, checkpoints, the state); this subclass adds what
+is orchestration, in Python: ``fit`` (the loop of ``nxrs._fit``), the conversions of
+``nxrs.interop``, pickling and copying. It adds no slots, so every compiled method is its own,
+called without a Python layer in between, and the compiled class methods that build a trainer
+(``load``, ``from_bytes``, ``seed_model``) give an ``nxrs.Trainer``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, final
+
+import numpy.typing as npt
+
+from nxrs._nxrs import _Trainer
+
+if TYPE_CHECKING:
+    from nxrs._fit import History
+    from nxrs.manager import CheckpointManager
+
+__all__ = ["Trainer"]
+
+
+@final
+class Trainer(_Trainer):
+    """Bit-reproducible MLP training on softf32 (``docs/TRAINING.md`` defines every bit).
+
+    Two families of configurations, every keyword defaulting to its family's value
+    (``nxrs.config_schema()`` lists every setting with both defaults; ``docs/TRAINING.md``
+    section 1):
+
+    - ``Trainer(layers=[n_in, ..., n_out], ...)``, the general trainer, with TRAINING.md's
+      defaults: cross-entropy, "ieee" math, He init, Adam, shuffled batches (AdamW decays the
+      weights by default, the others do not).
+    - ``Trainer()`` / ``Trainer(seed=1)`` / ``Trainer.seed_model()``: the seed program's model
+      (its layer sizes, math, init, seed, Adam, one sample per step, no shuffle); ``sizes=``
+      changes its layer sizes (``layers`` and ``sizes`` together is a ConfigError), other
+      keywords override its values. A keyword that is not a setting is a TypeError.
+
+    ``seed`` is any int in -2**63 ..= 2**63 - 1 (ConfigError outside). Layer sizes need at least
+    two entries, each in 1 ..= 2**24, with at most 2**28 parameters in all (ConfigError).
+
+    Every integer parameter (``seed``, the entries of ``layers`` and ``sizes``, which may be any
+    sequence or 1-D array, ``batch_size``, ``grad_block``, the schedule's step counts,
+    ``threads``, and the counts of ``train_until``, ``train_steps`` and ``seed_dataset``) takes
+    any integer ``operator.index`` accepts (``int``, numpy integers) except a bool; a bool, a
+    float (even ``2.0``), a string or a numpy bool is refused, naming the parameter
+    (ConfigError, or InputError for a training call's count), never truncated or read as 1.
+    These stubs type such a count ``typing.SupportsIndex`` (a bool passes the type check, as
+    ``bool`` is an ``int``, and is refused when called).
+
+    Hyperparameters given as Python floats are rounded to binary32 (to nearest even), then
+    checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
+    ``eps`` finite, positive and normal as binary32 (so ``lr=1e40``, which rounds to inf, and
+    ``eps=1e-40``, a subnormal, are refused), ``beta1``, ``beta2`` and ``momentum`` in [0, 1),
+    ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd").
+
+    ``backend`` chooses the arithmetic that computes steps, evaluations and predictions (the
+    same bits either way; not part of the configuration, the state or a checkpoint, so a run
+    saved under one backend resumes under the other): "soft" is softf32 (integer operations),
+    "hw" the CPU's binary32 ``+ - * /`` and ``sqrt`` under a floating-point environment guard
+    (round to nearest, FTZ/DAZ off, restored after every call), verified once per process
+    against softf32 on a fixed set of hard cases. "hw" where it is unavailable (a target other
+    than x86_64/aarch64, or a self-check disagreement) is a ConfigError saying why; "auto" (the
+    default, None) takes "hw" where available, else "soft" (with a RuntimeWarning naming the
+    case when the self-check disagreed). ``trainer.backend`` is the one in use, and is settable.
+
+    ``threads`` is how many threads training, evaluation and prediction use (1 to 1024; None,
+    the default: the cores available to the process). Like the backend it is not part of the
+    configuration or the state: every value's operations and their order are the same on any
+    number of threads, so the bits are too. Work too small to gain from a thread stays on one.
+    ``trainer.threads`` is settable.
+
+    One trainer may be used from several Python threads. Reading it (``steps``, ``config``,
+    ``predict``, ``state_hash()``, ``to_bytes()``, ``save()``, ...) always works, also while
+    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s at
+    most) and sees the state between two steps. A call that changes the trainer (``fit``,
+    ``step``, ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or
+    ``threads``) while another thread is in such a call raises ``BusyError`` and changes
+    nothing; a run in progress is never disturbed, so its bits are an undisturbed run's.
+
+    ``pickle``, ``copy.copy`` and ``copy.deepcopy`` give an independent trainer with the same
+    state and configuration, bit for bit (pickling goes through ``to_bytes``/``from_bytes``). A
+    copy keeps the backend and threads; an unpickled trainer has the unpickling process's
+    defaults (``backend="auto"``, ``threads=None``), as they describe a machine, not the run.
+
+    >>> t = Trainer(layers=[4, 8, 3], batch_size=2, lr=0.01)
+    >>> t.config["math"], t.config["batch_size"], t.steps
+    ('ieee', 2, 0)
+    """
+
+    # Pickles name the class as the previous releases did (``nxrs.Trainer.from_bytes``).
+    __module__ = "nxrs"
+    __slots__ = ()
+
+    def fit(
+        self,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        epochs: SupportsIndex,
+        *,
+        validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
+        every: SupportsIndex | None = None,
+        every_seconds: float | None = None,
+        resume: bool = True,
+        progress: bool | None = None,
+        engine: Literal["local", "ray"] = "local",
+        workers: SupportsIndex | None = None,
+        ray_address: str | None = None,
+    ) -> History:
+        """Trains until ``epochs`` epochs are complete; returns the history of this call.
+
+        ``epochs`` is the final epoch count, as Keras reads ``epochs`` with ``initial_epoch``:
+        a trainer at step 70 of epoch 3 finishes epoch 3 first and stops after epoch ``epochs``.
+        It is a count of at least 1 (an int or numpy integer, not a bool or float; ConfigError
+        otherwise). When the trainer, or the run it resumes, already completed ``epochs``
+        epochs, nothing is trained and ``nxrs.NothingToTrainWarning`` says so. ``x``, ``y``
+        follow the input rules of ``train_until``; for ``loss="mse"`` ``y`` holds float
+        targets, shape (N, n_out) or (N,) when n_out is 1. ``validation_data=(x_val, y_val)`` is
+        evaluated after every epoch.
+
+        ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
+        the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs.rundir``)
+        or a ``CheckpointManager`` (its directory becomes the run directory). Checkpoints are
+        named by the global step and written crash-safely when the step count is a multiple of
+        ``every`` (if given), at the first step boundary ``every_seconds`` after the previous
+        save (if given), and at the end. Each records the data's fingerprint and nxrs's version
+        (``nxrs.open(p).metadata``). The directory is locked for the call: another process's
+        ``fit`` or ``nxrs train`` on it raises ``nxrs.rundir.RunLockedError``.
+
+        With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
+        MismatchError (nothing changed) when the directory holds a run of another configuration
+        or other data (manifest or checkpoint), a checkpoint not written by ``fit`` (no
+        fingerprint, or a v1 file), or a manifest that is not a valid one
+        (``nxrs.rundir.ManifestError``). With ``resume=False`` the run starts over from the trainer
+        as it is: the directory's checkpoints and manifest are first moved aside to
+        ``previous/<UTC time>/``.
+
+        In the main thread, with a checkpoint, SIGINT and SIGTERM are caught for the call (the
+        previous handlers restored after it): the step under way finishes (within about 0.1 s),
+        a checkpoint of it is saved, the stop is recorded in the manifest, and
+        ``nxrs.rundir.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
+        is reported with ``nxrs.rundir.SaveFailedWarning`` and retried at the next save point;
+        the final one (or a stop's) raises ``nxrs.rundir.CheckpointSaveError`` (an OSError). In
+        either case the previous checkpoint is intact.
+
+        The GIL is released while computing. Without a checkpoint (or outside the main thread)
+        Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
+        re-raises KeyboardInterrupt. ``progress``: a tqdm bar with epoch, loss and samples/s; by
+        default only when stderr is a terminal.
+
+        Every other setting is checked before anything is read or changed: ``every`` and
+        ``workers`` are counts of at least 1, ``every_seconds`` a positive number, ``every``
+        and ``every_seconds`` need a ``checkpoint``, ``engine`` is "local" or "ray", and
+        ``workers`` and ``ray_address`` need "ray" (ConfigError, a ValueError, otherwise).
+
+        ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
+        default one per CPU of the cluster; each reserves a CPU: a cluster this process started
+        with fewer CPUs is a ConfigError at once) with ``nxrs.distributed``
+        (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
+        number of workers. Ray is used as already initialised, else at ``ray_address`` (or
+        ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
+        restarted by Ray and its part of the step recomputed (logged as a warning by the
+        ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
+        ``engine="local"``.
+        """
+        from nxrs._fit import fit
+
+        # The whole run is one claim: no other thread changes the trainer between its chunks
+        # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.
+        with self._claim("fit"):
+            return fit(
+                self, x, y, epochs, validation_data=validation_data, checkpoint=checkpoint,
+                every=every, every_seconds=every_seconds, resume=resume, progress=progress,
+                engine=engine, workers=workers, ray_address=ray_address,
+            )  # fmt: skip
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        """Pickling: ``Trainer.from_bytes(self.to_bytes())``, the state and configuration bit
+        for bit; the backend and threads are the unpickling process's defaults."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
+    def __copy__(self) -> Trainer:
+        """An independent trainer with the same state, configuration, backend and threads."""
+        return self._copy()
+
+    def __deepcopy__(self, memo: Any, /) -> Trainer:
+        """As ``__copy__``: a trainer shares nothing with its copy."""
+        return self._copy()
+
+    @classmethod
+    def from_weights(
+        cls, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]], **config: Any
+    ) -> Trainer:
+        """A trainer at the start of a run whose parameters are ``weights``, ``[(W1, b1), (W2,
+        b2), ...]`` (``Wl`` shaped (outputs, inputs) as ``torch.nn.Linear.weight``, ``bl``
+        (outputs,); the layer sizes come from the shapes; values under ``fit``'s input rules).
+        ``config``: the keywords of ``Trainer(layers=...)`` but ``layers``. The optimiser starts
+        fresh (zero moments, step 0). InputError for weights that make no model, ConfigError
+        for the configuration (``nxrs.interop.from_weights``)."""
+        from nxrs import interop
+
+        return interop.from_weights(weights, **config)
+
+    def to_torch(self, *, softmax: bool = False) -> Any:
+        """The model as a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU`` (float32, CPU),
+        ending in ``Softmax(dim=-1)`` when ``softmax`` (cross-entropy models only, ConfigError
+        otherwise). Needs torch (``pip install 'nxrs[torch]'``; ImportError naming it)."""
+        from nxrs import interop
+
+        return interop.to_torch(self, softmax=softmax)
+
+    @classmethod
+    def from_torch(cls, module: Any, **config: Any) -> Trainer:
+        """A trainer starting from a torch module's weights: a ``Linear`` with bias, or a
+        ``Sequential`` of them with ``ReLU`` between each two and optionally a final
+        ``Softmax(dim=-1)``; any other layer is a ConfigError naming it. ``config`` as for
+        ``from_weights``."""
+        from nxrs import interop
+
+        return interop.from_torch(module, **config)
+
+    def save_safetensors(self, path: str | os.PathLike[str], *, moments: bool = False) -> None:
+        """Writes the weights ``W1 b1 ... WL bL`` (float32, shaped as in a checkpoint) and, with
+        ``moments``, the optimiser's slots (``mW1 vW1 ...``) to ``path`` in the safetensors
+        format, crash-safely. Not a checkpoint: see ``nxrs.interop.save_safetensors`` for what
+        only NXCK keeps. Needs safetensors (``pip install 'nxrs[safetensors]'``)."""
+        from nxrs import interop
+
+        interop.save_safetensors(self, path, moments=moments)
+
+    @classmethod
+    def from_safetensors(cls, path: str | os.PathLike[str], **config: Any) -> Trainer:
+        """A trainer starting from the weights in a safetensors file written by
+        ``save_safetensors`` (optimiser slots there are not used). ``config`` as for
+        ``from_weights``."""
+        from nxrs import interop
+
+        return interop.from_safetensors(path, **config)
+
+    def to_onnx(self, path: str | os.PathLike[str], *, softmax: bool | None = None) -> None:
+        """Writes the model's inference as ONNX (opset 13: MatMul, Add, Relu, Softmax), checked
+        by ``onnx.checker``: input ``input`` (batch, inputs) float32, output ``probabilities``
+        (the default for cross-entropy), ``logits`` (``softmax=False``) or ``outputs`` (mse).
+        Needs onnx (``pip install 'nxrs[onnx]'``)."""
+        from nxrs import interop
+
+        interop.to_onnx(self, path, softmax=softmax)

@@ -1,0 +1,179 @@
+//! Data for a trainer: `(x, y)` converted and checked once (`nxrs.Dataset`), one sample, the
+//! features of inference, and the seed's data set and permutations.
+
+use super::{floats, PyTrainer};
+use crate::errors::{to_py, InputError};
+use crate::inputs::{self, count, AnyInt};
+use numpy::{PyArray1, PyArrayMethods};
+use nxrs_core::dataset::Dataset;
+use nxrs_core::loss::Loss;
+use nxrs_core::F32;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// Training data converted and checked once for a trainer (`Trainer._dataset`).
+#[pyclass(module = "nxrs", name = "Dataset", frozen)]
+pub struct PyDataset {
+    pub(super) inner: Dataset,
+}
+
+#[pymethods]
+impl PyDataset {
+    /// The data's FNV-1a fingerprint as 16 lowercase hex digits (features' bits, labels or
+    /// targets, shapes).
+    #[getter]
+    fn fingerprint(&self) -> String {
+        format!("{:016x}", self.inner.fingerprint())
+    }
+
+    /// Number of features per sample.
+    #[getter]
+    fn features(&self) -> usize {
+        self.inner.features()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Dataset(samples={}, features={}, fingerprint={:016x})",
+            self.inner.len(),
+            self.inner.features(),
+            self.inner.fingerprint()
+        )
+    }
+}
+
+/// What an `(x, y)` holds.
+#[derive(Clone, Copy)]
+pub(super) enum Rows {
+    /// One sample: 1-D features; a label, or its targets (0-D for one output, else 1-D).
+    One = 0,
+    /// Samples: 2-D features; 1-D labels, or 2-D targets (1-D for one output).
+    Many = 1,
+}
+
+impl PyTrainer {
+    /// The model's loss and its numbers of inputs and outputs (fixed for a trainer's lifetime).
+    pub(super) fn shape(&self, py: Python<'_>) -> (Loss, usize, usize) {
+        self.read(py, |t| {
+            (t.config().loss, t.mlp().inputs(), t.mlp().outputs())
+        })
+    }
+
+    /// `(x, y)` as a data set for this model, every input rule checked.
+    pub(super) fn dataset(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+        rows: Rows,
+    ) -> PyResult<Dataset> {
+        let rank = rows as usize;
+        let (cells, shape) = inputs::features(x, rank + 1)?;
+        let features = shape[rank];
+        let (loss, _, outputs) = self.shape(py);
+        let data = match loss {
+            Loss::CrossEntropy => {
+                let labels = inputs::labels(y, rank)?;
+                Dataset::new(features, outputs, cells, &labels)
+            }
+            Loss::Mse => {
+                let ndims = [rank, rank + 1];
+                let ndims: &[usize] = if outputs == 1 { &ndims } else { &ndims[1..] };
+                let (values, tshape) = inputs::targets(y, ndims)?;
+                // One value per sample when the targets lack the outputs' dimension.
+                let width = tshape.get(rank).copied().unwrap_or(1);
+                Dataset::regression(features, cells, width, values)
+            }
+        }
+        .map_err(to_py)?;
+        self.read(py, |t| t.check_data(&data)).map_err(to_py)?;
+        Ok(data)
+    }
+
+    /// Features for inference: 2-D, the model's feature count, finite, not empty.
+    pub(super) fn features(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+    ) -> PyResult<(Vec<F32>, usize)> {
+        let (cells, shape) = inputs::features(x, 2)?;
+        let n = shape[0];
+        let (_, inputs, _) = self.shape(py);
+        // The dataset's checks (size, finiteness), with placeholder labels.
+        let data = Dataset::new(shape[1], 1, cells, &vec![0u8; n]).map_err(to_py)?;
+        if data.features() != inputs {
+            return Err(InputError::new_err(format!(
+                "samples have {} features, the model takes {inputs}",
+                data.features(),
+            )));
+        }
+        Ok((data.inputs().to_vec(), n))
+    }
+}
+
+/// Features (samples, features) and labels (samples,), as numpy arrays.
+type Samples<'py> = (Bound<'py, numpy::PyArray2<f32>>, Bound<'py, PyArray1<i64>>);
+
+/// The seed's synthetic dataset.
+#[pyfunction]
+#[pyo3(
+    signature = (samples = AnyInt::new(8), features = AnyInt::new(6), classes = AnyInt::new(4)),
+    text_signature = "(samples=8, features=6, classes=4)"
+)]
+pub fn seed_dataset(
+    py: Python<'_>,
+    samples: AnyInt,
+    features: AnyInt,
+    classes: AnyInt,
+) -> PyResult<Samples<'_>> {
+    let int = |n: AnyInt, name| n.to_i64(name, InputError::new_err);
+    let data = Dataset::try_seed(
+        int(samples, "samples")?,
+        int(features, "features")?,
+        int(classes, "classes")?,
+    )
+    .map_err(to_py)?;
+    let x = floats(data.inputs());
+    let y: Vec<i64> = match data.targets() {
+        nxrs_core::dataset::Targets::Labels { labels, .. } => {
+            labels.iter().map(|&l| l as i64).collect()
+        }
+        nxrs_core::dataset::Targets::Values { .. } => unreachable!("the seed's data has labels"),
+    };
+    let x = PyArray1::from_vec(py, x).reshape([data.len(), data.features()])?;
+    Ok((x, PyArray1::from_vec(py, y)))
+}
+
+/// The permutation of `n` items drawn from the stream `(seed, domain, index)`
+/// (`docs/TRAINING.md`, section 9); `domain` is "init", "shuffle" or "split".
+#[pyfunction]
+pub fn permutation(seed: AnyInt, domain: &str, index: AnyInt, n: AnyInt) -> PyResult<Vec<usize>> {
+    use nxrs_core::rng::{Domain, Stream};
+    let seed = seed.to_i64("seed", InputError::new_err)?;
+    let index = count(&index, "index", 0, InputError::new_err)? as u64;
+    let n = count(&n, "n", 0, InputError::new_err)?;
+    let domain = match domain {
+        "init" => Domain::Init,
+        "shuffle" => Domain::Shuffle,
+        "split" => Domain::Split,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "domain {other:?} is not known (known: 'init', 'shuffle', 'split')"
+            )))
+        }
+    };
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= nxrs_core::dataset::MAX_CELLS)
+        .ok_or_else(|| {
+            InputError::new_err(format!(
+                "n = {n} is more than {} items",
+                nxrs_core::dataset::MAX_CELLS
+            ))
+        })?;
+    Ok(Stream::new(seed, domain, index).permutation(n))
+}

@@ -1,0 +1,61 @@
+//! Inference and evaluation: the model's outputs, its predictions, its loss on data. Each
+//! reads the trainer (with the GIL released) and changes nothing.
+
+use super::datasets::Rows;
+use super::{accuracy, float_of, floats, PyTrainer};
+use crate::errors::to_py;
+use numpy::{PyArray1, PyArray2, PyArrayMethods};
+use nxrs_core::loss::{argmax, Loss};
+use pyo3::prelude::*;
+
+impl PyTrainer {
+    /// `predict_proba`: probabilities (cross-entropy) or values (mse), float32 (N, n_out).
+    pub(super) fn outputs<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let (cells, n) = self.features(py, x)?;
+        let (_, _, outputs) = self.shape(py);
+        let out = self.compute(py, |t| t.predict(&cells)).map_err(to_py)?;
+        PyArray1::from_vec(py, floats(&out)).reshape([n, outputs])
+    }
+
+    /// `predict`: class indices (int64, (N,)) for cross-entropy; the outputs for mse.
+    pub(super) fn predictions<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cells, n) = self.features(py, x)?;
+        let (loss, _, outputs) = self.shape(py);
+        let (out, math) = self
+            .compute(py, |t| t.predict(&cells).map(|out| (out, t.config().math)))
+            .map_err(to_py)?;
+        match loss {
+            Loss::CrossEntropy => {
+                let labels: Vec<i64> = out
+                    .chunks(outputs)
+                    .map(|p| argmax(math, p) as i64)
+                    .collect();
+                Ok(PyArray1::from_vec(py, labels).into_any())
+            }
+            Loss::Mse => Ok(PyArray1::from_vec(py, floats(&out))
+                .reshape([n, outputs])?
+                .into_any()),
+        }
+    }
+
+    /// `evaluate`: `(loss, accuracy)` on `(x, y)`; accuracy None for mse.
+    pub(super) fn loss_on(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<(f64, Option<f64>)> {
+        let data = self.dataset(py, x, y, Rows::Many)?;
+        let e = self.compute(py, |t| t.evaluate(&data)).map_err(to_py)?;
+        let accuracy = e.correct.map(|c| accuracy(c, e.samples));
+        Ok((float_of(e.loss), accuracy))
+    }
+}

@@ -1,0 +1,121 @@
+//! Data-parallel primitives (`nxrs.distributed`): the current batch's gradient blocks, one
+//! block's sums, a worker following its driver's parameters, and the step taken from blocks.
+
+use super::training::PyRunChunk;
+use super::{floats, PyTrainer};
+use crate::errors::{to_py, InputError};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn};
+use nxrs_core::dataset::Dataset;
+use nxrs_core::mlp::Layer;
+use nxrs_core::trainer::BlockGradient;
+use nxrs_core::F32;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+/// A gradient block as Python passes it back: the sums (W1, b1, ...), each sample's loss, and
+/// the samples classified correctly.
+pub(super) type BlockArrays<'py> = (
+    Vec<PyReadonlyArrayDyn<'py, f32>>,
+    PyReadonlyArray1<'py, f32>,
+    usize,
+);
+
+impl PyTrainer {
+    /// `_batch_blocks`: each gradient block's sample indices into `data`, in order.
+    pub(super) fn batch_blocks(&self, py: Python<'_>, data: &Dataset) -> PyResult<Vec<Vec<usize>>> {
+        self.read(py, |t| t.batch_blocks(data)).map_err(to_py)
+    }
+
+    /// `_block_gradient`: one block at the current parameters, the GIL released.
+    pub(super) fn block_gradient<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Dataset,
+        samples: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let (block, shapes) = self
+            .compute(py, |t| {
+                let shapes: Vec<(usize, usize)> = (0..t.mlp().layers())
+                    .map(|l| t.mlp().weight_shape(l))
+                    .collect();
+                t.block_gradient(data, &samples)
+                    .map(|block| (block, shapes))
+            })
+            .map_err(to_py)?;
+        let sums = PyList::empty(py);
+        for (layer, &(outputs, inputs)) in block.grads.iter().zip(&shapes) {
+            sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape([outputs, inputs])?)?;
+            sums.append(PyArray1::from_vec(py, floats(&layer.b)))?;
+        }
+        let losses = PyArray1::from_vec(py, floats(&block.losses));
+        (sums, losses, block.correct).into_pyobject(py)
+    }
+
+    /// `_set_params`: the weights and biases replaced bit for bit, nothing else.
+    pub(super) fn replace_params(
+        &self,
+        py: Python<'_>,
+        arrays: Vec<PyReadonlyArrayDyn<'_, f32>>,
+    ) -> PyResult<()> {
+        let claim = self.claim("_set_params")?;
+        let layers = self.read(py, |t| t.mlp().layers());
+        let params = layers_of(&arrays, layers, "the parameters")?;
+        self.compute_mut(py, &claim, |t| t.set_params(params))
+            .map_err(to_py)
+    }
+
+    /// `_apply_blocks`: the current batch's step from its blocks, as `_run` takes it.
+    pub(super) fn apply_blocks(
+        &self,
+        py: Python<'_>,
+        data: &Dataset,
+        blocks: Vec<BlockArrays<'_>>,
+    ) -> PyResult<PyRunChunk> {
+        let claim = self.claim("_apply_blocks")?;
+        let layers = self.read(py, |t| t.mlp().layers());
+        let blocks = blocks
+            .iter()
+            .map(|(sums, losses, correct)| {
+                Ok(BlockGradient {
+                    grads: layers_of(sums, layers, "a gradient block")?,
+                    losses: bits_of(losses.as_array().iter()),
+                    correct: *correct,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let (step, end) = self
+            .compute_mut(py, &claim, |t| t.apply_blocks(data, &blocks))
+            .map_err(to_py)?;
+        let ended: Vec<_> = end.into_iter().collect();
+        PyRunChunk::of(py, &ended, 1, Some(step.loss))
+    }
+}
+
+/// Arrays in tensor order (W1, b1, W2, b2, ...) as the layers of a model of `layers` layers,
+/// bit for bit; `what` names them in the error when the count is wrong (shapes are checked by
+/// the core, which knows the model).
+fn layers_of(
+    arrays: &[PyReadonlyArrayDyn<'_, f32>],
+    layers: usize,
+    what: &str,
+) -> PyResult<Vec<Layer>> {
+    if arrays.len() != 2 * layers {
+        return Err(InputError::new_err(format!(
+            "{what} of this model is {} arrays (W1, b1, ...), not {}",
+            2 * layers,
+            arrays.len()
+        )));
+    }
+    Ok(arrays
+        .chunks(2)
+        .map(|pair| Layer {
+            w: bits_of(pair[0].as_array().iter()),
+            b: bits_of(pair[1].as_array().iter()),
+        })
+        .collect())
+}
+
+/// float32 values' bit patterns as cells (no arithmetic: NaN payloads and signed zeros kept).
+fn bits_of<'a>(values: impl Iterator<Item = &'a f32>) -> Vec<F32> {
+    values.map(|x| F32::from_bits(x.to_bits())).collect()
+}
