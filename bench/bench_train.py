@@ -29,7 +29,7 @@ Contenders, the same for every workload:
 
 All four train the same initial weights on the same batches (TRAINING.md's shuffle, drawn by
 the reference's ``epoch_order``). (a) also keeps its older rows: the full gate
-(``nxrs.gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step`` calls and
+(``nxrs._gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step`` calls and
 the seed's own numpy reference ``tests/reference/seed_ref.py``.
 
 nxrs and the numpy references must agree bit for bit (full-state hash; exit status 1 otherwise);
@@ -65,7 +65,7 @@ from _machine import print_machine  # noqa: E402
 from reference import general_ref, seed_ref  # noqa: E402
 
 import nxrs  # noqa: E402
-from nxrs.gate import run_gate  # noqa: E402
+from nxrs._gate import run_gate  # noqa: E402
 
 F32Array = npt.NDArray[np.float32]
 I64Array = npt.NDArray[np.int64]

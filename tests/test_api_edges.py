@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 import nxrs
+from nxrs._rundir import MANIFEST_NAME, RunDirectory, run_status
 from nxrs.cli.status import format_status
-from nxrs.rundir import MANIFEST_NAME, RunDirectory, run_status
 
 RNG = np.random.default_rng(18)
 X = RNG.standard_normal((60, 4)).astype(np.float32)
@@ -149,7 +149,7 @@ def test_grid_search_over_numpy_arrays() -> None:
 
 
 def test_sweep_epochs_may_be_numpy_integers() -> None:
-    from nxrs.sweeps import _plans
+    from nxrs._sweeps import _plans
 
     plans = _plans([{"layers": [4, 3], "epochs": np.int64(2)}, {"layers": [4, 3]}], 1)
     assert [epochs for _, epochs, _ in plans] == [2, 1]
@@ -467,7 +467,7 @@ def test_the_event_history_is_bounded(tmp_path: Path) -> None:
 def test_ray_workers_beyond_a_fixed_cluster_are_refused_at_once(
     ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nxrs import distributed
+    from nxrs import _distributed as distributed
 
     # Before the fix the start waited START_TIMEOUT (600 s) and timed out: keep a failure short.
     monkeypatch.setattr(distributed, "START_TIMEOUT", 5.0)
@@ -483,7 +483,7 @@ def test_ray_workers_beyond_a_fixed_cluster_are_refused_at_once(
 def test_ray_workers_on_a_cluster_that_may_grow_are_waited_for_aloud(
     ray_cluster: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from nxrs import distributed
+    from nxrs import _distributed as distributed
 
     monkeypatch.setattr(distributed, "can_grow", lambda: True)
     monkeypatch.setattr(distributed, "WAIT_REPORT_SECONDS", 0.5)

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs.rundir import MANIFEST_NAME, RunDirectory
+from nxrs._rundir import MANIFEST_NAME, RunDirectory
 
 KILLS = int(os.environ.get("NXRS_CHAOS_KILLS", "30"))
 #: Layers, batch size, epochs and checkpoint interval of the run the harnesses interrupt:
@@ -347,7 +347,7 @@ import json, sys
 import numpy as np
 import nxrs
 from nxrs._fit import fit  # Trainer.fit, with what it says on a resume printed (_say)
-from nxrs.rundir import RunStopped
+from nxrs._rundir import RunStopped
 
 d = np.load(sys.argv[1])
 t = nxrs.Trainer(layers=[16, 32, 4], batch_size=8, lr=0.01, seed=5)

@@ -8,16 +8,16 @@ from types import ModuleType
 import pytest
 
 import nxrs
+import nxrs._manager
+import nxrs._sweeps
 import nxrs.cli._common
 import nxrs.cli.sweep
-import nxrs.manager
 import nxrs.softf32
-import nxrs.sweeps
 
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs.manager, nxrs.sweeps, nxrs.cli._common, nxrs.cli.sweep],
+    [nxrs, nxrs.softf32, nxrs._manager, nxrs._sweeps, nxrs.cli._common, nxrs.cli.sweep],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

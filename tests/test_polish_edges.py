@@ -19,7 +19,7 @@ import pytest
 from sweep_support import killing_first_checkpointed
 
 import nxrs
-from nxrs.sweeps import expand_grid
+from nxrs._sweeps import expand_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def sweep_cli(
 
 def test_json_text_is_strict() -> None:
     """The one serialiser: non-finite floats at any depth become null."""
-    from nxrs.rundir import json_text
+    from nxrs._rundir import json_text
 
     document = {"a": [math.nan, math.inf, 1.5], "b": {"c": (-math.inf,)}, "d": "NaN"}
     assert json_text(document) == '{"a": [null, null, 1.5], "b": {"c": [null]}, "d": "NaN"}'

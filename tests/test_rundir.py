@@ -15,8 +15,7 @@ from test_fit import X, Y, small
 
 import nxrs
 from nxrs import _fit
-from nxrs.cli import main
-from nxrs.rundir import (
+from nxrs._rundir import (
     MANIFEST_NAME,
     CheckpointSaveError,
     RunDirectory,
@@ -25,6 +24,7 @@ from nxrs.rundir import (
     SaveFailedWarning,
     run_status,
 )
+from nxrs.cli import main
 
 
 def manifest(directory: Path) -> dict[str, Any]:

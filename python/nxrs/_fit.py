@@ -24,10 +24,9 @@ import numpy.typing as npt
 from nxrs._checkpoint import open as open_checkpoint
 from nxrs._checks import count, flag, optional_count, save_points
 from nxrs._config import config_diff
+from nxrs._manager import CheckpointManager
 from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
-from nxrs._signals import StopFlag, stop_signals
-from nxrs.manager import CheckpointManager
-from nxrs.rundir import (
+from nxrs._rundir import (
     CheckpointSaveError,
     RunDirectory,
     RunManifest,
@@ -35,6 +34,7 @@ from nxrs.rundir import (
     event,
     warn_save_failed,
 )
+from nxrs._signals import StopFlag, stop_signals
 
 if TYPE_CHECKING:
     from nxrs._nxrs import Dataset, RunChunk
@@ -137,7 +137,7 @@ def fit(
         None if _source is None else dict(_source),
     )  # fmt: skip
     if engine == "ray":
-        from nxrs.distributed import RayEngine
+        from nxrs._distributed import RayEngine
 
         # Its workers start at its first step, once the run directory is taken and resumed;
         # the cluster's room for them is checked now, before anything changes.

@@ -19,7 +19,7 @@ from nxrs._nxrs import _Trainer
 
 if TYPE_CHECKING:
     from nxrs._fit import History
-    from nxrs.manager import CheckpointManager
+    from nxrs._manager import CheckpointManager
 
 __all__ = ["Trainer"]
 
@@ -124,28 +124,28 @@ class Trainer(_Trainer):
         evaluated after every epoch.
 
         ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
-        the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs.rundir``)
+        the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs._rundir``)
         or a ``CheckpointManager`` (its directory becomes the run directory). Checkpoints are
         named by the global step and written crash-safely when the step count is a multiple of
         ``every`` (if given), at the first step boundary ``every_seconds`` after the previous
         save (if given), and at the end. Each records the data's fingerprint and nxrs's version
         (``nxrs.open(p).metadata``). The directory is locked for the call: another process's
-        ``fit`` or ``nxrs train`` on it raises ``nxrs.rundir.RunLockedError``.
+        ``fit`` or ``nxrs train`` on it raises ``nxrs._rundir.RunLockedError``.
 
         With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
         MismatchError (nothing changed) when the directory holds a run of another configuration
         or other data (manifest or checkpoint), a checkpoint not written by ``fit`` (no
         fingerprint, or a v1 file), or a manifest that is not a valid one
-        (``nxrs.rundir.ManifestError``). With ``resume=False`` the run starts over from the trainer
+        (``nxrs._rundir.ManifestError``). With ``resume=False`` the run starts over from the trainer
         as it is: the directory's checkpoints and manifest are first moved aside to
         ``previous/<UTC time>/``.
 
         In the main thread, with a checkpoint, SIGINT and SIGTERM are caught for the call (the
         previous handlers restored after it): the step under way finishes (within about 0.1 s),
         a checkpoint of it is saved, the stop is recorded in the manifest, and
-        ``nxrs.rundir.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
-        is reported with ``nxrs.rundir.SaveFailedWarning`` and retried at the next save point;
-        the final one (or a stop's) raises ``nxrs.rundir.CheckpointSaveError`` (an OSError). In
+        ``nxrs._rundir.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
+        is reported with ``nxrs._rundir.SaveFailedWarning`` and retried at the next save point;
+        the final one (or a stop's) raises ``nxrs._rundir.CheckpointSaveError`` (an OSError). In
         either case the previous checkpoint is intact.
 
         The GIL is released while computing. Without a checkpoint (or outside the main thread)
@@ -160,12 +160,12 @@ class Trainer(_Trainer):
 
         ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
         default one per CPU of the cluster; each reserves a CPU: a cluster this process started
-        with fewer CPUs is a ConfigError at once) with ``nxrs.distributed``
+        with fewer CPUs is a ConfigError at once) with ``nxrs._distributed``
         (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
         number of workers. Ray is used as already initialised, else at ``ray_address`` (or
         ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
         restarted by Ray and its part of the step recomputed (logged as a warning by the
-        ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
+        ``nxrs._distributed`` logger); checkpoints, resume and stopping work as with
         ``engine="local"``.
         """
         from nxrs._fit import fit

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import nxrs
+from nxrs._rundir import SaveFailedWarning
 from nxrs.cli import gate, inspect, status, sweep, train
 from nxrs.cli._common import (
     EXIT_DIVERGED,
@@ -42,7 +43,6 @@ from nxrs.cli._common import (
     EXIT_USAGE,
     add_command,
 )
-from nxrs.rundir import SaveFailedWarning
 
 __all__ = [
     "EXIT_DIVERGED",

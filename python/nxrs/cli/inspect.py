@@ -1,4 +1,4 @@
-"""``nxrs inspect FILE``: what a checkpoint holds (``nxrs.inspection``), and with ``--verify``
+"""``nxrs inspect FILE``: what a checkpoint holds (``nxrs._inspection``), and with ``--verify``
 whether every tensor is intact."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 
 import nxrs
 from nxrs._files import json_text
+from nxrs._inspection import describe_checkpoint, inspect_checkpoint
 from nxrs.cli._common import nonempty_path
-from nxrs.inspection import describe_checkpoint, inspect_checkpoint
 
 HELP = "print a checkpoint's format, configuration, scalars and tensor table"
 DESCRIPTION = (

@@ -1,5 +1,5 @@
 """``nxrs status DIR``: a run directory's manifest, progress, checkpoints and history
-(``nxrs.rundir.run_status``), in human terms or as JSON."""
+(``nxrs._rundir.run_status``), in human terms or as JSON."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import nxrs
 from nxrs._files import json_text
+from nxrs._rundir import MANIFEST_NAME, run_status
 from nxrs.cli._common import nonempty_path
-from nxrs.rundir import MANIFEST_NAME, run_status
 
 HELP = "print a run directory's configuration, progress, checkpoints and history"
 DESCRIPTION = (

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from nxrs._checks import count
 from nxrs._files import json_text
 from nxrs._nxrs import ConfigError, InputError
+from nxrs._sweeps import expand_grid, log, record_summary, sweep
 from nxrs.cli import _common
 from nxrs.cli._common import (
     EXIT_DIVERGED,
@@ -24,7 +25,6 @@ from nxrs.cli._common import (
     nonnegative_int,
 )
 from nxrs.data import load, split
-from nxrs.sweeps import expand_grid, log, record_summary, sweep
 
 
 def _scalar(text: str) -> Any:
@@ -164,7 +164,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 config["loss"] = "mse"
             configs.append(config)
         # Ray, or an ImportError saying how to install it.
-        from nxrs.distributed import ray
+        from nxrs._distributed import ray
 
         # Ray's driver prints its notes ("(raylet) A worker died ...") and its workers' output
         # on sys.stdout, from its own threads, at any time while it is connected: stdout is for

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import nxrs
 from nxrs._files import finite_or_null, json_text
 from nxrs._fit import fit
+from nxrs._rundir import CheckpointSaveError, RunLockedError, RunStopped
 from nxrs._signals import StopFlag, stop_signals
 from nxrs.cli._common import (
     EXIT_DIVERGED,
@@ -34,7 +35,6 @@ from nxrs.cli._common import (
     positive_int,
 )
 from nxrs.data import load, split
-from nxrs.rundir import CheckpointSaveError, RunLockedError, RunStopped
 
 HELP = "train an MLP exactly (default: a quick run on scikit-learn's digits)"
 DESCRIPTION = (
@@ -181,7 +181,7 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None
-    (``nxrs.rundir.finite_or_null``), and ``diverged``: whether there were any (a run's losses
+    (``nxrs._rundir.finite_or_null``), and ``diverged``: whether there were any (a run's losses
     are finite unless it diverged)."""
     strict: dict[str, Any] = finite_or_null(dict(record))
     strict["diverged"] = any(isinstance(v, float) and strict[k] is None for k, v in record.items())

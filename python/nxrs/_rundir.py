@@ -38,10 +38,10 @@ from nxrs._files import fsync_path, temporary_prefix
 from nxrs._files import json_text as json_text
 from nxrs._files import write_bytes_atomically as write_bytes_atomically
 from nxrs._files import write_json_atomically as write_json_atomically
+from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
-from nxrs.manager import list_checkpoints
 
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer

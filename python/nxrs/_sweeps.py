@@ -35,9 +35,9 @@ from nxrs._checks import count, save_points
 from nxrs._files import write_bytes_atomically, write_json_atomically
 from nxrs._fit import NothingToTrainWarning, fit
 from nxrs._nxrs import ConfigError, InputError
+from nxrs._rundir import RunDirectory
 from nxrs._signals import StopFlag
 from nxrs._trainer import Trainer
-from nxrs.rundir import RunDirectory
 
 __all__ = ["SweepResults", "expand_grid", "sweep", "train_config"]
 
@@ -145,7 +145,7 @@ def sweep(
     sweep``'s), checked instead, so a sample index in an error is the file's row, as ``nxrs
     train`` reports it.
     """
-    from nxrs import distributed
+    from nxrs import _distributed as distributed
 
     epochs = count("epochs", epochs, minimum=1)
     max_retries = count("max_retries", max_retries, minimum=0)

@@ -45,8 +45,8 @@ import numpy as np
 import numpy.typing as npt
 
 from nxrs._nxrs import ConfigError, EpochEnd, InputError, RunChunk
+from nxrs._rundir import stderr_line
 from nxrs._trainer import Trainer
-from nxrs.rundir import stderr_line
 
 try:
     import ray
