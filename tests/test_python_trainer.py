@@ -244,3 +244,10 @@ def test_the_public_class_documents_itself() -> None:
     assert "final epoch count" in (nxrs.Trainer.fit.__doc__ or "")
     assert "torch.nn.Sequential" in (nxrs.Trainer.to_torch.__doc__ or "")
     assert "memory-mapped" in (nxrs.Checkpoint.__doc__ or "")
+
+
+def test_fit_and_the_rust_loops_share_one_chunk_length() -> None:
+    # One authority for how long the GIL stays released: the extension's; fit reads it.
+    from nxrs import _fit, _nxrs
+
+    assert _fit._CHUNK_SECONDS == _nxrs._CHUNK_SECONDS == 0.1

@@ -25,7 +25,14 @@ from nxrs._checkpoint import open as open_checkpoint
 from nxrs._checks import count, flag, optional_count, save_points
 from nxrs._config import config_diff
 from nxrs._manager import CheckpointManager
-from nxrs._nxrs import ConfigError, InputError, MismatchError, NxrsError, __version__
+from nxrs._nxrs import (
+    _CHUNK_SECONDS,
+    ConfigError,
+    InputError,
+    MismatchError,
+    NxrsError,
+    __version__,
+)
 from nxrs._rundir import (
     CheckpointSaveError,
     RunDirectory,
@@ -42,8 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["History", "NothingToTrainWarning", "fit"]
 
-#: Longest time the GIL stays released (and Ctrl-C waits) between two returns to Python.
-_CHUNK_SECONDS = 0.1
 
 #: The clock of ``every_seconds`` (a seam: tests replace it to drive time-based saves).
 _clock = time.monotonic
@@ -212,15 +217,6 @@ def _fit_with(trainer: Trainer, data: Dataset, options: _RunOptions, runner: Run
         run.release()
 
 
-def _batches_per_epoch(config: Mapping[str, Any], samples: int) -> int:
-    """Steps per epoch of ``samples`` with ``config``'s batch size and ``drop_last``: the core's
-    ``Config::batches_per_epoch``, which the extension does not expose."""
-    b: int = config["batch_size"]
-    if config["drop_last"]:
-        return samples // b
-    return -(-samples // b)
-
-
 class _Session:
     """This process's turn in a run directory: the run's identity checked, its newest
     checkpoint restored, checkpoints saved and the manifest (``RunManifest``) kept up to
@@ -273,7 +269,7 @@ class _Session:
         )
         self.manifest.begin(
             epochs=self.options.epochs,
-            steps_per_epoch=_batches_per_epoch(trainer.config, self.samples),
+            steps_per_epoch=trainer._batches_per_epoch(self.samples),
             command=self.options.command,
             source=self.source,
         )
@@ -536,7 +532,7 @@ class _Bar:
     def __init__(self, trainer: Trainer, epochs: int, samples: int) -> None:
         from tqdm.auto import tqdm
 
-        per_epoch = _batches_per_epoch(trainer.config, samples)
+        per_epoch = trainer._batches_per_epoch(samples)
         total = max(0, epochs * per_epoch)
         done = min(total, trainer.epoch * per_epoch + trainer.batch)
         self.samples_per_step = samples / max(per_epoch, 1)

@@ -10,6 +10,7 @@ from _typeshed import StrOrBytesPath
 from typing_extensions import Self, disjoint_base
 
 __all__ = [
+    "_CHUNK_SECONDS",
     "BadMagicError",
     "BusyError",
     "CheckpointError",
@@ -277,6 +278,8 @@ class _Trainer:
         """The threads in use (see the class); set it to change them."""
     @threads.setter
     def threads(self, value: SupportsIndex) -> None: ...
+    def _batches_per_epoch(self, samples: int) -> int:
+        """Batches (optimiser steps) in one epoch of ``samples`` samples (the core's rule)."""
     @property
     def steps(self) -> int:
         """Optimiser steps taken in total (``step`` of TRAINING.md section 3)."""
@@ -416,6 +419,10 @@ def checkpoint_format(path: StrOrBytesPath) -> int:
 
 def sweep_temp_files(directory: StrOrBytesPath) -> list[Path]:
     """Removes temporary files left by interrupted saves whose writer is gone; returns them."""
+
+#: The longest stretch (seconds) training holds the GIL released and Ctrl-C waits: the Rust
+#: loops' chunk, which ``fit`` uses too (``nxrs._fit`` reads it as ``_CHUNK_SECONDS``).
+_CHUNK_SECONDS: float
 
 def config_schema() -> list[dict[str, Any]]:
     """Every setting of a trainer's configuration (``Trainer(...)``'s keywords but ``backend``

@@ -37,6 +37,8 @@ mod _nxrs {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         crate::checkpoint::register_mapping(m)?;
+        // The longest stretch training holds the GIL released (`fit`'s chunks use it too).
+        m.add("_CHUNK_SECONDS", crate::trainer::CHUNK.as_secs_f64())?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))
     }
 }

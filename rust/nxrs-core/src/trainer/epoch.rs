@@ -17,6 +17,16 @@ pub enum Until {
     Step(i64),
 }
 
+impl Until {
+    /// Whether a run whose state is `state` has reached this point.
+    pub fn reached(self, state: &crate::state::TrainState) -> bool {
+        match self {
+            Until::Epoch(epoch) => state.epoch >= epoch,
+            Until::Step(step) => state.step >= step,
+        }
+    }
+}
+
 /// What the callback of [`Trainer::run`] hears about.
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
@@ -68,13 +78,6 @@ pub(super) struct Tally {
 }
 
 impl Trainer {
-    pub(super) fn reached(&self, until: Until) -> bool {
-        match until {
-            Until::Epoch(epoch) => self.state.epoch >= epoch,
-            Until::Step(step) => self.state.step >= step,
-        }
-    }
-
     /// Batches per epoch of `data`; the state's position must lie inside an epoch of it (data
     /// with fewer batches is not the data the state was trained on: `Error::Input`, as any data
     /// that does not fit; `Error::Mismatch` is for checkpoints of another run).

@@ -197,7 +197,7 @@ impl Trainer {
     ) -> Result<ControlFlow<()>> {
         self.check_data(data)?;
         let batches = self.batches_per_epoch(data)?;
-        while !self.reached(until) {
+        while !until.reached(&self.state) {
             let order = self.sample_order(data.len());
             for b in self.state.batch as usize..batches {
                 let samples = batch_of(&order, b, self.config.batch_size);
@@ -211,7 +211,7 @@ impl Trainer {
                         return Ok(ControlFlow::Break(()));
                     }
                 }
-                if self.reached(until) {
+                if until.reached(&self.state) {
                     return Ok(ControlFlow::Continue(()));
                 }
             }

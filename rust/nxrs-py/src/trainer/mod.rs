@@ -13,6 +13,8 @@ mod parallel;
 mod persistence;
 mod training;
 
+pub(crate) use training::CHUNK;
+
 use datasets::Rows;
 pub use datasets::{permutation, seed_dataset, PyDataset};
 pub use training::{PyEpochEnd, PyRunChunk};
@@ -655,6 +657,12 @@ impl PyTrainer {
     #[getter]
     fn batch(&self, py: Python<'_>) -> i64 {
         self.read(py, |t| t.state().batch)
+    }
+
+    /// Batches (optimiser steps) in one epoch of `samples` samples: the core's rule, for the
+    /// plans `fit` writes and the progress it shows.
+    fn _batches_per_epoch(&self, py: Python<'_>, samples: usize) -> usize {
+        self.read(py, |t| t.config().batches_per_epoch(samples))
     }
 
     /// Optimiser steps taken in total.

@@ -5,14 +5,14 @@ use super::{accuracy, float_of, Claim, PyTrainer};
 use crate::errors::to_py;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::trainer::{EpochReport, Event, Until};
-use nxrs_core::{Trainer, F32};
+use nxrs_core::F32;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// Longest stretch the GIL stays released while training, so that Ctrl-C is honoured promptly.
-const CHUNK: Duration = Duration::from_millis(100);
+pub(crate) const CHUNK: Duration = Duration::from_millis(100);
 
 /// An epoch that ended in a call of the training loop (`Trainer._run`, `_apply_blocks`).
 #[pyclass(module = "nxrs._nxrs", name = "EpochEnd", frozen, get_all, eq)]
@@ -240,17 +240,10 @@ impl PyTrainer {
                     }
                 }
             })?;
-            out.reached = reached(inner, until);
+            out.reached = until.reached(inner.state());
             Ok(out)
         })
         .map_err(to_py)
-    }
-}
-
-fn reached(trainer: &Trainer, until: Until) -> bool {
-    match until {
-        Until::Epoch(e) => trainer.state().epoch >= e,
-        Until::Step(s) => trainer.state().step >= s,
     }
 }
 
