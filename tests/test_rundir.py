@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,22 @@ def test_train_exit_statuses_and_help(tmp_path: Path, capsys: pytest.CaptureFixt
     text = capsys.readouterr().out
     for status in ("130", "143", "  3 ", "  4 ", "  5 ", "--every-seconds", "--restart"):
         assert status in text, status
+
+
+def test_ctrl_c_stops_nxrs_train_without_a_run_directory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before: without --ckpt-dir the CLI's handler swallowed SIGINT and fit never read the flag,
+    # so Ctrl-C did nothing and the run went on to its last epoch.
+    timer = signal_soon(1.0, signal.SIGINT)
+    try:
+        start = time.monotonic()
+        status = main(["train", "--epochs", "2000", "--hidden", "8", "--backend", "soft"])
+        elapsed = time.monotonic() - start
+    finally:
+        timer.cancel()
+    err = capsys.readouterr().err
+    assert status == 130, err
+    assert elapsed < 30, elapsed
+    assert "stopped by SIGINT" in err and "no checkpoint configured" in err, err
+    assert "resume" not in err, err

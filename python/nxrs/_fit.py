@@ -197,8 +197,9 @@ Runner = Callable[..., "RunChunk"]
 def _fit_with(trainer: Trainer, data: Dataset, options: _RunOptions, runner: Runner) -> History:
     checkpoint = options.checkpoint
     if checkpoint is None:
-        # No run directory: nothing to save on a stop, so no stop flag is read (as before).
-        return _fit(trainer, data, options, None, None, runner)
+        # No run directory: nothing to save on a stop, but a caller that turned the signals into
+        # a stop flag (nxrs train) is obeyed all the same: RunStopped at the next chunk.
+        return _fit(trainer, data, options, None, options.stop, runner)
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = RunDirectory(directory)
     run.acquire()

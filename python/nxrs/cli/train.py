@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         except BrokenPipeError:
             raise
         except RunStopped as stopped:
-            print(f"nxrs train: {stopped}; run the same command to resume", file=sys.stderr)
+            resume = "" if stopped.checkpoint is None else "; run the same command to resume"
+            print(f"nxrs train: {stopped}{resume}", file=sys.stderr)
             return 128 + stopped.signal
         except RunLockedError as err:
             print(f"nxrs train: {err}", file=sys.stderr)
