@@ -346,14 +346,13 @@ FIT_CHILD = """
 import json, sys
 import numpy as np
 import nxrs
-from nxrs._fit import fit  # Trainer.fit, with what it says on a resume printed (_say)
 from nxrs._rundir import RunStopped
 
 d = np.load(sys.argv[1])
 t = nxrs.Trainer(layers=[16, 32, 4], batch_size=8, lr=0.01, seed=5)
 try:
-    history = fit(
-        t, d["X"], d["y"], epochs=int(sys.argv[3]), checkpoint=sys.argv[2], every=4,
+    history = t.fit(  # with what it says on a resume printed (_say)
+        d["X"], d["y"], epochs=int(sys.argv[3]), checkpoint=sys.argv[2], every=4,
         _say=lambda line: print(line, file=sys.stderr, flush=True),
     )
 except RunStopped as stopped:

@@ -17,18 +17,17 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, SupportsIndex
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
 from nxrs._checkpoint import open as open_checkpoint
-from nxrs._checks import count, flag, optional_count, save_points
+from nxrs._checks import optional_count
 from nxrs._config import config_diff
 from nxrs._manager import CheckpointManager
 from nxrs._nxrs import (
     _CHUNK_SECONDS,
     ConfigError,
-    InputError,
     MismatchError,
     NxrsError,
     __version__,
@@ -86,62 +85,18 @@ def fit(
     trainer: Trainer,
     x: npt.ArrayLike,
     y: npt.ArrayLike,
-    epochs: SupportsIndex,
-    *,
-    validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
-    checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
-    every: SupportsIndex | None = None,
-    every_seconds: float | None = None,
-    resume: bool = True,
-    progress: bool | None = None,
-    engine: str = "local",
-    workers: SupportsIndex | None = None,
-    ray_address: str | None = None,
-    _stop: StopFlag | None = None,
-    _command: list[str] | None = None,
-    _say: Callable[[str], None] | None = None,
-    _source: Mapping[str, Any] | None = None,
+    options: RunOptions,
+    ray: bool,
+    workers: int | None,
+    ray_address: str | None,
 ) -> History:
-    """Trains ``trainer`` until ``epochs`` epochs are complete (see ``Trainer.fit``).
-
-    ``_source`` (``nxrs train``): the identity of the whole data file the training data was
-    split from (its fingerprint, samples and split), recorded in the run directory's manifest
-    as ``data.file`` and checked on a resume, with the training data's own fingerprint."""
-    # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
-    epochs = count("epochs", epochs, minimum=1)
-    every, every_seconds = save_points(every, every_seconds, checkpointed=checkpoint is not None)
-    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike, CheckpointManager)):
-        raise ConfigError(
-            "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "
-            f"None, not {type(checkpoint).__name__}"
-        )
-    if isinstance(checkpoint, (str, os.PathLike)) and not os.fspath(checkpoint):
-        # An empty path would make the current directory the run directory.
-        raise ConfigError("checkpoint must name a directory, not ''")
-    resume = flag("resume", resume)
-    progress = None if progress is None else flag("progress", progress)
-    workers = _check_engine(engine, workers, ray_address)
-    if trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
-        # One output is one class: softmax gives it probability 1 whatever the weights, so
-        # the loss and every gradient are 0 and nothing is learnt.
-        raise ConfigError(
-            f"a classifier needs at least two outputs, one per class; this model ({trainer.sizes}) "
-            "has one (for one class there is nothing to learn; for a single float target use "
-            "loss='mse')"
-        )
+    """Trains ``trainer`` as ``Trainer.fit`` (which checks the settings) describes: converts and
+    checks the data, then runs the loop here or with the Ray engine."""
     # Every input is converted and checked before anything changes.
     data = trainer._dataset(x, y)
-    val = None
-    if validation_data is not None:
-        if not isinstance(validation_data, tuple) or len(validation_data) != 2:
-            raise InputError("validation_data must be a tuple (x, y)")
-        val = validation_data
-        trainer._dataset(*val)
-    options = _RunOptions(
-        epochs, val, checkpoint, every, every_seconds, resume, progress, _stop, _command, _say,
-        None if _source is None else dict(_source),
-    )  # fmt: skip
-    if engine == "ray":
+    if options.val is not None:
+        trainer._dataset(*options.val)
+    if ray:
         from nxrs._distributed import RayEngine
 
         # Its workers start at its first step, once the run directory is taken and resumed;
@@ -156,7 +111,7 @@ def fit(
 
 
 @dataclass(frozen=True)
-class _RunOptions:
+class RunOptions:
     """``fit``'s settings, checked (by ``fit``), as the loop and the run directory use them.
     (A private dataclass: its annotations are never evaluated, so ``X | None`` is fine on 3.9.)"""
 
@@ -177,7 +132,7 @@ class _RunOptions:
     source: dict[str, Any] | None
 
 
-def _check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
+def check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
     """The number of workers asked for (None: one per CPU of the cluster), checked with the
     engine they need."""
     if engine not in ("local", "ray"):
@@ -194,7 +149,7 @@ def _check_engine(engine: str, workers: object, ray_address: str | None) -> int 
 Runner = Callable[..., "RunChunk"]
 
 
-def _fit_with(trainer: Trainer, data: Dataset, options: _RunOptions, runner: Runner) -> History:
+def _fit_with(trainer: Trainer, data: Dataset, options: RunOptions, runner: Runner) -> History:
     checkpoint = options.checkpoint
     if checkpoint is None:
         # No run directory: nothing to save on a stop, but a caller that turned the signals into
@@ -229,7 +184,7 @@ class _Session:
         manager: CheckpointManager,
         trainer: Trainer,
         data: Dataset,
-        options: _RunOptions,
+        options: RunOptions,
     ) -> None:
         self.say = options.say or (lambda line: None)
         self.run = run
@@ -369,7 +324,7 @@ class _Session:
 def _fit(
     trainer: Trainer,
     data: Dataset,
-    options: _RunOptions,
+    options: RunOptions,
     state: _Session | None,
     stop: StopFlag | None,
     runner: Runner,

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from nxrs._checks import count, save_points
 from nxrs._files import write_bytes_atomically, write_json_atomically
-from nxrs._fit import NothingToTrainWarning, fit
+from nxrs._fit import NothingToTrainWarning
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._rundir import RunDirectory
 from nxrs._signals import StopFlag
@@ -261,8 +261,7 @@ def train_config(
     with warnings.catch_warnings():
         # A finished run, read again by a sweep run again: nothing to train is what is expected.
         warnings.simplefilter("ignore", NothingToTrainWarning)
-        fit(
-            trainer,
+        trainer.fit(
             x,
             y,
             epochs,

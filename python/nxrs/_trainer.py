@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, final
 
 import numpy.typing as npt
 
-from nxrs._nxrs import _Trainer
+from nxrs._checks import count, flag, save_points
+from nxrs._nxrs import ConfigError, InputError, _Trainer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from nxrs._fit import History
     from nxrs._manager import CheckpointManager
+    from nxrs._signals import StopFlag
 
 __all__ = ["Trainer"]
 
@@ -111,6 +115,10 @@ class Trainer(_Trainer):
         engine: Literal["local", "ray"] = "local",
         workers: SupportsIndex | None = None,
         ray_address: str | None = None,
+        _stop: StopFlag | None = None,
+        _command: list[str] | None = None,
+        _say: Callable[[str], None] | None = None,
+        _source: Mapping[str, Any] | None = None,
     ) -> History:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
@@ -130,22 +138,22 @@ class Trainer(_Trainer):
         ``every`` (if given), at the first step boundary ``every_seconds`` after the previous
         save (if given), and at the end. Each records the data's fingerprint and nxrs's version
         (``nxrs.open(p).metadata``). The directory is locked for the call: another process's
-        ``fit`` or ``nxrs train`` on it raises ``nxrs._rundir.RunLockedError``.
+        ``fit`` or ``nxrs train`` on it raises ``nxrs.RunLockedError``.
 
         With ``resume=True`` (the default) the newest valid checkpoint there is restored first;
         MismatchError (nothing changed) when the directory holds a run of another configuration
         or other data (manifest or checkpoint), a checkpoint not written by ``fit`` (no
         fingerprint, or a v1 file), or a manifest that is not a valid one
-        (``nxrs._rundir.ManifestError``). With ``resume=False`` the run starts over from the trainer
+        (``nxrs.ManifestError``). With ``resume=False`` the run starts over from the trainer
         as it is: the directory's checkpoints and manifest are first moved aside to
         ``previous/<UTC time>/``.
 
         In the main thread, with a checkpoint, SIGINT and SIGTERM are caught for the call (the
         previous handlers restored after it): the step under way finishes (within about 0.1 s),
         a checkpoint of it is saved, the stop is recorded in the manifest, and
-        ``nxrs._rundir.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
-        is reported with ``nxrs._rundir.SaveFailedWarning`` and retried at the next save point;
-        the final one (or a stop's) raises ``nxrs._rundir.CheckpointSaveError`` (an OSError). In
+        ``nxrs.RunStopped`` (a KeyboardInterrupt) is raised. A periodic save that fails
+        is reported with ``nxrs.SaveFailedWarning`` and retried at the next save point;
+        the final one (or a stop's) raises ``nxrs.CheckpointSaveError`` (an OSError). In
         either case the previous checkpoint is intact.
 
         The GIL is released while computing. Without a checkpoint (or outside the main thread)
@@ -165,19 +173,54 @@ class Trainer(_Trainer):
         number of workers. Ray is used as already initialised, else at ``ray_address`` (or
         ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
         restarted by Ray and its part of the step recomputed (logged as a warning by the
-        ``nxrs._distributed`` logger); checkpoints, resume and stopping work as with
+        ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
         ``engine="local"``.
-        """
-        from nxrs._fit import fit
 
+        ``_stop``, ``_command``, ``_say`` and ``_source`` are for nxrs's own command line and
+        sweeps (a stop flag whose signal handlers the caller installed, the command recorded in
+        the manifest, where messages go, the whole data file's identity); not part of the API.
+        """
+        from nxrs import _fit
+        from nxrs._manager import CheckpointManager
+
+        # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
+        epochs = count("epochs", epochs, minimum=1)
+        every, every_seconds = save_points(
+            every, every_seconds, checkpointed=checkpoint is not None
+        )
+        if checkpoint is not None and not isinstance(
+            checkpoint, (str, os.PathLike, CheckpointManager)
+        ):
+            raise ConfigError(
+                "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "
+                f"None, not {type(checkpoint).__name__}"
+            )
+        if isinstance(checkpoint, (str, os.PathLike)) and not os.fspath(checkpoint):
+            # An empty path would make the current directory the run directory.
+            raise ConfigError("checkpoint must name a directory, not ''")
+        resume = flag("resume", resume)
+        progress = None if progress is None else flag("progress", progress)
+        workers = _fit.check_engine(engine, workers, ray_address)
+        if self.config["loss"] == "cross_entropy" and self.sizes[-1] < 2:
+            # One output is one class: softmax gives it probability 1 whatever the weights, so
+            # the loss and every gradient are 0 and nothing is learnt.
+            raise ConfigError(
+                "a classifier needs at least two outputs, one per class; this model "
+                f"({self.sizes}) has one (for one class there is nothing to learn; for a single "
+                "float target use loss='mse')"
+            )
+        if validation_data is not None and (
+            not isinstance(validation_data, tuple) or len(validation_data) != 2
+        ):
+            raise InputError("validation_data must be a tuple (x, y)")
+        options = _fit.RunOptions(
+            epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
+            _command, _say, None if _source is None else dict(_source),
+        )  # fmt: skip
         # The whole run is one claim: no other thread changes the trainer between its chunks
         # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.
         with self._claim("fit"):
-            return fit(
-                self, x, y, epochs, validation_data=validation_data, checkpoint=checkpoint,
-                every=every, every_seconds=every_seconds, resume=resume, progress=progress,
-                engine=engine, workers=workers, ray_address=ray_address,
-            )  # fmt: skip
+            return _fit.fit(self, x, y, options, engine == "ray", workers, ray_address)
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         """Pickling: ``Trainer.from_bytes(self.to_bytes())``, the state and configuration bit

@@ -12,7 +12,6 @@ from typing import Any, TextIO
 
 import nxrs
 from nxrs._files import finite_or_null, json_text
-from nxrs._fit import fit
 from nxrs._rundir import CheckpointSaveError, RunLockedError, RunStopped
 from nxrs._signals import StopFlag, stop_signals
 from nxrs.cli._common import (
@@ -244,8 +243,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
             f"math {args.math}, seed {args.seed}, backend {trainer.backend}",
             file=out,
         )
-    history = fit(
-        trainer,
+    history = trainer.fit(
         x_train,
         y_train,
         epochs=args.epochs,
