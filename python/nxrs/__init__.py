@@ -28,14 +28,7 @@ The public modules are this one, ``nxrs.data`` (data files and the split), ``nxr
 private (underscored); what of them is public is re-exported here.
 """
 
-import importlib as _importlib
-import importlib.abc as _importlib_abc
-import importlib.util as _importlib_util
-import sys as _sys
-from importlib.machinery import ModuleSpec as _ModuleSpec
-from types import ModuleType as _ModuleType
-
-from nxrs import softf32
+from nxrs import _renamed, softf32
 from nxrs._checkpoint import Checkpoint, open
 from nxrs._fit import History, NothingToTrainWarning
 from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
@@ -68,32 +61,7 @@ from nxrs._rundir import (
 from nxrs._sweeps import SweepResults, sweep
 from nxrs._trainer import Trainer
 
-
-class _RenamedModules(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
-    """Modules that were public under these names before the package said which modules are
-    public: ``import nxrs.rundir`` (and ``from nxrs.gate import run_gate``, ...) still works, and
-    gives the module itself (one object: patching it patches the module), imported only when
-    asked for (``nxrs._distributed`` imports Ray)."""
-
-    RENAMED = ("distributed", "gate", "inspection", "manager", "rundir", "sweeps")
-
-    def find_spec(self, name: str, path: object, target: object = None) -> _ModuleSpec | None:
-        package, _, short = name.rpartition(".")
-        if package != __name__ or short not in self.RENAMED:
-            return None
-        return _importlib_util.spec_from_loader(name, self)
-
-    def create_module(self, spec: _ModuleSpec) -> _ModuleType:
-        module = _importlib.import_module(f"{__name__}._{spec.name.rpartition('.')[2]}")
-        spec.loader_state = module.__spec__
-        return module
-
-    def exec_module(self, module: _ModuleType) -> None:
-        # The import system gave the module the old name's spec; it keeps its own.
-        module.__spec__ = module.__spec__.loader_state if module.__spec__ else None
-
-
-_sys.meta_path.append(_RenamedModules())
+_renamed.install()
 
 __all__ = [
     "BadMagicError",
