@@ -11,13 +11,12 @@ import nxrs
 import nxrs._manager
 import nxrs._sweeps
 import nxrs.cli._common
-import nxrs.cli.sweep
 import nxrs.softf32
 
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs._manager, nxrs._sweeps, nxrs.cli._common, nxrs.cli.sweep],
+    [nxrs, nxrs.softf32, nxrs._manager, nxrs._sweeps, nxrs.cli._common],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

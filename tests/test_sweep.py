@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._sweeps import expand_grid, sweep
+from nxrs._sweeps import expand_grid, parse_grid, sweep
 from nxrs.cli import main
-from nxrs.cli.sweep import parse_grid
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((600, 16)).astype(np.float32)

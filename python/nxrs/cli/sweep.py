@@ -9,12 +9,12 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from nxrs._checks import count
 from nxrs._files import json_text
 from nxrs._nxrs import ConfigError, InputError
-from nxrs._sweeps import expand_grid, log, record_summary, sweep
+from nxrs._sweeps import expand_grid, log, parse_grid, record_summary, sweep
 from nxrs.cli import _common
 from nxrs.cli._common import (
     EXIT_DIVERGED,
@@ -25,48 +25,6 @@ from nxrs.cli._common import (
     nonnegative_int,
 )
 from nxrs.data import load, split
-
-
-def _scalar(text: str) -> Any:
-    """A grid value: JSON (numbers, ``true``, ``null``, quoted strings), Python's ``True``,
-    ``False`` and ``None``, or else the text itself (``adam``)."""
-    words = {"true": True, "false": False, "none": None}
-    if text.lower() in words:
-        return words[text.lower()]
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
-    """``nxrs sweep``'s grid syntax, one axis per spec: ``KEY=V1,V2,...`` (scalars: numbers,
-    booleans, ``none``, words), or ``KEY=[V1, V2, ...]``, a JSON array, for values that are
-    lists themselves. A key given twice, an empty key or no value is a ``ValueError``.
-
-    >>> parse_grid(["lr=0.001,0.01", "hidden=[[64], [128, 64]]", "optimizer=adam"])
-    {'lr': [0.001, 0.01], 'hidden': [[64], [128, 64]], 'optimizer': ['adam']}
-    """
-    grid: dict[str, list[Any]] = {}
-    for spec in specs:
-        key, sep, values = spec.partition("=")
-        key = key.strip()
-        if not sep or not key or not values.strip():
-            raise ValueError(f"grid axis {spec!r}: KEY=V1,V2,... or KEY=[JSON values] expected")
-        if key in grid:
-            raise ValueError(f"grid axis {key!r} is given twice")
-        if values.lstrip().startswith("["):
-            try:
-                parsed = json.loads(values)
-            except ValueError as err:
-                raise ValueError(f"grid axis {spec!r}: not a JSON array: {err}") from err
-            if not isinstance(parsed, list) or not parsed:
-                raise ValueError(f"grid axis {spec!r}: a non-empty JSON array expected")
-            grid[key] = parsed
-        else:
-            grid[key] = [_scalar(v.strip()) for v in values.split(",")]
-    return grid
-
 
 EPILOG = """\
 examples:
