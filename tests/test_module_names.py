@@ -36,6 +36,8 @@ def test_an_old_module_name_is_the_module_itself(old: str) -> None:
         f"assert new.__name__ == new.__spec__.name == 'nxrs._{old}', new.__spec__\n"
         f"from nxrs.{old} import __doc__ as doc\n"
         "assert doc == new.__doc__\n"
+        "import nxrs\n"
+        f"assert nxrs.{old} is new\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -28,6 +28,8 @@ The public modules are this one, ``nxrs.data`` (data files and the split), ``nxr
 private (underscored); what of them is public is re-exported here.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from nxrs import _renamed, softf32
 from nxrs._checkpoint import Checkpoint, open
 from nxrs._fit import History, NothingToTrainWarning
@@ -62,6 +64,8 @@ from nxrs._sweeps import SweepResults, sweep
 from nxrs._trainer import Trainer
 
 _renamed.install()
+if not _TYPE_CHECKING:  # for type checkers, only the names below exist
+    __getattr__ = _renamed.attribute
 
 __all__ = [
     "BadMagicError",

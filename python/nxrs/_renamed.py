@@ -40,6 +40,14 @@ class _RenamedModules:
         module.__spec__ = module.__spec__.loader_state if module.__spec__ else None
 
 
+def attribute(name: str) -> ModuleType:
+    """``nxrs.<old name>`` read as an attribute (``import nxrs; nxrs.rundir``), which worked when
+    the package imported the module under that name."""
+    if name in _RenamedModules.RENAMED:
+        return importlib.import_module(f"{PACKAGE}.{name}")
+    raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")
+
+
 def install() -> None:
     """Makes the old names importable (once per process)."""
     if not any(isinstance(finder, _RenamedModules) for finder in sys.meta_path):
