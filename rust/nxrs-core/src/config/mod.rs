@@ -2,7 +2,7 @@
 //! determines every bit of a run. Its settings are defined once, in the table of [`schema`]:
 //! building a configuration from named values, reading a setting back, comparing two
 //! configurations and the validation all go through it, for every way a trainer is built.
-//! [`record`] is its form in a checkpoint.
+//! `record.rs` holds its form in a checkpoint ([`TrainerConfig::to_json`]).
 
 mod record;
 pub mod schema;
