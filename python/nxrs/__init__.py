@@ -50,6 +50,7 @@ from nxrs._nxrs import (
     __version__,
     checkpoint_format,
     config_schema,
+    hardware_isa,
     seed_dataset,
     sweep_temp_files,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "__version__",
     "checkpoint_format",
     "config_schema",
+    "hardware_isa",
     "open",
     "seed_dataset",
     "softf32",

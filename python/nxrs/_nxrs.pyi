@@ -33,6 +33,7 @@ __all__ = [
     "checkpoint_format",
     "clip",
     "config_schema",
+    "hardware_isa",
     "f32_binary",
     "f32_compare",
     "f32_from_i64",
@@ -423,6 +424,18 @@ def sweep_temp_files(directory: StrOrBytesPath) -> list[Path]:
 #: The longest stretch (seconds) training holds the GIL released and Ctrl-C waits: the Rust
 #: loops' chunk, which ``fit`` uses too (``nxrs._fit`` reads it as ``_CHUNK_SECONDS``).
 _CHUNK_SECONDS: float
+
+def hardware_isa() -> str | None:
+    """The vector instructions the hardware backend computes with in this process.
+
+    ``"avx512"``, ``"avx2"`` or ``"portable"``: the widest the CPU has, unless the environment
+    variable ``NXRS_ISA`` (read once per process) names another. None where the hardware backend
+    is unavailable (another target, a failed self-check, or an ``NXRS_ISA`` the CPU lacks). Every
+    path gives the same bits; only the speed differs.
+
+    >>> hardware_isa() in {"avx512", "avx2", "portable", None}
+    True
+    """
 
 def config_schema() -> list[dict[str, Any]]:
     """Every setting of a trainer's configuration (``Trainer(...)``'s keywords but ``backend``

@@ -1,18 +1,18 @@
 //! The multilayer perceptron (`docs/TRAINING.md`, sections 4 and 5): layer sizes, initialisation,
-//! and one sample's forward and backward pass, written once over [`Real`].
+//! and the forward and backward passes of a block of samples, written once over [`Real`] as
+//! matrix products ([`MatMul`]) whose every element is the definition's chain.
 //!
 //! Layers `[n0, n1, ..., nL]`: every layer computes `z = b + W a` (accumulated from the bias,
 //! input by input, in order), hidden layers apply ReLU, the last layer feeds the loss. The order
 //! of float operations is part of the result; it is the seed's `fwd` and `bwd`.
 
+use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
 use crate::arith::{cells, cells_mut, Real};
 use crate::error::{Error, Result};
-use crate::loss::{Loss, Target};
 use crate::math::Math;
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
-use crate::transpose::transpose;
 use crate::Integer;
 use core::ops::Range;
 
@@ -53,8 +53,8 @@ impl<R: Real> Layer<R> {
 /// `n` zeros (+0). Where +0 is the all-zero bit pattern (binary32, so every `Real` nxrs has),
 /// the allocation is zeroed (`calloc`): a large one is fresh pages that cost nothing until
 /// first written, where `vec![R::ZERO; n]` writes every cell (`R` not being a primitive that
-/// `vec!` knows to `calloc`). A trainer's transposed weights are such zeros until its first
-/// step, so a trainer built from a loaded state does not write a third of its size for them.
+/// `vec!` knows to `calloc`). A trainer's gradient buffers are such zeros until its first
+/// step, so a trainer built from a loaded state does not write them before it trains.
 fn zeros<R: Real>(n: usize) -> Vec<R> {
     if bytemuck::bytes_of(&R::ZERO).iter().all(|&b| b == 0) {
         bytemuck::zeroed_vec(n)
@@ -240,259 +240,191 @@ fn uniform(l: usize, cells: usize, seed: i64, fan: usize) -> Vec<F32> {
         .collect()
 }
 
-/// One sample's working memory for forward and backward, allocated once per trainer. Stored as
-/// [`F32`] cells, which the kernels view as their backend's values (see [`crate::arith::cells`]).
-#[derive(Clone, Debug)]
-pub struct Scratch {
-    /// Pre-activations of every layer (the last one holds the model's raw outputs `z`).
-    pre: Vec<Vec<F32>>,
-    /// ReLU outputs of the hidden layers.
-    hidden: Vec<Vec<F32>>,
-    /// The model's outputs (probabilities or values).
-    pub outputs: Vec<F32>,
-    /// The loss gradient with respect to the current layer's pre-activations, and the one being
-    /// accumulated for the layer below.
-    delta: Vec<F32>,
-    delta_below: Vec<F32>,
+/// The cells of a pass over some rows (samples): per layer, the pre-activations (`rows x
+/// outputs`) and the gradient with respect to them, and the inputs to every layer (`rows x
+/// inputs`; layer 0's are the samples' features, the others the ReLU outputs of the layer below).
+/// Stored as [`F32`] cells, which the kernels view as their backend's values (see
+/// [`crate::arith::cells`]).
+pub struct Pass<'a> {
+    pub inputs: Vec<&'a mut [F32]>,
+    pub pre: Vec<&'a mut [F32]>,
+    pub deltas: Vec<&'a mut [F32]>,
+    pub rows: usize,
 }
 
-impl Scratch {
-    pub fn new(mlp: &Mlp) -> Scratch {
-        let widest = mlp.sizes.iter().copied().max().unwrap_or(0);
-        let last = mlp.sizes.len() - 1;
-        Scratch {
-            pre: mlp.sizes[1..].iter().map(|&n| vec![F32::ZERO; n]).collect(),
-            hidden: mlp.sizes[1..last]
-                .iter()
-                .map(|&n| vec![F32::ZERO; n])
-                .collect(),
-            outputs: vec![F32::ZERO; mlp.outputs()],
-            delta: Vec::with_capacity(widest),
-            delta_below: Vec::with_capacity(widest),
-        }
-    }
-
-    /// The last layer's pre-activations of the last forward pass.
-    pub fn z(&self) -> &[F32] {
-        &self.pre[self.pre.len() - 1]
-    }
-
-    /// The last layer's pre-activations, and the outputs to write from them.
-    pub fn z_and_outputs<R: Real>(&mut self) -> (&[R], &mut [R]) {
-        let last = self.pre.len() - 1;
-        (cells(&self.pre[last]), cells_mut(&mut self.outputs))
-    }
-}
-
-/// The weights as the forward pass reads them: each layer's matrix transposed (row `j` holds
-/// the weights of input `j` for every output), refreshed from the parameters once per step. A
-/// layer then adds input `j`'s terms to all its outputs at once, lanes across outputs, while
-/// every output's own sum still runs input by input (section 5's order).
-#[derive(Clone, Debug)]
-pub struct Transposed {
-    w: Vec<Vec<F32>>,
-}
-
-impl Transposed {
-    pub fn new(mlp: &Mlp) -> Transposed {
-        Transposed {
-            w: mlp
-                .zeros::<F32>()
-                .into_iter()
-                .map(|layer| layer.w)
-                .collect(),
-        }
-    }
-
-    /// Copies `params`' weights in, transposed.
-    pub fn refresh(&mut self, mlp: &Mlp, params: &[Layer]) {
-        for (l, (t, layer)) in self.w.iter_mut().zip(params).enumerate() {
-            let (outputs, inputs) = mlp.weight_shape(l);
-            transpose(&layer.w, outputs, inputs, t);
-        }
-    }
-}
-
-/// A block's records (section 5's reduction): every sample's inputs to every layer and the
-/// gradient with respect to every layer's pre-activations, kept until the block's weight
-/// gradients are summed, weight row by weight row, over its samples in order.
+/// A block's records (section 5's reduction): every sample's inputs to every layer, its
+/// pre-activations and its gradient with respect to them, kept until the block's weight
+/// gradients are summed over its samples in order.
 #[derive(Clone, Debug, Default)]
 pub struct BlockRecords {
-    /// Per layer: the samples' inputs to the layer, sample after sample (`samples x inputs`).
+    /// Per layer, sample after sample (`samples x inputs`).
     inputs: Vec<Vec<F32>>,
-    /// Per layer: the gradient with respect to its pre-activations, sample after sample
-    /// (`samples x outputs`), as the samples' tasks write them.
+    /// Per layer, sample after sample (`samples x outputs`).
+    pre: Vec<Vec<F32>>,
     deltas: Vec<Vec<F32>>,
-    /// The same, output by output (`outputs x samples`: row `o` holds every sample's `δ_o`, in
-    /// order), as the weight rows' sums read them.
-    deltas_by_output: Vec<Vec<F32>>,
     samples: usize,
 }
 
-/// The records of some consecutive samples of a block: what one task writes.
-pub struct RecordsPart<'a> {
-    inputs: Vec<&'a mut [F32]>,
-    deltas: Vec<&'a mut [F32]>,
-}
-
 impl BlockRecords {
-    /// The records of the samples in `ranges` (consecutive, from the first), one part each.
-    pub fn parts(
+    /// Records for `samples` samples of `mlp`: [`BlockRecords::passes`] fills them, then
+    /// [`Mlp::block_gradient`] sums them.
+    pub fn start(&mut self, mlp: &Mlp, samples: usize) {
+        self.samples = samples;
+        for list in [&mut self.inputs, &mut self.pre, &mut self.deltas] {
+            list.resize_with(mlp.layers(), Vec::new);
+        }
+        for l in 0..mlp.layers() {
+            let (outputs, inputs) = mlp.weight_shape(l);
+            self.inputs[l].resize(samples * inputs, F32::ZERO);
+            self.pre[l].resize(samples * outputs, F32::ZERO);
+            self.deltas[l].resize(samples * outputs, F32::ZERO);
+        }
+    }
+
+    /// The records of the samples in `ranges` (consecutive, from the first), one pass each.
+    pub fn passes(
         &mut self,
         mlp: &Mlp,
         ranges: impl Iterator<Item = Range<usize>> + Clone,
-    ) -> Vec<RecordsPart<'_>> {
-        let mut parts: Vec<RecordsPart<'_>> = ranges
+    ) -> Vec<Pass<'_>> {
+        let mut passes: Vec<Pass<'_>> = ranges
             .clone()
-            .map(|_| RecordsPart {
+            .map(|range| Pass {
                 inputs: Vec::with_capacity(mlp.layers()),
+                pre: Vec::with_capacity(mlp.layers()),
                 deltas: Vec::with_capacity(mlp.layers()),
+                rows: range.len(),
             })
             .collect();
-        for (l, (inputs, deltas)) in self.inputs.iter_mut().zip(&mut self.deltas).enumerate() {
+        for (l, ((inputs, pre), deltas)) in self
+            .inputs
+            .iter_mut()
+            .zip(&mut self.pre)
+            .zip(&mut self.deltas)
+            .enumerate()
+        {
             let (outputs, width) = mlp.weight_shape(l);
             let inputs = split(&mut inputs[..], ranges.clone(), width);
+            let pre = split(&mut pre[..], ranges.clone(), outputs);
             let deltas = split(&mut deltas[..], ranges.clone(), outputs);
-            for ((part, i), d) in parts.iter_mut().zip(inputs).zip(deltas) {
-                part.inputs.push(i);
-                part.deltas.push(d);
+            for (pass, ((i, p), d)) in passes.iter_mut().zip(inputs.zip(pre).zip(deltas)) {
+                pass.inputs.push(i);
+                pass.pre.push(p);
+                pass.deltas.push(d);
             }
         }
-        parts
+        passes
     }
 }
 
-/// Part of one layer's weight rows and their gradient sums: what one task of
-/// [`Mlp::block_gradient`] writes.
-struct RowsPart<'a> {
-    /// The rows' gradients (`rows x width`) and biases.
-    w: &'a mut [F32],
-    b: &'a mut [F32],
-    /// The rows' `δ`s, output by output (`rows x samples`).
-    deltas: &'a [F32],
-    /// The layer's inputs of every sample (`samples x width`).
-    inputs: &'a [F32],
-    width: usize,
+/// Working cells for the forward pass over up to `rows` rows at a time (evaluation and
+/// prediction): a [`Pass`] without the gradients.
+#[derive(Clone, Debug)]
+pub struct ForwardCells {
+    inputs: Vec<Vec<F32>>,
+    pre: Vec<Vec<F32>>,
+    rows: usize,
+}
+
+impl ForwardCells {
+    pub fn new(mlp: &Mlp, rows: usize) -> ForwardCells {
+        ForwardCells {
+            inputs: (0..mlp.layers())
+                .map(|l| vec![F32::ZERO; rows * mlp.weight_shape(l).1])
+                .collect(),
+            pre: (0..mlp.layers())
+                .map(|l| vec![F32::ZERO; rows * mlp.weight_shape(l).0])
+                .collect(),
+            rows,
+        }
+    }
+
+    /// The forward pass of the row-major samples `x` (at most `rows` of them): returns the
+    /// last layer's pre-activations, one row per sample.
+    pub fn forward<R: Real>(
+        &mut self,
+        mlp: &Mlp,
+        math: Math,
+        params: &[Layer],
+        x: &[F32],
+    ) -> &[F32] {
+        let rows = x.len() / mlp.inputs();
+        assert!(rows <= self.rows, "more rows than the cells hold");
+        self.inputs[0][..x.len()].copy_from_slice(x);
+        let mut pass = Pass {
+            inputs: self.inputs.iter_mut().map(|v| &mut v[..]).collect(),
+            pre: self.pre.iter_mut().map(|v| &mut v[..]).collect(),
+            deltas: Vec::new(),
+            rows,
+        };
+        mlp.forward::<R>(math, params, &mut pass);
+        let last = mlp.layers() - 1;
+        &self.pre[last][..rows * mlp.outputs()]
+    }
 }
 
 impl Mlp {
-    /// The forward pass up to the last layer's pre-activations (left in `s.z()`): the seed's
-    /// `fwd`, with ReLU by the setting's `le`. Reads the biases from `params` and the weights
-    /// from `transposed` (refreshed from the same parameters). Computes in `R` on the stored
-    /// cells.
-    pub fn forward<R: Real>(
-        &self,
-        math: Math,
-        params: &[Layer],
-        transposed: &Transposed,
-        x: &[R],
-        s: &mut Scratch,
-    ) {
+    /// The forward pass of `pass.rows` samples (their features in `pass.inputs[0]`): the seed's
+    /// `fwd`, with ReLU by the setting's `le`. Layer `l`'s pre-activations, each output's chain
+    /// from its bias over the inputs in order (section 5), are `b + inputs x Wᵀ`; the hidden
+    /// layers' ReLU outputs are the next layer's inputs. Computes in `R` on the stored cells.
+    pub fn forward<R: Real>(&self, math: Math, params: &[Layer], pass: &mut Pass<'_>) {
+        let rows = pass.rows;
         for (l, layer) in params.iter().enumerate() {
-            let weights_t: &[R] = cells(&transposed.w[l]);
-            let hidden_layers = s.hidden.len();
-            let (below, this) = s.hidden.split_at_mut(l.min(hidden_layers));
-            let input: &[R] = if l == 0 { x } else { cells(&below[l - 1]) };
-            let pre: &mut [R] = cells_mut(&mut s.pre[l]);
-            // z[o] = ((b[o] + W[o,0] a[0]) + W[o,1] a[1]) + ...: every output starts from its
-            // bias and adds input j's term at step j.
-            pre.copy_from_slice(cells(&layer.b));
-            R::add_row_products(pre, weights_t, input);
-            if let Some(activations) = this.first_mut().filter(|_| l + 1 < self.layers()) {
-                let activations = cells_mut::<R>(activations);
+            let (outputs, inputs) = self.weight_shape(l);
+            let (below, above) = pass.inputs.split_at_mut(l + 1);
+            let pre: &mut [R] = cells_mut(&mut pass.pre[l][..rows * outputs]);
+            // z[o] = ((b[o] + W[o,0] a[0]) + W[o,1] a[1]) + ...
+            MatMul::new(
+                MatrixMut::new(pre, rows, outputs),
+                Start::Row(cells(&layer.b)),
+                Matrix::new(cells::<R>(&below[l][..rows * inputs]), rows, inputs),
+                Matrix::new(cells::<R>(&layer.w), outputs, inputs).t(),
+                Order::BA,
+            )
+            .run();
+            if let Some(next) = above.first_mut() {
+                let activations: &mut [R] = cells_mut(&mut next[..rows * outputs]);
                 activations.copy_from_slice(pre);
                 math.zero_where_not_positive(pre, activations);
             }
         }
     }
 
-    /// Starts a block of `samples` samples: [`Mlp::record_sample`] each, then
-    /// [`Mlp::block_gradient`].
-    pub fn start_block(&self, records: &mut BlockRecords, samples: usize) {
-        records.samples = samples;
-        for list in [
-            &mut records.inputs,
-            &mut records.deltas,
-            &mut records.deltas_by_output,
-        ] {
-            list.resize_with(self.layers(), Vec::new);
-        }
-        for l in 0..self.layers() {
+    /// The backward pass of `pass.rows` samples whose last layer's gradients are in
+    /// `pass.deltas` (from the loss): the seed's `bwd` without the weight gradients, which
+    /// [`Mlp::block_gradient`] sums. The gradient with respect to a layer's inputs is
+    /// accumulated from +0 over the outputs in order (the seed starts from +0, so a lone -0
+    /// term becomes +0), `0 + δ x W`, then ReLU's derivative: zero where the pre-activation
+    /// was <= 0 by the setting's le.
+    pub fn backward<R: Real>(&self, math: Math, params: &[Layer], pass: &mut Pass<'_>) {
+        let rows = pass.rows;
+        for l in (1..self.layers()).rev() {
             let (outputs, inputs) = self.weight_shape(l);
-            records.inputs[l].resize(samples * inputs, F32::ZERO);
-            records.deltas[l].resize(samples * outputs, F32::ZERO);
-            records.deltas_by_output[l].resize(samples * outputs, F32::ZERO);
+            let (below, this) = pass.deltas.split_at_mut(l);
+            let below: &mut [R] = cells_mut(&mut below[l - 1][..rows * inputs]);
+            MatMul::new(
+                MatrixMut::new(below, rows, inputs),
+                Start::Zero,
+                Matrix::new(cells::<R>(&this[0][..rows * outputs]), rows, outputs),
+                Matrix::new(cells::<R>(&params[l].w), outputs, inputs),
+                Order::BA,
+            )
+            .run();
+            math.zero_where_not_positive(cells(&pass.pre[l - 1][..rows * inputs]), below);
         }
-    }
-
-    /// Forward, loss and backward for sample `k` of a block: returns its loss and records its
-    /// inputs to every layer and its gradient with respect to every layer's pre-activations
-    /// (the seed's `bwd` without the weight gradients, which [`Mlp::block_gradient`] sums).
-    #[allow(clippy::too_many_arguments)] // each is a distinct input of the definition
-    pub fn record_sample<R: Real>(
-        &self,
-        math: Math,
-        loss: Loss,
-        params: &[Layer],
-        transposed: &Transposed,
-        x: &[R],
-        target: Target<'_, R>,
-        s: &mut Scratch,
-        records: &mut RecordsPart<'_>,
-        k: usize,
-    ) -> R {
-        self.forward(math, params, transposed, x, s);
-        let last = self.layers() - 1;
-        s.delta.clear();
-        s.delta.resize(self.outputs(), F32::ZERO);
-        let value = loss.forward(
-            math,
-            cells::<R>(&s.pre[last]),
-            target,
-            cells_mut(&mut s.outputs),
-            cells_mut(&mut s.delta),
-        );
-        for l in (0..self.layers()).rev() {
-            let (outputs, inputs) = self.weight_shape(l);
-            let input: &[R] = if l == 0 { x } else { cells(&s.hidden[l - 1]) };
-            cells_mut::<R>(&mut records.inputs[l][k * inputs..(k + 1) * inputs])
-                .copy_from_slice(input);
-            records.deltas[l][k * outputs..(k + 1) * outputs].copy_from_slice(&s.delta);
-            if l == 0 {
-                break;
-            }
-            // The gradient with respect to this layer's inputs, accumulated from +0 over the
-            // outputs in order (the seed starts from +0, so a lone -0 term becomes +0), then
-            // ReLU's derivative: zero where the pre-activation was <= 0 by the setting's le.
-            s.delta_below.clear();
-            s.delta_below.resize(inputs, F32::ZERO);
-            let below: &mut [R] = cells_mut(&mut s.delta_below);
-            R::add_row_products(below, cells(&params[l].w), cells(&s.delta[..outputs]));
-            math.zero_where_not_positive(cells(&s.pre[l - 1]), below);
-            std::mem::swap(&mut s.delta, &mut s.delta_below);
-        }
-        value
     }
 
     /// Writes into `into` the block's gradient: for every weight and bias, the sum of its
-    /// samples' terms in order, from the first sample's (section 5). Weight rows are shared
-    /// out among `threads`.
+    /// samples' terms in order, from the first sample's (section 5): `δᵀ x inputs` from the
+    /// first term. Every layer's output rows are shared out among `threads`.
     pub fn block_gradient<R: Real>(
         &self,
-        records: &mut BlockRecords,
+        records: &BlockRecords,
         into: &mut [Layer],
         threads: &Threads,
     ) {
         let n = records.samples;
-        for (l, (by_sample, by_output)) in records
-            .deltas
-            .iter()
-            .zip(&mut records.deltas_by_output)
-            .enumerate()
-        {
-            let (outputs, _) = self.weight_shape(l);
-            transpose(by_sample, n, outputs, by_output);
-        }
         // Every layer's rows cut into the same number of parts, part `p` of each layer going
         // to the same task: equal work per task whatever the layers' widths.
         let work: usize = (0..self.layers())
@@ -505,33 +437,53 @@ impl Mlp {
             let rows = ranges(outputs, count);
             let w = split(&mut grad.w[..], rows.clone(), width);
             let b = split(&mut grad.b[..], rows.clone(), 1);
-            let deltas = split(&records.deltas_by_output[l][..], rows, n);
-            for (part, ((w, b), deltas)) in parts.iter_mut().zip(w.zip(b).zip(deltas)) {
+            for (part, ((w, b), rows)) in parts.iter_mut().zip(w.zip(b).zip(rows)) {
                 part.push(RowsPart {
                     w,
                     b,
-                    deltas,
+                    rows,
+                    deltas: &records.deltas[l],
                     inputs: &records.inputs[l],
-                    width,
+                    shape: (outputs, width),
                 });
             }
         }
         threads.run(parts, |part| {
             let _env = R::environment();
-            for rows in part {
-                let inputs: &[R] = cells(rows.inputs);
-                let (w, b): (&mut [R], &mut [R]) = (cells_mut(rows.w), cells_mut(rows.b));
-                for ((row, b), d) in w
-                    .chunks_exact_mut(rows.width)
-                    .zip(b.iter_mut())
-                    .zip(cells::<R>(rows.deltas).chunks_exact(n))
-                {
-                    R::scaled_rows_sum(row, d, inputs);
-                    *b = d[1..].iter().fold(d[0], |sum, &d| sum + d);
+            for p in part {
+                let ((outputs, width), rows) = (p.shape, p.rows.clone());
+                let deltas = Matrix::new(cells::<R>(p.deltas), n, outputs);
+                MatMul::new(
+                    MatrixMut::new(cells_mut::<R>(p.w), rows.len(), width),
+                    Start::FirstTerm,
+                    deltas.t().rows(rows.clone()),
+                    Matrix::new(cells::<R>(p.inputs), n, width),
+                    Order::AB,
+                )
+                .run();
+                // The biases' sums, sample after sample, for the part's outputs at once.
+                let b: &mut [R] = cells_mut(p.b);
+                let deltas: &[R] = cells(p.deltas);
+                b.copy_from_slice(&deltas[rows.clone()]);
+                for s in 1..n {
+                    R::add_assign(b, &deltas[s * outputs..][rows.clone()]);
                 }
             }
         });
     }
+}
+
+/// Some output rows of one layer's weight and bias gradients, and what their sums read: what
+/// one task of [`Mlp::block_gradient`] writes.
+struct RowsPart<'a> {
+    /// The rows' weight gradients (`rows x width`) and biases.
+    w: &'a mut [F32],
+    b: &'a mut [F32],
+    rows: Range<usize>,
+    /// The layer's `δ`s (`samples x outputs`) and inputs (`samples x width`).
+    deltas: &'a [F32],
+    inputs: &'a [F32],
+    shape: (usize, usize),
 }
 
 #[cfg(test)]

@@ -159,7 +159,6 @@ fn same_bits(
 
 static NARROW: std::sync::Once = std::sync::Once::new();
 static WIDE: std::sync::Once = std::sync::Once::new();
-static KERNELS: std::sync::Once = std::sync::Once::new();
 static OPTIMISERS: std::sync::Once = std::sync::Once::new();
 
 proptest! {
@@ -201,35 +200,6 @@ fn any_cell() -> impl Strategy<Value = u32> {
             0xFF80_0000, 0, 0x8000_0000, 1, 0x8000_0001, 0x007F_FFFF, 0x7F7F_FFFF, 0xFF7F_FFFF,
         ]),
     ]
-}
-
-/// The slice kernels of the hardware backend (groups of 64 elements and of 1 to 7 registers,
-/// the last one masked, with a NaN check) against softf32's, for lengths up to past two groups
-/// and up to five rows: `out`, the rows (`rows x out.len()` cells) and the row scalars.
-fn kernel_case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Vec<u32>)> {
-    (0usize..140, 0usize..6).prop_flat_map(|(n, rows)| {
-        (
-            prop::collection::vec(any_cell(), n),
-            prop::collection::vec(any_cell(), n * rows),
-            prop::collection::vec(any_cell(), rows),
-        )
-    })
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
-
-    #[test]
-    fn slice_kernels_give_softf32s_bits((out, rows, a) in kernel_case()) {
-        if !hardware_here("slice_kernels_give_softf32s_bits", &KERNELS) {
-            return Ok(());
-        }
-        let _env = backend::FpEnvGuard::new();
-        prop_assert_eq!(
-            backend::kernel_outputs::<backend::Native>(&out, &rows, &a),
-            backend::kernel_outputs::<F32>(&out, &rows, &a)
-        );
-    }
 }
 
 /// One optimiser update (every optimiser and math setting, `steps` steps into the run so the

@@ -31,7 +31,8 @@ mod _nxrs {
     };
     #[pymodule_export]
     use crate::trainer::{
-        permutation, seed_dataset, PyClaim, PyDataset, PyEpochEnd, PyRunChunk, PyTrainer,
+        hardware_isa, permutation, seed_dataset, PyClaim, PyDataset, PyEpochEnd, PyRunChunk,
+        PyTrainer,
     };
 
     #[pymodule_init]

@@ -39,7 +39,7 @@ impl BackendChoice {
                 why.message()
             ))),
             (BackendChoice::Auto, Err(Unavailable::Target(_))) => Ok((Backend::Soft, None)),
-            (BackendChoice::Auto, Err(why @ Unavailable::SelfCheck(_))) => {
+            (BackendChoice::Auto, Err(why @ (Unavailable::SelfCheck(_) | Unavailable::Isa(_)))) => {
                 Ok((Backend::Soft, Some(why.message())))
             }
         }

@@ -25,16 +25,17 @@
 
 mod choice;
 mod fpenv;
-mod lanes;
+mod isa;
 mod native;
 mod selfcheck;
 
 pub use choice::{BackendChoice, Resolved};
 pub use fpenv::{default_control, read_control, write_control, FpEnvGuard, GUARDED_TARGET};
+pub use isa::{Isa, ISA_VARIABLE};
 pub use native::{Native, Unchecked};
 pub use selfcheck::{
-    check, check_kernels, hardware, kernel_outputs, self_check_cases, Op, Unavailable,
-    FAULT_VARIABLE,
+    check, check_kernels, hardware, product_cases, self_check_cases, Op, ProductCase, Unavailable,
+    FAULT_VARIABLE, PRODUCT_OUTPUTS,
 };
 
 use crate::arith::Real;

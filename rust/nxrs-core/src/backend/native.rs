@@ -4,7 +4,8 @@
 #![allow(clippy::float_arithmetic)] // the hardware backend: native binary32 is its point
 
 use super::fpenv::FpEnvGuard;
-use super::lanes::Chain;
+use super::isa::Isa;
+use crate::arith::matmul::MatMul;
 use crate::arith::Real;
 use crate::softf32::F32;
 use core::ops::{Add, Div, Mul, Neg, Sub};
@@ -132,20 +133,22 @@ hardware_float! {
         r
     },
     extra: {
-        #[inline(always)]
-        fn add_row_products(out: &mut [Native], rows: &[Native], a: &[Native]) {
-            Chain::RowProducts.apply(out, rows, a);
-        }
-
-        #[inline(always)]
-        fn scaled_rows_sum(out: &mut [Native], a: &[Native], rows: &[Native]) {
-            Chain::ScaledRows.apply(out, rows, a);
+        /// The blocked kernel on the path in use ([`Isa`]); NaN results recomputed in
+        /// `Native`.
+        fn matmul(mm: MatMul<'_, Native>) {
+            Isa::in_use().matmul(mm);
         }
 
         #[inline(always)]
         fn add_assign(acc: &mut [Native], x: &[Native]) {
-            let n = acc.len().min(x.len());
-            Chain::Sum.apply(&mut acc[..n], &x[..n], &[]);
+            Isa::in_use().vectorized(
+                #[inline(always)]
+                || {
+                    for (acc, &x) in acc.iter_mut().zip(x) {
+                        *acc = *acc + x;
+                    }
+                },
+            );
         }
     }
 }
@@ -159,35 +162,11 @@ hardware_float! {
     extra: {}
 }
 
-/// Calls `f` inside a function compiled for AVX-512 or AVX2 when the CPU has them (detected at
-/// run time; the detection is cached by std), so the slice kernels inlined into `f` use 16 or 8
-/// lanes instead of SSE2's 4. Only these features are enabled, never FMA: every operation stays
-/// a separate multiply or add (Rust does not contract them; the features only widen the lanes).
-/// On AArch64, NEON is part of the baseline and `f` runs as it is.
+/// Calls `f` compiled for the vector instructions in use ([`Isa`]: AVX-512 or AVX2 where the CPU
+/// has them, detected at run time), so the loops inlined into `f` use 16 or 8 lanes instead of
+/// the baseline's 4. Only the lane width changes, never FMA: every operation stays a separate
+/// multiply or add (Rust does not contract them).
 #[inline(always)]
 fn vector_call<T>(f: impl FnOnce() -> T) -> T {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            return unsafe { with_avx512(f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { with_avx2(f) };
-        }
-    }
-    f()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn with_avx2<T>(f: impl FnOnce() -> T) -> T {
-    f()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn with_avx512<T>(f: impl FnOnce() -> T) -> T {
-    f()
+    Isa::in_use().vectorized(f)
 }

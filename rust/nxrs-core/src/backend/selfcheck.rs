@@ -5,7 +5,9 @@
 #![allow(clippy::float_arithmetic)] // `Faulty` computes in native binary32 on purpose
 
 use super::fpenv::{FpEnvGuard, GUARDED_TARGET};
+use super::isa::Isa;
 use super::native::Native;
+use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
 use crate::arith::Real;
 use crate::softf32::F32;
 use core::ops::{Add, Div, Mul, Neg, Sub};
@@ -168,48 +170,138 @@ pub fn check<R: Real>(cases: &[(Op, u32, u32)]) -> Result<(), String> {
     Ok(())
 }
 
-/// The slice kernels' results for `out`, `rows` (`a.len()` rows of `out.len()` cells) and the
-/// row scalars `a`, computed in `R`, as bits: `add_row_products`, `scaled_rows_sum`, and
-/// `add_assign` of the first row.
-pub fn kernel_outputs<R: Real>(out: &[u32], rows: &[u32], a: &[u32]) -> [Vec<u32>; 3] {
-    let cells_of = |bits: &[u32]| -> Vec<R> {
-        bits.iter()
-            .map(|&b| R::from_f32(F32::from_bits(b)))
-            .collect()
-    };
-    let bits_of =
-        |cells: Vec<R>| -> Vec<u32> { cells.iter().map(|c| c.to_f32().to_bits()).collect() };
-    let (rows, a) = (cells_of(rows), cells_of(a));
-    let mut results = [cells_of(out), cells_of(out), cells_of(out)];
-    R::add_row_products(&mut results[0], &rows, &a);
-    R::scaled_rows_sum(&mut results[1], &a, &rows);
-    R::add_assign(&mut results[2], &rows);
-    results.map(bits_of)
+/// A matrix product's operands for the kernel checks: `a` (`m x k`), `b` (`k x n`) and a start
+/// row (`n` cells), as bit patterns.
+#[derive(Clone, Debug)]
+pub struct ProductCase {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: Vec<u32>,
+    pub b: Vec<u32>,
+    pub row: Vec<u32>,
 }
 
-/// The slice kernels on the self-check's operands, laid out as vectors of lengths that reach
-/// every vector path (a group of 64 elements, then registers the last of which is partly
-/// filled): their results must be softf32's bit for bit. Returns the first disagreement.
+/// What [`ProductCase::outputs`] computes, in order (for messages).
+pub const PRODUCT_OUTPUTS: [&str; 7] = [
+    "+0 + A*B",
+    "+0 + B*A",
+    "row + A*B",
+    "row + B*A",
+    "A*B from the first term",
+    "B*A from the first term",
+    "row += B's first row",
+];
+
+impl ProductCase {
+    /// The product with every start and operand order (from the first term only when `k > 0`),
+    /// then `add_assign` of `b`'s first row onto the start row, computed in `R` by the kernels
+    /// `R` runs, or by the definition one element at a time: the results as bits.
+    pub fn outputs<R: Real>(&self, by_definition: bool) -> Vec<Vec<u32>> {
+        let cells = |bits: &[u32]| -> Vec<R> {
+            bits.iter()
+                .map(|&b| R::from_f32(F32::from_bits(b)))
+                .collect()
+        };
+        let bits =
+            |cells: &[R]| -> Vec<u32> { cells.iter().map(|c| c.to_f32().to_bits()).collect() };
+        let (a, b, row) = (cells(&self.a), cells(&self.b), cells(&self.row));
+        let (m, n, k) = (self.m, self.n, self.k);
+        let mut results = Vec::with_capacity(PRODUCT_OUTPUTS.len());
+        for start in [Start::Zero, Start::Row(&row), Start::FirstTerm] {
+            if matches!(start, Start::FirstTerm) && k == 0 {
+                continue;
+            }
+            for order in [Order::AB, Order::BA] {
+                // Cells the product must overwrite, not read.
+                let mut c = vec![R::from_f32(F32::from_bits(0x7FC0_0ACE)); m * n];
+                let mm = MatMul::new(
+                    MatrixMut::new(&mut c, m, n),
+                    start,
+                    Matrix::new(&a, m, k),
+                    Matrix::new(&b, k, n),
+                    order,
+                );
+                if by_definition {
+                    mm.by_elements();
+                } else {
+                    mm.run();
+                }
+                results.push(bits(&c));
+            }
+        }
+        let mut sum = row.clone();
+        if k > 0 {
+            if by_definition {
+                for (s, &x) in sum.iter_mut().zip(&b) {
+                    *s = *s + x;
+                }
+            } else {
+                R::add_assign(&mut sum, &b[..n]);
+            }
+        }
+        results.push(bits(&sum));
+        results
+    }
+}
+
+/// The products the self-check runs: the self-check's operands (mostly special values) in short
+/// chains, whose results are often not NaN, and ordinary values with some zeros and subnormals
+/// in chains longer than a cache block, in shapes with edge tiles for every path's tile size.
+pub fn product_cases(cases: &[(Op, u32, u32)]) -> Vec<ProductCase> {
+    let special: Vec<u32> = cases.iter().flat_map(|&(_, a, b)| [a, b]).collect();
+    let mut s: u64 = 0x6E78_7273_6D6D_5F31;
+    let mut ordinary = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let x = (s >> 32) as u32;
+        match x % 16 {
+            0 => x & 0x8000_0000,                                   // a signed zero
+            1 => x & 0x8000_FFFF,                                   // a subnormal
+            _ => 0x3A00_0000 + x % 0x0A00_0000 | (x & 0x8000_0000), // 2^-11 .. 2^9
+        }
+    };
+    let mut from_special = special.iter().copied().cycle();
+    let mut products = Vec::new();
+    for (m, n, k, values) in [
+        (13, 37, 1, 0),
+        (9, 70, 2, 0),
+        (17, 33, 3, 0),
+        (13, 37, 300, 1),
+        (1, 5, 517, 1),
+    ] {
+        let mut next = || {
+            if values == 0 {
+                from_special.next().unwrap_or(0)
+            } else {
+                ordinary()
+            }
+        };
+        products.push(ProductCase {
+            m,
+            n,
+            k,
+            a: (0..m * k).map(|_| next()).collect(),
+            b: (0..k * n).map(|_| next()).collect(),
+            row: (0..n).map(|_| next()).collect(),
+        });
+    }
+    products
+}
+
+/// The matrix product (every start and operand order, on the path in use) and `add_assign` on
+/// [`product_cases`]: their results must be the definition's in softf32 bit for bit. Returns
+/// the first disagreement.
 pub fn check_kernels<R: Real>(cases: &[(Op, u32, u32)]) -> Result<(), String> {
-    const NAMES: [&str; 3] = ["add_row_products", "scaled_rows_sum", "add_assign"];
-    let values: Vec<u32> = cases.iter().flat_map(|&(_, a, b)| [a, b]).collect();
-    for n in [75, 13] {
-        for (w, window) in values.chunks_exact(3 * n + 2).enumerate() {
-            let (out, rest) = window.split_at(n);
-            let (rows, a) = rest.split_at(2 * n);
-            let (got, want) = (
-                kernel_outputs::<R>(out, rows, a),
-                kernel_outputs::<F32>(out, rows, a),
-            );
-            if let Some(k) = (0..3).find(|&k| got[k] != want[k]) {
-                let j = (0..n).find(|&j| got[k][j] != want[k][j]).unwrap_or(0);
+    for (p, case) in product_cases(cases).iter().enumerate() {
+        let (got, want) = (case.outputs::<R>(false), case.outputs::<F32>(true));
+        for (name, (got, want)) in PRODUCT_OUTPUTS.iter().zip(got.iter().zip(&want)) {
+            if let Some(e) = (0..got.len()).find(|&e| got[e] != want[e]) {
                 return Err(format!(
-                    "{} on {n} elements (operands from self-check value {}) gave {:#010x} in \
-                     hardware, {:#010x} in softf32 at element {j}",
-                    NAMES[k],
-                    w * (3 * n + 2),
-                    got[k][j],
-                    want[k][j]
+                    "the matrix product {name} ({} x {} x {}, product {p}) gave {:#010x} in \
+                     hardware, {:#010x} in softf32 at element {e}",
+                    case.m, case.k, case.n, got[e], want[e]
                 ));
             }
         }
@@ -224,12 +316,14 @@ pub enum Unavailable {
     Target(String),
     /// The self-check found a disagreement with softf32 (the message names the case).
     SelfCheck(String),
+    /// [`ISA_VARIABLE`](super::ISA_VARIABLE) names no path this CPU has.
+    Isa(String),
 }
 
 impl Unavailable {
     pub fn message(&self) -> &str {
         match self {
-            Unavailable::Target(m) | Unavailable::SelfCheck(m) => m,
+            Unavailable::Target(m) | Unavailable::SelfCheck(m) | Unavailable::Isa(m) => m,
         }
     }
 }
@@ -252,6 +346,9 @@ fn probe() -> Result<(), Unavailable> {
              this is {}",
             std::env::consts::ARCH
         )));
+    }
+    if let Err(why) = Isa::active() {
+        return Err(Unavailable::Isa(why.to_owned()));
     }
     let cases = self_check_cases();
     let result = if std::env::var_os(FAULT_VARIABLE).is_some() {
@@ -356,7 +453,7 @@ mod tests {
         );
         let err = check_kernels::<Faulty>(&self_check_cases()).unwrap_err();
         assert!(
-            err.contains(" on 75 elements (operands from self-check value 0)"),
+            err.starts_with("the matrix product +0 + A*B (13 x 1 x 37, product 0) gave"),
             "{err}"
         );
     }

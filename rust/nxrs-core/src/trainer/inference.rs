@@ -8,7 +8,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::loss::{argmax, Target};
 use crate::math::Math;
-use crate::mlp::Scratch;
+use crate::mlp::ForwardCells;
 use crate::softf32::F32;
 use crate::threads::{ranges, split};
 
@@ -60,7 +60,6 @@ impl Compute for Evaluate<'_> {
     fn compute<R: Real>(self) -> Evaluation {
         let Evaluate { trainer: t, data } = self;
         let math = t.config.math;
-        let transposed = t.transposed();
         let n = data.len();
         let mut losses = vec![F32::ZERO; n];
         let mut correct = vec![false; n];
@@ -71,20 +70,35 @@ impl Compute for Evaluate<'_> {
             .zip(split(&mut correct[..], ranges, 1));
         t.threads.run(tasks, |((range, losses), correct)| {
             let _env = R::environment();
-            let mut scratch = Scratch::new(&t.mlp);
-            let mut delta = vec![F32::ZERO; t.mlp.outputs()];
-            for (k, s) in range.enumerate() {
-                let (x, target) = data.sample(s);
-                let target = target.cells::<R>();
-                t.mlp
-                    .forward::<R>(math, &t.state.params, &transposed, cells(x), &mut scratch);
-                let (z, outputs) = scratch.z_and_outputs::<R>();
-                let loss = t
-                    .config
-                    .loss
-                    .forward(math, z, target, outputs, cells_mut(&mut delta));
-                losses[k] = loss.to_f32();
-                correct[k] = is_correct(math, outputs, target);
+            let (features, width) = (t.mlp.inputs(), t.mlp.outputs());
+            let mut cells_ = ForwardCells::new(&t.mlp, ROWS.min(range.len()));
+            let mut x = Vec::with_capacity(ROWS.min(range.len()) * features);
+            let mut outputs = vec![F32::ZERO; width];
+            let mut delta = vec![F32::ZERO; width];
+            let chunks = range
+                .clone()
+                .step_by(ROWS)
+                .map(|s| s..(s + ROWS).min(range.end));
+            for chunk in chunks {
+                x.clear();
+                for s in chunk.clone() {
+                    x.extend_from_slice(data.sample(s).0);
+                }
+                let z = cells_.forward::<R>(&t.mlp, math, &t.state.params, &x);
+                for (s, z) in chunk.zip(z.chunks_exact(width)) {
+                    let target = data.sample(s).1.cells::<R>();
+                    let outputs = cells_mut::<R>(&mut outputs);
+                    let loss = t.config.loss.forward(
+                        math,
+                        cells(z),
+                        target,
+                        outputs,
+                        cells_mut(&mut delta),
+                    );
+                    let k = s - range.start;
+                    losses[k] = loss.to_f32();
+                    correct[k] = is_correct(math, outputs, target);
+                }
             }
         });
         // The losses summed in sample order (softf32 gives every backend's bits).
@@ -99,6 +113,10 @@ impl Compute for Evaluate<'_> {
     }
 }
 
+/// Rows whose forward pass runs at once in evaluation and prediction: enough for the matrix
+/// products' tiles and cache blocks, few enough for their cells to stay in cache.
+const ROWS: usize = 256;
+
 /// [`Trainer::predict`]'s computation.
 struct Predict<'a> {
     trainer: &'a Trainer,
@@ -111,25 +129,23 @@ impl Compute for Predict<'_> {
     fn compute<R: Real>(self) -> Vec<F32> {
         let Predict { trainer: t, inputs } = self;
         let (features, width) = (t.mlp.inputs(), t.mlp.outputs());
-        let transposed = t.transposed();
         let n = inputs.len() / features;
         let mut out = vec![F32::ZERO; n * width];
         let ranges = ranges(n, t.threads.parts(n, t.mlp.parameters()));
         let tasks = split(inputs, ranges.clone(), features).zip(split(&mut out[..], ranges, width));
         t.threads.run(tasks, |(inputs, out)| {
             let _env = R::environment();
-            let mut scratch = Scratch::new(&t.mlp);
-            for (x, out) in inputs.chunks(features).zip(out.chunks_mut(width)) {
-                t.mlp.forward::<R>(
-                    t.config.math,
-                    &t.state.params,
-                    &transposed,
-                    cells(x),
-                    &mut scratch,
-                );
-                let (z, outputs) = scratch.z_and_outputs::<R>();
-                t.config.loss.outputs(t.config.math, z, outputs);
-                out.copy_from_slice(&scratch.outputs);
+            let mut cells_ = ForwardCells::new(&t.mlp, ROWS.min(inputs.len() / features));
+            for (x, out) in inputs
+                .chunks(ROWS * features)
+                .zip(out.chunks_mut(ROWS * width))
+            {
+                let z = cells_.forward::<R>(&t.mlp, t.config.math, &t.state.params, x);
+                for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+                    t.config
+                        .loss
+                        .outputs(t.config.math, cells::<R>(z), cells_mut(out));
+                }
             }
         });
         out

@@ -21,7 +21,7 @@ use crate::dataset::{Dataset, Targets};
 use crate::error::{Error, Result};
 use crate::hash;
 use crate::loss::Loss;
-use crate::mlp::{Layer, Mlp, Transposed};
+use crate::mlp::{Layer, Mlp};
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::Threads;
@@ -280,13 +280,6 @@ impl Trainer {
     pub fn train_until(&mut self, data: &Dataset, epoch: i64) -> Result<()> {
         self.run(data, Until::Epoch(epoch), |_, _| ControlFlow::Continue(()))
             .map(|_| ())
-    }
-
-    /// The current weights, transposed for the forward pass.
-    fn transposed(&self) -> Transposed {
-        let mut transposed = Transposed::new(&self.mlp);
-        transposed.refresh(&self.mlp, &self.state.params);
-        transposed
     }
 
     fn classifies(&self) -> bool {

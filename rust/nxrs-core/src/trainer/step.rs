@@ -11,7 +11,7 @@ use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
 use crate::loss::Loss;
 use crate::math::Math;
-use crate::mlp::{BlockRecords, Layer, Mlp, Scratch, Transposed};
+use crate::mlp::{BlockRecords, Layer, Mlp};
 use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
@@ -32,8 +32,6 @@ pub struct BlockGradient {
 #[derive(Clone, Debug)]
 pub(super) struct Work {
     block_work: BlockWork,
-    /// The current parameters' weights, transposed for the forward pass.
-    transposed: Transposed,
     /// The batch's gradient (the first block's sum, then the total, then the mean).
     pub(super) total: Vec<Layer>,
     /// The sum of a block after the first.
@@ -47,7 +45,6 @@ impl Work {
     pub(super) fn new(mlp: &Mlp) -> Work {
         Work {
             block_work: BlockWork::default(),
-            transposed: Transposed::new(mlp),
             total: mlp.zeros(),
             block: Vec::new(),
             losses: Vec::new(),
@@ -55,11 +52,11 @@ impl Work {
     }
 }
 
-/// What computing a block's gradient writes: one scratch per thread, the block's records, and
-/// its samples' losses and whether each was classified correctly.
+/// What computing a block's gradient writes: the model's outputs for one sample per thread,
+/// the block's records, and its samples' losses and whether each was classified correctly.
 #[derive(Clone, Debug, Default)]
 struct BlockWork {
-    scratches: Vec<Scratch>,
+    outputs: Vec<Vec<F32>>,
     records: BlockRecords,
     losses: Vec<F32>,
     correct: Vec<bool>,
@@ -189,14 +186,7 @@ impl Compute for Step<'_> {
             t.work.block = t.mlp.zeros();
         }
         let work = &mut t.work;
-        work.transposed.refresh(&t.mlp, &t.state.params);
-        let view = GradientView::new(
-            &t.mlp,
-            &t.config,
-            &t.threads,
-            &t.state.params,
-            &work.transposed,
-        );
+        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params);
         work.losses.clear();
         let mut blocks = samples.chunks(block_len);
         let first = blocks.next().expect("a batch has at least one sample");
@@ -236,8 +226,7 @@ impl Compute for BlockSum<'_> {
 
     fn compute<R: Real>(self) -> usize {
         let t = self.trainer;
-        let transposed = t.transposed();
-        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params, &transposed);
+        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params);
         view.block_sum::<R>(
             self.data,
             self.samples,
@@ -274,13 +263,12 @@ impl Compute for Combine<'_> {
 }
 
 /// What computing a gradient reads: the model's sizes, its loss and arithmetic settings, its
-/// parameters (and their weights transposed) and the threads to share the samples among.
+/// parameters and the threads to share the samples among.
 struct GradientView<'a> {
     mlp: &'a Mlp,
     math: Math,
     loss: Loss,
     params: &'a [Layer],
-    transposed: &'a Transposed,
     threads: &'a Threads,
 }
 
@@ -290,22 +278,22 @@ impl<'a> GradientView<'a> {
         config: &TrainerConfig,
         threads: &'a Threads,
         params: &'a [Layer],
-        transposed: &'a Transposed,
     ) -> GradientView<'a> {
         GradientView {
             mlp,
             math: config.math,
             loss: config.loss,
             params,
-            transposed,
             threads,
         }
     }
 
     /// Writes into `into` the sum of the gradients of `samples` (in order, from the first
     /// sample's gradient), appends their losses to `losses`; returns how many were classified
-    /// correctly. The samples' forward and backward passes are shared out among the threads,
-    /// then the weight rows' sums (see [`Mlp::block_gradient`]).
+    /// correctly. The samples are shared out among the threads for the forward pass, the loss
+    /// and the backward pass (each thread's samples through the whole model, as matrix
+    /// products), then the layers' output rows for the weight gradients' sums (see
+    /// [`Mlp::block_gradient`]).
     fn block_sum<R: Real>(
         &self,
         data: &Dataset,
@@ -314,46 +302,46 @@ impl<'a> GradientView<'a> {
         into: &mut [Layer],
         losses: &mut Vec<F32>,
     ) -> usize {
-        let n = samples.len();
-        let parts = self.threads.parts(n, self.mlp.parameters());
+        let (mlp, n) = (self.mlp, samples.len());
+        let parts = self.threads.parts(n, mlp.parameters());
         let ranges = ranges(n, parts);
-        if work.scratches.len() < parts {
-            work.scratches.resize_with(parts, || Scratch::new(self.mlp));
-        }
+        work.outputs
+            .resize_with(parts, || vec![F32::ZERO; mlp.outputs()]);
         work.losses.resize(n, F32::ZERO);
         work.correct.resize(n, false);
-        self.mlp.start_block(&mut work.records, n);
+        work.records.start(mlp, n);
         let tasks = ranges
             .clone()
-            .zip(work.records.parts(self.mlp, ranges.clone()))
-            .zip(work.scratches.iter_mut())
+            .zip(work.records.passes(mlp, ranges.clone()))
+            .zip(work.outputs.iter_mut())
             .zip(split(&mut work.losses[..], ranges.clone(), 1))
             .zip(split(&mut work.correct[..], ranges, 1));
         self.threads.run(
             tasks,
-            |((((range, mut records), scratch), losses), correct)| {
+            |((((range, mut pass), outputs), losses), correct)| {
                 let _env = R::environment();
-                for (k, &s) in samples[range].iter().enumerate() {
-                    let (x, target) = data.sample(s);
-                    let target = target.cells::<R>();
-                    let loss = self.mlp.record_sample::<R>(
-                        self.math,
-                        self.loss,
-                        self.params,
-                        self.transposed,
-                        cells(x),
-                        target,
-                        scratch,
-                        &mut records,
-                        k,
-                    );
-                    losses[k] = loss.to_f32();
-                    correct[k] = is_correct(self.math, cells(&scratch.outputs), target);
+                let samples = &samples[range];
+                let (features, width) = (mlp.inputs(), mlp.outputs());
+                for (x, &s) in pass.inputs[0].chunks_exact_mut(features).zip(samples) {
+                    x.copy_from_slice(data.sample(s).0);
                 }
+                mlp.forward::<R>(self.math, self.params, &mut pass);
+                let last = mlp.layers() - 1;
+                let z = pass.pre[last].chunks_exact(width);
+                let deltas = pass.deltas[last].chunks_exact_mut(width);
+                for (k, ((z, delta), &s)) in z.zip(deltas).zip(samples).enumerate() {
+                    let target = data.sample(s).1.cells::<R>();
+                    let outputs = cells_mut::<R>(outputs);
+                    let loss =
+                        self.loss
+                            .forward(self.math, cells(z), target, outputs, cells_mut(delta));
+                    losses[k] = loss.to_f32();
+                    correct[k] = is_correct(self.math, outputs, target);
+                }
+                mlp.backward::<R>(self.math, self.params, &mut pass);
             },
         );
-        self.mlp
-            .block_gradient::<R>(&mut work.records, into, self.threads);
+        mlp.block_gradient::<R>(&work.records, into, self.threads);
         losses.extend_from_slice(&work.losses);
         work.correct.iter().filter(|&&c| c).count()
     }

@@ -25,7 +25,7 @@ use crate::inputs::{count, AnyInt, AnyInts};
 use crate::options::{config_dict, trainer_options};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn};
-use nxrs_core::backend::BackendChoice;
+use nxrs_core::backend::{self, BackendChoice, Isa};
 use nxrs_core::config::{Family, TrainerConfig, Value};
 use nxrs_core::state::TrainState;
 use nxrs_core::threads::{Threads, MAX_THREADS};
@@ -267,6 +267,15 @@ fn backend_choice(name: Option<&str>) -> PyResult<BackendChoice> {
             BackendChoice::NAMES
         ))
     })
+}
+
+/// The vector instructions the hardware backend computes with in this process: "avx512",
+/// "avx2" or "portable" (the widest the CPU has, or the environment variable `NXRS_ISA`'s
+/// choice), or None where the hardware backend is unavailable.
+#[pyfunction]
+pub fn hardware_isa() -> Option<&'static str> {
+    backend::hardware().ok()?;
+    Isa::active().ok().map(Isa::name)
 }
 
 /// The RuntimeWarning naming the self-check's disagreement when "auto" fell back to softf32

@@ -1,6 +1,7 @@
 //! The arithmetic the training kernels are written over.
 //!
-//! Every kernel (forward, backward, reduction, optimiser update) is written once, generic over
+//! Every kernel (the matrix products of the forward and backward passes and the reduction,
+//! [`matmul`]; the optimiser's update) is written once, generic over
 //! [`Real`], and instantiated for [`F32`] (softf32, the definition). A faster backend implements
 //! the same trait and must give the same bits: it may only provide the operations below, each a
 //! single IEEE binary32 operation rounded to nearest even, so a kernel's sequence of operations
@@ -10,9 +11,12 @@
 //! (`bytemuck::Pod`, 4 bytes, 4-byte aligned), and the kernels view the stored cells as their
 //! own type with [`cells`] and [`cells_mut`], without copying.
 
+pub mod matmul;
+
 use crate::softf32::F32;
 use core::fmt::Debug;
 use core::ops::{Add, Div, Mul, Neg, Sub};
+use matmul::MatMul;
 
 /// An IEEE 754 binary32 arithmetic: `+ - * /` and `sqrt` correctly rounded to nearest even with
 /// gradual underflow, negation flipping the sign bit, and conversion to and from the bit pattern.
@@ -76,46 +80,16 @@ pub trait Real:
     /// Runs `f` compiled for the widest vector instructions the CPU has, where that is faster
     /// (the hardware backend; softf32's integer code runs `f` as it is). The loops in `f` must
     /// keep every value's own operations and their order, with lanes holding independent values
-    /// only (the slice kernels below): vectorising them then changes no bit.
+    /// only (the optimiser's update, ReLU's masks): vectorising them then changes no bit.
     #[inline(always)]
     fn vectorized<T>(f: impl FnOnce() -> T) -> T {
         f()
     }
 
-    // The slice kernels: the loops of the forward and backward passes, each output element's
-    // operations in the definition's order, elements independent of each other, so a backend
-    // may compute many elements at once. The operand order of each product is part of the
-    // result (a NaN result carries the first NaN operand's payload).
-
-    /// `out[j] = (((out[j] + rows[0][j] * a[0]) + rows[1][j] * a[1]) + ...)` for every `j`,
-    /// where `rows` holds `a.len()` rows of `out.len()` cells: a layer's pre-activations from
-    /// its inputs (the rows are the transposed weights), or the gradient passed to the layer
-    /// below (the rows are the weights, `out` starting at +0).
-    #[inline(always)]
-    fn add_row_products(out: &mut [Self], rows: &[Self], a: &[Self]) {
-        for (row, &a) in rows.chunks_exact(out.len().max(1)).zip(a) {
-            for (out, &x) in out.iter_mut().zip(row) {
-                *out = *out + x * a;
-            }
-        }
-    }
-
-    /// `out[j] = ((a[0] * rows[0][j]) + a[1] * rows[1][j]) + ...` for every `j` (from the first
-    /// term), where `rows` holds `a.len() >= 1` rows of `out.len()` cells: a weight row's
-    /// gradient summed over a block's samples.
-    #[inline(always)]
-    fn scaled_rows_sum(out: &mut [Self], a: &[Self], rows: &[Self]) {
-        let mut terms = rows.chunks_exact(out.len().max(1)).zip(a);
-        if let Some((row, &a)) = terms.next() {
-            for (out, &x) in out.iter_mut().zip(row) {
-                *out = a * x;
-            }
-        }
-        for (row, &a) in terms {
-            for (out, &x) in out.iter_mut().zip(row) {
-                *out = *out + a * x;
-            }
-        }
+    /// Computes `mm` (see [`matmul`]): the blocked kernel with this arithmetic's lanes; a
+    /// backend with vector instructions runs its own tiles (they must give the same bits).
+    fn matmul(mm: MatMul<'_, Self>) {
+        matmul::portable(mm);
     }
 
     /// `acc[j] = acc[j] + x[j]` for every `j`.

@@ -1,0 +1,576 @@
+//! The matrix product the passes of a layer are made of: `C = start + A B`, every element of
+//! `C` a chain of products and sums over `k` in order (`docs/TRAINING.md`, section 5):
+//!
+//! ```text
+//! C[i][j] = ((start[i][j] + t(i, 0)) + t(i, 1)) + ...      (start: +0 or a row, such as a bias)
+//! C[i][j] = (t(i, 0) + t(i, 1)) + ...                       (from the first term)
+//! t(i, k) = A[i][k] * B[k][j]   or   B[k][j] * A[i][k]      (the definition's operand order)
+//! ```
+//!
+//! A layer's pre-activations are `bias + inputs x weightsᵀ`, the gradient passed down is
+//! `0 + δ x weights`, and a block's weight gradients are `δᵀ x inputs` from the first term.
+//!
+//! [`blocked`] computes it the way fast matrix products do (the five loops of BLIS around a
+//! register tile), with one difference that keeps every bit: a block of `k` never starts from
+//! zero. The tile's accumulators are loaded with the partial results of the blocks before it
+//! (or the start), so every element's chain runs over `k` in order whatever the block sizes, and
+//! lanes run over `j` only, never along a chain. Products and sums are separate IEEE operations
+//! (no fused multiply-add), so every result that is not a NaN is the definition's: IEEE results
+//! are unique, whatever the lanes and the operand order of a product. A NaN anywhere in a chain
+//! makes its result a NaN; those elements are recomputed one by one in the exact arithmetic
+//! ([`MatMul::element`]), which gives softf32's NaN for the definition's operand order.
+//!
+//! Operands are strided views ([`Matrix`]): a transposed matrix, a block of rows or an image's
+//! patches are read where they lie, and copied once into packed panels (the tile's operands,
+//! contiguous, padded with zeros) per cache block.
+
+use super::Real;
+use crate::softf32::F32;
+use core::ops::Range;
+use std::cell::RefCell;
+
+/// A read-only matrix over stored cells: element `(i, j)` at `data[i * row_stride + j *
+/// col_stride]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Matrix<'a, R> {
+    data: &'a [R],
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl<'a, R: Copy> Matrix<'a, R> {
+    /// The row-major `rows x cols` matrix at the start of `data`.
+    ///
+    /// # Panics
+    /// If `data` is shorter than `rows * cols`.
+    pub fn new(data: &'a [R], rows: usize, cols: usize) -> Matrix<'a, R> {
+        Matrix::strided(data, rows, cols, cols, 1)
+    }
+
+    /// The `rows x cols` matrix with element `(i, j)` at `data[i * row_stride + j * col_stride]`.
+    ///
+    /// # Panics
+    /// If an element lies outside `data` (the one check of a view's bounds: the kernels index
+    /// only inside the views they are given).
+    pub fn strided(
+        data: &'a [R],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Matrix<'a, R> {
+        assert!(
+            fits(data.len(), rows, cols, row_stride, col_stride),
+            "a {rows} x {cols} matrix with strides ({row_stride}, {col_stride}) does not fit \
+             in {} cells",
+            data.len()
+        );
+        Matrix {
+            data,
+            rows,
+            cols,
+            row_stride,
+            col_stride,
+        }
+    }
+
+    /// The transposed matrix (the same cells).
+    pub fn t(self) -> Matrix<'a, R> {
+        Matrix {
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
+
+    /// Rows `range` of the matrix.
+    ///
+    /// # Panics
+    /// If `range` is not inside `0..rows`.
+    pub fn rows(self, range: Range<usize>) -> Matrix<'a, R> {
+        assert!(range.start <= range.end && range.end <= self.rows);
+        let data = if range.is_empty() {
+            &self.data[..0]
+        } else {
+            &self.data[range.start * self.row_stride..]
+        };
+        Matrix {
+            data,
+            rows: range.len(),
+            ..self
+        }
+    }
+
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// Element `(i, j)`.
+    #[inline(always)]
+    fn at(&self, i: usize, j: usize) -> R {
+        self.data[i * self.row_stride + j * self.col_stride]
+    }
+}
+
+/// Whether a `rows x cols` matrix with these strides lies inside `len` cells (no overflow).
+fn fits(len: usize, rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let last = (rows - 1)
+        .checked_mul(row_stride)
+        .zip((cols - 1).checked_mul(col_stride))
+        .and_then(|(r, c)| r.checked_add(c));
+    last.is_some_and(|last| last < len)
+}
+
+/// The matrix a product writes: `rows x cols`, element `(i, j)` at `data[i * row_stride + j]`
+/// (each row's cells contiguous, for the tile's vector stores).
+#[derive(Debug)]
+pub struct MatrixMut<'a, R> {
+    data: &'a mut [R],
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+}
+
+impl<'a, R: Copy> MatrixMut<'a, R> {
+    /// The row-major `rows x cols` matrix at the start of `data`.
+    ///
+    /// # Panics
+    /// If `data` is shorter than `rows * cols`.
+    pub fn new(data: &'a mut [R], rows: usize, cols: usize) -> MatrixMut<'a, R> {
+        MatrixMut::strided(data, rows, cols, cols)
+    }
+
+    /// Rows of `cols` cells starting `row_stride` cells apart.
+    ///
+    /// # Panics
+    /// If an element lies outside `data`, or rows overlap (`row_stride < cols`, two rows).
+    pub fn strided(
+        data: &'a mut [R],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+    ) -> MatrixMut<'a, R> {
+        assert!(
+            fits(data.len(), rows, cols, row_stride, 1) && (rows < 2 || row_stride >= cols),
+            "a {rows} x {cols} output with row stride {row_stride} does not fit in {} cells",
+            data.len()
+        );
+        MatrixMut {
+            data,
+            rows,
+            cols,
+            row_stride,
+        }
+    }
+
+    #[inline(always)]
+    fn index(&self, i: usize, j: usize) -> usize {
+        i * self.row_stride + j
+    }
+}
+
+/// What each element's chain starts from.
+#[derive(Clone, Copy, Debug)]
+pub enum Start<'a, R> {
+    /// `+0`: the chain is `((+0 + t0) + t1) + ...` (so a lone `-0` term gives `+0`).
+    Zero,
+    /// `row[j]` for every element of column `j` (a layer's biases).
+    Row(&'a [R]),
+    /// The first term: `(t0 + t1) + ...`.
+    FirstTerm,
+}
+
+/// The operand order of each product (a NaN result carries its first NaN operand's payload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// `A[i][k] * B[k][j]`
+    AB,
+    /// `B[k][j] * A[i][k]`
+    BA,
+}
+
+/// One product `C = start + A B` (see the module's documentation), its shapes checked.
+#[derive(Debug)]
+pub struct MatMul<'a, R> {
+    c: MatrixMut<'a, R>,
+    start: Start<'a, R>,
+    a: Matrix<'a, R>,
+    b: Matrix<'a, R>,
+    order: Order,
+}
+
+impl<'a, R: Real> MatMul<'a, R> {
+    /// The product writing `c` (`m x n`) from `a` (`m x k`) and `b` (`k x n`).
+    ///
+    /// # Panics
+    /// If the shapes disagree, a start row is not `n` long, or a chain from the first term has
+    /// no term (`k = 0`).
+    pub fn new(
+        c: MatrixMut<'a, R>,
+        start: Start<'a, R>,
+        a: Matrix<'a, R>,
+        b: Matrix<'a, R>,
+        order: Order,
+    ) -> MatMul<'a, R> {
+        assert!(
+            a.rows == c.rows && b.cols == c.cols && a.cols == b.rows,
+            "cannot multiply {:?} by {:?} into {} x {}",
+            a.shape(),
+            b.shape(),
+            c.rows,
+            c.cols
+        );
+        match start {
+            Start::Row(row) => assert_eq!(row.len(), c.cols, "start row length"),
+            Start::FirstTerm => assert!(a.cols > 0, "a chain from its first term needs a term"),
+            Start::Zero => {}
+        }
+        MatMul {
+            c,
+            start,
+            a,
+            b,
+            order,
+        }
+    }
+
+    /// Computes the product in `R` (the fastest kernel `R` has; see [`Real::matmul`]).
+    pub fn run(self) {
+        R::matmul(self);
+    }
+
+    /// Element `(i, j)` by the definition, one operation at a time in `R` (the reference the
+    /// blocked kernels are checked against, and how they recompute their NaN results).
+    pub fn element(&self, i: usize, j: usize) -> R {
+        let term = |k: usize| {
+            let (a, b) = (self.a.at(i, k), self.b.at(k, j));
+            match self.order {
+                Order::AB => a * b,
+                Order::BA => b * a,
+            }
+        };
+        let (init, first) = match self.start {
+            Start::Zero => (R::ZERO, 0),
+            Start::Row(row) => (row[j], 0),
+            Start::FirstTerm => (term(0), 1),
+        };
+        (first..self.a.cols).fold(init, |acc, k| acc + term(k))
+    }
+
+    /// Every element by [`MatMul::element`]: the plain triple loop.
+    pub fn by_elements(self) {
+        for i in 0..self.c.rows {
+            for j in 0..self.c.cols {
+                let x = self.element(i, j);
+                let at = self.c.index(i, j);
+                self.c.data[at] = x;
+            }
+        }
+    }
+}
+
+/// A register of `LANES` binary32 values in one arithmetic: what the tile computes with.
+///
+/// # Safety
+/// `load` and `store` access `LANES` cells from the pointer, `splat` one; implementations for
+/// CPU features are only used where the CPU has them (their constructors are `unsafe`).
+pub trait Vector: Copy {
+    const LANES: usize;
+
+    /// The `LANES` cells from `p` (unaligned).
+    ///
+    /// # Safety
+    /// `p` is valid for reading `LANES` cells.
+    unsafe fn load(p: *const u32) -> Self;
+
+    /// The cell at `p` in every lane.
+    ///
+    /// # Safety
+    /// `p` is valid for reading one cell.
+    unsafe fn splat(p: *const u32) -> Self;
+
+    /// Writes the lanes to the `LANES` cells from `p` (unaligned).
+    ///
+    /// # Safety
+    /// `p` is valid for writing `LANES` cells.
+    unsafe fn store(self, p: *mut u32);
+
+    /// Lane-wise IEEE sum (any NaN for a NaN result).
+    fn add(self, rhs: Self) -> Self;
+
+    /// Lane-wise IEEE product (any NaN for a NaN result).
+    fn mul(self, rhs: Self) -> Self;
+}
+
+/// `N` values of arithmetic `R` in an array: the portable register (the compiler vectorises
+/// what the target allows; softf32's are integer code).
+#[derive(Clone, Copy, Debug)]
+pub struct Lanes<R, const N: usize>([R; N]);
+
+impl<R: Real, const N: usize> Vector for Lanes<R, N> {
+    const LANES: usize = N;
+
+    #[inline(always)]
+    unsafe fn load(p: *const u32) -> Self {
+        // SAFETY: the caller's promise; `R` has the layout of a cell (bytemuck::Pod, 4 bytes).
+        Lanes(unsafe { p.cast::<[R; N]>().read_unaligned() })
+    }
+
+    #[inline(always)]
+    unsafe fn splat(p: *const u32) -> Self {
+        // SAFETY: as `load`, one cell.
+        Lanes([unsafe { p.cast::<R>().read_unaligned() }; N])
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, p: *mut u32) {
+        // SAFETY: the caller's promise.
+        unsafe { p.cast::<[R; N]>().write_unaligned(self.0) }
+    }
+
+    #[inline(always)]
+    fn add(self, rhs: Self) -> Self {
+        Lanes(core::array::from_fn(|l| self.0[l] + rhs.0[l]))
+    }
+
+    #[inline(always)]
+    fn mul(self, rhs: Self) -> Self {
+        Lanes(core::array::from_fn(|l| self.0[l] * rhs.0[l]))
+    }
+}
+
+/// Cache blocks: `KC` steps of the chains per pass over a tile (a `KC x NR` panel of `B` stays
+/// in the L1 cache while the tiles of a row of `A`'s panels pass), `MC` rows of `A` packed at a
+/// time (in L2), `NC` columns of `B` packed at a time (in L3). Multiples of every tile size.
+const KC: usize = 256;
+const MC: usize = 144;
+const NC: usize = 3072;
+/// Most cells of a register tile (the edge tiles' buffer).
+const MAX_TILE: usize = 16 * 32;
+
+thread_local! {
+    /// Each thread's packed panels of `A` and `B`, kept between products.
+    static PACKED: RefCell<(Vec<u32>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `mm` by the blocked algorithm, register tiles of `MR` rows by `NV` vectors of `V`, then its
+/// NaN results recomputed in `R`. `V` computes the values of `R` (any NaN for a NaN).
+///
+/// # Safety
+/// The CPU has the features `V` needs.
+#[inline(always)]
+pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: MatMul<'_, R>) {
+    let nr = NV * V::LANES;
+    assert!(MR * nr <= MAX_TILE && MC.is_multiple_of(MR) && NC.is_multiple_of(nr));
+    let mut mm = mm;
+    let (m, n, k) = (mm.c.rows, mm.c.cols, mm.a.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    // The chains that start from a value start from it in `C`: every tile then loads its
+    // accumulators from `C`, the start or the blocks of `k` before.
+    match mm.start {
+        Start::Zero => (0..m).for_each(|i| c_row(&mut mm.c, i).fill(R::ZERO)),
+        Start::Row(row) => (0..m).for_each(|i| c_row(&mut mm.c, i).copy_from_slice(row)),
+        Start::FirstTerm => {}
+    }
+    PACKED.with_borrow_mut(|(packed_a, packed_b)| {
+        for j0 in (0..n).step_by(NC) {
+            let cols = j0..(j0 + NC).min(n);
+            for p0 in (0..k).step_by(KC) {
+                let depth = p0..(p0 + KC).min(k);
+                pack(&mm.b.t(), cols.clone(), depth.clone(), nr, packed_b);
+                for i0 in (0..m).step_by(MC) {
+                    let rows = i0..(i0 + MC).min(m);
+                    pack(&mm.a, rows.clone(), depth.clone(), MR, packed_a);
+                    let first = p0 == 0 && matches!(mm.start, Start::FirstTerm);
+                    let panels = Panels {
+                        a: packed_a,
+                        b: packed_b,
+                        depth: depth.len(),
+                        first,
+                    };
+                    // SAFETY: the caller's promise; the panels hold the blocks packed above.
+                    unsafe { panels.tiles::<R, V, MR, NV>(&mut mm.c, rows, cols.clone()) };
+                }
+            }
+        }
+    });
+    recompute_nans(&mut mm);
+}
+
+/// Row `i` of `c`.
+fn c_row<'c, R: Copy>(c: &'c mut MatrixMut<'_, R>, i: usize) -> &'c mut [R] {
+    let at = c.index(i, 0);
+    &mut c.data[at..at + c.cols]
+}
+
+/// Recomputes in `R` the elements whose chain gave a NaN (see the module's documentation).
+fn recompute_nans<R: Real>(mm: &mut MatMul<'_, R>) {
+    for i in 0..mm.c.rows {
+        for j in 0..mm.c.cols {
+            let at = mm.c.index(i, j);
+            if mm.c.data[at].is_nan() {
+                mm.c.data[at] = mm.element(i, j);
+            }
+        }
+    }
+}
+
+/// Packs rows `rows` x columns `depth` of `x` into panels of `width` rows (zero rows pad the
+/// last): panel `q` holds, for each column in order, its `width` cells, so the tile reads one
+/// contiguous run per step of the chain. `A`'s blocks are packed as they are, `B`'s transposed
+/// (its columns are the panels' rows).
+fn pack<R: Real>(
+    x: &Matrix<'_, R>,
+    rows: Range<usize>,
+    depth: Range<usize>,
+    width: usize,
+    out: &mut Vec<u32>,
+) {
+    let (panels, kc) = (rows.len().div_ceil(width), depth.len());
+    out.clear();
+    out.resize(panels * kc * width, 0);
+    let bits = |v: R| v.to_f32().to_bits();
+    for (q, panel) in out.chunks_exact_mut(kc * width).enumerate() {
+        let first = rows.start + q * width;
+        let filled = width.min(rows.end - first);
+        if x.row_stride == 1 {
+            // Each column of the panel is a contiguous run of cells.
+            for (k, dst) in depth.clone().zip(panel.chunks_exact_mut(width)) {
+                let at = first + k * x.col_stride;
+                for (d, &v) in dst.iter_mut().zip(&x.data[at..at + filled]) {
+                    *d = bits(v);
+                }
+            }
+        } else {
+            for r in 0..filled {
+                for (kk, k) in depth.clone().enumerate() {
+                    panel[kk * width + r] = bits(x.at(first + r, k));
+                }
+            }
+        }
+    }
+}
+
+/// The packed panels of one block: `A`'s rows by `MR`, `B`'s columns by `NR`, `depth` steps of
+/// the chains; `first` when the block holds the chains' first terms and they start from them.
+struct Panels<'p> {
+    a: &'p [u32],
+    b: &'p [u32],
+    depth: usize,
+    first: bool,
+}
+
+impl Panels<'_> {
+    /// The tiles of rows `rows` x columns `cols` of `c`, from the panels.
+    ///
+    /// # Safety
+    /// The CPU has `V`'s features; the panels hold the rows and columns given.
+    #[inline(always)]
+    unsafe fn tiles<R: Real, V: Vector, const MR: usize, const NV: usize>(
+        &self,
+        c: &mut MatrixMut<'_, R>,
+        rows: Range<usize>,
+        cols: Range<usize>,
+    ) {
+        let nr = NV * V::LANES;
+        let kc = self.depth;
+        let ldc = c.row_stride;
+        let c_ptr = c.data.as_mut_ptr().cast::<u32>();
+        for (p, j) in cols.clone().step_by(nr).enumerate() {
+            let b = &self.b[p * kc * nr..][..kc * nr];
+            for (q, i) in rows.clone().step_by(MR).enumerate() {
+                let a = &self.a[q * kc * MR..][..kc * MR];
+                let (height, width) = (MR.min(rows.end - i), nr.min(cols.end - j));
+                if height == MR && width == nr {
+                    // SAFETY: the tile's rows i..i + MR and columns j..j + nr are inside `c`
+                    // (checked just above), whose rows are `ldc` cells apart.
+                    unsafe { self.tile::<V, MR, NV>(a, b, c_ptr.add(c.index(i, j)), ldc) };
+                } else {
+                    // An edge tile: computed in a buffer of whole tiles, then its cells copied.
+                    let mut buf = [0u32; MAX_TILE];
+                    for r in 0..height {
+                        let at = c.index(i + r, j);
+                        for (d, v) in buf[r * nr..][..width].iter_mut().zip(&c.data[at..]) {
+                            *d = v.to_f32().to_bits();
+                        }
+                    }
+                    // SAFETY: `buf` holds MR rows of `nr` cells (`MR * nr <= MAX_TILE`).
+                    unsafe { self.tile::<V, MR, NV>(a, b, buf.as_mut_ptr(), nr) };
+                    for r in 0..height {
+                        let at = c.index(i + r, j);
+                        for (d, &v) in c.data[at..at + width].iter_mut().zip(&buf[r * nr..]) {
+                            *d = R::from_f32(F32::from_bits(v));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One register tile: `MR x NV` vectors of accumulators, loaded from `c` (or the first
+    /// terms), the block's `depth` steps of every chain added in order, stored back to `c`.
+    ///
+    /// # Safety
+    /// The CPU has `V`'s features; `a` and `b` hold `depth` steps of `MR` and `NV * LANES`
+    /// cells; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart.
+    #[inline(always)]
+    unsafe fn tile<V: Vector, const MR: usize, const NV: usize>(
+        &self,
+        a: &[u32],
+        b: &[u32],
+        c: *mut u32,
+        ldc: usize,
+    ) {
+        let nr = NV * V::LANES;
+        let (a, b) = (a.as_ptr(), b.as_ptr());
+        // SAFETY (every access below): step k's cells are a[k * MR..][..MR] and
+        // b[k * nr..][..nr] (k < depth), and C's tile is MR rows of nr cells (the promise).
+        let b_step = |k: usize| -> [V; NV] {
+            core::array::from_fn(|v| unsafe { V::load(b.add(k * nr + v * V::LANES)) })
+        };
+        let mut acc: [[V; NV]; MR];
+        let from = if self.first {
+            let bk = b_step(0);
+            acc = core::array::from_fn(|r| {
+                let ar = unsafe { V::splat(a.add(r)) };
+                bk.map(|bv| ar.mul(bv))
+            });
+            1
+        } else {
+            acc = core::array::from_fn(|r| {
+                core::array::from_fn(|v| unsafe { V::load(c.add(r * ldc + v * V::LANES)) })
+            });
+            0
+        };
+        for k in from..self.depth {
+            let bk = b_step(k);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let ar = unsafe { V::splat(a.add(k * MR + r)) };
+                for (acc, &bv) in acc.iter_mut().zip(&bk) {
+                    *acc = acc.add(ar.mul(bv));
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (v, &x) in acc.iter().enumerate() {
+                unsafe { x.store(c.add(r * ldc + v * V::LANES)) };
+            }
+        }
+    }
+}
+
+/// The portable kernel: [`blocked`] with [`Lanes`] of `R`'s fast arithmetic (any CPU).
+#[inline(always)]
+pub fn portable<R: Real>(mm: MatMul<'_, R>) {
+    // SAFETY: `Lanes` needs no CPU feature.
+    unsafe { blocked::<R, Lanes<R::Fast, 8>, 4, 1>(mm) }
+}

@@ -1,0 +1,245 @@
+//! Which vector instructions the hardware backend computes with ([`Isa`]), and its matrix
+//! product on each: register tiles of AVX-512 or AVX2 registers, or the portable one.
+//!
+//! Every path gives the same bits (see [`crate::arith::matmul`]): lanes hold independent
+//! elements, every product and sum is its own IEEE operation (multiply and add instructions,
+//! never FMA: no `fma` feature is enabled anywhere), and NaN results are recomputed in
+//! [`Native`]. The widest path the CPU has is used, unless [`ISA_VARIABLE`] names another (so
+//! that tests can run every path the CPU has); the self-check runs the path in use.
+
+use super::native::Native;
+use crate::arith::matmul::{self, MatMul};
+use std::sync::OnceLock;
+
+crate::names::names! {
+    /// A set of vector instructions the hardware backend's kernels are compiled for.
+    pub enum Isa {
+        /// AVX-512F: 16 lanes, tiles of 8 rows x 32 columns.
+        Avx512 = "avx512",
+        /// AVX2: 8 lanes, tiles of 6 rows x 16 columns.
+        Avx2 = "avx2",
+        /// Arrays the compiler vectorises for the target's baseline (SSE2, NEON).
+        Portable = "portable",
+    }
+}
+
+/// The environment variable that picks the path (`avx512`, `avx2` or `portable`), read once per
+/// process; unset: the widest the CPU has.
+pub const ISA_VARIABLE: &str = "NXRS_ISA";
+
+impl Isa {
+    /// Whether this CPU has the instructions (detected at run time).
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+
+    /// Every path this CPU has, widest first.
+    pub fn supported() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|isa| isa.available()).collect()
+    }
+
+    /// The path `value` (the variable's value, if set) asks for: a name this CPU has, or the
+    /// widest it has when unset. An unknown name or one the CPU lacks is an error saying so.
+    pub fn choose(value: Option<&str>) -> Result<Isa, String> {
+        let Some(value) = value else {
+            return Ok(Isa::supported()[0]);
+        };
+        let isa = Isa::from_name(value).ok_or_else(|| {
+            format!(
+                "{ISA_VARIABLE}={value:?} is not one of {}",
+                Isa::NAMES.join(", ")
+            )
+        })?;
+        if isa.available() {
+            Ok(isa)
+        } else {
+            Err(format!(
+                "{ISA_VARIABLE}={value} asks for instructions this CPU does not have (it has: {})",
+                Isa::supported()
+                    .iter()
+                    .map(|isa| isa.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    }
+
+    /// The path this process uses: [`Isa::choose`] of [`ISA_VARIABLE`], decided once.
+    pub fn active() -> Result<Isa, &'static str> {
+        static ACTIVE: OnceLock<Result<Isa, String>> = OnceLock::new();
+        ACTIVE
+            .get_or_init(|| Isa::choose(std::env::var(ISA_VARIABLE).ok().as_deref()))
+            .as_ref()
+            .copied()
+            .map_err(String::as_str)
+    }
+
+    /// [`Isa::active`], or the portable path when the variable is wrong (the hardware backend
+    /// is then unavailable, see `selfcheck`, so only direct uses of [`Native`] get here).
+    pub(super) fn in_use() -> Isa {
+        Isa::active().unwrap_or(Isa::Portable)
+    }
+
+    /// Computes `mm` with this path's tiles.
+    ///
+    /// # Panics
+    /// If the CPU does not have the instructions.
+    pub fn matmul(self, mm: MatMul<'_, Native>) {
+        assert!(self.available(), "this CPU has no {}", self.name());
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512F (asserted above).
+            Isa::Avx512 => unsafe { x86::matmul_avx512(mm) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 (asserted above).
+            Isa::Avx2 => unsafe { x86::matmul_avx2(mm) },
+            _ => matmul::portable(mm),
+        }
+    }
+
+    /// Runs `f` compiled for this path's instructions, so that the loops inlined into it use
+    /// its registers (only the lane width changes: no FMA is enabled).
+    ///
+    /// # Panics
+    /// If the CPU does not have the instructions.
+    #[inline(always)]
+    pub(super) fn vectorized<T>(self, f: impl FnOnce() -> T) -> T {
+        assert!(self.available(), "this CPU has no {}", self.name());
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512F (asserted above).
+            Isa::Avx512 => unsafe { x86::with_avx512(f) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 (asserted above).
+            Isa::Avx2 => unsafe { x86::with_avx2(f) },
+            _ => f(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Native;
+    use crate::arith::matmul::{blocked, MatMul, Vector};
+    use core::arch::x86_64::*;
+
+    /// Eight lanes of AVX2. Only built by `load`/`splat`, which need AVX2; so its operations
+    /// run where the CPU has it.
+    #[derive(Clone, Copy)]
+    struct Avx2(__m256);
+
+    impl Vector for Avx2 {
+        const LANES: usize = 8;
+
+        #[inline(always)]
+        unsafe fn load(p: *const u32) -> Avx2 {
+            // SAFETY: the caller's promise (8 cells, AVX2).
+            Avx2(unsafe { _mm256_loadu_ps(p.cast()) })
+        }
+
+        #[inline(always)]
+        unsafe fn splat(p: *const u32) -> Avx2 {
+            // SAFETY: the caller's promise (one cell, AVX2).
+            Avx2(unsafe { _mm256_broadcast_ss(&*p.cast::<f32>()) })
+        }
+
+        #[inline(always)]
+        unsafe fn store(self, p: *mut u32) {
+            // SAFETY: the caller's promise (8 cells, AVX2).
+            unsafe { _mm256_storeu_ps(p.cast(), self.0) }
+        }
+
+        #[inline(always)]
+        fn add(self, rhs: Avx2) -> Avx2 {
+            // SAFETY: an `Avx2` exists only where the CPU has AVX2 (see the type).
+            Avx2(unsafe { _mm256_add_ps(self.0, rhs.0) })
+        }
+
+        #[inline(always)]
+        fn mul(self, rhs: Avx2) -> Avx2 {
+            // SAFETY: as `add`.
+            Avx2(unsafe { _mm256_mul_ps(self.0, rhs.0) })
+        }
+    }
+
+    /// Sixteen lanes of AVX-512F, as [`Avx2`].
+    #[derive(Clone, Copy)]
+    struct Avx512(__m512);
+
+    impl Vector for Avx512 {
+        const LANES: usize = 16;
+
+        #[inline(always)]
+        unsafe fn load(p: *const u32) -> Avx512 {
+            // SAFETY: the caller's promise (16 cells, AVX-512F).
+            Avx512(unsafe { _mm512_loadu_ps(p.cast()) })
+        }
+
+        #[inline(always)]
+        unsafe fn splat(p: *const u32) -> Avx512 {
+            // SAFETY: the caller's promise (one cell, AVX-512F).
+            Avx512(unsafe { _mm512_set1_ps(*p.cast::<f32>()) })
+        }
+
+        #[inline(always)]
+        unsafe fn store(self, p: *mut u32) {
+            // SAFETY: the caller's promise (16 cells, AVX-512F).
+            unsafe { _mm512_storeu_ps(p.cast(), self.0) }
+        }
+
+        #[inline(always)]
+        fn add(self, rhs: Avx512) -> Avx512 {
+            // SAFETY: an `Avx512` exists only where the CPU has AVX-512F.
+            Avx512(unsafe { _mm512_add_ps(self.0, rhs.0) })
+        }
+
+        #[inline(always)]
+        fn mul(self, rhs: Avx512) -> Avx512 {
+            // SAFETY: as `add`.
+            Avx512(unsafe { _mm512_mul_ps(self.0, rhs.0) })
+        }
+    }
+
+    /// AVX2 tiles: 6 x 2 registers of accumulators, two of `B`, one broadcast of `A` and one
+    /// product fill the 16 registers.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn matmul_avx2(mm: MatMul<'_, Native>) {
+        // SAFETY: the CPU has AVX2 (the caller's promise).
+        unsafe { blocked::<Native, Avx2, 6, 2>(mm) }
+    }
+
+    /// AVX-512 tiles: 8 x 2 registers of accumulators (of 32).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn matmul_avx512(mm: MatMul<'_, Native>) {
+        // SAFETY: the CPU has AVX-512F (the caller's promise).
+        unsafe { blocked::<Native, Avx512, 8, 2>(mm) }
+    }
+
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn with_avx2<T>(f: impl FnOnce() -> T) -> T {
+        f()
+    }
+
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn with_avx512<T>(f: impl FnOnce() -> T) -> T {
+        f()
+    }
+}
