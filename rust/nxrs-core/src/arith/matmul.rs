@@ -27,7 +27,7 @@
 use super::Real;
 use crate::softf32::F32;
 use core::ops::Range;
-use std::cell::RefCell;
+use std::cell::Cell;
 
 /// A read-only matrix over stored cells: element `(i, j)` at `data[i * row_stride + j *
 /// col_stride]`.
@@ -241,9 +241,65 @@ impl<'a, R: Real> MatMul<'a, R> {
         }
     }
 
-    /// Computes the product in `R` (the fastest kernel `R` has; see [`Real::matmul`]).
+    /// Computes the product in `R`: a small one element by element ([`MatMul::by_elements`],
+    /// where packing panels would cost more than it saves), a larger one by the fastest kernel
+    /// `R` has ([`Real::matmul`]).
     pub fn run(self) {
-        R::matmul(self);
+        if self.c.rows * self.c.cols * self.a.cols <= SMALL {
+            self.by_rows();
+        } else {
+            R::matmul(self);
+        }
+    }
+
+    /// A small product without packing: each row of `C` advanced one step of its chains at a
+    /// time across all its columns (lanes over `j` where `B`'s rows are contiguous), in `R`'s
+    /// fast arithmetic, then its NaN results recomputed.
+    fn by_rows(mut self) {
+        let (m, n, k) = (self.c.rows, self.c.cols, self.a.cols);
+        let (a, b, start) = (&self.a, &self.b, self.start);
+        let fast = |x: R| R::Fast::from_f32(x.to_f32());
+        for i in 0..m {
+            let row: &mut [R::Fast] = bytemuck::cast_slice_mut(c_row(&mut self.c, i));
+            R::vectorized(
+                #[inline(always)]
+                || {
+                    let first = match start {
+                        Start::Zero => {
+                            row.fill(R::Fast::ZERO);
+                            0
+                        }
+                        Start::Row(start) => {
+                            for (c, &x) in row.iter_mut().zip(start) {
+                                *c = fast(x);
+                            }
+                            0
+                        }
+                        Start::FirstTerm => {
+                            let x = fast(a.at(i, 0));
+                            for (j, c) in row.iter_mut().enumerate() {
+                                *c = x * fast(b.at(0, j));
+                            }
+                            1
+                        }
+                    };
+                    for kk in first..k {
+                        let x = fast(a.at(i, kk));
+                        if b.col_stride == 1 {
+                            let b_row: &[R] = &b.data[kk * b.row_stride..][..n];
+                            for (c, &y) in row.iter_mut().zip(b_row) {
+                                *c = *c + x * fast(y);
+                            }
+                        } else {
+                            for (j, c) in row.iter_mut().enumerate() {
+                                *c = *c + x * fast(b.at(kk, j));
+                            }
+                        }
+                    }
+                },
+            );
+        }
+        recompute_nans(&mut self);
     }
 
     /// Element `(i, j)` by the definition, one operation at a time in `R` (the reference the
@@ -283,6 +339,8 @@ impl<'a, R: Real> MatMul<'a, R> {
 /// CPU features are only used where the CPU has them (their constructors are `unsafe`).
 pub trait Vector: Copy {
     const LANES: usize;
+    /// A value to initialise registers with (overwritten before it is used).
+    const ZERO: Self;
 
     /// The `LANES` cells from `p` (unaligned).
     ///
@@ -316,6 +374,7 @@ pub struct Lanes<R, const N: usize>([R; N]);
 
 impl<R: Real, const N: usize> Vector for Lanes<R, N> {
     const LANES: usize = N;
+    const ZERO: Self = Lanes([R::ZERO; N]);
 
     #[inline(always)]
     unsafe fn load(p: *const u32) -> Self {
@@ -336,15 +395,25 @@ impl<R: Real, const N: usize> Vector for Lanes<R, N> {
     }
 
     #[inline(always)]
-    fn add(self, rhs: Self) -> Self {
-        Lanes(core::array::from_fn(|l| self.0[l] + rhs.0[l]))
+    fn add(mut self, rhs: Self) -> Self {
+        for (x, &y) in self.0.iter_mut().zip(&rhs.0) {
+            *x = *x + y;
+        }
+        self
     }
 
     #[inline(always)]
-    fn mul(self, rhs: Self) -> Self {
-        Lanes(core::array::from_fn(|l| self.0[l] * rhs.0[l]))
+    fn mul(mut self, rhs: Self) -> Self {
+        for (x, &y) in self.0.iter_mut().zip(&rhs.0) {
+            *x = *x * y;
+        }
+        self
     }
 }
+
+/// Most multiply-adds of a product computed element by element (the seed's 6-10-4 layers one
+/// sample at a time, for instance): below this, packing and tiles cost more than they save.
+const SMALL: usize = 1024;
 
 /// Cache blocks: `KC` steps of the chains per pass over a tile (a `KC x NR` panel of `B` stays
 /// in the L1 cache while the tiles of a row of `A`'s panels pass), `MC` rows of `A` packed at a
@@ -357,7 +426,7 @@ const MAX_TILE: usize = 16 * 32;
 
 thread_local! {
     /// Each thread's packed panels of `A` and `B`, kept between products.
-    static PACKED: RefCell<(Vec<u32>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static PACKED: Cell<(Vec<u32>, Vec<u32>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
 /// `mm` by the blocked algorithm, register tiles of `MR` rows by `NV` vectors of `V`, then its
@@ -381,28 +450,29 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
         Start::Row(row) => (0..m).for_each(|i| c_row(&mut mm.c, i).copy_from_slice(row)),
         Start::FirstTerm => {}
     }
-    PACKED.with_borrow_mut(|(packed_a, packed_b)| {
-        for j0 in (0..n).step_by(NC) {
-            let cols = j0..(j0 + NC).min(n);
-            for p0 in (0..k).step_by(KC) {
-                let depth = p0..(p0 + KC).min(k);
-                pack(&mm.b.t(), cols.clone(), depth.clone(), nr, packed_b);
-                for i0 in (0..m).step_by(MC) {
-                    let rows = i0..(i0 + MC).min(m);
-                    pack(&mm.a, rows.clone(), depth.clone(), MR, packed_a);
-                    let first = p0 == 0 && matches!(mm.start, Start::FirstTerm);
-                    let panels = Panels {
-                        a: packed_a,
-                        b: packed_b,
-                        depth: depth.len(),
-                        first,
-                    };
-                    // SAFETY: the caller's promise; the panels hold the blocks packed above.
-                    unsafe { panels.tiles::<R, V, MR, NV>(&mut mm.c, rows, cols.clone()) };
-                }
+    // The buffers are taken out of the thread's slot rather than used inside a closure: the
+    // loops below must be compiled into the caller, with its vector instructions.
+    let (mut packed_a, mut packed_b) = PACKED.take();
+    for j0 in (0..n).step_by(NC) {
+        let cols = j0..(j0 + NC).min(n);
+        for p0 in (0..k).step_by(KC) {
+            let depth = p0..(p0 + KC).min(k);
+            pack(&mm.b.t(), cols.clone(), depth.clone(), nr, &mut packed_b);
+            for i0 in (0..m).step_by(MC) {
+                let rows = i0..(i0 + MC).min(m);
+                pack(&mm.a, rows.clone(), depth.clone(), MR, &mut packed_a);
+                let panels = Panels {
+                    a: &packed_a,
+                    b: &packed_b,
+                    depth: depth.len(),
+                    first: p0 == 0 && matches!(mm.start, Start::FirstTerm),
+                };
+                // SAFETY: the caller's promise; the panels hold the blocks packed above.
+                unsafe { panels.tiles::<R, V, MR, NV>(&mut mm.c, rows, cols.clone()) };
             }
         }
-    });
+    }
+    PACKED.set((packed_a, packed_b));
     recompute_nans(&mut mm);
 }
 
@@ -436,27 +506,54 @@ fn pack<R: Real>(
     out: &mut Vec<u32>,
 ) {
     let (panels, kc) = (rows.len().div_ceil(width), depth.len());
-    out.clear();
+    // Every cell is written below (padding included): no need to clear what is kept.
     out.resize(panels * kc * width, 0);
-    let bits = |v: R| v.to_f32().to_bits();
-    for (q, panel) in out.chunks_exact_mut(kc * width).enumerate() {
+    for (q, panel) in out[..panels * kc * width]
+        .chunks_exact_mut(kc * width)
+        .enumerate()
+    {
         let first = rows.start + q * width;
         let filled = width.min(rows.end - first);
         if x.row_stride == 1 {
-            // Each column of the panel is a contiguous run of cells.
+            // Each step of the panel is a contiguous run of cells.
             for (k, dst) in depth.clone().zip(panel.chunks_exact_mut(width)) {
                 let at = first + k * x.col_stride;
-                for (d, &v) in dst.iter_mut().zip(&x.data[at..at + filled]) {
-                    *d = bits(v);
-                }
+                put(&mut dst[..filled], &x.data[at..at + filled]);
             }
         } else {
+            // Row by row, each read along itself (contiguous when `col_stride` is 1).
             for r in 0..filled {
-                for (kk, k) in depth.clone().enumerate() {
-                    panel[kk * width + r] = bits(x.at(first + r, k));
+                let at = (first + r) * x.row_stride + depth.start * x.col_stride;
+                let dst = panel.iter_mut().skip(r).step_by(width);
+                if x.col_stride == 1 {
+                    put_each(dst, &x.data[at..at + kc]);
+                } else {
+                    let cells = (0..kc).map(|kk| x.data[at + kk * x.col_stride]);
+                    for (d, v) in dst.zip(cells) {
+                        *d = v.to_f32().to_bits();
+                    }
                 }
             }
         }
+        if filled < width {
+            for step in panel.chunks_exact_mut(width) {
+                step[filled..].fill(0);
+            }
+        }
+    }
+}
+
+/// `dst[i] = bits(src[i])`.
+#[inline(always)]
+fn put<R: Real>(dst: &mut [u32], src: &[R]) {
+    put_each(dst.iter_mut(), src);
+}
+
+/// The bits of `src`'s cells into `dst`'s, in order.
+#[inline(always)]
+fn put_each<'d, R: Real>(dst: impl Iterator<Item = &'d mut u32>, src: &[R]) {
+    for (d, &v) in dst.zip(src) {
+        *d = v.to_f32().to_bits();
     }
 }
 
@@ -532,28 +629,41 @@ impl Panels<'_> {
     ) {
         let nr = NV * V::LANES;
         let (a, b) = (a.as_ptr(), b.as_ptr());
-        // SAFETY (every access below): step k's cells are a[k * MR..][..MR] and
-        // b[k * nr..][..nr] (k < depth), and C's tile is MR rows of nr cells (the promise).
-        let b_step = |k: usize| -> [V; NV] {
-            core::array::from_fn(|v| unsafe { V::load(b.add(k * nr + v * V::LANES)) })
-        };
-        let mut acc: [[V; NV]; MR];
+        // No closures here: each would be a function of its own, compiled without the caller's
+        // vector instructions. Every access below is inside the panels or the tile: step k's
+        // cells are a[k * MR..][..MR] and b[k * nr..][..nr] (k < depth), and C's tile is MR
+        // rows of nr cells, `ldc` apart (the caller's promise).
+        let mut acc = [[V::ZERO; NV]; MR];
+        let mut bk = [V::ZERO; NV];
         let from = if self.first {
-            let bk = b_step(0);
-            acc = core::array::from_fn(|r| {
+            for (v, bv) in bk.iter_mut().enumerate() {
+                // SAFETY: step 0 of `b` (see above).
+                *bv = unsafe { V::load(b.add(v * V::LANES)) };
+            }
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: step 0 of `a`.
                 let ar = unsafe { V::splat(a.add(r)) };
-                bk.map(|bv| ar.mul(bv))
-            });
+                for (acc, &bv) in acc.iter_mut().zip(&bk) {
+                    *acc = ar.mul(bv);
+                }
+            }
             1
         } else {
-            acc = core::array::from_fn(|r| {
-                core::array::from_fn(|v| unsafe { V::load(c.add(r * ldc + v * V::LANES)) })
-            });
+            for (r, acc) in acc.iter_mut().enumerate() {
+                for (v, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: row r of the tile.
+                    *acc = unsafe { V::load(c.add(r * ldc + v * V::LANES)) };
+                }
+            }
             0
         };
         for k in from..self.depth {
-            let bk = b_step(k);
+            for (v, bv) in bk.iter_mut().enumerate() {
+                // SAFETY: step k of `b`.
+                *bv = unsafe { V::load(b.add(k * nr + v * V::LANES)) };
+            }
             for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: step k of `a`.
                 let ar = unsafe { V::splat(a.add(k * MR + r)) };
                 for (acc, &bv) in acc.iter_mut().zip(&bk) {
                     *acc = acc.add(ar.mul(bv));
@@ -562,6 +672,7 @@ impl Panels<'_> {
         }
         for (r, acc) in acc.iter().enumerate() {
             for (v, &x) in acc.iter().enumerate() {
+                // SAFETY: row r of the tile.
                 unsafe { x.store(c.add(r * ldc + v * V::LANES)) };
             }
         }

@@ -138,6 +138,8 @@ mod x86 {
 
     impl Vector for Avx2 {
         const LANES: usize = 8;
+        // SAFETY: __m256 is 256 bits of plain data; all zeros are +0 in every lane.
+        const ZERO: Avx2 = Avx2(unsafe { core::mem::transmute::<[u32; 8], __m256>([0; 8]) });
 
         #[inline(always)]
         unsafe fn load(p: *const u32) -> Avx2 {
@@ -176,6 +178,8 @@ mod x86 {
 
     impl Vector for Avx512 {
         const LANES: usize = 16;
+        // SAFETY: __m512 is 512 bits of plain data; all zeros are +0 in every lane.
+        const ZERO: Avx512 = Avx512(unsafe { core::mem::transmute::<[u32; 16], __m512>([0; 16]) });
 
         #[inline(always)]
         unsafe fn load(p: *const u32) -> Avx512 {
