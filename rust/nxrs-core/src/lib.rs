@@ -43,6 +43,7 @@ pub mod softf32;
 pub mod state;
 pub mod threads;
 pub mod trainer;
+mod transpose;
 
 pub use config::TrainerConfig;
 pub use error::{Error, Result};

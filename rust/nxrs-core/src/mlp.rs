@@ -13,6 +13,7 @@ use crate::math::Math;
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
+use crate::transpose::transpose;
 use crate::Integer;
 use core::ops::Range;
 
@@ -53,8 +54,8 @@ impl<R: Real> Layer<R> {
 /// `n` zeros (+0). Where +0 is the all-zero bit pattern (binary32, so every `Real` nxrs has),
 /// the allocation is zeroed (`calloc`): a large one is fresh pages that cost nothing until
 /// first written, where `vec![R::ZERO; n]` writes every cell (`R` not being a primitive that
-/// `vec!` knows to `calloc`). A trainer's gradient buffers are such zeros until its first
-/// step, so a trainer built from a loaded state does not write them before it trains.
+/// `vec!` knows to `calloc`). A trainer's transposed weights are such zeros until its first
+/// step, so a trainer built from a loaded state does not write a third of its size for them.
 fn zeros<R: Real>(n: usize) -> Vec<R> {
     if bytemuck::bytes_of(&R::ZERO).iter().all(|&b| b == 0) {
         bytemuck::zeroed_vec(n)
@@ -240,6 +241,44 @@ fn uniform(l: usize, cells: usize, seed: i64, fan: usize) -> Vec<F32> {
         .collect()
 }
 
+/// The weights as the forward pass reads them: each layer's matrix transposed (row `j` holds
+/// the weights of input `j` for every output), refreshed from the parameters once per step and
+/// shared by the threads. Its rows are the forward product's `B` rows, read as contiguous runs
+/// of outputs (packing a transposed view instead would scatter every cell, in every thread).
+#[derive(Clone, Debug)]
+pub struct Transposed {
+    w: Vec<Vec<F32>>,
+}
+
+impl Transposed {
+    /// Zeros shaped like `mlp`'s transposed weights, until [`Transposed::refresh`] (they cost
+    /// nothing until written, see [`zeros`]).
+    pub fn new(mlp: &Mlp) -> Transposed {
+        Transposed {
+            w: mlp
+                .zeros::<F32>()
+                .into_iter()
+                .map(|layer| layer.w)
+                .collect(),
+        }
+    }
+
+    /// The transposed weights of `params`.
+    pub fn of(mlp: &Mlp, params: &[Layer]) -> Transposed {
+        let mut t = Transposed::new(mlp);
+        t.refresh(mlp, params);
+        t
+    }
+
+    /// Copies `params`' weights in, transposed.
+    pub fn refresh(&mut self, mlp: &Mlp, params: &[Layer]) {
+        for (l, (t, layer)) in self.w.iter_mut().zip(params).enumerate() {
+            let (outputs, inputs) = mlp.weight_shape(l);
+            transpose(&layer.w, outputs, inputs, t);
+        }
+    }
+}
+
 /// The cells of a pass over some rows (samples): per layer, the pre-activations (`rows x
 /// outputs`) and the gradient with respect to them, and the inputs to every layer (`rows x
 /// inputs`; layer 0's are the samples' features, the others the ReLU outputs of the layer below).
@@ -346,6 +385,7 @@ impl ForwardCells {
         mlp: &Mlp,
         math: Math,
         params: &[Layer],
+        transposed: &Transposed,
         x: &[F32],
     ) -> &[F32] {
         let rows = x.len() / mlp.inputs();
@@ -357,7 +397,7 @@ impl ForwardCells {
             deltas: Vec::new(),
             rows,
         };
-        mlp.forward::<R>(math, params, &mut pass);
+        mlp.forward::<R>(math, params, transposed, &mut pass);
         let last = mlp.layers() - 1;
         &self.pre[last][..rows * mlp.outputs()]
     }
@@ -366,9 +406,16 @@ impl ForwardCells {
 impl Mlp {
     /// The forward pass of `pass.rows` samples (their features in `pass.inputs[0]`): the seed's
     /// `fwd`, with ReLU by the setting's `le`. Layer `l`'s pre-activations, each output's chain
-    /// from its bias over the inputs in order (section 5), are `b + inputs x Wᵀ`; the hidden
+    /// from its bias over the inputs in order (section 5), are `b + inputs x Wᵀ` (`Wᵀ` from
+    /// `transposed`, refreshed from `params`); the hidden
     /// layers' ReLU outputs are the next layer's inputs. Computes in `R` on the stored cells.
-    pub fn forward<R: Real>(&self, math: Math, params: &[Layer], pass: &mut Pass<'_>) {
+    pub fn forward<R: Real>(
+        &self,
+        math: Math,
+        params: &[Layer],
+        transposed: &Transposed,
+        pass: &mut Pass<'_>,
+    ) {
         let rows = pass.rows;
         for (l, layer) in params.iter().enumerate() {
             let (outputs, inputs) = self.weight_shape(l);
@@ -379,7 +426,7 @@ impl Mlp {
                 MatrixMut::new(pre, rows, outputs),
                 Start::Row(cells(&layer.b)),
                 Matrix::new(cells::<R>(&below[l][..rows * inputs]), rows, inputs),
-                Matrix::new(cells::<R>(&layer.w), outputs, inputs).t(),
+                Matrix::new(cells::<R>(&transposed.w[l]), inputs, outputs),
                 Order::BA,
             )
             .run();

@@ -460,9 +460,20 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
             pack(&mm.b.t(), cols.clone(), depth.clone(), nr, &mut packed_b);
             for i0 in (0..m).step_by(MC) {
                 let rows = i0..(i0 + MC).min(m);
-                pack(&mm.a, rows.clone(), depth.clone(), MR, &mut packed_a);
+                // A's rows are read where they lie when their cells are contiguous (the tile
+                // broadcasts one cell of each of its rows per step); otherwise packed.
+                let a = if mm.a.col_stride == 1 {
+                    PanelsA::Rows {
+                        cells: bytemuck::cast_slice(mm.a.data),
+                        row_stride: mm.a.row_stride,
+                        first_step: depth.start,
+                    }
+                } else {
+                    pack(&mm.a, rows.clone(), depth.clone(), MR, &mut packed_a);
+                    PanelsA::Packed(&packed_a)
+                };
                 let panels = Panels {
-                    a: &packed_a,
+                    a,
                     b: &packed_b,
                     depth: depth.len(),
                     first: p0 == 0 && matches!(mm.start, Start::FirstTerm),
@@ -557,13 +568,26 @@ fn put_each<'d, R: Real>(dst: impl Iterator<Item = &'d mut u32>, src: &[R]) {
     }
 }
 
-/// The packed panels of one block: `A`'s rows by `MR`, `B`'s columns by `NR`, `depth` steps of
-/// the chains; `first` when the block holds the chains' first terms and they start from them.
+/// The panels of one block: `A`'s rows by `MR`, `B`'s columns by `NR` (packed), `depth` steps
+/// of the chains; `first` when the block holds the chains' first terms and they start from them.
 struct Panels<'p> {
-    a: &'p [u32],
+    a: PanelsA<'p>,
     b: &'p [u32],
     depth: usize,
     first: bool,
+}
+
+/// Where a block's rows of `A` are read from.
+enum PanelsA<'p> {
+    /// Packed by `MR` rows (the block's rows only, from its first).
+    Packed(&'p [u32]),
+    /// All of `A`'s cells, rows `row_stride` apart, each row's cells contiguous; the block's
+    /// steps start at column `first_step`.
+    Rows {
+        cells: &'p [u32],
+        row_stride: usize,
+        first_step: usize,
+    },
 }
 
 impl Panels<'_> {
@@ -585,12 +609,33 @@ impl Panels<'_> {
         for (p, j) in cols.clone().step_by(nr).enumerate() {
             let b = &self.b[p * kc * nr..][..kc * nr];
             for (q, i) in rows.clone().step_by(MR).enumerate() {
-                let a = &self.a[q * kc * MR..][..kc * MR];
                 let (height, width) = (MR.min(rows.end - i), nr.min(cols.end - j));
+                // Each tile row's first cell in `A` and the distance between its steps. Rows
+                // past the end of `A` (an edge tile) read its last row again; their results
+                // are not kept.
+                let (a, step) = match self.a {
+                    PanelsA::Packed(cells) => {
+                        let panel = cells[q * kc * MR..][..kc * MR].as_ptr();
+                        // SAFETY: r < MR is inside the panel's first step.
+                        (core::array::from_fn(|r| unsafe { panel.add(r) }), MR)
+                    }
+                    PanelsA::Rows {
+                        cells,
+                        row_stride,
+                        first_step,
+                    } => {
+                        let row = |r: usize| {
+                            let at = (i + r.min(height - 1)) * row_stride + first_step;
+                            cells[at..at + kc].as_ptr()
+                        };
+                        (core::array::from_fn(row), 1)
+                    }
+                };
+                let a = TileA { rows: a, step };
                 if height == MR && width == nr {
                     // SAFETY: the tile's rows i..i + MR and columns j..j + nr are inside `c`
                     // (checked just above), whose rows are `ldc` cells apart.
-                    unsafe { self.tile::<V, MR, NV>(a, b, c_ptr.add(c.index(i, j)), ldc) };
+                    unsafe { self.tile::<V, MR, NV>(&a, b, c_ptr.add(c.index(i, j)), ldc) };
                 } else {
                     // An edge tile: computed in a buffer of whole tiles, then its cells copied.
                     let mut buf = [0u32; MAX_TILE];
@@ -601,7 +646,7 @@ impl Panels<'_> {
                         }
                     }
                     // SAFETY: `buf` holds MR rows of `nr` cells (`MR * nr <= MAX_TILE`).
-                    unsafe { self.tile::<V, MR, NV>(a, b, buf.as_mut_ptr(), nr) };
+                    unsafe { self.tile::<V, MR, NV>(&a, b, buf.as_mut_ptr(), nr) };
                     for r in 0..height {
                         let at = c.index(i + r, j);
                         for (d, &v) in c.data[at..at + width].iter_mut().zip(&buf[r * nr..]) {
@@ -617,22 +662,22 @@ impl Panels<'_> {
     /// terms), the block's `depth` steps of every chain added in order, stored back to `c`.
     ///
     /// # Safety
-    /// The CPU has `V`'s features; `a` and `b` hold `depth` steps of `MR` and `NV * LANES`
-    /// cells; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart.
+    /// The CPU has `V`'s features; `a`'s rows hold `depth` steps and `b` holds `depth` steps of
+    /// `NV * LANES` cells; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart.
     #[inline(always)]
     unsafe fn tile<V: Vector, const MR: usize, const NV: usize>(
         &self,
-        a: &[u32],
+        a: &TileA<MR>,
         b: &[u32],
         c: *mut u32,
         ldc: usize,
     ) {
         let nr = NV * V::LANES;
-        let (a, b) = (a.as_ptr(), b.as_ptr());
+        let b = b.as_ptr();
         // No closures here: each would be a function of its own, compiled without the caller's
         // vector instructions. Every access below is inside the panels or the tile: step k's
-        // cells are a[k * MR..][..MR] and b[k * nr..][..nr] (k < depth), and C's tile is MR
-        // rows of nr cells, `ldc` apart (the caller's promise).
+        // cells are a.rows[r] + k * a.step (r < MR) and b[k * nr..][..nr] (k < depth), and C's
+        // tile is MR rows of nr cells, `ldc` apart (the caller's promise).
         let mut acc = [[V::ZERO; NV]; MR];
         let mut bk = [V::ZERO; NV];
         let from = if self.first {
@@ -642,7 +687,7 @@ impl Panels<'_> {
             }
             for (r, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: step 0 of `a`.
-                let ar = unsafe { V::splat(a.add(r)) };
+                let ar = unsafe { V::splat(a.rows[r]) };
                 for (acc, &bv) in acc.iter_mut().zip(&bk) {
                     *acc = ar.mul(bv);
                 }
@@ -664,7 +709,7 @@ impl Panels<'_> {
             }
             for (r, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: step k of `a`.
-                let ar = unsafe { V::splat(a.add(k * MR + r)) };
+                let ar = unsafe { V::splat(a.rows[r].add(k * a.step)) };
                 for (acc, &bv) in acc.iter_mut().zip(&bk) {
                     *acc = acc.add(ar.mul(bv));
                 }
@@ -677,6 +722,12 @@ impl Panels<'_> {
             }
         }
     }
+}
+
+/// A tile's rows of `A`: the first cell of each, and the distance between a row's steps.
+struct TileA<const MR: usize> {
+    rows: [*const u32; MR],
+    step: usize,
 }
 
 /// The portable kernel: [`blocked`] with [`Lanes`] of `R`'s fast arithmetic (any CPU).

@@ -8,7 +8,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::loss::{argmax, Target};
 use crate::math::Math;
-use crate::mlp::ForwardCells;
+use crate::mlp::{ForwardCells, Transposed};
 use crate::softf32::F32;
 use crate::threads::{ranges, split};
 
@@ -60,6 +60,7 @@ impl Compute for Evaluate<'_> {
     fn compute<R: Real>(self) -> Evaluation {
         let Evaluate { trainer: t, data } = self;
         let math = t.config.math;
+        let transposed = Transposed::of(&t.mlp, &t.state.params);
         let n = data.len();
         let mut losses = vec![F32::ZERO; n];
         let mut correct = vec![false; n];
@@ -84,7 +85,7 @@ impl Compute for Evaluate<'_> {
                 for s in chunk.clone() {
                     x.extend_from_slice(data.sample(s).0);
                 }
-                let z = cells_.forward::<R>(&t.mlp, math, &t.state.params, &x);
+                let z = cells_.forward::<R>(&t.mlp, math, &t.state.params, &transposed, &x);
                 for (s, z) in chunk.zip(z.chunks_exact(width)) {
                     let target = data.sample(s).1.cells::<R>();
                     let outputs = cells_mut::<R>(&mut outputs);
@@ -115,7 +116,7 @@ impl Compute for Evaluate<'_> {
 
 /// Rows whose forward pass runs at once in evaluation and prediction: enough for the matrix
 /// products' tiles and cache blocks, few enough for their cells to stay in cache.
-const ROWS: usize = 256;
+const ROWS: usize = 1024;
 
 /// [`Trainer::predict`]'s computation.
 struct Predict<'a> {
@@ -129,6 +130,7 @@ impl Compute for Predict<'_> {
     fn compute<R: Real>(self) -> Vec<F32> {
         let Predict { trainer: t, inputs } = self;
         let (features, width) = (t.mlp.inputs(), t.mlp.outputs());
+        let transposed = Transposed::of(&t.mlp, &t.state.params);
         let n = inputs.len() / features;
         let mut out = vec![F32::ZERO; n * width];
         let ranges = ranges(n, t.threads.parts(n, t.mlp.parameters()));
@@ -140,7 +142,7 @@ impl Compute for Predict<'_> {
                 .chunks(ROWS * features)
                 .zip(out.chunks_mut(ROWS * width))
             {
-                let z = cells_.forward::<R>(&t.mlp, t.config.math, &t.state.params, x);
+                let z = cells_.forward::<R>(&t.mlp, t.config.math, &t.state.params, &transposed, x);
                 for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
                     t.config
                         .loss

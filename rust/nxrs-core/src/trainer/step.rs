@@ -11,7 +11,7 @@ use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
 use crate::loss::Loss;
 use crate::math::Math;
-use crate::mlp::{BlockRecords, Layer, Mlp};
+use crate::mlp::{BlockRecords, Layer, Mlp, Transposed};
 use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
@@ -32,6 +32,8 @@ pub struct BlockGradient {
 #[derive(Clone, Debug)]
 pub(super) struct Work {
     block_work: BlockWork,
+    /// The current parameters' weights, transposed for the forward pass.
+    transposed: Transposed,
     /// The batch's gradient (the first block's sum, then the total, then the mean).
     pub(super) total: Vec<Layer>,
     /// The sum of a block after the first.
@@ -45,6 +47,7 @@ impl Work {
     pub(super) fn new(mlp: &Mlp) -> Work {
         Work {
             block_work: BlockWork::default(),
+            transposed: Transposed::new(mlp),
             total: mlp.zeros(),
             block: Vec::new(),
             losses: Vec::new(),
@@ -186,7 +189,14 @@ impl Compute for Step<'_> {
             t.work.block = t.mlp.zeros();
         }
         let work = &mut t.work;
-        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params);
+        work.transposed.refresh(&t.mlp, &t.state.params);
+        let view = GradientView::new(
+            &t.mlp,
+            &t.config,
+            &t.threads,
+            &t.state.params,
+            &work.transposed,
+        );
         work.losses.clear();
         let mut blocks = samples.chunks(block_len);
         let first = blocks.next().expect("a batch has at least one sample");
@@ -226,7 +236,8 @@ impl Compute for BlockSum<'_> {
 
     fn compute<R: Real>(self) -> usize {
         let t = self.trainer;
-        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params);
+        let transposed = Transposed::of(&t.mlp, &t.state.params);
+        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params, &transposed);
         view.block_sum::<R>(
             self.data,
             self.samples,
@@ -263,12 +274,13 @@ impl Compute for Combine<'_> {
 }
 
 /// What computing a gradient reads: the model's sizes, its loss and arithmetic settings, its
-/// parameters and the threads to share the samples among.
+/// parameters (and their weights transposed) and the threads to share the samples among.
 struct GradientView<'a> {
     mlp: &'a Mlp,
     math: Math,
     loss: Loss,
     params: &'a [Layer],
+    transposed: &'a Transposed,
     threads: &'a Threads,
 }
 
@@ -278,12 +290,14 @@ impl<'a> GradientView<'a> {
         config: &TrainerConfig,
         threads: &'a Threads,
         params: &'a [Layer],
+        transposed: &'a Transposed,
     ) -> GradientView<'a> {
         GradientView {
             mlp,
             math: config.math,
             loss: config.loss,
             params,
+            transposed,
             threads,
         }
     }
@@ -325,7 +339,7 @@ impl<'a> GradientView<'a> {
                 for (x, &s) in pass.inputs[0].chunks_exact_mut(features).zip(samples) {
                     x.copy_from_slice(data.sample(s).0);
                 }
-                mlp.forward::<R>(self.math, self.params, &mut pass);
+                mlp.forward::<R>(self.math, self.params, self.transposed, &mut pass);
                 let last = mlp.layers() - 1;
                 let z = pass.pre[last].chunks_exact(width);
                 let deltas = pass.deltas[last].chunks_exact_mut(width);
