@@ -24,7 +24,7 @@ crate::names::names! {
 }
 
 /// The environment variable that picks the path (`avx512`, `avx2` or `portable`), read once per
-/// process; unset: the widest the CPU has.
+/// process; unset or empty: the widest the CPU has.
 pub const ISA_VARIABLE: &str = "NXRS_ISA";
 
 impl Isa {
@@ -76,7 +76,10 @@ impl Isa {
     pub fn active() -> Result<Isa, &'static str> {
         static ACTIVE: OnceLock<Result<Isa, String>> = OnceLock::new();
         ACTIVE
-            .get_or_init(|| Isa::choose(std::env::var(ISA_VARIABLE).ok().as_deref()))
+            .get_or_init(|| {
+                let value = std::env::var(ISA_VARIABLE).ok();
+                Isa::choose(value.as_deref().filter(|v| !v.is_empty()))
+            })
             .as_ref()
             .copied()
             .map_err(String::as_str)

@@ -257,9 +257,9 @@ pub fn product_cases(cases: &[(Op, u32, u32)]) -> Vec<ProductCase> {
         s ^= s << 17;
         let x = (s >> 32) as u32;
         match x % 16 {
-            0 => x & 0x8000_0000,                                   // a signed zero
-            1 => x & 0x8000_FFFF,                                   // a subnormal
-            _ => 0x3A00_0000 + x % 0x0A00_0000 | (x & 0x8000_0000), // 2^-11 .. 2^9
+            0 => x & 0x8000_0000,                                     // a signed zero
+            1 => x & 0x8000_FFFF,                                     // a subnormal
+            _ => (0x3A00_0000 + x % 0x0A00_0000) | (x & 0x8000_0000), // 2^-11 .. 2^9
         }
     };
     let mut from_special = special.iter().copied().cycle();
