@@ -19,9 +19,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import importlib
+from typing import Any
+
+import numpy as np
 import pytest
 
 import nxrs
+
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+general_ref = importlib.import_module("reference.general_ref")
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARDED = platform.machine().lower() in ("x86_64", "amd64", "aarch64", "arm64")
@@ -64,46 +73,64 @@ def child(isa: str, script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-WIDE_SCRIPT = """
+# Layer widths and batches past every tile edge (6 x 16, 8 x 32, 4 x 8) and a chain of 300
+# inputs (longer than a cache block of 256 steps); a subnormal input and a row of zeros.
+WIDE = [
+    {"layers": [300, 37, 70, 13], "batch_size": 45, "grad_block": None},
+    {"layers": [19, 257, 5], "batch_size": 64, "grad_block": 23},
+]
+ROWS, STEPS = 150, 5
+
+
+def wide_data(layers: list[int]) -> tuple[Any, Any]:
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal((ROWS, layers[0])).astype(np.float32)
+    x[3, 4] = np.float32(1e-41)
+    x[7, :] *= np.float32(0)
+    return x, rng.integers(0, layers[-1], ROWS)
+
+
+WIDE_SCRIPT = f"""
     import json
+    import sys
+    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
     import numpy as np
     import nxrs
+    from test_isa import WIDE, STEPS, wide_data
 
-    out = {"isa": nxrs.hardware_isa()}
-    rng = np.random.default_rng(20)
-    # Layer widths and batches past every tile edge (6 x 16, 8 x 32, 4 x 8) and a chain of
-    # 300 inputs (longer than a cache block of 256); special values in the data.
-    for layers, batch, grad_block in [([300, 37, 70, 13], 45, None), ([19, 257, 5], 64, 23)]:
-        x = rng.standard_normal((150, layers[0])).astype(np.float32)
-        x[3, 4] = np.float32(1e-41)  # a subnormal input
-        x[7, :] *= np.float32(0)
-        y = rng.integers(0, layers[-1], 150)
-        hashes = {}
+    out = {{"isa": nxrs.hardware_isa(), "runs": []}}
+    for config in WIDE:
+        x, y = wide_data(config["layers"])
+        runs = {{}}
         for backend, threads in [("soft", 1), ("hw", 1), ("hw", 3)]:
-            t = nxrs.Trainer(
-                layers=layers, batch_size=batch, grad_block=grad_block, backend=backend,
-                threads=threads, lr=0.05,
-            )
-            t.fit(x, y, epochs=2)
+            t = nxrs.Trainer(**config, backend=backend, threads=threads)
+            t.train_steps(x, y, STEPS)
             p = t.predict_proba(x[:40]).view(np.uint32).tolist()
-            hashes[f"{backend}{threads}"] = [f"{t.state_hash():016x}", p]
-        out[str(layers)] = hashes
+            runs[f"{{backend}}{{threads}}"] = [f"{{t.state_hash():016x}}", p]
+        out["runs"].append(runs)
     print(json.dumps(out))
 """
 
 
 @pytest.mark.skipif(not GUARDED, reason="no hardware backend on this architecture")
 @pytest.mark.parametrize("isa", ISAS)
-def test_every_path_gives_softf32s_bits_on_wide_models(isa: str) -> None:
+def test_every_path_gives_the_references_bits_on_wide_models(isa: str) -> None:
+    """hw on the path (1 and 3 threads) and soft end where the independent numpy reference
+    (tests/reference/general_ref.py, written from TRAINING.md) ends, and predict alike."""
     if not has(isa):
         pytest.skip(f"this CPU has no {isa}")
     run = child(isa, WIDE_SCRIPT)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    assert out.pop("isa") == isa
-    for layers, runs in out.items():
-        assert runs["hw1"] == runs["soft1"], f"{isa} {layers}: hw differs from soft"
-        assert runs["hw3"] == runs["soft1"], f"{isa} {layers}: 3 threads differ from soft"
+    assert out["isa"] == isa
+    for config, runs in zip(WIDE, out["runs"], strict=True):
+        reference = general_ref.Trainer(**config)
+        x, y = wide_data(config["layers"])
+        reference.train_steps(x, y, STEPS)
+        want = f"{reference.state_hash():016x}"
+        assert runs["soft1"][0] == want, f"soft differs from the reference on {config}"
+        assert runs["hw1"] == runs["soft1"], f"{isa} {config}: hw differs from soft"
+        assert runs["hw3"] == runs["soft1"], f"{isa} {config}: 3 threads differ from soft"
 
 
 @pytest.mark.skipif(not GUARDED, reason="no hardware backend on this architecture")
@@ -158,12 +185,12 @@ def test_an_unknown_or_missing_path_makes_hw_unavailable(value: str, message: st
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t = nxrs.Trainer(layers=[3, 2])
-        print("auto:", t.backend, [str(w.message) for w in caught])
+        print("auto:", t.backend, " | ".join(str(w.message) for w in caught))
     """
     run = child(value, script)
     assert run.returncode == 0, run.stderr
     hw, auto = run.stdout.splitlines()
-    assert hw.startswith("hw: backend='hw' is not available: "), hw
+    assert "backend='hw' is not available: " in hw, hw
     assert message in hw, hw
-    assert auto.startswith("auto: soft ["), auto
+    assert auto.startswith(f"auto: soft {message}"), auto
     assert "backend='auto' computes with softf32" in auto, auto

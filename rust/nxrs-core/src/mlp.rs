@@ -252,7 +252,7 @@ pub struct Transposed {
 
 impl Transposed {
     /// Zeros shaped like `mlp`'s transposed weights, until [`Transposed::refresh`] (they cost
-    /// nothing until written, see [`zeros`]).
+    /// nothing until written, see `zeros`).
     pub fn new(mlp: &Mlp) -> Transposed {
         Transposed {
             w: mlp
