@@ -11,6 +11,7 @@ unavailable, with the reason.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -18,8 +19,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-
-import importlib
 from typing import Any
 
 import numpy as np
@@ -174,7 +173,7 @@ def test_the_path_in_use_is_named() -> None:
 def test_an_unknown_or_missing_path_makes_hw_unavailable(value: str, message: str) -> None:
     if value == "avx512" and has("avx512"):
         pytest.skip("this CPU has AVX-512")
-    script = f"""
+    script = """
         import warnings
         import nxrs
         assert nxrs.hardware_isa() is None
