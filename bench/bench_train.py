@@ -255,6 +255,9 @@ class Row:
 def best_of(row: Row) -> None:
     """A warm-up of ``WARMUP_STEPS`` steps on fresh state (untimed), then ``row.repeats`` timed
     runs of ``row.steps`` steps, each from fresh state; keeps the fastest and its result."""
+    # Another library's worker threads spin for a while after the row before (OpenMP's
+    # spin-wait): let them fall asleep so that they do not share this row's cores.
+    time.sleep(1.0)
     row.run(row.setup(), WARMUP_STEPS)
     best = float("inf")
     for _ in range(row.repeats):

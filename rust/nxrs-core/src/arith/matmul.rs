@@ -455,8 +455,11 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
     let (mut packed_a, mut packed_b) = PACKED.take();
     for j0 in (0..n).step_by(NC) {
         let cols = j0..(j0 + NC).min(n);
-        for p0 in (0..k).step_by(KC) {
-            let depth = p0..(p0 + KC).min(k);
+        // The chains cut into blocks of equal length (at most KC): a short last block would
+        // load and store every tile of C for a few steps.
+        let kc = k.div_ceil(k.div_ceil(KC).max(1)).max(1);
+        for p0 in (0..k).step_by(kc) {
+            let depth = p0..(p0 + kc).min(k);
             pack(&mm.b.t(), cols.clone(), depth.clone(), nr, &mut packed_b);
             for i0 in (0..m).step_by(MC) {
                 let rows = i0..(i0 + MC).min(m);
