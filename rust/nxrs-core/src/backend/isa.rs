@@ -134,85 +134,70 @@ mod x86 {
     use crate::arith::matmul::{blocked, MatMul, Vector};
     use core::arch::x86_64::*;
 
-    /// Eight lanes of AVX2. Only built by `load`/`splat`, which need AVX2; so its operations
-    /// run where the CPU has it.
-    #[derive(Clone, Copy)]
-    struct Avx2(__m256);
+    /// Defines a register type over an x86 vector type: its lanes, and its operations as
+    /// the given intrinsics (separate multiply and add: no FMA). A value exists only where the
+    /// CPU has the intrinsics' feature (it is built by `load`/`splat`, whose callers promise
+    /// it; `ZERO` is only overwritten), so the safe operations are sound.
+    macro_rules! x86_vector {
+        (
+            $(#[$doc:meta])*
+            $name:ident($reg:ty, $lanes:literal):
+            $load:ident, $set1:ident, $store:ident, $add:ident, $mul:ident
+        ) => {
+            $(#[$doc])*
+            #[derive(Clone, Copy)]
+            struct $name($reg);
 
-    impl Vector for Avx2 {
-        const LANES: usize = 8;
-        // SAFETY: __m256 is 256 bits of plain data; all zeros are +0 in every lane.
-        const ZERO: Avx2 = Avx2(unsafe { core::mem::transmute::<[u32; 8], __m256>([0; 8]) });
+            impl Vector for $name {
+                const LANES: usize = $lanes;
+                const ZERO: $name = {
+                    // SAFETY: the register is plain data; all zeros are +0 in every lane.
+                    $name(unsafe { core::mem::transmute::<[u32; $lanes], $reg>([0; $lanes]) })
+                };
 
-        #[inline(always)]
-        unsafe fn load(p: *const u32) -> Avx2 {
-            // SAFETY: the caller's promise (8 cells, AVX2).
-            Avx2(unsafe { _mm256_loadu_ps(p.cast()) })
-        }
+                #[inline(always)]
+                unsafe fn load(p: *const u32) -> $name {
+                    // SAFETY: the caller's promise (LANES cells, the feature).
+                    $name(unsafe { $load(p.cast()) })
+                }
 
-        #[inline(always)]
-        unsafe fn splat(p: *const u32) -> Avx2 {
-            // SAFETY: the caller's promise (one cell, AVX2).
-            Avx2(unsafe { _mm256_broadcast_ss(&*p.cast::<f32>()) })
-        }
+                #[inline(always)]
+                unsafe fn splat(p: *const u32) -> $name {
+                    // SAFETY: the caller's promise (one cell, the feature).
+                    $name(unsafe { $set1(*p.cast::<f32>()) })
+                }
 
-        #[inline(always)]
-        unsafe fn store(self, p: *mut u32) {
-            // SAFETY: the caller's promise (8 cells, AVX2).
-            unsafe { _mm256_storeu_ps(p.cast(), self.0) }
-        }
+                #[inline(always)]
+                unsafe fn store(self, p: *mut u32) {
+                    // SAFETY: the caller's promise (LANES cells, the feature).
+                    unsafe { $store(p.cast(), self.0) }
+                }
 
-        #[inline(always)]
-        fn add(self, rhs: Avx2) -> Avx2 {
-            // SAFETY: an `Avx2` exists only where the CPU has AVX2 (see the type).
-            Avx2(unsafe { _mm256_add_ps(self.0, rhs.0) })
-        }
+                #[inline(always)]
+                fn add(self, rhs: $name) -> $name {
+                    // SAFETY: a value exists only where the CPU has the feature (see above).
+                    $name(unsafe { $add(self.0, rhs.0) })
+                }
 
-        #[inline(always)]
-        fn mul(self, rhs: Avx2) -> Avx2 {
-            // SAFETY: as `add`.
-            Avx2(unsafe { _mm256_mul_ps(self.0, rhs.0) })
-        }
+                #[inline(always)]
+                fn mul(self, rhs: $name) -> $name {
+                    // SAFETY: as `add`.
+                    $name(unsafe { $mul(self.0, rhs.0) })
+                }
+            }
+        };
     }
 
-    /// Sixteen lanes of AVX-512F, as [`Avx2`].
-    #[derive(Clone, Copy)]
-    struct Avx512(__m512);
+    x86_vector! {
+        /// Eight lanes of AVX2.
+        Avx2(__m256, 8):
+        _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
+    }
 
-    impl Vector for Avx512 {
-        const LANES: usize = 16;
-        // SAFETY: __m512 is 512 bits of plain data; all zeros are +0 in every lane.
-        const ZERO: Avx512 = Avx512(unsafe { core::mem::transmute::<[u32; 16], __m512>([0; 16]) });
-
-        #[inline(always)]
-        unsafe fn load(p: *const u32) -> Avx512 {
-            // SAFETY: the caller's promise (16 cells, AVX-512F).
-            Avx512(unsafe { _mm512_loadu_ps(p.cast()) })
-        }
-
-        #[inline(always)]
-        unsafe fn splat(p: *const u32) -> Avx512 {
-            // SAFETY: the caller's promise (one cell, AVX-512F).
-            Avx512(unsafe { _mm512_set1_ps(*p.cast::<f32>()) })
-        }
-
-        #[inline(always)]
-        unsafe fn store(self, p: *mut u32) {
-            // SAFETY: the caller's promise (16 cells, AVX-512F).
-            unsafe { _mm512_storeu_ps(p.cast(), self.0) }
-        }
-
-        #[inline(always)]
-        fn add(self, rhs: Avx512) -> Avx512 {
-            // SAFETY: an `Avx512` exists only where the CPU has AVX-512F.
-            Avx512(unsafe { _mm512_add_ps(self.0, rhs.0) })
-        }
-
-        #[inline(always)]
-        fn mul(self, rhs: Avx512) -> Avx512 {
-            // SAFETY: as `add`.
-            Avx512(unsafe { _mm512_mul_ps(self.0, rhs.0) })
-        }
+    x86_vector! {
+        /// Sixteen lanes of AVX-512F.
+        Avx512(__m512, 16):
+        _mm512_loadu_ps, _mm512_set1_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_mul_ps
     }
 
     /// AVX2 tiles: 6 x 2 registers of accumulators, two of `B`, one broadcast of `A` and one
