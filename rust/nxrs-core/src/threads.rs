@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex};
 /// Most threads one trainer may use.
 pub const MAX_THREADS: usize = 1024;
 
-/// Below this many multiply-adds (about 5 us of vector work), a part is not worth a thread:
-/// starting a job on the pool's spinning workers and waiting for the last costs about a
-/// microsecond, so smaller steps (the seed's, digits at batch 1) stay on the caller's thread.
-const MIN_WORK_PER_PART: usize = 1 << 15;
+/// Below this many multiply-adds (about 10 us of the blocked kernels' work), a part is not worth
+/// a thread: each share-out costs a few microseconds (waking the pool's workers, each packing
+/// its own panels, waiting for the last), which the digits model at batch 32 (parts of 16
+/// samples, about 300,000 multiply-adds a step) measured as a loss: 0.9x on 2 threads. The
+/// seed's and such small steps stay on the caller's thread.
+const MIN_WORK_PER_PART: usize = 1 << 18;
 
 /// A trainer's threads: `count` of them, as a pool when more than one.
 #[derive(Clone, Debug)]
