@@ -21,8 +21,9 @@
 //! ([`MatMul::element`]), which gives softf32's NaN for the definition's operand order.
 //!
 //! Operands are strided views ([`Matrix`]): a transposed matrix, a block of rows or an image's
-//! patches are read where they lie, and copied once into packed panels (the tile's operands,
-//! contiguous, padded with zeros) per cache block.
+//! patches are read where they lie. `B`'s cache blocks are copied into packed panels (the tile's
+//! operands, contiguous, padded with zeros); `A`'s rows are read in place when their cells are
+//! contiguous and packed otherwise; small products (the seed's) skip packing altogether.
 
 use super::Real;
 use crate::softf32::F32;
@@ -241,9 +242,9 @@ impl<'a, R: Real> MatMul<'a, R> {
         }
     }
 
-    /// Computes the product in `R`: a small one element by element ([`MatMul::by_elements`],
-    /// where packing panels would cost more than it saves), a larger one by the fastest kernel
-    /// `R` has ([`Real::matmul`]).
+    /// Computes the product in `R`: a small one row by row without packing (where packing
+    /// panels would cost more than it saves), a larger one by the fastest kernel `R` has
+    /// ([`Real::matmul`]). Either gives the definition's bits ([`MatMul::by_elements`]).
     pub fn run(self) {
         if self.c.rows * self.c.cols * self.a.cols <= SMALL {
             self.by_rows();
