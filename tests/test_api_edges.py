@@ -684,3 +684,27 @@ def test_every_entry_point_refuses_a_bad_value_with_an_nxrs_error(
 ) -> None:
     with pytest.raises(nxrs.NxrsError):
         call(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_features_in_any_memory_order_are_the_same_rows(dtype: type) -> None:
+    """x in Fortran order, a strided view or a transposed copy means the same rows as x in C
+    order: predictions, probabilities, training and evaluation give the same bits."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((57, 9)).astype(dtype)
+    y = rng.integers(0, 4, 57)
+    layouts = {
+        "fortran": np.asfortranarray(x),
+        "strided": np.repeat(x, 2, axis=1)[:, ::2],
+        "transposed": np.ascontiguousarray(x.T).T,
+    }
+    t = nxrs.Trainer(layers=[9, 16, 4], batch_size=8, seed=2)
+    want = t.predict_proba(x).view(np.uint32)
+    for name, other in layouts.items():
+        assert np.array_equal(other, x), name
+        assert np.array_equal(t.predict_proba(other).view(np.uint32), want), name
+        assert t.evaluate(other, y) == t.evaluate(x, y), name
+        a, b = nxrs.Trainer(layers=[9, 16, 4], seed=2), nxrs.Trainer(layers=[9, 16, 4], seed=2)
+        a.fit(x, y, epochs=2)
+        b.fit(other, y, epochs=2)
+        assert a.state_hash() == b.state_hash(), name

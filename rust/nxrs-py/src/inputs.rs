@@ -221,11 +221,13 @@ fn floats(
     let typed = as_typed::<f32>(&array, "float32")?;
     let readonly = typed.readonly();
     let view = readonly.as_array();
-    // A contiguous array is copied as one block of bytes (numpy's usual layout: a cell-by-cell
-    // walk costs more than the forward pass of a small model); any other layout cell by cell.
-    let cells = match readonly.as_slice() {
-        Ok(slice) => bytemuck::cast_slice::<f32, F32>(slice).to_vec(),
-        Err(_) => view.iter().map(|v| F32::from_bits(v.to_bits())).collect(),
+    // An array in row-major order is copied as one block of bytes (numpy's usual layout: a
+    // cell-by-cell walk costs more than the forward pass of a small model); any other layout
+    // (Fortran order, strided views) cell by cell in row-major order. ndarray's `as_slice` is
+    // the row-major test (numpy's would also accept Fortran order, whose bytes are by column).
+    let cells = match view.as_slice() {
+        Some(slice) => bytemuck::cast_slice::<f32, F32>(slice).to_vec(),
+        None => view.iter().map(|v| F32::from_bits(v.to_bits())).collect(),
     };
     Ok((cells, view.shape().to_vec()))
 }
