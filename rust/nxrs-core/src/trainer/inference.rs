@@ -73,7 +73,6 @@ impl Compute for Evaluate<'_> {
             let _env = R::environment();
             let (features, width) = (t.mlp.inputs(), t.mlp.outputs());
             let mut cells_ = ForwardCells::new(&t.mlp, ROWS.min(range.len()));
-            let mut x = Vec::with_capacity(ROWS.min(range.len()) * features);
             let mut outputs = vec![F32::ZERO; width];
             let mut delta = vec![F32::ZERO; width];
             let chunks = range
@@ -81,11 +80,9 @@ impl Compute for Evaluate<'_> {
                 .step_by(ROWS)
                 .map(|s| s..(s + ROWS).min(range.end));
             for chunk in chunks {
-                x.clear();
-                for s in chunk.clone() {
-                    x.extend_from_slice(data.sample(s).0);
-                }
-                let z = cells_.forward::<R>(&t.mlp, math, &t.state.params, &transposed, &x);
+                // The data set's rows are contiguous: the chunk's features are one slice.
+                let x = &data.inputs()[chunk.start * features..chunk.end * features];
+                let z = cells_.forward::<R>(&t.mlp, math, &t.state.params, &transposed, x);
                 for (s, z) in chunk.zip(z.chunks_exact(width)) {
                     let target = data.sample(s).1.cells::<R>();
                     let outputs = cells_mut::<R>(&mut outputs);
