@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import pickle
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -113,32 +112,60 @@ def undisturbed() -> int:
 @pytest.fixture(autouse=True)
 def one_step_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """``fit`` takes its steps in chunks of one step (a chunk of at most 0 s still takes one), so
-    a run has hundreds of chunk boundaries where another thread gets the trainer: the threads
-    meet in the run's middle however fast the machine is, not only when it is slow."""
+    a run has hundreds of chunk boundaries where another thread gets the trainer."""
     monkeypatch.setattr(nxrs._fit, "_CHUNK_SECONDS", 0.0)
 
 
+#: The step at whose chunk boundary ``fit`` waits for the second thread (mid-epoch 2 of 6).
+MEET_AT = 250
+#: How many calls the second thread surely makes while ``fit`` waits for it.
+CALLS_WHILE_WAITING = 3
+
+
 def run_beside_fit(
-    trainer: nxrs.Trainer, other: Callable[[], None]
+    trainer: nxrs.Trainer, other: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[list[BaseException], list[int]]:
-    """Runs ``fit`` while a second thread calls ``other`` again and again, from the run's first
-    step until half its epochs are done (so every call is surely made while ``fit`` runs): the
-    second thread's exceptions, and the step counts it saw before each call."""
-    done = threading.Event()
+    """Runs ``fit`` while a second thread calls ``other``: the second thread's exceptions, and
+    the step counts it saw before each call.
+
+    The meeting is not left to timing (a fast or loaded machine let a whole run pass by before
+    the second thread got in): ``fit``'s runner waits, inside ``fit``, at the chunk boundary of
+    step ``MEET_AT`` until the second thread has made ``CALLS_WHILE_WAITING`` calls. The second
+    thread then goes on calling while the run goes on, until half its epochs are done."""
+    paused, resume, done = threading.Event(), threading.Event(), threading.Event()
     errors: list[BaseException] = []
     seen: list[int] = []
+    fit_with = nxrs._fit._fit_with
+
+    def waiting_fit_with(
+        t: nxrs.Trainer, data: object, options: object, runner: Callable[..., object]
+    ) -> object:
+        def run(*args: object, **kwargs: object) -> object:
+            chunk = runner(*args, **kwargs)
+            if t.steps == MEET_AT:
+                paused.set()
+                assert resume.wait(timeout=120), "the second thread never made its calls"
+            return chunk
+
+        return fit_with(t, data, options, run)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(nxrs._fit, "_fit_with", waiting_fit_with)
+
+    def call() -> None:
+        seen.append(trainer.steps)
+        try:
+            other()
+        except BaseException as err:  # every failure is the test's finding
+            errors.append(err)
 
     def loop() -> None:
-        while not done.is_set():
-            steps, epoch = trainer.steps, trainer.epoch
-            if steps == 0 or epoch >= EPOCHS // 2:
-                time.sleep(0.001)
-                continue
-            seen.append(steps)
-            try:
-                other()
-            except BaseException as err:  # every failure is the test's finding
-                errors.append(err)
+        if not paused.wait(timeout=120):
+            return  # fit failed before the meeting; its own exception is the finding
+        for _ in range(CALLS_WHILE_WAITING):
+            call()
+        resume.set()
+        while not done.is_set() and trainer.epoch < EPOCHS // 2:
+            call()
 
     thread = threading.Thread(target=loop)
     thread.start()
@@ -146,11 +173,14 @@ def run_beside_fit(
         trainer.fit(BIG_X, BIG_Y, EPOCHS, progress=False)
     finally:
         done.set()
+        resume.set()
         thread.join()
     return errors, seen
 
 
-def test_reading_a_trainer_during_fit_works_and_changes_no_bit(undisturbed: int) -> None:
+def test_reading_a_trainer_during_fit_works_and_changes_no_bit(
+    undisturbed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trainer = busy_trainer()
 
     def read() -> None:
@@ -163,10 +193,10 @@ def test_reading_a_trainer_during_fit_works_and_changes_no_bit(undisturbed: int)
         snapshot = nxrs.Trainer.from_bytes(trainer.to_bytes())
         assert snapshot.steps >= steps
 
-    errors, seen = run_beside_fit(trainer, read)
+    errors, seen = run_beside_fit(trainer, read, monkeypatch)
     assert errors == []
     assert trainer.state_hash() == undisturbed
-    assert seen  # a read met the run in its middle (each is recorded only between its ends)
+    assert seen[:CALLS_WHILE_WAITING] == [MEET_AT] * CALLS_WHILE_WAITING  # in the run's middle
 
 
 @pytest.mark.parametrize(
@@ -183,13 +213,17 @@ def test_reading_a_trainer_during_fit_works_and_changes_no_bit(undisturbed: int)
     ids=["step", "train_until", "train_steps", "fit", "restore", "threads", "backend"],
 )
 def test_a_second_change_during_fit_is_busy_and_never_kills_the_run(
-    tmp_path: Path, undisturbed: int, call: Callable[[nxrs.Trainer, Path], object]
+    tmp_path: Path,
+    undisturbed: int,
+    call: Callable[[nxrs.Trainer, Path], object],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     trainer = busy_trainer()
     saved = tmp_path / "start.nxck"
     trainer.save(saved)
-    errors, seen = run_beside_fit(trainer, lambda: call(trainer, saved))
-    assert seen and len(errors) == len(seen)
+    errors, seen = run_beside_fit(trainer, lambda: call(trainer, saved), monkeypatch)
+    assert seen[:CALLS_WHILE_WAITING] == [MEET_AT] * CALLS_WHILE_WAITING  # in the run's middle
+    assert len(errors) == len(seen)
     assert all(isinstance(e, nxrs.BusyError) for e in errors), errors[:3]
     assert "another thread is in Trainer.fit" in str(errors[0])
     assert trainer.state_hash() == undisturbed
