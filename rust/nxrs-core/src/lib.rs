@@ -5,13 +5,16 @@
 //! flag. This crate has no Python in it; `nxrs-py` wraps it.
 //!
 //! Dependencies run one way:
-//! [`softf32`] -> [`arith`] -> [`backend`], [`math`] -> [`mlp`], [`loss`], [`optim`], [`schedule`], [`rng`]
+//! [`softf32`] -> [`arith`] -> [`backend`], [`math`] -> [`mlp`], [`layers`], [`loss`], [`optim`], [`schedule`], [`rng`]
 //! -> [`config`], [`state`], [`dataset`] -> [`hash`], [`nxck`] -> [`trainer`] -> [`checkpoint`].
 //!
 //! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over;
 //!   [`backend`]: the verified hardware-float backend behind it, and its environment guard.
 //! - [`math`]: the two settings of `exp`, `log`, `sqrt` and `le` (the seed's and IEEE's).
 //! - [`mlp`], [`loss`]: the model's forward and backward passes and its losses.
+//! - [`layers`]: layer models (convolutions, pooling, normalisation, dropout): the checked
+//!   layer list and each layer's kernels (`docs/TRAINING.md` section 15; the trainer does not
+//!   run them yet).
 //! - [`optim`], [`schedule`]: Adam, AdamW, SGD, clipping; learning-rate schedules.
 //! - [`rng`]: the random streams of initialisation, shuffling and splitting.
 //! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data.
@@ -31,6 +34,7 @@ pub mod dataset;
 pub mod error;
 mod fnv;
 pub mod hash;
+pub mod layers;
 pub mod loss;
 pub mod math;
 pub mod mlp;

@@ -16,6 +16,8 @@ pub enum Domain {
     Shuffle = 0x7368_7566,
     /// The train/test split of a data set; the index is 0.
     Split = 0x7370_6C74,
+    /// Dropout masks; the index is the step (section 15.5 hashes the rest in).
+    Dropout = 0x6472_6F70,
 }
 
 /// SplitMix64's increment (2^64 divided by the golden ratio, made odd).
@@ -50,6 +52,12 @@ impl Stream {
     /// SplitMix64 output).
     pub fn from_state(state: u64) -> Stream {
         Stream { state }
+    }
+
+    /// The initial state, as a key to hash more coordinates into (dropout masks, which need
+    /// random access by sample and cell rather than a sequence of draws).
+    pub fn key(&self) -> u64 {
+        self.state
     }
 
     /// The next 64 random bits.

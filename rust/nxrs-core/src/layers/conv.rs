@@ -1,0 +1,220 @@
+//! Dense and convolution layers (`docs/TRAINING.md` sections 15.2-15.3): every output a chain
+//! from its bias over a column of inputs, so a block's whole layer is one matrix product over
+//! its columns (im2col) and its gradients two more. Dense is the convolution with one position
+//! whose column is the sample itself.
+
+use super::window::Window;
+use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
+use crate::arith::Real;
+
+/// A convolution (or Dense: `window` of one position over `inputs x 1 x 1`, a 1 x 1 kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv {
+    pub window: Window,
+    pub out_channels: usize,
+}
+
+impl Conv {
+    /// Dense over `inputs` features.
+    pub fn dense(inputs: usize, units: usize) -> Conv {
+        let window = Window {
+            channels: inputs,
+            input: [1, 1],
+            kernel: [1, 1],
+            stride: [1, 1],
+            padding: [0, 0],
+            output: [1, 1],
+        };
+        Conv {
+            window,
+            out_channels: units,
+        }
+    }
+
+    /// Whether the columns are the samples themselves (Dense), so no copy is made.
+    fn columns_are_inputs(&self) -> bool {
+        self.window.positions() == 1 && self.window.column() == self.window.input_cells()
+    }
+
+    fn positions(&self) -> usize {
+        self.window.positions()
+    }
+
+    /// The columns of `rows` samples (`rows x input cells`): `(rows * positions) x column`,
+    /// sample after sample, positions in row-major order, padding as +0.
+    pub fn columns<'a, R: Real>(&self, x: &'a [R], rows: usize, cols: &'a mut Vec<R>) -> &'a [R] {
+        if self.columns_are_inputs() {
+            return &x[..rows * self.window.input_cells()];
+        }
+        let (p, j, kk) = (
+            self.positions(),
+            self.window.column(),
+            self.window.window_cells(),
+        );
+        let cells = self.window.input_cells();
+        cols.clear();
+        cols.resize(rows * p * j, R::ZERO);
+        for s in 0..rows {
+            let sample = &x[s * cells..][..cells];
+            for t in 0..p {
+                let col = &mut cols[(s * p + t) * j..][..j];
+                for c in 0..self.window.channels {
+                    self.window.for_each_cell(c, t, |k, cell| {
+                        col[c * kk + k] = cell.map_or(R::ZERO, |i| sample[i]);
+                    });
+                }
+            }
+        }
+        cols
+    }
+
+    /// The outputs of `rows` samples, channels first (`rows x (out_channels * positions)`):
+    /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
+    /// `out_channels x column`). `scratch` holds the product position by position.
+    pub fn forward<R: Real>(
+        &self,
+        weights: &[R],
+        bias: &[R],
+        cols: &[R],
+        rows: usize,
+        scratch: &mut Vec<R>,
+        y: &mut [R],
+    ) {
+        let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
+        let product = |c: &mut [R]| {
+            MatMul::new(
+                MatrixMut::new(c, rows * p, o),
+                Start::Row(bias),
+                Matrix::new(cols, rows * p, j),
+                Matrix::new(weights, o, j).t(),
+                Order::BA,
+            )
+            .run();
+        };
+        if p == 1 {
+            product(&mut y[..rows * o]);
+        } else {
+            scratch.clear();
+            scratch.resize(rows * p * o, R::ZERO);
+            product(scratch);
+            for s in 0..rows {
+                transpose(
+                    &scratch[s * p * o..][..p * o],
+                    p,
+                    o,
+                    &mut y[s * o * p..][..o * p],
+                );
+            }
+        }
+    }
+
+    /// The output gradients `g` (channels first, `rows x (out_channels * positions)`) position by
+    /// position: `(rows * positions) x out_channels`, what both gradients read (`g` itself for
+    /// Dense).
+    pub fn by_position<'a, R: Real>(
+        &self,
+        g: &'a [R],
+        rows: usize,
+        into: &'a mut Vec<R>,
+    ) -> &'a [R] {
+        let (p, o) = (self.positions(), self.out_channels);
+        if p == 1 {
+            return &g[..rows * o];
+        }
+        into.clear();
+        into.resize(rows * p * o, R::ZERO);
+        for s in 0..rows {
+            transpose(
+                &g[s * o * p..][..o * p],
+                o,
+                p,
+                &mut into[s * p * o..][..p * o],
+            );
+        }
+        into
+    }
+
+    /// The input gradient of `rows` samples from their output gradients `d` by position
+    /// ([`Conv::by_position`]): column gradients `h_t[j] = Σ_o W[o, j] * δ[o, t]` from +0, then
+    /// each input cell's sum from +0 over the positions whose window holds it, in order.
+    pub fn input_gradient<R: Real>(
+        &self,
+        weights: &[R],
+        d: &[R],
+        rows: usize,
+        scratch: &mut Vec<R>,
+        gx: &mut [R],
+    ) {
+        let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
+        let cells = self.window.input_cells();
+        let product = |c: &mut [R]| {
+            MatMul::new(
+                MatrixMut::new(c, rows * p, j),
+                Start::Zero,
+                Matrix::new(d, rows * p, o),
+                Matrix::new(weights, o, j),
+                Order::BA,
+            )
+            .run();
+        };
+        if self.columns_are_inputs() {
+            // Each cell's one term added to +0 is the term itself: the chain starts from +0, so
+            // it is never -0.
+            product(&mut gx[..rows * cells]);
+            return;
+        }
+        scratch.clear();
+        scratch.resize(rows * p * j, R::ZERO);
+        product(scratch);
+        let kk = self.window.window_cells();
+        gx[..rows * cells].fill(R::ZERO);
+        for s in 0..rows {
+            let sample = &mut gx[s * cells..][..cells];
+            for t in 0..p {
+                let h = &scratch[(s * p + t) * j..][..j];
+                for c in 0..self.window.channels {
+                    self.window.for_each_cell(c, t, |k, cell| {
+                        if let Some(i) = cell {
+                            sample[i] = sample[i] + h[c * kk + k];
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// The block gradients of `rows` samples: `gw[o, j]` the chain over the block's samples and
+    /// positions in order of `δ[o, t] * col_t[j]` from the first term, `gb[o]` that of `δ[o, t]`.
+    pub fn block_gradient<R: Real>(
+        &self,
+        d: &[R],
+        cols: &[R],
+        rows: usize,
+        gw: &mut [R],
+        gb: &mut [R],
+    ) {
+        let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
+        let n = rows * p;
+        MatMul::new(
+            MatrixMut::new(gw, o, j),
+            Start::FirstTerm,
+            Matrix::new(d, n, o).t(),
+            Matrix::new(cols, n, j),
+            Order::AB,
+        )
+        .run();
+        gb.copy_from_slice(&d[..o]);
+        for r in 1..n {
+            R::add_assign(gb, &d[r * o..][..o]);
+        }
+    }
+}
+
+/// `to = fromᵀ` for a row-major `rows x cols` matrix (bit patterns only: any backend's values).
+fn transpose<R: Real>(from: &[R], rows: usize, cols: usize, to: &mut [R]) {
+    crate::transpose::transpose(cells_of(from), rows, cols, bytemuck::cast_slice_mut(to));
+}
+
+fn cells_of<R: Real>(x: &[R]) -> &[crate::softf32::F32] {
+    bytemuck::cast_slice(x)
+}

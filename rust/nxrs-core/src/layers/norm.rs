@@ -1,0 +1,231 @@
+//! BatchNorm and LayerNorm (`docs/TRAINING.md` sections 15.2, 15.3 and 15.6). Both normalise a
+//! group of `n` values in a fixed order: BatchNorm a channel's values over the block's samples
+//! and positions, LayerNorm one sample's cells. The group's arithmetic is written once; a layer
+//! says which cells form its groups, in their order.
+
+use crate::arith::Real;
+
+/// A group's cells: `at(k)` is the index of its `k`-th value (`k < n`) in the block's cells.
+#[derive(Clone, Copy)]
+struct Group<F: Fn(usize) -> usize> {
+    n: usize,
+    at: F,
+}
+
+impl<F: Fn(usize) -> usize> Group<F> {
+    /// `Σ f(k)` over the group in order, from the first term.
+    fn sum<R: Real>(&self, f: impl Fn(usize) -> R) -> R {
+        (1..self.n).fold(f(0), |acc, k| acc + f(k))
+    }
+
+    /// The batch statistics: `μ`, and the sum `Σ (x - μ) * (x - μ)` both variances divide.
+    fn statistics<R: Real>(&self, x: &[R]) -> (R, R) {
+        let mean = self.sum(|k| x[(self.at)(k)]) / R::from_i64(self.n as i64);
+        let squares = self.sum(|k| {
+            let d = x[(self.at)(k)] - mean;
+            d * d
+        });
+        (mean, squares)
+    }
+
+    /// Normalises the group: `x̂ = (x - μ) / r` with `r = sqrt(σ² + eps)`, written to `xhat`;
+    /// returns `(μ, the sum of squares, r)`.
+    fn normalize<R: Real>(&self, x: &[R], eps: R, xhat: &mut [R]) -> (R, R, R) {
+        let (mean, squares) = self.statistics(x);
+        let r = (squares / R::from_i64(self.n as i64) + eps).sqrt();
+        for k in 0..self.n {
+            let i = (self.at)(k);
+            xhat[i] = (x[i] - mean) / r;
+        }
+        (mean, squares, r)
+    }
+
+    /// The input gradient through the normalisation: with `d = g * gamma` (given),
+    /// `A = Σ d / n`, `M = Σ d * x̂ / n`, `gx = ((d - A) - (x̂ * M)) / r`.
+    fn input_gradient<R: Real>(&self, d: &[R], xhat: &[R], r: R, gx: &mut [R]) {
+        let count = R::from_i64(self.n as i64);
+        let a = self.sum(|k| d[(self.at)(k)]) / count;
+        let m = self.sum(|k| {
+            let i = (self.at)(k);
+            d[i] * xhat[i]
+        }) / count;
+        for k in 0..self.n {
+            let i = (self.at)(k);
+            gx[i] = ((d[i] - a) - (xhat[i] * m)) / r;
+        }
+    }
+}
+
+/// A BatchNorm layer over `channels x positions` cells per sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchNorm<R> {
+    pub channels: usize,
+    pub positions: usize,
+    pub momentum: R,
+    pub eps: R,
+}
+
+/// The parameters and running statistics of a BatchNorm layer, one value per channel.
+pub struct BatchNormTensors<'a, R> {
+    pub gamma: &'a [R],
+    pub beta: &'a [R],
+    pub mean: &'a mut [R],
+    pub var: &'a mut [R],
+}
+
+impl<R: Real> BatchNorm<R> {
+    fn group(&self, c: usize, rows: usize) -> Group<impl Fn(usize) -> usize> {
+        let (channels, p) = (self.channels, self.positions);
+        Group {
+            n: rows * p,
+            at: move |k| (k / p * channels + c) * p + k % p,
+        }
+    }
+
+    /// Training mode over a block of `rows` samples: `y`, `xhat` and each channel's `r`; then
+    /// the running statistics' update (none when the block has one value per channel).
+    pub fn forward_train(
+        &self,
+        t: BatchNormTensors<'_, R>,
+        x: &[R],
+        rows: usize,
+        xhat: &mut [R],
+        r: &mut [R],
+        y: &mut [R],
+    ) {
+        let keep = R::ONE - self.momentum;
+        for (c, r) in r[..self.channels].iter_mut().enumerate() {
+            let group = self.group(c, rows);
+            let (mean, squares, rc) = group.normalize(x, self.eps, xhat);
+            *r = rc;
+            for k in 0..group.n {
+                let i = (group.at)(k);
+                y[i] = (t.gamma[c] * xhat[i]) + t.beta[c];
+            }
+            if group.n > 1 {
+                let unbiased = squares / R::from_i64(group.n as i64 - 1);
+                t.mean[c] = (keep * t.mean[c]) + (self.momentum * mean);
+                t.var[c] = (keep * t.var[c]) + (self.momentum * unbiased);
+            }
+        }
+    }
+
+    /// Evaluation mode: the running statistics normalise, `sqrt` once per channel.
+    pub fn forward_eval(&self, t: BatchNormTensors<'_, R>, x: &[R], rows: usize, y: &mut [R]) {
+        for c in 0..self.channels {
+            let r = (t.var[c] + self.eps).sqrt();
+            let group = self.group(c, rows);
+            for k in 0..group.n {
+                let i = (group.at)(k);
+                y[i] = (t.gamma[c] * ((x[i] - t.mean[c]) / r)) + t.beta[c];
+            }
+        }
+    }
+
+    /// The block gradients of `gamma` and `beta` and the input gradient, from the output
+    /// gradient `g` and the forward pass's `xhat` and `r`. `d` is scratch of `g`'s length.
+    #[allow(clippy::too_many_arguments)] // the layer's own state, what its forward pass kept, and the two outputs
+    pub fn backward(
+        &self,
+        gamma: &[R],
+        g: &[R],
+        xhat: &[R],
+        r: &[R],
+        rows: usize,
+        d: &mut [R],
+        grads: (&mut [R], &mut [R]),
+        gx: &mut [R],
+    ) {
+        let (g_gamma, g_beta) = grads;
+        for c in 0..self.channels {
+            let group = self.group(c, rows);
+            g_beta[c] = group.sum(|k| g[(group.at)(k)]);
+            g_gamma[c] = group.sum(|k| {
+                let i = (group.at)(k);
+                g[i] * xhat[i]
+            });
+            for k in 0..group.n {
+                let i = (group.at)(k);
+                d[i] = g[i] * gamma[c];
+            }
+            group.input_gradient(d, xhat, r[c], gx);
+        }
+    }
+}
+
+/// A LayerNorm over each sample's `cells`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerNorm<R> {
+    pub cells: usize,
+    pub eps: R,
+}
+
+impl<R: Real> LayerNorm<R> {
+    fn group(&self, s: usize) -> Group<impl Fn(usize) -> usize> {
+        let n = self.cells;
+        Group {
+            n,
+            at: move |k| s * n + k,
+        }
+    }
+
+    /// `y`, `xhat` and each sample's `r` (the same in both modes), from `(gamma, beta)`.
+    pub fn forward(
+        &self,
+        (gamma, beta): (&[R], &[R]),
+        x: &[R],
+        rows: usize,
+        xhat: &mut [R],
+        r: &mut [R],
+        y: &mut [R],
+    ) {
+        for (s, r) in r[..rows].iter_mut().enumerate() {
+            *r = self.group(s).normalize(x, self.eps, xhat).2;
+            let cells = s * self.cells..(s + 1) * self.cells;
+            for (((y, &xhat), &gamma), &beta) in y[cells.clone()]
+                .iter_mut()
+                .zip(&xhat[cells])
+                .zip(gamma)
+                .zip(beta)
+            {
+                *y = (gamma * xhat) + beta;
+            }
+        }
+    }
+
+    /// The block gradients of `gamma` and `beta` (chains over the samples, from the first) and
+    /// the input gradient. `d` is scratch of `g`'s length.
+    #[allow(clippy::too_many_arguments)] // as BatchNorm::backward
+    pub fn backward(
+        &self,
+        gamma: &[R],
+        g: &[R],
+        xhat: &[R],
+        r: &[R],
+        rows: usize,
+        d: &mut [R],
+        grads: (&mut [R], &mut [R]),
+        gx: &mut [R],
+    ) {
+        let (g_gamma, g_beta) = grads;
+        let n = self.cells;
+        for k in 0..n {
+            let over_samples = Group {
+                n: rows,
+                at: |s| s * n + k,
+            };
+            g_beta[k] = over_samples.sum(|i| g[(over_samples.at)(i)]);
+            g_gamma[k] = over_samples.sum(|i| {
+                let i = (over_samples.at)(i);
+                g[i] * xhat[i]
+            });
+        }
+        for (s, &r) in r[..rows].iter().enumerate() {
+            let cells = s * n..(s + 1) * n;
+            for ((d, &g), &gamma) in d[cells.clone()].iter_mut().zip(&g[cells]).zip(gamma) {
+                *d = g * gamma;
+            }
+            self.group(s).input_gradient(d, xhat, r, gx);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The sliding windows of convolutions and pooling (`docs/TRAINING.md` section 15.1): one
+//! geometry for 1-D and 2-D, a 1-D layer being a 2-D one of height 1 (its windows, columns and
+//! positions come out in the same order).
+
+use crate::error::{Error, Result};
+
+/// Where a layer's windows lie over one sample's `channels x height x width` input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub channels: usize,
+    /// `[height, width]` of the input, the kernel, the stride, the padding and the output.
+    pub input: [usize; 2],
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub output: [usize; 2],
+}
+
+impl Window {
+    /// The windows of `kernel` moved by `stride` over `input` padded by `padding`; the one check
+    /// of every size a window layer is given (`what` names the layer in the error).
+    pub fn new(
+        what: &str,
+        channels: usize,
+        input: [usize; 2],
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Result<Window> {
+        let mut output = [0; 2];
+        for d in 0..2 {
+            let (n, k, s, q) = (input[d], kernel[d], stride[d], padding[d]);
+            if k == 0 || s == 0 {
+                return Err(Error::Config(format!(
+                    "{what}: kernel sizes and strides must be >= 1, got kernel {kernel:?}, \
+                     stride {stride:?}"
+                )));
+            }
+            if q >= k {
+                return Err(Error::Config(format!(
+                    "{what}: padding {q} must be smaller than the kernel size {k} (a window of \
+                     padding only sees no input)"
+                )));
+            }
+            // n + 2q >= k, in arithmetic that cannot overflow (every size is at most 2^24).
+            let padded = n + 2 * q;
+            if padded < k {
+                return Err(Error::Config(format!(
+                    "{what}: kernel size {k} is longer than its padded input ({n} + 2 x {q})"
+                )));
+            }
+            output[d] = (padded - k) / s + 1;
+        }
+        Ok(Window {
+            channels,
+            input,
+            kernel,
+            stride,
+            padding,
+            output,
+        })
+    }
+
+    /// Output positions per channel.
+    pub fn positions(&self) -> usize {
+        self.output[0] * self.output[1]
+    }
+
+    /// Cells of one sample's input.
+    pub fn input_cells(&self) -> usize {
+        self.channels * self.input[0] * self.input[1]
+    }
+
+    /// Cells of one channel's window.
+    pub fn window_cells(&self) -> usize {
+        self.kernel[0] * self.kernel[1]
+    }
+
+    /// The length of a convolution's column (`channels x window cells`).
+    pub fn column(&self) -> usize {
+        self.channels * self.window_cells()
+    }
+
+    /// Calls `f(k, cell)` for the cells of channel `c`'s window at output position `t`, `k`
+    /// counting them in row-major order and `cell` the input cell's index in the sample, or
+    /// `None` for padding.
+    #[inline]
+    pub fn for_each_cell(&self, c: usize, t: usize, mut f: impl FnMut(usize, Option<usize>)) {
+        let [th, tw] = [t / self.output[1], t % self.output[1]];
+        let [h, w] = self.input;
+        let plane = c * h * w;
+        for kh in 0..self.kernel[0] {
+            // The padded row, shifted back to the input's rows (padding lies outside 0..h).
+            let row = (th * self.stride[0] + kh).checked_sub(self.padding[0]);
+            for kw in 0..self.kernel[1] {
+                let col = (tw * self.stride[1] + kw).checked_sub(self.padding[1]);
+                let cell = match (row, col) {
+                    (Some(r), Some(c)) if r < h && c < w => Some(plane + r * w + c),
+                    _ => None,
+                };
+                f(kh * self.kernel[1] + kw, cell);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_sizes_follow_pytorch() {
+        // floor((40 + 2 - 5) / 2) + 1 = 19, the first layer of MNIST-1D's ConvBase.
+        let w = Window::new("c", 1, [1, 40], [1, 5], [1, 2], [0, 1]).unwrap();
+        assert_eq!(w.output, [1, 19]);
+        // A last window that does not fit is dropped: floor((7 - 2) / 2) + 1 = 3.
+        let w = Window::new("p", 2, [7, 7], [2, 2], [2, 2], [0, 0]).unwrap();
+        assert_eq!(w.output, [3, 3]);
+    }
+
+    #[test]
+    fn refuses_windows_that_see_no_input() {
+        let err = Window::new("conv", 1, [1, 9], [1, 3], [1, 1], [0, 3]).unwrap_err();
+        assert!(
+            err.to_string().contains("padding 3 must be smaller"),
+            "{err}"
+        );
+        let err = Window::new("conv", 1, [1, 2], [1, 5], [1, 1], [0, 1]).unwrap_err();
+        assert!(
+            err.to_string().contains("longer than its padded input"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn cells_run_row_major_with_padding_outside() {
+        let w = Window::new("c", 2, [2, 3], [2, 2], [1, 1], [1, 1]).unwrap();
+        let mut seen = Vec::new();
+        w.for_each_cell(1, 0, |k, cell| seen.push((k, cell)));
+        // Position (0, 0) of channel 1 covers padded rows -1..1 and columns -1..1.
+        assert_eq!(seen, [(0, None), (1, None), (2, None), (3, Some(6))]);
+    }
+}
