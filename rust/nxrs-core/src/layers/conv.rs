@@ -5,7 +5,8 @@
 
 use super::window::Window;
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
-use crate::arith::Real;
+use crate::arith::{cells, cells_mut, Real};
+use crate::softf32::F32;
 
 /// A convolution (or Dense: `window` of one position over `inputs x 1 x 1`, a 1 x 1 kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +43,7 @@ impl Conv {
 
     /// The columns of `rows` samples (`rows x input cells`): `(rows * positions) x column`,
     /// sample after sample, positions in row-major order, padding as +0.
-    pub fn columns<'a, R: Real>(&self, x: &'a [R], rows: usize, cols: &'a mut Vec<R>) -> &'a [R] {
+    pub fn columns<'a, R: Real>(&self, x: &'a [R], rows: usize, cols: &'a mut Vec<F32>) -> &'a [R] {
         if self.columns_are_inputs() {
             return &x[..rows * self.window.input_cells()];
         }
@@ -52,8 +53,7 @@ impl Conv {
             self.window.window_cells(),
         );
         let cells = self.window.input_cells();
-        cols.clear();
-        cols.resize(rows * p * j, R::ZERO);
+        let cols: &mut [R] = cells_mut(resized(cols, rows * p * j));
         for s in 0..rows {
             let sample = &x[s * cells..][..cells];
             for t in 0..p {
@@ -68,6 +68,15 @@ impl Conv {
         cols
     }
 
+    /// The columns [`Conv::columns`] gave for `x`, with `cols` as it left them.
+    pub fn kept_columns<'a, R: Real>(&self, x: &'a [R], rows: usize, cols: &'a [F32]) -> &'a [R] {
+        if self.columns_are_inputs() {
+            &x[..rows * self.window.input_cells()]
+        } else {
+            cells(&cols[..rows * self.positions() * self.window.column()])
+        }
+    }
+
     /// The outputs of `rows` samples, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
     /// `out_channels x column`). `scratch` holds the product position by position.
@@ -77,7 +86,7 @@ impl Conv {
         bias: &[R],
         cols: &[R],
         rows: usize,
-        scratch: &mut Vec<R>,
+        scratch: &mut Vec<F32>,
         y: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
@@ -94,8 +103,7 @@ impl Conv {
         if p == 1 {
             product(&mut y[..rows * o]);
         } else {
-            scratch.clear();
-            scratch.resize(rows * p * o, R::ZERO);
+            let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * o));
             product(scratch);
             for s in 0..rows {
                 transpose(
@@ -115,14 +123,13 @@ impl Conv {
         &self,
         g: &'a [R],
         rows: usize,
-        into: &'a mut Vec<R>,
+        into: &'a mut Vec<F32>,
     ) -> &'a [R] {
         let (p, o) = (self.positions(), self.out_channels);
         if p == 1 {
             return &g[..rows * o];
         }
-        into.clear();
-        into.resize(rows * p * o, R::ZERO);
+        let into: &mut [R] = cells_mut(resized(into, rows * p * o));
         for s in 0..rows {
             transpose(
                 &g[s * o * p..][..o * p],
@@ -142,7 +149,7 @@ impl Conv {
         weights: &[R],
         d: &[R],
         rows: usize,
-        scratch: &mut Vec<R>,
+        scratch: &mut Vec<F32>,
         gx: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
@@ -163,8 +170,7 @@ impl Conv {
             product(&mut gx[..rows * cells]);
             return;
         }
-        scratch.clear();
-        scratch.resize(rows * p * j, R::ZERO);
+        let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * j));
         product(scratch);
         let kk = self.window.window_cells();
         gx[..rows * cells].fill(R::ZERO);
@@ -210,11 +216,20 @@ impl Conv {
     }
 }
 
-/// `to = fromᵀ` for a row-major `rows x cols` matrix (bit patterns only: any backend's values).
-fn transpose<R: Real>(from: &[R], rows: usize, cols: usize, to: &mut [R]) {
-    crate::transpose::transpose(cells_of(from), rows, cols, bytemuck::cast_slice_mut(to));
+/// The first `n` cells of `v`, grown if needed (scratch reused from pass to pass).
+fn resized(v: &mut Vec<F32>, n: usize) -> &mut [F32] {
+    if v.len() < n {
+        v.resize(n, F32::ZERO);
+    }
+    &mut v[..n]
 }
 
-fn cells_of<R: Real>(x: &[R]) -> &[crate::softf32::F32] {
-    bytemuck::cast_slice(x)
+/// `to = fromᵀ` for a row-major `rows x cols` matrix (bit patterns only: any backend's values).
+fn transpose<R: Real>(from: &[R], rows: usize, cols: usize, to: &mut [R]) {
+    crate::transpose::transpose(
+        bytemuck::cast_slice(from),
+        rows,
+        cols,
+        bytemuck::cast_slice_mut(to),
+    );
 }

@@ -4,12 +4,14 @@
 //! - [`window`]: where convolution and pooling windows lie (1-D as 2-D of height 1);
 //! - [`conv`]: Dense and convolutions as matrix products over im2col columns;
 //! - [`pool`]: max and average pooling; [`norm`]: BatchNorm and LayerNorm;
-//! - [`pointwise`]: ReLU, Sigmoid, Tanh and Dropout.
+//! - [`pointwise`]: ReLU, Sigmoid, Tanh and Dropout;
+//! - [`pass`]: one layer's forward and backward pass, dispatched to those kernels.
 //!
 //! [`Real`]: crate::arith::Real
 
 pub mod conv;
 pub mod norm;
+pub mod pass;
 pub mod pointwise;
 pub mod pool;
 pub mod window;

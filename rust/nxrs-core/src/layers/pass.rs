@@ -1,0 +1,273 @@
+//! One layer's forward and backward pass over a block of samples: the dispatch from a checked
+//! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
+
+use super::norm::{BatchNorm, BatchNormTensors, LayerNorm};
+use super::pointwise::{self, Dropout};
+use super::{pool, Layer, Op};
+use crate::arith::{cells, cells_mut, Real};
+use crate::math::Math;
+use crate::softf32::F32;
+
+/// Training (batch statistics, dropout masks of this step) or evaluation mode (section 15.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The step's masks: the run's seed, the steps taken before this one, and the batch
+    /// position of the block's first sample.
+    Train {
+        seed: i64,
+        step: u64,
+        first_sample: usize,
+    },
+    Eval,
+}
+
+/// What every layer of a pass computes with: the `math` setting and the mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Context {
+    pub math: Math,
+    pub mode: Mode,
+}
+
+/// A layer's tensors as a pass reads and writes them.
+#[derive(Debug, Default)]
+pub struct Tensors<'a> {
+    /// `(W, b)` or `(gamma, beta)`.
+    pub params: Option<(&'a [F32], &'a [F32])>,
+    /// BatchNorm's running `(mean, var)`, updated by a training-mode forward pass.
+    pub running: Option<(&'a mut [F32], &'a mut [F32])>,
+}
+
+/// What a layer's forward pass keeps for its backward pass, and its scratch cells.
+#[derive(Clone, Debug, Default)]
+pub struct Saved {
+    /// A convolution's columns; a normalisation's `x̂`.
+    cells: Vec<F32>,
+    /// Max pooling's chosen cells.
+    chosen: Vec<u32>,
+    /// A normalisation's `r` per group.
+    r: Vec<F32>,
+    /// A convolution's output gradients position by position.
+    by_position: Vec<F32>,
+    scratch: Vec<F32>,
+}
+
+fn grow(v: &mut Vec<F32>, n: usize) -> &mut [F32] {
+    v.resize(n.max(v.len()), F32::ZERO);
+    &mut v[..n]
+}
+
+impl Layer {
+    fn input_cells(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    fn output_cells(&self) -> usize {
+        self.output.iter().product()
+    }
+
+    /// The outputs `y` of `rows` samples `x` (both channels first, sample after sample).
+    pub fn forward<R: Real>(
+        &self,
+        Context { math, mode }: Context,
+        tensors: Tensors<'_>,
+        x: &[F32],
+        rows: usize,
+        y: &mut [F32],
+        saved: &mut Saved,
+    ) {
+        let (n_in, n_out) = (rows * self.input_cells(), rows * self.output_cells());
+        let x: &[R] = cells(&x[..n_in]);
+        let y: &mut [R] = cells_mut(&mut y[..n_out]);
+        match &self.op {
+            Op::Conv(conv) => {
+                let (w, b) = tensors.params.expect("a convolution has W and b");
+                let cols = conv.columns(x, rows, &mut saved.cells);
+                conv.forward(cells(w), cells(b), cols, rows, &mut saved.scratch, y);
+            }
+            Op::MaxPool(w) => {
+                saved.chosen.resize(n_out, 0);
+                pool::max_forward(w, x, rows, y, &mut saved.chosen);
+            }
+            Op::AvgPool(w) => pool::avg_forward(w, x, rows, y),
+            Op::Reshape => y.copy_from_slice(x),
+            Op::ReLU => {
+                y.copy_from_slice(x);
+                math.zero_where_not_positive(x, y);
+            }
+            Op::Tanh => pointwise::tanh(math, x, y),
+            Op::Sigmoid => pointwise::sigmoid(math, x, y),
+            Op::Dropout { p } => match mode {
+                Mode::Train {
+                    seed,
+                    step,
+                    first_sample,
+                } => {
+                    Dropout::<R>::new(*p, seed, step, self.position).forward(
+                        first_sample,
+                        self.input_cells(),
+                        x,
+                        y,
+                    );
+                }
+                Mode::Eval => y.copy_from_slice(x),
+            },
+            Op::BatchNorm(bn) => {
+                let bn = batch_norm::<R>(bn);
+                let (gamma, beta) = tensors.params.expect("a BatchNorm has gamma and beta");
+                let (mean, var) = tensors.running.expect("a BatchNorm has running statistics");
+                let t = BatchNormTensors {
+                    gamma: cells(gamma),
+                    beta: cells(beta),
+                    mean: cells_mut(mean),
+                    var: cells_mut(var),
+                };
+                match mode {
+                    Mode::Train { .. } => {
+                        let xhat = cells_mut(grow(&mut saved.cells, n_in));
+                        let r = cells_mut(grow(&mut saved.r, bn.channels));
+                        bn.forward_train(t, x, rows, xhat, r, y);
+                    }
+                    Mode::Eval => bn.forward_eval(t, x, rows, y),
+                }
+            }
+            Op::LayerNorm(ln) => {
+                let ln = LayerNorm {
+                    cells: ln.cells,
+                    eps: R::from_f32(ln.eps),
+                };
+                let (gamma, beta) = tensors.params.expect("a LayerNorm has gamma and beta");
+                let xhat = cells_mut(grow(&mut saved.cells, n_in));
+                let r = cells_mut(grow(&mut saved.r, rows));
+                ln.forward((cells(gamma), cells(beta)), x, rows, xhat, r, y);
+            }
+        }
+    }
+
+    /// The backward pass of `rows` samples after a training-mode [`Layer::forward`] of `x` to
+    /// `y` (`saved` as it left it): from the output gradients `g`, the input gradients `gx`
+    /// (when wanted) and the parameters' block gradients `grads` (a layer with parameters).
+    #[allow(clippy::too_many_arguments)] // what the forward pass saw and kept, and both results
+    pub fn backward<R: Real>(
+        &self,
+        Context { math, mode }: Context,
+        params: Option<(&[F32], &[F32])>,
+        (x, y, g): (&[F32], &[F32], &[F32]),
+        rows: usize,
+        saved: &mut Saved,
+        gx: Option<&mut [F32]>,
+        grads: Option<(&mut [F32], &mut [F32])>,
+    ) {
+        let (n_in, n_out) = (rows * self.input_cells(), rows * self.output_cells());
+        let (x, y, g): (&[R], &[R], &[R]) =
+            (cells(&x[..n_in]), cells(&y[..n_out]), cells(&g[..n_out]));
+        let mut gx = gx.map(|gx| cells_mut::<R>(&mut gx[..n_in]));
+        match &self.op {
+            Op::Conv(conv) => {
+                let (w, _) = params.expect("a convolution has W and b");
+                let d = conv.by_position(g, rows, &mut saved.by_position);
+                if let Some((gw, gb)) = grads {
+                    let cols = conv.kept_columns(x, rows, &saved.cells);
+                    conv.block_gradient(d, cols, rows, cells_mut(gw), cells_mut(gb));
+                }
+                if let Some(gx) = gx.as_deref_mut() {
+                    conv.input_gradient(cells(w), d, rows, &mut saved.scratch, gx);
+                }
+            }
+            Op::MaxPool(w) => {
+                if let Some(gx) = gx {
+                    pool::max_backward(w, g, &saved.chosen, rows, gx);
+                }
+            }
+            Op::AvgPool(w) => {
+                if let Some(gx) = gx {
+                    pool::avg_backward(w, g, rows, gx);
+                }
+            }
+            Op::Reshape => {
+                if let Some(gx) = gx {
+                    gx.copy_from_slice(g);
+                }
+            }
+            Op::ReLU => {
+                if let Some(gx) = gx {
+                    gx.copy_from_slice(g);
+                    math.zero_where_not_positive(x, gx);
+                }
+            }
+            Op::Tanh => {
+                if let Some(gx) = gx {
+                    pointwise::tanh_backward(g, y, gx);
+                }
+            }
+            Op::Sigmoid => {
+                if let Some(gx) = gx {
+                    pointwise::sigmoid_backward(g, y, gx);
+                }
+            }
+            Op::Dropout { p } => {
+                if let (
+                    Some(gx),
+                    Mode::Train {
+                        seed,
+                        step,
+                        first_sample,
+                    },
+                ) = (gx, mode)
+                {
+                    Dropout::<R>::new(*p, seed, step, self.position).backward(
+                        first_sample,
+                        self.input_cells(),
+                        g,
+                        gx,
+                    );
+                }
+            }
+            Op::BatchNorm(bn) => {
+                let bn = batch_norm::<R>(bn);
+                let (gamma, _) = params.expect("a BatchNorm has gamma and beta");
+                let (gg, gb) = grads.expect("a BatchNorm's gradients");
+                let mut d = vec![R::ZERO; n_in];
+                let mut unused = vec![R::ZERO; n_in];
+                bn.backward(
+                    cells(gamma),
+                    g,
+                    cells(&saved.cells[..n_in]),
+                    cells(&saved.r),
+                    rows,
+                    &mut d,
+                    (cells_mut(gg), cells_mut(gb)),
+                    gx.unwrap_or(&mut unused),
+                );
+            }
+            Op::LayerNorm(ln) => {
+                let ln = LayerNorm {
+                    cells: ln.cells,
+                    eps: R::from_f32(ln.eps),
+                };
+                let (gamma, _) = params.expect("a LayerNorm has gamma and beta");
+                let (gg, gb) = grads.expect("a LayerNorm's gradients");
+                let mut d = vec![R::ZERO; n_in];
+                let mut unused = vec![R::ZERO; n_in];
+                ln.backward(
+                    cells(gamma),
+                    g,
+                    cells(&saved.cells[..n_in]),
+                    cells(&saved.r),
+                    rows,
+                    &mut d,
+                    (cells_mut(gg), cells_mut(gb)),
+                    gx.unwrap_or(&mut unused),
+                );
+            }
+        }
+    }
+}
+
+fn batch_norm<R: Real>(bn: &BatchNorm<F32>) -> BatchNorm<R> {
+    BatchNorm {
+        channels: bn.channels,
+        positions: bn.positions,
+        momentum: R::from_f32(bn.momentum),
+        eps: R::from_f32(bn.eps),
+    }
+}
