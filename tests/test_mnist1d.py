@@ -158,15 +158,29 @@ def test_load_and_train_test_give_the_papers_split_back(data: Any) -> None:
     assert train == list(range(4000)) and test == list(range(4000, 5000))
 
 
-def test_a_test_size_for_mnist1d_is_refused() -> None:
+@pytest.mark.parametrize(
+    "command", [["train"], ["sweep", "--dir", "sweep-dir", "--grid", "hidden=8"]], ids=str
+)
+def test_a_test_size_for_mnist1d_is_refused(command: list[str], tmp_path: Path) -> None:
     """Its split is the paper's: a test size is a ConfigError, not silently ignored; refused
-    before anything is generated (the package need not even be installed)."""
+    before anything is generated (the package need not even be installed) or written."""
     with pytest.raises(nxrs.ConfigError, match="own train/test split"):
         train_test("mnist1d", 5000, 0.2)
-    proc = nxrs_cli_without("mnist1d", "train", "--data", "mnist1d", "--test-size", "0.3")
+    args = [*command, "--data", "mnist1d", "--test-size", "0.3"]
+    proc = subprocess.run(
+        [sys.executable, "-c", HIDDEN, "mnist1d", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1
-    assert proc.stderr.startswith("nxrs train: ConfigError: mnist1d has its own train/test split")
+    assert proc.stderr.startswith(
+        f"nxrs {command[0]}: ConfigError: mnist1d has its own train/test split (the paper's "
+        "4,000 training and 1,000 test samples)"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_package_is_one_line_and_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,3 +227,25 @@ def test_train_on_mnist1d_reports_the_papers_test_set(data: Any, tmp_path: Path)
     text = nxrs_cli("train", "--data", "mnist1d", "--layers", "40,16,10", "--epochs", "1")
     assert text.returncode == 0, text.stderr
     assert "mnist1d: 4000 training and 1000 test samples" in text.stdout
+
+
+def test_the_same_signals_split_another_way_are_another_run(data: Any, tmp_path: Path) -> None:
+    """A run directory records mnist1d's own split as its split: the same 5,000 signals from a
+    file, split by --test-size, are refused (exit 3) with both splits named, and ``nxrs
+    status`` names the recorded one."""
+    (x_train, y_train), (x_test, y_test) = data
+    npz = tmp_path / "same.npz"
+    np.savez(npz, X=np.concatenate([x_train, x_test]), y=np.concatenate([y_train, y_test]))
+    run = tmp_path / "run"
+    common = ["--layers", "40,8,10", "--epochs", "1", "--ckpt-dir", str(run)]
+    first = nxrs_cli("train", "--data", "mnist1d", *common)
+    assert first.returncode == 0, first.stderr
+    other = nxrs_cli("train", "--data", str(npz), *common)
+    assert other.returncode == 3 and other.stderr.count("\n") == 1, other.stderr
+    assert "another data file or split" in other.stderr
+    assert "5000 samples, mnist1d's own split; this one:" in other.stderr
+    assert "5000 samples, test size 0.2, split seed 0)" in other.stderr
+    status = nxrs_cli("status", str(run))
+    assert status.returncode == 0, status.stderr
+    assert "5000 samples, fingerprint" in status.stdout
+    assert "mnist1d's own split" in status.stdout
