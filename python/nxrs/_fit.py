@@ -41,6 +41,7 @@ from nxrs._rundir import (
     warn_save_failed,
 )
 from nxrs._signals import StopFlag, stop_signals
+from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
     from nxrs._nxrs import Dataset, RunChunk
@@ -274,7 +275,7 @@ class _Session:
             def show(s: Mapping[str, Any]) -> str:
                 return (
                     f"fingerprint {s.get('fingerprint')} of {s.get('samples')} samples, "
-                    f"test size {s.get('test_size')}, split seed {s.get('split_seed')}"
+                    f"{_describe_split(s)}"
                 )
 
             raise MismatchError(

@@ -1,5 +1,7 @@
-"""Training data from files: ``load`` reads and checks a whole file, ``split`` is the
-deterministic train/test split (TRAINING.md section 12).
+"""Training data from files and built-in data sets: ``load`` reads and checks a whole file
+(or ``"digits"``, ``"mnist1d"``), ``split`` is the deterministic train/test split and
+``train_test`` the split of a ``--data`` value: a built-in data set's own split where it has one
+(``"mnist1d"``: the paper's), ``split`` otherwise (TRAINING.md section 12).
 
 ``nxrs train`` and ``nxrs sweep`` read their ``--data`` with ``load``, which checks the whole
 file before anything is split or trained (shapes, lengths, dtypes, values, labels), so a bad
@@ -16,29 +18,80 @@ The label rule (``task``), the same for every file format:
   most half of them are (or ``y`` is 2-D); anything between is a *mixed* label column, an error
   naming the first row whose label is not a whole number (pass ``task`` to say which you mean).
 
-This module never imports the training code; it needs numpy and, for ``digits``, scikit-learn.
+This module never imports the training code; it needs numpy and, for ``digits``,
+scikit-learn, for ``mnist1d`` the ``mnist1d`` package (``pip install 'nxrs[mnist1d]'``).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import random
+import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._nxrs import InputError, permutation
+from nxrs._nxrs import ConfigError, InputError, permutation
 
-__all__ = ["TASKS", "load", "load_digits", "split"]
+__all__ = [
+    "BUILTIN",
+    "MNIST1D_SPLIT",
+    "TASKS",
+    "TEST_SIZE",
+    "check_test_size",
+    "load",
+    "load_digits",
+    "load_mnist1d",
+    "own_split",
+    "split",
+    "train_test",
+]
 
 #: The values of ``load``'s ``task`` (``nxrs train --task``).
 TASKS = ("auto", "classify", "regress")
 
+#: The built-in data sets ``load`` (``--data``) knows by name.
+BUILTIN = ("digits", "mnist1d")
+
+#: MNIST-1D's own split, the paper's: (training, test) samples. ``load("mnist1d")`` returns the
+#: training samples first, then the test samples, each in the package's order.
+MNIST1D_SPLIT = (4000, 1000)
+
+#: ``train_test``'s test fraction (``--test-size``'s default) for data without its own split.
+TEST_SIZE = 0.2
+
+#: The built-in data sets that have their own train/test split, and its (training, test) sizes.
+_OWN_SPLITS = {"mnist1d": MNIST1D_SPLIT}
+
+#: The paper's generation arguments, the mnist1d package's defaults (``get_dataset_args()``,
+#: version 0.0.2.post1), stated here so that a package release with other defaults cannot
+#: silently change what ``"mnist1d"`` means. ``shuffle_seq`` False: the signals' own order.
+_MNIST1D_ARGS: dict[str, Any] = {
+    "num_samples": 5000,
+    "train_split": 0.8,
+    "template_len": 12,
+    "padding": [36, 60],
+    "scale_coeff": 0.4,
+    "max_translation": 48,
+    "corr_noise_scale": 0.25,
+    "iid_noise_scale": 2e-2,
+    "shear_scale": 0.75,
+    "shuffle_seq": False,
+    "final_seq_length": 40,
+    "seed": 42,
+}
+
+#: The package's ``make_dataset`` seeds and draws from the process's global generators (numpy's
+#: legacy ``np.random`` and Python's ``random``): one generation at a time in this process.
+_MNIST1D_LOCK = threading.Lock()
+
 F32Array = npt.NDArray[np.float32]
+I64Array = npt.NDArray[np.int64]
 
 #: The largest finite binary32 value; larger finite values would become infinities.
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -66,12 +119,72 @@ def load_digits() -> tuple[F32Array, npt.NDArray[np.int64]]:
     return x, np.asarray(d.target, dtype=np.int64)
 
 
+def load_mnist1d() -> tuple[tuple[F32Array, I64Array], tuple[F32Array, I64Array]]:
+    """MNIST-1D (Greydanus & Kobak, 2020), the paper's data and split:
+    ``(x_train, y_train), (x_test, y_test)``, 4,000 and 1,000 signals of length 40 (float32,
+    shape ``(n, 40)``; a convolutional model reads each as ``(1, 40)``), labels 0..9 (int64).
+
+    Generated on the spot by the ``mnist1d`` package's own ``make_dataset`` with the paper's
+    arguments (the package's defaults, seed 42; TRAINING.md section 12), never downloaded and
+    cached nowhere; each float64 value is rounded to the nearest binary32 (ties to even). The
+    same bytes on every call: the package seeds numpy's global generator itself, and the
+    caller's ``np.random`` and ``random`` states are restored afterwards (another thread that
+    draws from ``np.random`` meanwhile would change the data: generate before starting such
+    threads). An ``InputError`` when the package (``pip install 'nxrs[mnist1d]'``) is missing.
+    """
+    data = _mnist1d_generate()
+    n_train, n_test = MNIST1D_SPLIT
+    parts = []
+    for key, n, what in (("", n_train, "training"), ("_test", n_test, "test")):
+        x, y = np.asarray(data["x" + key]), np.asarray(data["y" + key])
+        if x.shape != (n, 40) or y.shape != (n,):
+            raise InputError(
+                f"the installed mnist1d package generated {what} signals of shape {x.shape} and "
+                f"labels of shape {y.shape}, not the paper's ({n}, 40) and ({n},)"
+            )
+        parts.append(_check(x, y, "classify", _sample_of(what), "mnist1d"))
+    return parts[0], parts[1]
+
+
+def _sample_of(what: str) -> Locate:
+    return lambda row, column: f"{what} sample {row}"
+
+
+def _mnist1d_generate() -> dict[str, Any]:
+    """The package's ``make_dataset(args)`` with the paper's arguments: a dict of float64
+    signals ``x``, ``x_test`` and int64 labels ``y``, ``y_test``. Not ``get_dataset``, which
+    downloads a pickle or writes one into the working directory."""
+    try:
+        # The package's __init__ also imports matplotlib.pyplot, scipy and requests (its
+        # declared dependencies): there is no importing make_dataset alone.
+        import mnist1d.data as m1d  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError as err:
+        ours = err.name is None or err.name.split(".")[0] == "mnist1d"
+        cause = "is not installed" if ours else f"cannot import {err.name}"
+        raise InputError(
+            f"the mnist1d data set is generated by the mnist1d package, which {cause}: "
+            "pip install 'nxrs[mnist1d]' (or pip install mnist1d)"
+        ) from err
+    args = m1d.get_dataset_args()
+    vars(args).update(_MNIST1D_ARGS)
+    with _MNIST1D_LOCK:
+        np_state, py_state = np.random.get_state(), random.getstate()
+        try:
+            data: dict[str, Any] = m1d.make_dataset(args)
+        finally:
+            np.random.set_state(np_state)
+            random.setstate(py_state)
+    return data
+
+
 def load(
     spec: str | Path, target: str | None = None, task: str = "auto"
 ) -> tuple[F32Array, npt.NDArray[Any]]:
-    """The features and labels of ``spec``: ``"digits"``, an ``.npz`` file with arrays ``X``
-    (samples, features) and ``y``, or a ``.csv`` file with a header row and the label column
-    ``target`` (default: the last column; ``target`` is refused for the other kinds).
+    """The features and labels of ``spec``: ``"digits"`` (``load_digits``), ``"mnist1d"``
+    (``load_mnist1d``'s training samples, then its test samples: ``train_test`` splits them
+    back), an ``.npz`` file with arrays ``X`` (samples, features) and ``y``, or a ``.csv`` file
+    with a header row and the label column ``target`` (default: the last column; ``target`` is
+    refused for the other kinds).
 
     Returns ``x`` as float32 (float64 values rounded to nearest) and ``y`` as int64 class
     indices or float32 targets, by the label rule ``task`` (see the module's docstring). Every
@@ -81,20 +194,24 @@ def load(
         raise InputError(f"task {task!r} is not one of {', '.join(TASKS)}")
     text = str(spec)
     if text == "":
-        raise InputError("the data path is empty (use 'digits' or a .npz/.csv file)")
+        raise InputError("the data path is empty (use 'digits', 'mnist1d' or a .npz/.csv file)")
     path = Path(text)
-    kind = "digits" if text == "digits" else path.suffix
+    kind = text if text in BUILTIN else path.suffix
     if target is not None and kind != ".csv":
         raise InputError(
             f"a target column ({target!r}) applies to a .csv file only; {text} has its labels "
-            + ("built in" if kind == "digits" else "in its array y")
+            + ("built in" if kind in BUILTIN else "in its array y")
         )
     if kind == "digits":
         return _check(*load_digits(), task, lambda r, c: f"sample {r}", "digits")
+    if kind == "mnist1d":
+        (x_train, y_train), (x_test, y_test) = load_mnist1d()
+        x, y = np.concatenate([x_train, x_test]), np.concatenate([y_train, y_test])
+        return _check(x, y, task, lambda r, c: f"sample {r}", "mnist1d")
     if kind not in (".npz", ".csv"):
         raise InputError(f"{path}: unknown data format {path.suffix!r} (use .npz or .csv)")
     if not path.is_file():
-        raise InputError(f"{path}: no such file (use 'digits' or a .npz/.csv file)")
+        raise InputError(f"{path}: no such file (use 'digits', 'mnist1d' or a .npz/.csv file)")
     if kind == ".npz":
         x, y = _read_npz(path)
         return _check(x, y, task, _npz_cell, str(path))
@@ -114,6 +231,61 @@ def split(n: int, test_size: float, seed: int) -> tuple[list[int], list[int]]:
         raise InputError(f"a test size of {test_size} of {n} samples leaves an empty part")
     order = permutation(seed, "split", 0, n)
     return order[n_test:], order[:n_test]
+
+
+def own_split(spec: str | Path) -> tuple[int, int] | None:
+    """The (training, test) sizes of ``spec``'s own train/test split (``"mnist1d"``:
+    ``MNIST1D_SPLIT``, the paper's), or None for data without one (digits, files)."""
+    return _OWN_SPLITS.get(str(spec))
+
+
+def check_test_size(spec: str | Path, test_size: float | None) -> None:
+    """A ``ConfigError`` for a ``test_size`` given with data that has its own split: a re-split
+    would make its test accuracy incomparable with everyone else's, and ignoring the value
+    silently would report a split the user did not ask for."""
+    own = own_split(spec)
+    if own is not None and test_size is not None:
+        raise ConfigError(
+            f"{spec} has its own train/test split (the paper's {own[0]:,} training and "
+            f"{own[1]:,} test samples), so a test size ({test_size}) does not apply: leave "
+            "it out"
+        )
+
+
+def train_test(
+    spec: str | Path, n: int, test_size: float | None = None, seed: int = 0
+) -> tuple[list[int], list[int]]:
+    """The training and test indices of ``load(spec)``'s ``n`` samples (TRAINING.md section 12):
+    a data set's own split (``own_split``; ``"mnist1d"``: the first 4,000 samples train, the
+    last 1,000 test), which takes no ``test_size`` (``check_test_size``) and no ``seed``;
+    otherwise ``split(n, test_size, seed)``, ``test_size`` defaulting to ``TEST_SIZE``.
+    """
+    check_test_size(spec, test_size)
+    own = own_split(spec)
+    if own is None:
+        return split(n, TEST_SIZE if test_size is None else test_size, seed)
+    n_train, n_test = own
+    if n != n_train + n_test:
+        raise InputError(f"{spec} has {n_train + n_test} samples, not {n}")
+    return list(range(n_train)), list(range(n_train, n))
+
+
+def _split_record(data: str, test_size: float | None, seed: int) -> dict[str, Any]:
+    """How ``train_test`` splits ``--data`` ``data``, for a run's data identity (the run
+    manifest's ``data.file``, written by ``nxrs train``): the data set's own split by name
+    (``{"split": "mnist1d"}``), or the test size (``--test-size``, default ``TEST_SIZE``) and
+    the split seed."""
+    if own_split(data) is not None:
+        return {"split": data}
+    return {"test_size": TEST_SIZE if test_size is None else test_size, "split_seed": seed}
+
+
+def _describe_split(record: Mapping[str, Any]) -> str:
+    """``_split_record``'s record in words, for messages: ``"mnist1d's own split"`` or
+    ``"test size 0.2, split seed 0"``."""
+    if "split" in record:
+        return f"{record['split']}'s own split"
+    return f"test size {record.get('test_size')}, split seed {record.get('split_seed')}"
 
 
 def _npz_cell(row: int, column: int | None) -> str:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from nxrs import _config
 from nxrs._checks import save_points
 from nxrs._nxrs import ConfigError
-from nxrs.data import TASKS
+from nxrs.data import TASKS, TEST_SIZE
 
 #: ``nxrs train``'s exit statuses (also in its --help and the README).
 EXIT_DONE = 0
@@ -191,8 +191,10 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--data",
         default="digits",
         type=nonempty_text,
-        help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), a .npz file with "
-        "arrays X and y, or a .csv file with a header row",
+        help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), 'mnist1d' "
+        "(MNIST-1D: 4,000 training and 1,000 test signals of length 40, the paper's split; "
+        "generated locally, needs pip install 'nxrs[mnist1d]'), a .npz file with arrays X and "
+        "y, or a .csv file with a header row",
     )
     parser.add_argument(
         "--target",
@@ -210,8 +212,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--test-size",
         type=_test_fraction,
-        default=0.2,
-        help="fraction of the samples in the deterministic test split (default 0.2)",
+        default=None,
+        help=f"fraction of the samples in the deterministic test split (default {TEST_SIZE}); "
+        "refused for mnist1d, which has its own split",
     )
 
 

@@ -11,6 +11,7 @@ import nxrs
 from nxrs._files import json_text
 from nxrs._rundir import MANIFEST_NAME, run_status
 from nxrs.cli._common import nonempty_path
+from nxrs.data import _describe_split
 
 HELP = "print a run directory's configuration, progress, checkpoints and history"
 DESCRIPTION = (
@@ -72,7 +73,7 @@ def format_status(status: dict[str, Any]) -> str:
         if isinstance(file, dict):
             lines.append(
                 f"  data file {file.get('samples')} samples, fingerprint {file.get('fingerprint')}"
-                f", test size {file.get('test_size')}, split seed {file.get('split_seed')}"
+                f", {_describe_split(file)}"
             )
         plan = manifest.get("plan", {})
         if status["resume_step"] is not None and status.get("beyond_plan"):

@@ -24,7 +24,7 @@ from nxrs.cli._common import (
     nonempty_path,
     nonnegative_int,
 )
-from nxrs.data import load, split
+from nxrs.data import check_test_size, load, train_test
 
 EPILOG = """\
 examples:
@@ -67,7 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=nonempty_path, required=True, help="the sweep's directory")
     _common.add_epochs_argument(parser)
     parser.add_argument(
-        "--split-seed", type=int, default=0, help="seed of the train/test split (default 0)"
+        "--split-seed",
+        type=int,
+        default=0,
+        help="seed of the train/test split (default 0; none for mnist1d, which has its own)",
     )
     _common.add_save_point_arguments(
         parser,
@@ -107,8 +110,9 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
+        check_test_size(args.data, args.test_size)  # before the data is read or generated
         x, y = load(args.data, args.target, args.task)
-        train_idx, test_idx = split(len(x), args.test_size, args.split_seed)
+        train_idx, test_idx = train_test(args.data, len(x), args.test_size, args.split_seed)
         configs = []
         for config in args.configs:
             config = dict(config)

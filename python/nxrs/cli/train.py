@@ -1,5 +1,6 @@
-"""``nxrs train``: a run on ``nxrs.data.load``'s data and its deterministic split (TRAINING.md
-section 12), in a run directory when ``--ckpt-dir`` is given, and the run's summary."""
+"""``nxrs train``: a run on ``nxrs.data.load``'s data and its split (``nxrs.data.train_test``:
+the deterministic split, or the data set's own; TRAINING.md section 12), in a run directory
+when ``--ckpt-dir`` is given, and the run's summary."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from nxrs.cli._common import (
     nonempty_path,
     positive_int,
 )
-from nxrs.data import load, split
+from nxrs.data import _split_record, check_test_size, load, train_test
 
 HELP = "train an MLP exactly (default: a quick run on scikit-learn's digits)"
 DESCRIPTION = (
@@ -46,6 +47,7 @@ examples:
   nxrs train                                   # 64-128-10 on scikit-learn's digits, 20 epochs
   nxrs train --json --ckpt-dir ckpts --every 100
   nxrs train --data my.csv --target label --hidden 256,64 --epochs 50 --plot curves.png
+  nxrs train --data mnist1d --layers 40,100,100,10 --batch-size 100 --epochs 150
   until nxrs train --data my.npz --ckpt-dir run --every-seconds 60; do sleep 1; done
 
 run directory (--ckpt-dir DIR): checkpoints step-*.nxck, the manifest nxrs-run.json and the lock
@@ -210,6 +212,8 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     installed before loading the data."""
     start = time.perf_counter()
     plt = _plotter() if args.plot is not None else None
+    test_size = getattr(args, "test_size", None)
+    check_test_size(args.data, test_size)  # before the data is read or generated
     x, y = load(args.data, args.target, getattr(args, "task", "auto"))
     loss = loss_for(y)
     layers = list(args.layers) if args.layers is not None else default_layers(x, y, args.hidden)
@@ -231,10 +235,9 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     source = {
         "fingerprint": whole.fingerprint,
         "samples": len(whole),
-        "test_size": args.test_size,
-        "split_seed": args.seed,
+        **_split_record(args.data, test_size, args.seed),
     }
-    train_idx, test_idx = split(len(x), args.test_size, args.seed)
+    train_idx, test_idx = train_test(args.data, len(x), test_size, args.seed)
     x_train, y_train, x_test, y_test = x[train_idx], y[train_idx], x[test_idx], y[test_idx]
     if not args.json:
         print(
