@@ -142,8 +142,9 @@ def test_integer_list_is_its_layer_list() -> None:
     a, b = gr.Trainer(**keys), lr.LayerTrainer(**keys)
     c = lr.LayerTrainer(**dict(keys, layers=lr.integer_list_layers([4, 5, 3]), init="he"))
     for _ in range(4):
-        hashes = {t.train_steps(x, y, 1) and t.state_hash_hex() for t in (a, b, c)}
-        assert len(hashes) == 1
+        losses = {gr.bits(t.train_steps(x, y, 1)[0]) for t in (a, b, c)}
+        assert len(losses) == 1
+        assert len({t.state_hash_hex() for t in (a, b, c)}) == 1
     assert b.tensor_names() == a.tensor_names()
 
 
@@ -164,12 +165,8 @@ def test_state_order_and_names() -> None:
     slots = [f"{s}{p}" for p in params for s in ("m", "v")]
     assert tr.tensor_names() == params + slots + ["mean2", "var2", "mean4", "var4"]
     sgd = lr.LayerTrainer(layers=[inp(3), {"type": "BatchNorm1d"}, DENSE2], optimizer="sgd")
-    assert sgd.tensor_names() == ["gamma1", "beta1", "W2", "b2", "mgamma1", "mbeta1"] + [
-        "mW2",
-        "mb2",
-        "mean1",
-        "var1",
-    ]
+    sgd_params = ["gamma1", "beta1", "W2", "b2"]
+    assert sgd.tensor_names() == [*sgd_params, *(f"m{p}" for p in sgd_params), "mean1", "var1"]
 
 
 def test_dropout_mask_rate_and_purity() -> None:
@@ -397,7 +394,7 @@ def test_batchnorm_single_value_keeps_running_stats() -> None:
         "var": np.full(3, 2.0, F32),
     }
     x = np.array([[1.0, -2.0, 3.0]], dtype=F32)
-    y, gx, _, after = run_layer({"type": "BatchNorm1d"}, (3,), x, st, x)
+    y, _, _, after = run_layer({"type": "BatchNorm1d"}, (3,), x, st, x)
     assert (y == 0).all() and np.array_equal(after["mean"], st["mean"])
     assert np.array_equal(after["var"], st["var"])
 
@@ -550,11 +547,17 @@ TRACK = [
 ]
 
 
+#: Steps, learning rate and tolerance of the tracking runs: float32 against float64 drifts
+#: far less than 1e-4 here, while a wrong term (e.g. BatchNorm's gamma left out of the forward
+#: pass) moves some parameter by more.
+STEPS, LR, TRACK_TOL = 9, 0.05, 1e-4
+
+
 @pytest.mark.parametrize(("layers", "loss", "opt"), TRACK)
 def test_training_tracks_torch(layers: list[dict[str, Any]], loss: str, opt: str) -> None:
     torch = torch_mod()
     keys: dict[str, Any] = dict(
-        layers=layers, loss=loss, optimizer=opt, lr=0.01, batch_size=4, shuffle=False, seed=2
+        layers=layers, loss=loss, optimizer=opt, lr=LR, batch_size=4, shuffle=False, seed=2
     )
     if opt == "sgd":
         keys["momentum"] = 0.9
@@ -563,11 +566,11 @@ def test_training_tracks_torch(layers: list[dict[str, Any]], loss: str, opt: str
     x, y = gr.case_data(n, math.prod(tr.net.input_shape), tr.net.output_size, loss)
     model = torch_model(torch, tr)
     if opt == "adam":
-        o = torch.optim.Adam(model.parameters(), lr=0.01, betas=(0.9, 0.999), eps=1e-8)
+        o = torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
     else:
-        o = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        o = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     model.train()
-    for step in range(6):
+    for step in range(STEPS):
         b = step % 3
         xb, yb = x[4 * b : 4 * b + 4], y[4 * b : 4 * b + 4]
         tr.train_steps(x, y, 1)
@@ -584,11 +587,11 @@ def test_training_tracks_torch(layers: list[dict[str, Any]], loss: str, opt: str
     names = tr.net.param_names()
     assert len(theirs) == len(names)
     for name, p in zip(names, theirs):
-        close(ours[name], p, 1e-3)
+        close(ours[name], p, TRACK_TOL)
     model.eval()
     with torch.no_grad():
         close(
             tr.predict_proba(x),
             torch.softmax(model(t64(torch, x)), 1) if loss != "mse" else model(t64(torch, x)),
-            1e-3,
+            TRACK_TOL,
         )
