@@ -595,3 +595,339 @@ def test_training_tracks_torch(layers: list[dict[str, Any]], loss: str, opt: str
             torch.softmax(model(t64(torch, x)), 1) if loss != "mse" else model(t64(torch, x)),
             TRACK_TOL,
         )
+
+
+# ---------------------------------------------------------------------------
+# The vectorised reference equals a scalar reading of the text, bit for bit
+# ---------------------------------------------------------------------------
+#
+# One binary32 operation at a time, loops in the text's order: this checks that vectorising
+# across independent elements kept every chain's order (an axis mixed up, a fold started from
+# the wrong term) on inputs with NaN, infinities, signed zeros and subnormals. NaN results
+# follow section 14 (the first NaN operand quieted, else 0xFFC00000), written here on scalars
+# independently of the reference's array version.
+
+
+def f(v: Any) -> np.float32:
+    return np.float32(v)
+
+
+def _bits_of(v: np.float32) -> int:
+    return int(np.array([v], dtype=F32).view(np.uint32)[0])
+
+
+def _from_bits(b: int) -> np.float32:
+    return np.array([b], dtype=np.uint32).view(F32)[0]
+
+
+def op(kind: str, a: Any, b: Any) -> np.float32:
+    """One binary32 ``a kind b`` with section 14's NaN."""
+    a, b = f(a), f(b)
+    for v in (a, b):
+        if np.isnan(v):
+            return _from_bits(_bits_of(v) | 0x00400000)
+    with np.errstate(all="ignore"):
+        r = f({"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[kind](a, b))
+    return _from_bits(0xFFC00000) if np.isnan(r) else r
+
+
+def A(a: Any, b: Any) -> np.float32:
+    return op("+", a, b)
+
+
+def S(a: Any, b: Any) -> np.float32:
+    return op("-", a, b)
+
+
+def M(a: Any, b: Any) -> np.float32:
+    return op("*", a, b)
+
+
+def D(a: Any, b: Any) -> np.float32:
+    return op("/", a, b)
+
+
+def same(got: Any, want: Any) -> bool:
+    return bool(np.array_equal(lr.u32(np.asarray(got, F32)), lr.u32(np.asarray(want, F32))))
+
+
+def specials_input(rng: np.random.Generator, *shape: int) -> lr.F32Array:
+    x = rand(rng, *shape)
+    flat = x.reshape(-1)
+    picks = [np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -3e-39]
+    count = min(len(picks), flat.size // 3)
+    for i, v in zip(rng.choice(flat.size, size=count, replace=False), picks):
+        flat[i] = v
+    flat[flat.view(np.uint32) == 0xFFC00000] = _from_bits(0xFFC00123)  # a payload to follow
+    return x
+
+
+def scalar_conv(
+    x: lr.F32Array,
+    W: lr.F32Array,
+    b: lr.F32Array,
+    g: lr.F32Array,
+    k: tuple[int, int],
+    s: tuple[int, int],
+    q: tuple[int, int],
+) -> tuple[lr.F32Array, lr.F32Array, lr.F32Array, lr.F32Array]:
+    """2-D ``(N, C, H, W)`` convolution straight from sections 15.2 and 15.3."""
+    n, c, h, w = x.shape
+    o_n = W.shape[0]
+    Wf = W.reshape(o_n, -1)
+    ho, wo = (h + 2 * q[0] - k[0]) // s[0] + 1, (w + 2 * q[1] - k[1]) // s[1] + 1
+    y = np.zeros((n, o_n, ho * wo), F32)
+    gx = np.zeros_like(x)
+    gW = np.zeros_like(Wf)
+    gb = np.zeros_like(b)
+    first = True
+    for si in range(n):
+        received: dict[tuple[int, int, int], list[np.float32]] = {}
+        for t in range(ho * wo):
+            ty, tx = divmod(t, wo)
+            col: list[np.float32] = []
+            where: list[tuple[int, int, int] | None] = []
+            for ci in range(c):
+                for dy in range(k[0]):
+                    for dx in range(k[1]):
+                        r, cc = ty * s[0] + dy - q[0], tx * s[1] + dx - q[1]
+                        inside = 0 <= r < h and 0 <= cc < w
+                        col.append(x[si, ci, r, cc] if inside else f(0.0))
+                        where.append((ci, r, cc) if inside else None)
+            d = g[si].reshape(o_n, -1)[:, t]
+            for o in range(o_n):
+                z = b[o]
+                for j, v in enumerate(col):
+                    z = A(z, M(Wf[o, j], v))
+                y[si, o, t] = z
+            for j, cell in enumerate(where):
+                hj = f(0.0)
+                for o in range(o_n):
+                    hj = A(hj, M(Wf[o, j], d[o]))
+                if cell is not None:
+                    received.setdefault(cell, []).append(hj)
+            for o in range(o_n):
+                gb[o] = d[o] if first else A(gb[o], d[o])
+                for j, v in enumerate(col):
+                    gW[o, j] = M(d[o], v) if first else A(gW[o, j], M(d[o], v))
+            first = False
+        for (ci, r, cc), terms in received.items():
+            acc = f(0.0)
+            for v in terms:
+                acc = A(acc, v)
+            gx[si, ci, r, cc] = acc
+    return y.reshape(n, o_n, ho, wo), gx, gW.reshape(W.shape), gb
+
+
+@pytest.mark.parametrize(
+    ("shape", "k", "s", "q"),
+    [
+        ((2, 5, 6), (3, 2), (2, 1), (1, 1)),
+        ((1, 4, 4), (2, 2), (1, 3), (1, 0)),
+        ((3, 1, 9), (1, 4), (1, 2), (0, 3)),
+    ],
+)
+def test_conv_equals_scalar_reading(
+    shape: tuple[int, int, int], k: tuple[int, int], s: tuple[int, int], q: tuple[int, int]
+) -> None:
+    rng = np.random.default_rng(7)
+    n, o = 2, 3
+    x = specials_input(rng, n, *shape)
+    W = specials_input(rng, o, shape[0], *k)
+    b = rand(rng, o)
+    spec = {
+        "type": "Conv2d",
+        "out_channels": o,
+        "kernel_size": list(k),
+        "stride": list(s),
+        "padding": list(q),
+    }
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    g = specials_input(rng, n, *out)
+    y, gx, grads, _ = run_layer(spec, shape, x, {"W": W, "b": b}, g)
+    ey, egx, egW, egb = scalar_conv(x, W, b, g, k, s, q)
+    assert same(y, ey) and same(gx, egx) and same(grads["W"], egW) and same(grads["b"], egb)
+    if shape[1] == 1:  # the same as Conv1d
+        spec1 = {
+            "type": "Conv1d",
+            "out_channels": o,
+            "kernel_size": [k[1]],
+            "stride": [s[1]],
+            "padding": [q[1]],
+        }
+        y1, gx1, g1, _ = run_layer(
+            spec1, (shape[0], shape[2]), x[:, :, 0], {"W": W[:, :, 0], "b": b}, g[:, :, 0]
+        )
+        assert same(y1, ey[:, :, 0]) and same(gx1, egx[:, :, 0]) and same(g1["W"], egW[:, :, 0])
+
+
+def scalar_norm(
+    vals: list[np.float32], eps: np.float32
+) -> tuple[np.float32, np.float32, np.float32, np.float32]:
+    """``μ``, ``σ²``, the sum of squares and ``r`` over ``vals`` in order (from the first)."""
+    n = gr.f32i(len(vals))
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = A(acc, v)
+    mu = D(acc, n)
+    ss = M(S(vals[0], mu), S(vals[0], mu))
+    for v in vals[1:]:
+        ss = A(ss, M(S(v, mu), S(v, mu)))
+    var = D(ss, n)
+    with np.errstate(all="ignore"):
+        r = f(np.sqrt(A(var, eps)))
+    return mu, var, ss, r
+
+
+@pytest.mark.parametrize(("shape", "n"), [((3,), 16), ((2, 9), 5), ((2, 4, 3), 3)])
+def test_batchnorm_equals_scalar_reading(shape: tuple[int, ...], n: int) -> None:
+    rng = np.random.default_rng(8)
+    c = shape[0]
+    x = specials_input(rng, n, *shape) if len(shape) == 3 else rand(rng, n, *shape, scale=3)
+    g = specials_input(rng, n, *shape)
+    st = {
+        "gamma": rand(rng, c),
+        "beta": rand(rng, c),
+        "mean": rand(rng, c),
+        "var": np.full(c, 1.5, F32),
+    }
+    kind = "BatchNorm2d" if len(shape) == 3 else "BatchNorm1d"
+    y, gx, grads, after = run_layer({"type": kind, "momentum": 0.3, "eps": 1e-3}, shape, x, st, g)
+    eps, mom = f(1e-3), f(0.3)
+    xr, gv, yr, gxr = (v.reshape(n, c, -1) for v in (x, g, y, gx))
+    for ci in range(c):
+        cells = [(si, p) for si in range(n) for p in range(xr.shape[2])]  # samples, positions
+        vals = [xr[si, ci, p] for si, p in cells]
+        gs = [gv[si, ci, p] for si, p in cells]
+        mu, _, ss, r = scalar_norm(vals, eps)
+        xh = [D(S(v, mu), r) for v in vals]
+        ds = [M(gi, st["gamma"][ci]) for gi in gs]
+        nn = gr.f32i(len(vals))
+        a_sum, m_sum = ds[0], M(ds[0], xh[0])
+        gb, gg = gs[0], M(gs[0], xh[0])
+        for i in range(1, len(vals)):
+            a_sum, m_sum = A(a_sum, ds[i]), A(m_sum, M(ds[i], xh[i]))
+            gb, gg = A(gb, gs[i]), A(gg, M(gs[i], xh[i]))
+        a_mean, m_mean = D(a_sum, nn), D(m_sum, nn)
+        for i, (si, p) in enumerate(cells):
+            assert same(yr[si, ci, p], A(M(st["gamma"][ci], xh[i]), st["beta"][ci]))
+            assert same(gxr[si, ci, p], D(S(S(ds[i], a_mean), M(xh[i], m_mean)), r))
+        assert same(grads["beta"][ci], gb) and same(grads["gamma"][ci], gg)
+        keep = S(f(1), mom)
+        assert same(after["mean"][ci], A(M(keep, st["mean"][ci]), M(mom, mu)))
+        unbiased = D(ss, gr.f32i(len(vals) - 1))
+        assert same(after["var"][ci], A(M(keep, st["var"][ci]), M(mom, unbiased)))
+
+
+def test_layernorm_equals_scalar_reading() -> None:
+    rng = np.random.default_rng(9)
+    shape, n = (3, 4, 3), 5
+    x = rand(rng, n, *shape, scale=3)
+    g = specials_input(rng, n, *shape)
+    st = {"gamma": rand(rng, *shape), "beta": rand(rng, *shape)}
+    y, gx, grads, _ = run_layer({"type": "LayerNorm", "eps": 1e-5}, shape, x, st, g)
+    eps = f(1e-5)
+    gam, bet = st["gamma"].reshape(-1), st["beta"].reshape(-1)
+    gg = np.zeros(gam.size, F32)
+    gb = np.zeros(gam.size, F32)
+    for si in range(n):
+        vals = list(x[si].reshape(-1))
+        gs = g[si].reshape(-1)
+        mu, _, _, r = scalar_norm(vals, eps)
+        xh = [D(S(v, mu), r) for v in vals]
+        ds = [M(gs[i], gam[i]) for i in range(len(vals))]
+        a_sum, m_sum = ds[0], M(ds[0], xh[0])
+        for i in range(1, len(vals)):
+            a_sum, m_sum = A(a_sum, ds[i]), A(m_sum, M(ds[i], xh[i]))
+        nn = gr.f32i(len(vals))
+        a_mean, m_mean = D(a_sum, nn), D(m_sum, nn)
+        for i in range(len(vals)):
+            assert same(y[si].reshape(-1)[i], A(M(gam[i], xh[i]), bet[i]))
+            assert same(gx[si].reshape(-1)[i], D(S(S(ds[i], a_mean), M(xh[i], m_mean)), r))
+            term_g, term_b = M(gs[i], xh[i]), gs[i]
+            gg[i] = term_g if si == 0 else A(gg[i], term_g)
+            gb[i] = term_b if si == 0 else A(gb[i], term_b)
+    assert same(grads["gamma"].reshape(-1), gg) and same(grads["beta"].reshape(-1), gb)
+
+
+@pytest.mark.parametrize(
+    ("kind", "shape", "k", "s"),
+    [
+        ("MaxPool2d", (2, 5, 6), (2, 3), (1, 2)),
+        ("AvgPool2d", (2, 5, 6), (3, 2), (2, 1)),
+        ("MaxPool2d", (1, 4, 4), (3, 3), (1, 1)),
+    ],
+)
+def test_pool_equals_scalar_reading(
+    kind: str, shape: tuple[int, int, int], k: tuple[int, int], s: tuple[int, int]
+) -> None:
+    rng = np.random.default_rng(10)
+    n = 2
+    x = specials_input(rng, n, *shape)
+    x[0, 0, 1, :3] = np.array([-0.0, 0.0, -0.0], F32)  # ties of zeros
+    spec = {"type": kind, "kernel_size": list(k), "stride": list(s)}
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    g = specials_input(rng, n, *out)
+    y, gx, _, _ = run_layer(spec, shape, x, {}, g)
+    c, h, w = shape
+    cells_n = gr.f32i(k[0] * k[1])
+    for si in range(n):
+        for ci in range(c):
+            received: dict[tuple[int, int], list[np.float32]] = {}
+            for t in range(out[1] * out[2]):
+                ty, tx = divmod(t, out[2])
+                cells = [
+                    (ty * s[0] + dy, tx * s[1] + dx) for dy in range(k[0]) for dx in range(k[1])
+                ]
+                vals = [x[si, ci, r, cc] for r, cc in cells]
+                gt = g[si, ci, ty, tx]
+                if kind == "MaxPool2d":
+                    i = 0
+                    for j in range(1, len(vals)):
+                        if vals[j] > vals[i] or (np.isnan(vals[j]) and not np.isnan(vals[i])):
+                            i = j
+                    want = vals[i]
+                    received.setdefault(cells[i], []).append(gt)
+                else:
+                    acc = vals[0]
+                    for v in vals[1:]:
+                        acc = A(acc, v)
+                    want = D(acc, cells_n)
+                    share = D(gt, cells_n)
+                    for cell in cells:
+                        received.setdefault(cell, []).append(share)
+                assert same(y[si, ci, ty, tx], want)
+            for r in range(h):
+                for cc in range(w):
+                    acc = f(0.0)
+                    for v in received.get((r, cc), []):
+                        acc = A(acc, v)
+                    assert same(gx[si, ci, r, cc], acc)
+
+
+@pytest.mark.parametrize("kind", ["Tanh", "Sigmoid"])
+@pytest.mark.parametrize("math_name", ["seed", "ieee"])
+def test_activations_equal_scalar_reading(kind: str, math_name: str) -> None:
+    rng = np.random.default_rng(11)
+    x = specials_input(rng, 3, 9)
+    g = specials_input(rng, 3, 9)
+    y, gx, _, _ = run_layer({"type": kind}, (9,), x, {}, g, math_name=math_name)
+    m = gr.Math(math_name)
+
+    def exp(v: np.float32) -> np.float32:
+        return m.exp(np.array([v], dtype=F32))[0]
+
+    for xv, gv, yv, gxv in zip(x.reshape(-1), g.reshape(-1), y.reshape(-1), gx.reshape(-1)):
+        bx = _bits_of(xv)
+        if kind == "Sigmoid":
+            want = D(f(1), A(f(1), exp(_from_bits(bx ^ 0x80000000))))
+            want_g = M(gv, M(want, S(f(1), want)))
+        else:
+            a = _from_bits(bx & 0x7FFFFFFF)
+            t = exp(_from_bits(_bits_of(A(a, a)) ^ 0x80000000))
+            r = D(S(f(1), t), A(f(1), t))
+            want = _from_bits((_bits_of(r) & 0x7FFFFFFF) | (bx & 0x80000000))
+            want_g = M(gv, S(f(1), M(want, want)))
+        assert same(yv, want) and same(gxv, want_g)

@@ -55,7 +55,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Union, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -110,17 +110,91 @@ def neg(x: F32Array) -> F32Array:
     return from_u32(u32(x) ^ _SIGN)
 
 
+_QUIET = np.uint32(0x00400000)
+#: softf32's NaN for an invalid operation without a NaN operand (section 14).
+DEFAULT_NAN = np.uint32(0xFFC00000)
+
+Operand = Union[F32Array, np.float32]
+
+
+def _binary(op: Any, a: Operand, b: Operand) -> F32Array:
+    """One IEEE binary32 operation ``op(a, b)`` element-wise, with section 14's NaN: the first
+    NaN operand quieted, else (an invalid operation) ``0xFFC00000``.
+
+    numpy's own NaN for two NaN operands is not that: its SIMD body and its scalar tail pick
+    different operands of ``+`` and ``*`` (measured: element 0 and element 17 of one add
+    differ), so NaN results are rebuilt here from the operands.
+    """
+    av = np.asarray(a, dtype=np.float32)
+    bv = np.asarray(b, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        r = np.asarray(op(av, bv), dtype=np.float32)
+    bad = np.isnan(r)
+    if not bad.any():
+        return r
+    ab, bb = np.broadcast_arrays(av, bv)
+    an, bn = np.isnan(ab), np.isnan(bb)
+    out = np.where(
+        an,
+        ab.view(np.uint32) | _QUIET,
+        np.where(bn, bb.view(np.uint32) | _QUIET, np.where(bad, DEFAULT_NAN, r.view(np.uint32))),
+    )
+    return from_u32(out.astype(np.uint32))
+
+
+def add(a: Operand, b: Operand) -> F32Array:
+    return _binary(np.add, a, b)
+
+
+def sub(a: Operand, b: Operand) -> F32Array:
+    return _binary(np.subtract, a, b)
+
+
+def mul(a: Operand, b: Operand) -> F32Array:
+    return _binary(np.multiply, a, b)
+
+
+def div(a: Operand, b: Operand) -> F32Array:
+    return _binary(np.divide, a, b)
+
+
+def sqrt(x: F32Array) -> F32Array:
+    """Correctly rounded binary32 ``sqrt`` with section 14's NaN (a NaN operand quieted, a
+    negative operand ``0xFFC00000``)."""
+    xv = np.asarray(x, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        r = np.asarray(np.sqrt(xv), dtype=np.float32)
+    bad = np.isnan(r)
+    if not bad.any():
+        return r
+    xn = np.isnan(xv)
+    out = np.where(xn, xv.view(np.uint32) | _QUIET, np.where(bad, DEFAULT_NAN, r.view(np.uint32)))
+    return from_u32(out.astype(np.uint32))
+
+
 def fold(terms: F32Array, start: np.float32 | None = None) -> F32Array:
     """The left fold over axis 0 (from the first term, or from ``start``), element-wise."""
-    return gr.seq_sum_rows(np.ascontiguousarray(terms), start)
+    if start is None:
+        acc = np.asarray(terms[0], dtype=np.float32)
+        rest = range(1, terms.shape[0])
+    else:
+        acc = np.full(terms.shape[1:], start, dtype=np.float32)
+        rest = range(terms.shape[0])
+    for i in rest:
+        acc = add(acc, terms[i])
+    return acc
 
 
 def f32i(k: int) -> np.float32:
     return gr.f32i(k)
 
 
-def from_bits_list(values: Sequence[int], shape: Shape) -> F32Array:
-    return from_u32(np.array(values, dtype=np.uint32).reshape(shape))
+def bits32(a: F32Array) -> list[int]:
+    """The fixture's bits of ``a``, which must be float32 already (a float64 result would mean
+    an operation was widened: never converted silently)."""
+    if np.asarray(a).dtype != np.float32:
+        raise TypeError(f"expected float32, got {np.asarray(a).dtype}")
+    return gr.bits_list(a)
 
 
 # ---------------------------------------------------------------------------
@@ -321,7 +395,7 @@ class Sigmoid(Layer):
 
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
         with np.errstate(all="ignore"):
-            y = ONE / (ONE + ctx.math.exp(neg(x)))
+            y = div(ONE, add(ONE, ctx.math.exp(neg(x))))
         return y, y
 
     def backward(
@@ -329,7 +403,7 @@ class Sigmoid(Layer):
     ) -> tuple[F32Array, dict[str, F32Array]]:
         y = cache
         with np.errstate(all="ignore"):
-            return g * (y * (ONE - y)), {}
+            return mul(g, mul(y, sub(ONE, y))), {}
 
 
 class Tanh(Layer):
@@ -338,8 +412,8 @@ class Tanh(Layer):
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
         with np.errstate(all="ignore"):
             a = from_u32(u32(x) & _MAG)
-            t = ctx.math.exp(neg(a + a))
-            r = (ONE - t) / (ONE + t)
+            t = ctx.math.exp(neg(add(a, a)))
+            r = div(sub(ONE, t), add(ONE, t))
         y = from_u32((u32(r) & _MAG) | (u32(x) & _SIGN))
         return y, y
 
@@ -348,7 +422,7 @@ class Tanh(Layer):
     ) -> tuple[F32Array, dict[str, F32Array]]:
         y = cache
         with np.errstate(all="ignore"):
-            return g * (ONE - (y * y)), {}
+            return mul(g, sub(ONE, mul(y, y))), {}
 
 
 class Dropout(Layer):
@@ -372,14 +446,14 @@ class Dropout(Layer):
             ctx.seed, ctx.step, self.position, ctx.first_sample, n, x[0].size, self.p
         ).reshape(x.shape)
         with np.errstate(all="ignore"):
-            kept = x * self.c
+            kept = mul(x, self.c)
         return from_u32(np.where(dropped, np.uint32(0), u32(kept))), dropped
 
     def backward(
         self, st: State, cache: Any, g: F32Array, ctx: Ctx
     ) -> tuple[F32Array, dict[str, F32Array]]:
         with np.errstate(all="ignore"):
-            kept = g * self.c
+            kept = mul(g, self.c)
         return from_u32(np.where(cache, np.uint32(0), u32(kept))), {}
 
 
@@ -437,7 +511,7 @@ class Dense(Layer):
             # From the bias, inputs in order (section 5).
             acc = np.repeat(b[None, :], x.shape[0], axis=0)
             for j in range(W.shape[1]):
-                acc = acc + W[None, :, j] * x[:, j, None]
+                acc = add(acc, mul(W[None, :, j], x[:, j, None]))
         return acc, x
 
     def backward(
@@ -447,10 +521,10 @@ class Dense(Layer):
         with np.errstate(all="ignore"):
             gx = np.zeros_like(a)
             for o in range(W.shape[0]):  # from +0, outputs in order
-                gx = gx + W[None, o, :] * g[:, o, None]
-            gW = g[0][:, None] * a[0][None, :]
+                gx = add(gx, mul(W[None, o, :], g[:, o, None]))
+            gW = mul(g[0][:, None], a[0][None, :])
             for s in range(1, g.shape[0]):  # samples in batch order, from the first
-                gW = gW + g[s][:, None] * a[s][None, :]
+                gW = add(gW, mul(g[s][:, None], a[s][None, :]))
             gb = fold(g)
         return gx, {"W": gW, "b": gb}
 
@@ -575,7 +649,7 @@ class Conv(Spatial):
         with np.errstate(all="ignore"):
             acc = np.repeat(np.repeat(st["b"][None, :, None], n, axis=0), t_n, axis=2)
             for j in range(W2.shape[1]):  # from the bias, j in order
-                acc = acc + W2[None, :, j, None] * cols[:, None, :, j]
+                acc = add(acc, mul(W2[None, :, j, None], cols[:, None, :, j]))
         return acc.reshape((n, *self.out_shape)), cols
 
     def backward(
@@ -593,22 +667,22 @@ class Conv(Spatial):
             # Column gradients h_t[j] = Σ_o W[o, j] * δ[o, t], from +0, outputs in order.
             hcol = np.zeros((n, t_n, j_n), dtype=np.float32)
             for o in range(o_n):
-                hcol = hcol + W2[None, None, o, :] * d[:, o, :, None]
+                hcol = add(hcol, mul(W2[None, None, o, :], d[:, o, :, None]))
             # Each input cell: from +0, the output positions t in row-major order whose
             # window holds it (a window holds a cell once, so one add per cell per t).
             gp = np.zeros((n, c, win.hp * win.wp), dtype=np.float32)
             hc = hcol.reshape(n, t_n, c, -1)
             for t in range(t_n):
                 idx = win.index[t]
-                gp[:, :, idx] = gp[:, :, idx] + hc[:, t]
+                gp[:, :, idx] = add(gp[:, :, idx], hc[:, t])
             gx = gp.reshape(n, c, win.hp, win.wp)[:, :, q[0] : q[0] + h, q[1] : q[1] + w]
             gx = np.ascontiguousarray(gx).reshape((n, *self.in_shape))
             # Block gradients: one chain over (sample, position) from the first term.
             dr = np.ascontiguousarray(d.transpose(0, 2, 1)).reshape(n * t_n, o_n)
             cr = cols.reshape(n * t_n, j_n)
-            gW = dr[0][:, None] * cr[0][None, :]
+            gW = mul(dr[0][:, None], cr[0][None, :])
             for r in range(1, n * t_n):
-                gW = gW + dr[r][:, None] * cr[r][None, :]
+                gW = add(gW, mul(dr[r][:, None], cr[r][None, :]))
             gb = fold(dr)
         return gx, {"W": gW.reshape(st["W"].shape), "b": gb}
 
@@ -672,7 +746,7 @@ class MaxPool(Pool):
             for t in range(idx.shape[2]):  # windows in row-major order, from +0
                 at = cell[:, :, t, None]
                 cur = np.take_along_axis(gx, at, axis=2)
-                np.put_along_axis(gx, at, cur + gw[:, :, t, None], axis=2)
+                np.put_along_axis(gx, at, add(cur, gw[:, :, t, None]), axis=2)
         return gx.reshape((n, *self.in_shape)), {}
 
 
@@ -682,8 +756,8 @@ class AvgPool(Pool):
         with np.errstate(all="ignore"):
             acc = wv[..., 0].copy()
             for k in range(1, wv.shape[-1]):
-                acc = acc + wv[..., k]
-            y = acc / f32i(wv.shape[-1])
+                acc = add(acc, wv[..., k])
+            y = div(acc, f32i(wv.shape[-1]))
         return y.reshape((x.shape[0], *self.out_shape)), None
 
     def backward(
@@ -695,9 +769,9 @@ class AvgPool(Pool):
         gx = np.zeros((n, c, math.prod(self.in_shape[1:])), dtype=np.float32)
         with np.errstate(all="ignore"):
             for t in range(gw.shape[2]):  # windows in row-major order, from +0
-                share = gw[:, :, t] / cells  # once per window
+                share = div(gw[:, :, t], cells)  # once per window
                 idx = self.win.index[t]
-                gx[:, :, idx] = gx[:, :, idx] + share[:, :, None]
+                gx[:, :, idx] = add(gx[:, :, idx], share[:, :, None])
         return gx.reshape((n, *self.in_shape)), {}
 
 
@@ -730,21 +804,21 @@ def _norm_stats(
     """Over axis 0 of ``v`` (the chain's order), element-wise over the rest: ``μ``, ``σ²``,
     the sum ``Σ (x - μ) * (x - μ)``, ``r`` and ``x̂``."""
     fn = f32i(v.shape[0])
-    mu = cast(F32Array, fold(v) / fn)
-    dv = v - mu
-    ss = fold(dv * dv)
-    var = cast(F32Array, ss / fn)
-    r = gr.ieee_sqrt(var + eps)
-    return mu, var, ss, r, (v - mu) / r
+    mu = div(fold(v), fn)
+    dv = sub(v, mu)
+    ss = fold(mul(dv, dv))
+    var = div(ss, fn)
+    r = sqrt(add(var, eps))
+    return mu, var, ss, r, div(sub(v, mu), r)
 
 
 def _norm_backward(g: F32Array, gamma: F32Array, xhat: F32Array, r: F32Array) -> F32Array:
     """Over axis 0: ``d = g * gamma``, ``A``, ``M``, ``((d - A) - (x̂ * M)) / r``."""
     fn = f32i(g.shape[0])
-    d = g * gamma
-    A = cast(F32Array, fold(d) / fn)
-    M = cast(F32Array, fold(d * xhat) / fn)
-    return cast(F32Array, ((d - A) - (xhat * M)) / r)
+    d = mul(g, gamma)
+    A = div(fold(d), fn)
+    M = div(fold(mul(d, xhat)), fn)
+    return div(sub(sub(d, A), mul(xhat, M)), r)
 
 
 class BatchNorm(Layer):
@@ -787,19 +861,19 @@ class BatchNorm(Layer):
         gamma, beta = st["gamma"], st["beta"]
         with np.errstate(all="ignore"):
             if not ctx.train:
-                r = gr.ieee_sqrt(st["var"] + self.eps)  # once per channel
+                r = sqrt(add(st["var"], self.eps))  # once per channel
                 v = self._rows(x)
-                return self._unrows((gamma * ((v - st["mean"]) / r)) + beta, n), None
+                return self._unrows(add(mul(gamma, div(sub(v, st["mean"]), r)), beta), n), None
             v = self._rows(x)
             mu, _, ss, r, xhat = _norm_stats(v, self.eps)
-            y = (gamma * xhat) + beta
+            y = add(mul(gamma, xhat), beta)
             cnt = v.shape[0]
             if cnt > 1:  # n = 1 leaves the running statistics as they are
                 mom = self.momentum
-                keep = np.float32(ONE - mom)
-                unbiased = ss / f32i(cnt - 1)
-                st["mean"] = (keep * st["mean"]) + (mom * mu)
-                st["var"] = (keep * st["var"]) + (mom * unbiased)
+                keep = sub(ONE, mom)
+                unbiased = div(ss, f32i(cnt - 1))
+                st["mean"] = add(mul(keep, st["mean"]), mul(mom, mu))
+                st["var"] = add(mul(keep, st["var"]), mul(mom, unbiased))
         return self._unrows(y, n), (xhat, r)
 
     def backward(
@@ -809,7 +883,7 @@ class BatchNorm(Layer):
         n = g.shape[0]
         gv = self._rows(g)
         with np.errstate(all="ignore"):
-            grads = {"gamma": fold(gv * xhat), "beta": fold(gv)}
+            grads = {"gamma": fold(mul(gv, xhat)), "beta": fold(gv)}
             gx = _norm_backward(gv, st["gamma"], xhat, r)
         return self._unrows(gx, n), grads
 
@@ -858,7 +932,7 @@ class LayerNorm(Layer):
         v = np.ascontiguousarray(x.reshape(n, -1).T)  # (cells, n): the chain runs over cells
         with np.errstate(all="ignore"):
             _, _, _, r, xhat = _norm_stats(v, self.eps)
-            y = (st["gamma"].reshape(-1, 1) * xhat) + st["beta"].reshape(-1, 1)
+            y = add(mul(st["gamma"].reshape(-1, 1), xhat), st["beta"].reshape(-1, 1))
         return np.ascontiguousarray(y.T).reshape(x.shape), (xhat, r)
 
     def backward(
@@ -871,7 +945,7 @@ class LayerNorm(Layer):
             gx = _norm_backward(gv, st["gamma"].reshape(-1, 1), xhat, r)
             # One term per sample: chains over the samples in batch order.
             grads = {
-                "gamma": fold(np.ascontiguousarray((gv * xhat).T)).reshape(self.in_shape),
+                "gamma": fold(np.ascontiguousarray(mul(gv, xhat).T)).reshape(self.in_shape),
                 "beta": fold(np.ascontiguousarray(gv.T)).reshape(self.in_shape),
             }
         return np.ascontiguousarray(gx.T).reshape(g.shape), grads
@@ -1143,11 +1217,11 @@ class LayerTrainer(gr.Run):
                 lb, delta, _ = gr.loss_and_delta(m, cfg.loss, z, y[start:end])
                 losses.append(lb)
                 grads = self.net.backward(self.states, caches, delta, ctx)
-                total = grads if total is None else {k: total[k] + grads[k] for k in total}
+                total = grads if total is None else {k: add(total[k], grads[k]) for k in total}
             assert total is not None
-            g = {k: cast(F32Array, total[k] / f32i(nb)) for k in self.names}
+            g = {k: div(total[k], f32i(nb)) for k in self.names}
             ls = np.concatenate(losses)
-            step_loss = np.float32(fold(ls) / f32i(nb))
+            step_loss = np.float32(div(fold(ls), f32i(nb)))
             if cfg.clip_norm is not None:
                 clipped = gr.clip_tensors(cfg.clip_norm, [g[k] for k in self.names])
                 g = dict(zip(self.names, clipped))
@@ -1506,13 +1580,13 @@ def layer_case(
         "gen": gen,
         "case_seed": case_seed,
         "specials": {k: {str(i): b for i, b in v.items()} for k, v in specials.items()},
-        "x": gr.bits_list(x),
-        "g": gr.bits_list(g),
-        "tensors": {k: gr.bits_list(v) for k, v in before.items()},
+        "x": bits32(x),
+        "g": bits32(g),
+        "tensors": {k: bits32(v) for k, v in before.items()},
         "train": {
-            "y": gr.bits_list(y),
-            "x_grad": gr.bits_list(gx),
-            "block_grads": {k: gr.bits_list(v) for k, v in grads.items()},
+            "y": bits32(y),
+            "x_grad": bits32(gx),
+            "block_grads": {k: bits32(v) for k, v in grads.items()},
         },
     }
     if isinstance(layer, Dropout):
@@ -1524,10 +1598,10 @@ def layer_case(
             "P": dropout_threshold(layer.p),
         }
     if layer.running():
-        case["train"]["running_after"] = {k: gr.bits_list(st[k]) for k, _ in layer.running()}
+        case["train"]["running_after"] = {k: bits32(st[k]) for k, _ in layer.running()}
     if isinstance(layer, (Dropout, BatchNorm)):
         ye, _ = layer.forward(dict(before), x, Ctx(m, False))
-        case["eval"] = {"y": gr.bits_list(ye)}
+        case["eval"] = {"y": bits32(ye)}
     return case
 
 
@@ -1773,8 +1847,8 @@ def run_case(name: str, n: int, keys: dict[str, Any]) -> dict[str, Any]:
     ev_loss, acc = tr.evaluate(x, y)
     entry["final"] = {
         "scalars": tr.scalars(),
-        "tensors": {k: gr.bits_list(v) for k, v in tr.state_dict().items()},
-        "predict_proba": gr.bits_list(proba),
+        "tensors": {k: bits32(v) for k, v in tr.state_dict().items()},
+        "predict_proba": bits32(proba),
         "predict": [int(v) for v in tr.predict(x)] if lc.cfg.loss == "cross_entropy" else None,
         "eval_loss_bits": gr.bits(ev_loss),
         "eval_accuracy": acc,
@@ -1813,6 +1887,8 @@ def golden() -> dict[str, Any]:
         "generator": GENERATOR,
         "spec": "docs/TRAINING.md section 15",
         "bits": "every float is its binary32 bit pattern as an integer; tensors row-major",
+        "nan": "a NaN result is section 14's: the first NaN operand quieted, else 0xFFC00000; "
+        "the operand order is the text's (e.g. W[o, j] * col_t[j], acc + term, g * gamma_c)",
         "generation": GEN_DOC,
         "layer_case_layout": "x (n, *input_shape), g (n, *output_shape); tensors: the layer's "
         "parameters and running statistics before the block (names without the layer's number); "
