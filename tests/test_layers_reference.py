@@ -4,7 +4,10 @@ These are MEANING checks, not bit checks: the reference's float32 results are co
 PyTorch's float64 modules and autograd within a tolerance (every layer's forward, input
 gradient and parameter gradients, BatchNorm's running statistics and evaluation mode, the
 output shapes, and a few training steps of a small model). The bits are the fixture's business
-(``layers_ref.py --check``). Also: the reference's refusals happen.
+(``layers_ref.py --check``). Also: the reference's refusals happen, its state order and
+names, the integer list's equivalence with general_ref, the dropout masks' purity, and (bit for
+bit) that the vectorised reference equals a scalar, one-operation-at-a-time reading of the text
+for convolution, pooling, BatchNorm, LayerNorm, tanh and sigmoid, special values included.
 """
 
 from __future__ import annotations

@@ -39,6 +39,15 @@ Readings of the text where it leaves a choice (each marked "reading" at its plac
   ``sqrt(σ² + eps)`` adds the binary32 ``eps``; ``1 - momentum`` is one binary32 subtraction;
 * in the JSON form a 1-D size may also be a bare integer and a pooling ``stride`` may be
   ``null`` (its kernel).
+* "every activation at most 2^24 cells" includes the input's shape;
+* BatchNorm and LayerNorm take a number among "the layers with tensors" (so a Dense after a
+  BatchNorm draws from the stream of its own number), though they draw nothing;
+* BatchNorm's ``n = 1`` (running statistics kept) counts values, samples x positions, as its
+  statistics do (PyTorch refuses exactly when that count is 1);
+* Tanh's ``-(a + a)`` flips the sign bit, like Sigmoid's ``-x``;
+* NaN results follow section 14 (the first NaN operand quieted, else ``0xFFC00000``) with the
+  operands in the order the text writes them; ``exp`` of a NaN in the ``"ieee"`` setting is that
+  NaN quieted (numpy's binary64 ``exp`` returns its operand).
 
 Run ``python tests/reference/layers_ref.py --write`` to regenerate ``tests/golden/layers.json``;
 without arguments (or with ``--check``) it recomputes the fixture and exits 1 if the file
@@ -281,6 +290,12 @@ def _f32_param(v: Any, what: str, position: int, kind: str) -> np.float32:
     return gr.f32d(float(v)) if not isinstance(v, np.float32) else v
 
 
+def _json_number(v: Any) -> float:
+    """A float parameter as the JSON form writes it: the value given (its binary32 is what
+    counts; a ``np.float32`` is written as its exact binary64 value)."""
+    return float(v)
+
+
 def out_len(n: int, k: int, s: int, q: int, position: int, kind: str) -> int:
     """Section 15.1: ``n' = floor((n + 2q - k) / s) + 1``, refused below 1."""
     if n + 2 * q < k:
@@ -431,12 +446,13 @@ class Dropout(Layer):
     def __init__(self, position: int, p: Any) -> None:
         super().__init__(position)
         self.p = _f32_param(p, "p", position, self.kind)
+        self.p_given = _json_number(p)
         if not ZERO <= self.p < ONE:
             raise _refuse(position, self.kind, f"p must be in [0, 1), not {float(self.p)}")
         self.c = np.float32(ONE / np.float32(ONE - self.p))
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "p": float(self.p)}
+        return {"type": self.kind, "p": self.p_given}
 
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
         if not ctx.train:
@@ -826,13 +842,14 @@ class BatchNorm(Layer):
         super().__init__(position)
         self.momentum = _f32_param(momentum, "momentum", position, self.kind)
         self.eps = _f32_param(eps, "eps", position, self.kind)
+        self.given = {"momentum": _json_number(momentum), "eps": _json_number(eps)}
         if not ZERO <= self.momentum <= ONE:
             raise _refuse(position, self.kind, "momentum must be in [0, 1]")
         if not (np.isfinite(self.eps) and self.eps > ZERO):
             raise _refuse(position, self.kind, "eps must be finite and > 0")
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "momentum": float(self.momentum), "eps": float(self.eps)}
+        return {"type": self.kind, **self.given}
 
     def params(self) -> list[tuple[str, Shape]]:
         return [("gamma", self.in_shape[:1]), ("beta", self.in_shape[:1])]
@@ -912,11 +929,12 @@ class LayerNorm(Layer):
     def __init__(self, position: int, eps: Any = 1e-5) -> None:
         super().__init__(position)
         self.eps = _f32_param(eps, "eps", position, self.kind)
+        self.eps_given = _json_number(eps)
         if not (np.isfinite(self.eps) and self.eps > ZERO):
             raise _refuse(position, self.kind, "eps must be finite and > 0")
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "eps": float(self.eps)}
+        return {"type": self.kind, "eps": self.eps_given}
 
     def params(self) -> list[tuple[str, Shape]]:
         return [("gamma", self.in_shape), ("beta", self.in_shape)]
@@ -1112,7 +1130,8 @@ class LayerConfig:
 
     net: Network
     cfg: gr.Config
-    layers: tuple[Any, ...]
+    #: Section 1's keys as given (floats not yet binary32), with the defaults.
+    resolved: dict[str, Any]
 
     @classmethod
     def make(cls, **kw: Any) -> LayerConfig:
@@ -1125,12 +1144,12 @@ class LayerConfig:
             d = gr.resolve_keys(kw, init_default="torch", inits=LAYER_INITS)
             d["layers"] = ()
         net = parse_layers(layers)
-        return cls(net, gr.Config.from_resolved(d), tuple(layers))
+        resolved = dict(d, layers=list(d["layers"]) if d["layers"] else net.to_json())
+        return cls(net, gr.Config.from_resolved(d), resolved)
 
     def config_json(self) -> dict[str, Any]:
-        d = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in vars(self.cfg).items()}
-        d["layers"] = list(self.cfg.layers) if self.cfg.layers else self.net.to_json()
-        return d
+        """The configuration as given, every layer's parameters written out (15.1)."""
+        return gr._config_json(self.resolved)
 
 
 class LayerTrainer(gr.Run):
