@@ -17,7 +17,11 @@ REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 REFERENCES = sorted(p for p in REFERENCE_DIR.glob("*.py") if p.name != "__init__.py")
 #: How each runs as a script, in its cheapest complete mode (general_ref.py's digits run is the
 #: slow part of its fixture; test_general_reference.py checks it in-process).
-ARGUMENTS = {"seed_ref.py": ["--check"], "general_ref.py": ["--check", "--no-digits"]}
+ARGUMENTS = {
+    "seed_ref.py": ["--check"],
+    "general_ref.py": ["--check", "--no-digits"],
+    "layers_ref.py": ["--check"],
+}
 THIRD_PARTY = {"numpy", "sklearn", "mpmath"}
 #: ``import nxrs`` anywhere in a process started with this directory first on its path fails.
 BLOCKER = "raise ImportError('tests/reference must not import nxrs')\n"

@@ -380,33 +380,49 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Section 4's initialisations of an integer list.
+INITS = ("seed", "he", "glorot")
+
+
 def resolve_config(**kw: Any) -> dict[str, Any]:
     """Section 1: the given keys plus the defaults of ``Trainer(layers=...)``, validated.
 
     Floats stay as given (Python floats or ``np.float32``); :class:`Config` converts them.
+    """
+    d = resolve_keys(kw)
+    d["layers"] = [int(v) for v in d["layers"]]
+    layers = d["layers"]
+    # The table gives no minimum length; a network needs an input and an output size.
+    if not 2 <= len(layers) <= MAX_LAYERS or not all(1 <= v <= 2**24 for v in layers):
+        raise ValueError(f"bad layers {layers}")
+    return d
+
+
+def resolve_keys(
+    kw: dict[str, Any], init_default: str = "he", inits: tuple[str, ...] = INITS
+) -> dict[str, Any]:
+    """Section 1's keys other than ``layers`` (kept as given): defaults filled in, validated.
+
+    ``init_default`` and ``inits`` let a layer model (section 15.4) default to ``"torch"``.
     """
     unknown = set(kw) - set(CONFIG_KEYS)
     if unknown:
         raise ValueError(f"unknown config keys {sorted(unknown)}")
     if "layers" not in kw:
         raise ValueError("layers is required")
-    d: dict[str, Any] = {k: kw.get(k, _DEFAULTS.get(k)) for k in CONFIG_KEYS}
-    d["layers"] = [int(v) for v in d["layers"]]
+    defaults = dict(_DEFAULTS, init=init_default)
+    d: dict[str, Any] = {k: kw.get(k, defaults.get(k)) for k in CONFIG_KEYS}
     if d["weight_decay"] is None:
         d["weight_decay"] = 0.01 if d["optimizer"] == "adamw" else 0.0
-    _validate(d)
+    _validate(d, inits)
     return d
 
 
-def _validate(d: dict[str, Any]) -> None:
-    layers = d["layers"]
-    # The table gives no minimum length; a network needs an input and an output size.
-    if not 2 <= len(layers) <= MAX_LAYERS or not all(1 <= v <= 2**24 for v in layers):
-        raise ValueError(f"bad layers {layers}")
+def _validate(d: dict[str, Any], inits: tuple[str, ...]) -> None:
     for key, allowed in (
         ("loss", ("cross_entropy", "mse")),
         ("math", ("seed", "ieee")),
-        ("init", ("seed", "he", "glorot")),
+        ("init", inits),
         ("optimizer", ("adam", "adamw", "sgd")),
         ("schedule", ("constant", "linear", "step")),
     ):
@@ -485,7 +501,12 @@ class Config:
     @classmethod
     def make(cls, **kw: Any) -> Config:
         """Resolve ``kw`` (section 1's keys) with the defaults and convert the floats."""
-        d = resolve_config(**kw)
+        return cls.from_resolved(resolve_config(**kw))
+
+    @classmethod
+    def from_resolved(cls, resolved: dict[str, Any]) -> Config:
+        """A :class:`Config` of already resolved keys (``layers`` as a sequence of ints)."""
+        d = dict(resolved)
         d["layers"] = tuple(d["layers"])
         for k in _FLOAT_KEYS:
             if d[k] is not None:
@@ -537,12 +558,17 @@ def init_weights(cfg: Config) -> list[F32Array]:
             fan = n_in if cfg.init == "he" else n_in + n_out
             # The scale always uses the correctly rounded sqrt (section 2).
             a = ieee_sqrt(np.array([f32i(6) / f32i(fan)], dtype=np.float32))[0]
-            st = Stream(cfg.seed, INIT, l)
-            ks = [(st.next_u64() >> 40) - (1 << 23) for _ in range(cells)]
-            # f32(k) is exact for |k| <= 2**23; the product by 2**-23 is exact too.
-            w = (np.array(ks, dtype=np.int64).astype(np.float32) * _TWO_POW_M23) * a
+            w = uniform_cells(Stream(cfg.seed, INIT, l), cells, a)
         out.append(w.astype(np.float32).reshape(n_out, n_in))
     return out
+
+
+def uniform_cells(st: Stream, cells: int, a: np.float32) -> F32Array:
+    """Section 4's draws: ``cells`` values ``(f32(k) * 2^-23) * a``, ``k = (x >> 40) - 2^23``
+    for the next ``cells`` draws ``x`` of ``st``, in order."""
+    ks = [(st.next_u64() >> 40) - (1 << 23) for _ in range(cells)]
+    # f32(k) is exact for |k| <= 2**23; the product by 2**-23 is exact too.
+    return cast(F32Array, (np.array(ks, dtype=np.int64).astype(np.float32) * _TWO_POW_M23) * a)
 
 
 # ---------------------------------------------------------------------------
@@ -761,24 +787,17 @@ def state_bytes(tensors: Sequence[F32Array], scalars: Sequence[int]) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-class Trainer:
-    """A training run as docs/TRAINING.md defines it.
+class Run:
+    """What every training run shares (sections 3, 10 and 11): the scalars ``epoch``,
+    ``b1t``, ``b2t``, ``step_count`` (the spec's ``step``) and ``batch``, the epochs' batches,
+    evaluation and the state hash. A subclass holds the tensors and computes a step."""
 
-    Parameters ``W[l]`` (2-D, ``outputs x inputs``) and ``b[l]``; optimiser slots ``m``/``v``
-    (Adam, AdamW: first and second moments) or ``m`` (SGD: the momentum buffer); the scalars
-    ``epoch``, ``b1t``, ``b2t``, ``step_count`` (the spec's ``step``) and ``batch``.
-    """
+    cfg: Config
+    math: Math
 
-    def __init__(self, config: Config | None = None, **kw: Any) -> None:
-        self.cfg = config if config is not None else Config.make(**kw)
-        cfg = self.cfg
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
         self.math = Math(cfg.math)
-        self.W = init_weights(cfg)
-        self.b = [np.zeros(n, dtype=np.float32) for n in cfg.layers[1:]]
-        self.mW = [np.zeros_like(w) for w in self.W]
-        self.mb = [np.zeros_like(v) for v in self.b]
-        self.vW = [np.zeros_like(w) for w in self.W]
-        self.vb = [np.zeros_like(v) for v in self.b]
         self.epoch = 0
         self.batch = 0
         self.step_count = 0
@@ -786,30 +805,24 @@ class Trainer:
         self.b2t = ONE
         self._order_cache: tuple[int, int, list[int]] | None = None
 
-    # ---- section 11 ----
+    # ---- what a model provides ----
 
     def tensor_names(self) -> list[str]:
-        """Names in state order: ``W1, b1, W2, b2, ...`` then the slots."""
-        n = len(self.W)
-        names = [f"{p}{i + 1}" for i in range(n) for p in ("W", "b")]
-        if self.cfg.optimizer == "sgd":
-            names += [f"m{p}{i + 1}" for i in range(n) for p in ("W", "b")]
-        else:
-            names += [f"{s}{p}{i + 1}" for i in range(n) for p in ("W", "b") for s in ("m", "v")]
-        return names
+        raise NotImplementedError
 
     def tensors(self) -> list[F32Array]:
-        """The state's tensors in section 11's order."""
-        n = len(self.W)
-        out: list[F32Array] = []
-        for i in range(n):
-            out += [self.W[i], self.b[i]]
-        for i in range(n):
-            if self.cfg.optimizer == "sgd":
-                out += [self.mW[i], self.mb[i]]
-            else:
-                out += [self.mW[i], self.vW[i], self.mb[i], self.vb[i]]
-        return out
+        raise NotImplementedError
+
+    def step(self, x: F32Array, y: Targets) -> np.float32:
+        """One optimiser step on the batch ``(x, y)``; returns the step's loss."""
+        raise NotImplementedError
+
+    def _outputs(self, x: F32Array) -> tuple[F32Array, F32Array]:
+        """The evaluation forward pass: the last layer's ``z`` and the outputs (``p`` for
+        cross-entropy, ``z`` for mse)."""
+        raise NotImplementedError
+
+    # ---- section 11 ----
 
     def state_dict(self) -> dict[str, F32Array]:
         """Name -> tensor (copies), in state order."""
@@ -825,74 +838,6 @@ class Trainer:
 
     def state_hash_hex(self) -> str:
         return f"{self.state_hash():016x}"
-
-    # ---- section 5 to 8: one step ----
-
-    def gradients(
-        self, x: F32Array, y: Targets
-    ) -> tuple[list[F32Array], list[F32Array], np.float32]:
-        """Sections 5 and 8: the reduced (and clipped) gradients and the step's loss."""
-        cfg, m = self.cfg, self.math
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        nb = x.shape[0]
-        with np.errstate(all="ignore"):
-            fw = forward(m, self.W, self.b, x)
-            losses, delta, _ = loss_and_delta(m, cfg.loss, fw.z[-1], y)
-            gW_s, gb_s = backward(m, self.W, fw, delta)
-            gW = [reduce_batch(g, cfg.grad_block) for g in gW_s]
-            gb = [reduce_batch(g, cfg.grad_block) for g in gb_s]
-            lsum = losses[0]
-            for i in range(1, nb):
-                lsum = np.float32(lsum + losses[i])
-            step_loss = np.float32(lsum / f32i(nb))
-            if cfg.clip_norm is not None:
-                gW, gb = clip(cfg.clip_norm, gW, gb)
-        return gW, gb, step_loss
-
-    def step(self, x: F32Array, y: Targets) -> np.float32:
-        """One optimiser step on the batch ``(x, y)``; returns the step's loss.
-
-        Advances ``step`` only: ``epoch`` and ``batch`` count positions in a data set, which
-        :meth:`train_steps` keeps.
-        """
-        gW, gb, step_loss = self.gradients(x, y)
-        with np.errstate(all="ignore"):
-            self._apply(gW, gb, lr_at(self.cfg, self.step_count))
-        self.step_count += 1
-        return step_loss
-
-    def _apply(self, gW: list[F32Array], gb: list[F32Array], lr_t: np.float32) -> None:
-        """Section 7, tensor by tensor, cell by cell (vectorised: cells are independent)."""
-        cfg = self.cfg
-        n = len(self.W)
-        if cfg.optimizer == "sgd":
-            wd, mom = cfg.weight_decay, cfg.momentum
-            for i in range(n):
-                for P, G, B in ((self.W, gW, self.mW), (self.b, gb, self.mb)):
-                    # Reading: "with weight_decay" is weight_decay != 0 (0 * p could turn a
-                    # -0 gradient into +0, so skipping it is observable). The buffer update
-                    # below runs on every step, also with momentum 0 (PyTorch skips it then).
-                    g = G[i] + wd * P[i] if wd != ZERO else G[i]
-                    B[i] = mom * B[i] + g
-                    P[i] = P[i] - lr_t * B[i]
-            return
-        b1, b2 = cfg.beta1, cfg.beta2
-        self.b1t = np.float32(self.b1t * b1)
-        self.b2t = np.float32(self.b2t * b2)
-        bc1 = np.float32(ONE - self.b1t)
-        bc2 = np.float32(ONE - self.b2t)
-        c1 = np.float32(ONE - b1)
-        c2 = np.float32(ONE - b2)
-        decay = np.float32(ONE - np.float32(lr_t * cfg.weight_decay))
-        for i in range(n):
-            for P, G, M, V in ((self.W, gW, self.mW, self.vW), (self.b, gb, self.mb, self.vb)):
-                p = P[i]
-                if cfg.optimizer == "adamw":
-                    p = p * decay
-                g = G[i]
-                M[i] = b1 * M[i] + c1 * g
-                V[i] = b2 * V[i] + c2 * (g * g)
-                P[i] = p - (lr_t * (M[i] / bc1)) / (self.math.sqrt(V[i] / bc2) + cfg.eps)
 
     # ---- section 3: epochs and batches ----
 
@@ -940,14 +885,6 @@ class Trainer:
 
     # ---- section 10 ----
 
-    def _outputs(self, x: F32Array) -> tuple[Forward, F32Array]:
-        with np.errstate(all="ignore"):
-            fw = forward(self.math, self.W, self.b, np.ascontiguousarray(x, dtype=np.float32))
-            z = fw.z[-1]
-            if self.cfg.loss == "mse":
-                return fw, z
-            return fw, softmax(self.math, z)[2]
-
     def predict_proba(self, x: F32Array) -> F32Array:
         """``p`` for cross-entropy, ``z`` for mse."""
         return self._outputs(x)[1]
@@ -962,9 +899,9 @@ class Trainer:
     def evaluate(self, x: F32Array, y: Targets) -> tuple[np.float32, float | None]:
         """``(loss, accuracy)``: the mean loss summed from the first sample, and for
         cross-entropy ``correct / N`` in binary64 (None for mse)."""
-        fw, out = self._outputs(x)
+        z, out = self._outputs(x)
         with np.errstate(all="ignore"):
-            losses, _, _ = loss_and_delta(self.math, self.cfg.loss, fw.z[-1], y)
+            losses, _, _ = loss_and_delta(self.math, self.cfg.loss, z, y)
             lsum = losses[0]
             for i in range(1, losses.shape[0]):
                 lsum = np.float32(lsum + losses[i])
@@ -975,21 +912,171 @@ class Trainer:
         return loss, correct / x.shape[0]
 
 
+class Trainer(Run):
+    """A training run as docs/TRAINING.md defines it.
+
+    Parameters ``W[l]`` (2-D, ``outputs x inputs``) and ``b[l]``; optimiser slots ``m``/``v``
+    (Adam, AdamW: first and second moments) or ``m`` (SGD: the momentum buffer); the scalars
+    ``epoch``, ``b1t``, ``b2t``, ``step_count`` (the spec's ``step``) and ``batch``.
+    """
+
+    def __init__(self, config: Config | None = None, **kw: Any) -> None:
+        super().__init__(config if config is not None else Config.make(**kw))
+        cfg = self.cfg
+        self.W = init_weights(cfg)
+        self.b = [np.zeros(n, dtype=np.float32) for n in cfg.layers[1:]]
+        self.mW = [np.zeros_like(w) for w in self.W]
+        self.mb = [np.zeros_like(v) for v in self.b]
+        self.vW = [np.zeros_like(w) for w in self.W]
+        self.vb = [np.zeros_like(v) for v in self.b]
+
+    # ---- section 11 ----
+
+    def tensor_names(self) -> list[str]:
+        """Names in state order: ``W1, b1, W2, b2, ...`` then the slots."""
+        n = len(self.W)
+        names = [f"{p}{i + 1}" for i in range(n) for p in ("W", "b")]
+        if self.cfg.optimizer == "sgd":
+            names += [f"m{p}{i + 1}" for i in range(n) for p in ("W", "b")]
+        else:
+            names += [f"{s}{p}{i + 1}" for i in range(n) for p in ("W", "b") for s in ("m", "v")]
+        return names
+
+    def tensors(self) -> list[F32Array]:
+        """The state's tensors in section 11's order."""
+        n = len(self.W)
+        out: list[F32Array] = []
+        for i in range(n):
+            out += [self.W[i], self.b[i]]
+        for i in range(n):
+            if self.cfg.optimizer == "sgd":
+                out += [self.mW[i], self.mb[i]]
+            else:
+                out += [self.mW[i], self.vW[i], self.mb[i], self.vb[i]]
+        return out
+
+    # ---- section 5 to 8: one step ----
+
+    def gradients(
+        self, x: F32Array, y: Targets
+    ) -> tuple[list[F32Array], list[F32Array], np.float32]:
+        """Sections 5 and 8: the reduced (and clipped) gradients and the step's loss."""
+        cfg, m = self.cfg, self.math
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        nb = x.shape[0]
+        with np.errstate(all="ignore"):
+            fw = forward(m, self.W, self.b, x)
+            losses, delta, _ = loss_and_delta(m, cfg.loss, fw.z[-1], y)
+            gW_s, gb_s = backward(m, self.W, fw, delta)
+            gW = [reduce_batch(g, cfg.grad_block) for g in gW_s]
+            gb = [reduce_batch(g, cfg.grad_block) for g in gb_s]
+            lsum = losses[0]
+            for i in range(1, nb):
+                lsum = np.float32(lsum + losses[i])
+            step_loss = np.float32(lsum / f32i(nb))
+            if cfg.clip_norm is not None:
+                gW, gb = clip(cfg.clip_norm, gW, gb)
+        return gW, gb, step_loss
+
+    def step(self, x: F32Array, y: Targets) -> np.float32:
+        """One optimiser step on the batch ``(x, y)``; returns the step's loss.
+
+        Advances ``step`` only: ``epoch`` and ``batch`` count positions in a data set, which
+        :meth:`train_steps` keeps.
+        """
+        gW, gb, step_loss = self.gradients(x, y)
+        with np.errstate(all="ignore"):
+            self._apply(gW, gb, lr_at(self.cfg, self.step_count))
+        self.step_count += 1
+        return step_loss
+
+    def _apply(self, gW: list[F32Array], gb: list[F32Array], lr_t: np.float32) -> None:
+        """Section 7 on ``W1, b1, W2, b2, ...``: see :func:`optimizer_update`."""
+        n = len(self.W)
+        params = [t for i in range(n) for t in (self.W[i], self.b[i])]
+        m = [t for i in range(n) for t in (self.mW[i], self.mb[i])]
+        v = [t for i in range(n) for t in (self.vW[i], self.vb[i])]
+        grads = [t for i in range(n) for t in (gW[i], gb[i])]
+        self.b1t, self.b2t = optimizer_update(
+            self.cfg, self.math, params, grads, m, v, self.b1t, self.b2t, lr_t
+        )
+        self.W, self.b = params[0::2], params[1::2]
+        self.mW, self.mb = m[0::2], m[1::2]
+        self.vW, self.vb = v[0::2], v[1::2]
+
+    def _outputs(self, x: F32Array) -> tuple[F32Array, F32Array]:
+        with np.errstate(all="ignore"):
+            fw = forward(self.math, self.W, self.b, np.ascontiguousarray(x, dtype=np.float32))
+            z = fw.z[-1]
+            if self.cfg.loss == "mse":
+                return z, z
+            return z, softmax(self.math, z)[2]
+
+
+def optimizer_update(
+    cfg: Config,
+    m_: Math,
+    params: list[F32Array],
+    grads: Sequence[F32Array],
+    m: list[F32Array],
+    v: list[F32Array],
+    b1t: np.float32,
+    b2t: np.float32,
+    lr_t: np.float32,
+) -> tuple[np.float32, np.float32]:
+    """Section 7, tensor by tensor, cell by cell (vectorised: cells are independent).
+
+    Replaces the items of ``params``, ``m`` (first moments, or SGD's buffers) and ``v``
+    (second moments; unused by SGD) with the updated tensors; returns the new ``(b1t, b2t)``.
+    """
+    if cfg.optimizer == "sgd":
+        wd, mom = cfg.weight_decay, cfg.momentum
+        for i, g0 in enumerate(grads):
+            # Reading: "with weight_decay" is weight_decay != 0 (0 * p could turn a -0
+            # gradient into +0, so skipping it is observable). The buffer update below runs
+            # on every step, also with momentum 0 (PyTorch skips it then).
+            g = g0 + wd * params[i] if wd != ZERO else g0
+            m[i] = mom * m[i] + g
+            params[i] = params[i] - lr_t * m[i]
+        return b1t, b2t
+    b1, b2 = cfg.beta1, cfg.beta2
+    b1t = np.float32(b1t * b1)
+    b2t = np.float32(b2t * b2)
+    bc1 = np.float32(ONE - b1t)
+    bc2 = np.float32(ONE - b2t)
+    c1 = np.float32(ONE - b1)
+    c2 = np.float32(ONE - b2)
+    decay = np.float32(ONE - np.float32(lr_t * cfg.weight_decay))
+    for i, g in enumerate(grads):
+        p = params[i]
+        if cfg.optimizer == "adamw":
+            p = p * decay
+        m[i] = b1 * m[i] + c1 * g
+        v[i] = b2 * v[i] + c2 * (g * g)
+        params[i] = p - (lr_t * (m[i] / bc1)) / (m_.sqrt(v[i] / bc2) + cfg.eps)
+    return b1t, b2t
+
+
 def clip(
     c: np.float32, gW: list[F32Array], gb: list[F32Array]
 ) -> tuple[list[F32Array], list[F32Array]]:
-    """Section 8: ``q = sum g*g`` over every cell in tensor order from +0, ``n = sqrt(q)``
-    correctly rounded; if ``n > c`` every cell is multiplied by ``c / n``."""
+    """Section 8 on the gradients ``W1, b1, W2, b2, ...``: see :func:`clip_tensors`."""
+    out = clip_tensors(c, [g for i in range(len(gW)) for g in (gW[i], gb[i])])
+    return out[0::2], out[1::2]
+
+
+def clip_tensors(c: np.float32, grads: Sequence[F32Array]) -> list[F32Array]:
+    """Section 8: ``q = sum g*g`` over every cell of ``grads`` (in tensor order) from +0,
+    ``n = sqrt(q)`` correctly rounded; if ``n > c`` every cell is multiplied by ``c / n``."""
     q = ZERO
-    for i in range(len(gW)):
-        for g in (gW[i], gb[i]):
-            for v in (g * g).reshape(-1):
-                q = np.float32(q + v)
+    for g in grads:
+        for v in (g * g).reshape(-1):
+            q = np.float32(q + v)
     n = ieee_sqrt(np.array([q], dtype=np.float32))[0]
     if n > c:
         f = np.float32(c / n)
-        return [g * f for g in gW], [g * f for g in gb]
-    return gW, gb
+        return [g * f for g in grads]
+    return list(grads)
 
 
 # ---------------------------------------------------------------------------

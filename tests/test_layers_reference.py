@@ -1,0 +1,936 @@
+"""The layer reference (``tests/reference/layers_ref.py``) means what PyTorch means.
+
+These are MEANING checks, not bit checks: the reference's float32 results are compared with
+PyTorch's float64 modules and autograd within a tolerance (every layer's forward, input
+gradient and parameter gradients, BatchNorm's running statistics and evaluation mode, the
+output shapes, and a few training steps of a small model). The bits are the fixture's business
+(``layers_ref.py --check``). Also: the reference's refusals happen, its state order and
+names, the integer list's equivalence with general_ref, the dropout masks' purity, and (bit for
+bit) that the vectorised reference equals a scalar, one-operation-at-a-time reading of the text
+for convolution, pooling, BatchNorm, LayerNorm, tanh and sigmoid, special values included.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.reference import general_ref as gr
+from tests.reference import layers_ref as lr
+
+F32 = np.float32
+
+
+def rand(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> lr.F32Array:
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def run_layer(
+    spec: dict[str, Any],
+    in_shape: tuple[int, ...],
+    x: lr.F32Array,
+    state: dict[str, lr.F32Array],
+    g: lr.F32Array,
+    train: bool = True,
+    math_name: str = "ieee",
+) -> tuple[lr.F32Array, lr.F32Array, dict[str, lr.F32Array], dict[str, lr.F32Array]]:
+    """The reference's forward and backward of one layer on a block:
+    ``(y, input gradient, block gradients, tensors after)``."""
+    layer = lr.build_layer(spec, 1)
+    layer.infer(in_shape)
+    st = {k: v.copy() for k, v in state.items()}
+    ctx = lr.Ctx(gr.Math(math_name), train)
+    y, cache = layer.forward(st, x, ctx)
+    if not train:
+        return y, np.empty(0, F32), {}, st
+    gx, grads = layer.backward(st, cache, g, ctx)
+    return y, gx, grads, st
+
+
+def close(a: Any, b: Any, tol: float = 2e-5) -> None:
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = b.detach().numpy() if hasattr(b, "detach") else np.asarray(b, dtype=np.float64)
+    assert a64.shape == b64.shape, (a64.shape, b64.shape)
+    np.testing.assert_allclose(a64, b64, rtol=tol, atol=tol * max(1.0, float(np.abs(b64).max())))
+
+
+# ---------------------------------------------------------------------------
+# Refusals (no torch needed)
+# ---------------------------------------------------------------------------
+
+
+def inp(*shape: int) -> dict[str, Any]:
+    return {"type": "Input", "shape": list(shape)}
+
+
+def conv1d(o: int, k: int, s: int = 1, q: int = 0) -> dict[str, Any]:
+    return {"type": "Conv1d", "out_channels": o, "kernel_size": [k], "stride": [s], "padding": [q]}
+
+
+DENSE2 = {"type": "Dense", "units": 2}
+FLAT = {"type": "Flatten"}
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        ([inp(1, 10), conv1d(2, 3, q=3), FLAT, DENSE2], "padding"),
+        ([inp(1, 10), conv1d(2, 3, q=5), FLAT, DENSE2], "padding"),
+        (
+            [
+                inp(1, 5, 5),
+                {
+                    "type": "Conv2d",
+                    "out_channels": 1,
+                    "kernel_size": [3, 2],
+                    "stride": [1, 1],
+                    "padding": [1, 2],
+                },
+                FLAT,
+                DENSE2,
+            ],
+            "padding",
+        ),
+        ([inp(1, 4), conv1d(2, 5), FLAT, DENSE2], "longer than its padded input"),
+        ([inp(1, 4), conv1d(2, 7, q=1), FLAT, DENSE2], "longer than its padded input"),
+        (
+            [inp(2, 3, 3), {"type": "MaxPool2d", "kernel_size": [4, 2], "stride": None}, FLAT],
+            "longer than its padded input",
+        ),
+        ([inp(1, 8), conv1d(2, 3)], "last layer's output must be (K)"),
+        ([inp(2, 3, 3), {"type": "ReLU"}], "last layer's output must be (K)"),
+        ([inp(1, 8), DENSE2], "does not take the shape (1, 8)"),
+        ([inp(8), conv1d(2, 3), FLAT, DENSE2], "does not take the shape (8,)"),
+        ([inp(1, 8), {"type": "BatchNorm2d"}, FLAT, DENSE2], "does not take the shape"),
+        ([DENSE2], "must start with Input"),
+        ([inp(3), inp(3), DENSE2], "only the first layer is an Input"),
+        ([inp(3), {"type": "Dropout", "p": 1.0}, DENSE2], "p must be in [0, 1)"),
+        ([inp(3), {"type": "BatchNorm1d", "momentum": 1.5}, DENSE2], "momentum"),
+        ([inp(3), {"type": "LayerNorm", "eps": 0.0}, DENSE2], "eps"),
+        ([inp(1, 8), conv1d(0, 3), FLAT, DENSE2], "out_channels"),
+        ([inp(1, 8), conv1d(2, 3, s=0), FLAT, DENSE2], "strides"),
+        ([inp(0, 3), FLAT, DENSE2], "sizes must be >= 1"),
+        ([inp(3), {"type": "Conv3d"}], "unknown layer type"),
+        ([inp(4096, 4097), FLAT, DENSE2], "2^24"),
+    ],
+)
+def test_refusals(layers: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ValueError, match=None) as info:
+        lr.parse_layers(layers)
+    assert message in str(info.value)
+
+
+def test_refusal_names_position_and_type() -> None:
+    with pytest.raises(ValueError) as info:
+        lr.parse_layers([inp(1, 8), {"type": "ReLU"}, conv1d(2, 9), FLAT, DENSE2])
+    assert str(info.value).startswith("layer 2 (Conv1d):")
+
+
+def test_trainer_config_refusals() -> None:
+    layers = [inp(3), DENSE2]
+    with pytest.raises(ValueError, match="init"):
+        lr.LayerTrainer(layers=layers, init="seed")
+    lr.LayerTrainer(layers=layers)  # init "torch" by default
+    lr.LayerTrainer(layers=[3, 4, 2], init="seed")  # the integer list keeps section 1
+    with pytest.raises(ValueError, match="init"):
+        lr.LayerTrainer(layers=[3, 4, 2], init="torch")
+
+
+def test_integer_list_is_its_layer_list() -> None:
+    keys: dict[str, Any] = dict(layers=[4, 5, 3], seed=3, lr=0.01, batch_size=3, grad_block=2)
+    x, y = gr.case_data(8, 4, 3, "cross_entropy")
+    a, b = gr.Trainer(**keys), lr.LayerTrainer(**keys)
+    c = lr.LayerTrainer(**dict(keys, layers=lr.integer_list_layers([4, 5, 3]), init="he"))
+    for _ in range(4):
+        losses = {gr.bits(t.train_steps(x, y, 1)[0]) for t in (a, b, c)}
+        assert len(losses) == 1
+        assert len({t.state_hash_hex() for t in (a, b, c)}) == 1
+    assert b.tensor_names() == a.tensor_names()
+
+
+def test_state_order_and_names() -> None:
+    tr = lr.LayerTrainer(
+        layers=[
+            inp(1, 6, 6),
+            {"type": "Conv2d", "out_channels": 2, "kernel_size": 3, "stride": 1, "padding": 1},
+            {"type": "BatchNorm2d"},
+            {"type": "ReLU"},
+            FLAT,
+            {"type": "LayerNorm"},
+            {"type": "BatchNorm1d"},
+            DENSE2,
+        ]
+    )
+    params = ["W1", "b1", "gamma2", "beta2", "gamma3", "beta3", "gamma4", "beta4", "W5", "b5"]
+    slots = [f"{s}{p}" for p in params for s in ("m", "v")]
+    assert tr.tensor_names() == params + slots + ["mean2", "var2", "mean4", "var4"]
+    sgd = lr.LayerTrainer(layers=[inp(3), {"type": "BatchNorm1d"}, DENSE2], optimizer="sgd")
+    sgd_params = ["gamma1", "beta1", "W2", "b2"]
+    assert sgd.tensor_names() == [*sgd_params, *(f"m{p}" for p in sgd_params), "mean1", "var1"]
+
+
+def test_dropout_mask_rate_and_purity() -> None:
+    p = F32(0.3)
+    d = lr.dropout_dropped(5, 7, 2, 0, 50, 400, p)
+    assert abs(d.mean() - lr.dropout_threshold(p) / 2**24) < 0.01
+    # Sample s of a block starting at batch position 10 is sample 10 + s of the batch.
+    assert np.array_equal(lr.dropout_dropped(5, 7, 2, 10, 40, 400, p), d[10:])
+    assert not np.array_equal(lr.dropout_dropped(5, 8, 2, 0, 50, 400, p), d)
+    assert not np.array_equal(lr.dropout_dropped(5, 7, 3, 0, 50, 400, p), d)
+    assert not lr.dropout_dropped(5, 7, 2, 0, 5, 40, F32(0)).any()
+
+
+# ---------------------------------------------------------------------------
+# Meaning: against PyTorch in float64
+# ---------------------------------------------------------------------------
+
+
+def torch_mod() -> Any:
+    return pytest.importorskip("torch")
+
+
+def t64(torch: Any, a: lr.F32Array, grad: bool = False) -> Any:
+    return torch.tensor(np.asarray(a, dtype=np.float64), dtype=torch.float64, requires_grad=grad)
+
+
+CONVS = [
+    ("Conv1d", (2, 9), [3], [2], [1], 3),
+    ("Conv1d", (1, 11), [4], [3], [0], 2),
+    ("Conv1d", (3, 7), [3], [1], [2], 2),
+    ("Conv2d", (2, 5, 7), [3, 2], [2, 3], [1, 1], 2),
+    ("Conv2d", (1, 6, 6), [3, 3], [1, 1], [1, 1], 3),
+    ("Conv2d", (2, 5, 4), [2, 3], [3, 1], [0, 2], 2),
+]
+
+
+@pytest.mark.parametrize(("kind", "shape", "k", "s", "q", "o"), CONVS)
+def test_conv_matches_torch(
+    kind: str, shape: tuple[int, ...], k: list[int], s: list[int], q: list[int], o: int
+) -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(1)
+    n = 3
+    spec = {"type": kind, "out_channels": o, "kernel_size": k, "stride": s, "padding": q}
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    x = rand(rng, n, *shape)
+    W = rand(rng, o, shape[0], *k, scale=0.5)
+    b = rand(rng, o)
+    g = rand(rng, n, *out)
+    y, gx, grads, _ = run_layer(spec, shape, x, {"W": W, "b": b}, g)
+    tx, tW, tb = t64(torch, x, True), t64(torch, W, True), t64(torch, b, True)
+    fn = torch.nn.functional.conv1d if kind == "Conv1d" else torch.nn.functional.conv2d
+    ty = fn(tx, tW, tb, stride=tuple(s), padding=tuple(q))
+    assert tuple(ty.shape[1:]) == out
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty)
+    close(gx, tx.grad)
+    close(grads["W"], tW.grad)
+    close(grads["b"], tb.grad)
+
+
+POOLS = [
+    ("MaxPool1d", (2, 8), [3], [2]),
+    ("MaxPool1d", (3, 7), [2], None),
+    ("MaxPool2d", (2, 5, 6), [2, 3], [1, 2]),
+    ("MaxPool2d", (1, 5, 5), [2, 2], None),
+    ("AvgPool1d", (2, 9), [3], [2]),
+    ("AvgPool2d", (2, 4, 5), [2, 2], [1, 1]),
+    ("AvgPool2d", (1, 7, 5), [3, 2], None),
+]
+
+
+@pytest.mark.parametrize(("kind", "shape", "k", "s"), POOLS)
+def test_pool_matches_torch(
+    kind: str, shape: tuple[int, ...], k: list[int], s: list[int] | None
+) -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(2)
+    n = 2
+    spec = {"type": kind, "kernel_size": k, "stride": s}
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    x = rand(rng, n, *shape)  # no ties
+    g = rand(rng, n, *out)
+    y, gx, _, _ = run_layer(spec, shape, x, {}, g)
+    fn = getattr(torch.nn.functional, kind[:-2].lower().replace("pool", "_pool") + kind[-2:])
+    tx = t64(torch, x, True)
+    ty = fn(tx, tuple(k), None if s is None else tuple(s))
+    assert tuple(ty.shape[1:]) == out
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty)
+    close(gx, tx.grad)
+
+
+def test_maxpool_ties_and_nan_rules() -> None:
+    # Windows of 3, stride 1: the first maximum wins ties (-0 and +0 tie), the first NaN wins.
+    nan = np.float32(np.nan)
+    x = np.array([[[1, 3, 3, -0.0, 0.0, nan, 2, nan, 5]]], dtype=F32)
+    x[0, 0, 7] = lr.from_u32(np.array([0xFFC00001], dtype=np.uint32))[0]
+    spec = {"type": "MaxPool1d", "kernel_size": [3], "stride": [1]}
+    g = np.arange(1, 8, dtype=F32).reshape(1, 1, 7)
+    y, gx, _, _ = run_layer(spec, (1, 9), x, {}, g)
+    yb = lr.u32(y).reshape(-1).tolist()
+    assert y[0, 0, :2].tolist() == [3, 3] and lr.u32(y)[0, 0, 2] == lr.u32(np.array([3], F32))[0]
+    assert all(v == 0x7FC00000 for v in yb[3:6]) and yb[6] == 0xFFC00001
+    # Windows 0..2 choose cell 1 (the first 3), window 3 chooses the NaN at 5, ...
+    assert gx.reshape(-1).tolist() == [0, 1 + 2, 3, 0, 0, 4 + 5 + 6, 0, 7, 0]
+
+
+def test_dense_relu_tanh_sigmoid_match_torch() -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(3)
+    n = 4
+    x = rand(rng, n, 5, scale=2)
+    W, b, g = rand(rng, 3, 5), rand(rng, 3), rand(rng, n, 3)
+    y, gx, grads, _ = run_layer({"type": "Dense", "units": 3}, (5,), x, {"W": W, "b": b}, g)
+    tx, tW, tb = t64(torch, x, True), t64(torch, W, True), t64(torch, b, True)
+    ty = torch.nn.functional.linear(tx, tW, tb)
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty)
+    close(gx, tx.grad)
+    close(grads["W"], tW.grad)
+    close(grads["b"], tb.grad)
+    gs = rand(rng, n, 5)
+    for kind, fn in (("ReLU", torch.relu), ("Tanh", torch.tanh), ("Sigmoid", torch.sigmoid)):
+        for mname in ("seed", "ieee"):
+            y, gx, _, _ = run_layer({"type": kind}, (5,), x, {}, gs, math_name=mname)
+            tx = t64(torch, x, True)
+            ty = fn(tx)
+            (ty * t64(torch, gs)).sum().backward()
+            # The seed's exp is a Taylor polynomial: a looser tolerance.
+            tol = 2e-5 if mname == "ieee" else 1e-4
+            close(y, ty, tol)
+            close(gx, tx.grad, tol)
+
+
+def test_tanh_is_odd_and_keeps_signed_zero() -> None:
+    x = np.array([[-0.0, 0.0, 1e-30, -1e-30, 0.3, -0.3, 50, -50, np.inf, -np.inf]], dtype=F32)
+    for mname in ("seed", "ieee"):
+        y, _, _, _ = run_layer({"type": "Tanh"}, (10,), x, {}, x, math_name=mname)
+        assert np.array_equal(lr.u32(y[0, 0::2]) ^ 0x80000000, lr.u32(y[0, 1::2]))
+        assert lr.u32(y)[0, 0] == 0x80000000 and y[0, 8] == 1 and y[0, 9] == -1
+
+
+def test_dropout_scales_kept_cells_like_torch() -> None:
+    torch = torch_mod()
+    p = 0.375
+    x = np.linspace(-3, 3, 2 * 60, dtype=F32).reshape(2, 60)
+    layer = lr.build_layer({"type": "Dropout", "p": p}, 2)
+    layer.infer((60,))
+    ctx = lr.Ctx(gr.Math("ieee"), True, seed=3, step=4, first_sample=0)
+    y, mask = layer.forward({}, x, ctx)
+    gx, _ = layer.backward({}, mask, np.ones_like(x), ctx)
+    # PyTorch's dropout in training mode scales the kept cells by 1 / (1 - p).
+    torch.manual_seed(0)
+    ty = torch.nn.functional.dropout(t64(torch, x), p, training=True)
+    tkept = ty.numpy() != 0
+    np.testing.assert_allclose(ty.numpy()[tkept], x[tkept].astype(np.float64) / (1 - p), 1e-6)
+    kept = ~mask
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_allclose(y[kept], x[kept].astype(np.float64) / (1 - p), 1e-6)
+    assert (lr.u32(y[mask]) == 0).all() and (lr.u32(gx[mask]) == 0).all()
+    np.testing.assert_allclose(gx[kept], 1 / (1 - p), 1e-6)
+    ye, _ = layer.forward({}, x, lr.Ctx(gr.Math("ieee"), False))
+    assert np.array_equal(lr.u32(ye), lr.u32(x))
+
+
+BNS = [
+    ("BatchNorm1d", (3,), 4, 0.1, 1e-5),
+    ("BatchNorm1d", (2, 5), 3, 0.3, 1e-3),
+    ("BatchNorm2d", (2, 3, 3), 2, 0.1, 1e-5),
+    ("BatchNorm2d", (3, 2, 4), 3, 1.0, 1e-2),
+]
+
+
+@pytest.mark.parametrize(("kind", "shape", "n", "momentum", "eps"), BNS)
+def test_batchnorm_matches_torch(
+    kind: str, shape: tuple[int, ...], n: int, momentum: float, eps: float
+) -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(4)
+    c = shape[0]
+    x = rand(rng, n, *shape, scale=3)
+    g = rand(rng, n, *shape)
+    st = {
+        "gamma": rand(rng, c),
+        "beta": rand(rng, c),
+        "mean": rand(rng, c),
+        "var": (np.abs(rand(rng, c)) + F32(0.5)).astype(F32),
+    }
+    spec = {"type": kind, "momentum": momentum, "eps": eps}
+    y, gx, grads, after = run_layer(spec, shape, x, st, g)
+    mod = getattr(torch.nn, kind)(c, eps=eps, momentum=momentum).double()
+    with torch.no_grad():
+        mod.weight.copy_(t64(torch, st["gamma"]))
+        mod.bias.copy_(t64(torch, st["beta"]))
+        mod.running_mean.copy_(t64(torch, st["mean"]))
+        mod.running_var.copy_(t64(torch, st["var"]))
+    mod.train()
+    tx = t64(torch, x, True)
+    ty = mod(tx)
+    (ty * t64(torch, g)).sum().backward()
+    tol = 1e-4  # x̂ divides by a small r
+    close(y, ty, tol)
+    close(gx, tx.grad, tol)
+    close(grads["gamma"], mod.weight.grad, tol)
+    close(grads["beta"], mod.bias.grad, tol)
+    close(after["mean"], mod.running_mean, tol)
+    close(after["var"], mod.running_var, tol)
+    # Evaluation mode: the running statistics (here the initial ones).
+    ye, _, _, _ = run_layer(spec, shape, x, st, g, train=False)
+    mod.eval()
+    with torch.no_grad():
+        mod.running_mean.copy_(t64(torch, st["mean"]))
+        mod.running_var.copy_(t64(torch, st["var"]))
+        close(ye, mod(t64(torch, x)), tol)
+
+
+def test_batchnorm_single_value_keeps_running_stats() -> None:
+    st = {
+        "gamma": np.ones(3, F32),
+        "beta": np.zeros(3, F32),
+        "mean": np.full(3, 0.25, F32),
+        "var": np.full(3, 2.0, F32),
+    }
+    x = np.array([[1.0, -2.0, 3.0]], dtype=F32)
+    y, _, _, after = run_layer({"type": "BatchNorm1d"}, (3,), x, st, x)
+    assert (y == 0).all() and np.array_equal(after["mean"], st["mean"])
+    assert np.array_equal(after["var"], st["var"])
+
+
+@pytest.mark.parametrize("shape", [(6,), (2, 5), (2, 3, 2)])
+def test_layernorm_matches_torch(shape: tuple[int, ...]) -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(5)
+    n = 3
+    x = rand(rng, n, *shape, scale=2)
+    g = rand(rng, n, *shape)
+    st = {"gamma": rand(rng, *shape), "beta": rand(rng, *shape)}
+    y, gx, grads, _ = run_layer({"type": "LayerNorm", "eps": 1e-5}, shape, x, st, g)
+    mod = torch.nn.LayerNorm(shape, eps=1e-5).double()
+    with torch.no_grad():
+        mod.weight.copy_(t64(torch, st["gamma"]))
+        mod.bias.copy_(t64(torch, st["beta"]))
+    tx = t64(torch, x, True)
+    ty = mod(tx)
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty, 1e-4)
+    close(gx, tx.grad, 1e-4)
+    close(grads["gamma"], mod.weight.grad, 1e-4)
+    close(grads["beta"], mod.bias.grad, 1e-4)
+
+
+SHAPES = [
+    (conv1d(4, 5, 2, 1), (1, 40)),
+    (conv1d(2, 3, 3, 2), (3, 10)),
+    (conv1d(2, 10, 1, 0), (3, 10)),
+    (
+        {
+            "type": "Conv2d",
+            "out_channels": 2,
+            "kernel_size": [3, 1],
+            "stride": [2, 2],
+            "padding": [1, 0],
+        },
+        (1, 8, 7),
+    ),
+    ({"type": "Conv2d", "out_channels": 2, "kernel_size": 4, "stride": 3, "padding": 2}, (2, 9, 5)),
+    ({"type": "MaxPool1d", "kernel_size": [4], "stride": [3]}, (2, 13)),
+    ({"type": "AvgPool1d", "kernel_size": 5, "stride": None}, (2, 14)),
+    ({"type": "MaxPool2d", "kernel_size": [3, 2], "stride": [1, 3]}, (1, 7, 8)),
+    ({"type": "AvgPool2d", "kernel_size": 3, "stride": 2}, (2, 9, 6)),
+]
+
+
+@pytest.mark.parametrize(("spec", "shape"), SHAPES)
+def test_output_shapes_match_torch(spec: dict[str, Any], shape: tuple[int, ...]) -> None:
+    torch = torch_mod()
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    kind = spec["type"]
+    args = {k: v for k, v in lr.build_layer(spec, 1).to_json().items() if k != "type"}
+    if "out_channels" in args:
+        mod = getattr(torch.nn, kind)(
+            shape[0], **{k: tuple(v) if isinstance(v, list) else v for k, v in args.items()}
+        )
+    else:
+        mod = getattr(torch.nn, kind)(**{k: tuple(v) for k, v in args.items()})
+    assert tuple(mod(torch.zeros(1, *shape)).shape[1:]) == out
+
+
+# ---------------------------------------------------------------------------
+# A few training steps track PyTorch
+# ---------------------------------------------------------------------------
+
+
+def torch_model(torch: Any, tr: lr.LayerTrainer) -> Any:
+    """The same model as ``torch.nn.Sequential`` in float64, from the reference's tensors."""
+    mods = []
+    for layer, st in zip(tr.net.layers, tr.states):
+        spec = layer.to_json()
+        kind = spec.pop("type")
+        if kind == "Dense":
+            m = torch.nn.Linear(layer.in_shape[0], layer.units)
+        elif kind in ("Conv1d", "Conv2d"):
+            m = getattr(torch.nn, kind)(
+                layer.in_shape[0],
+                spec["out_channels"],
+                tuple(spec["kernel_size"]),
+                tuple(spec["stride"]),
+                tuple(spec["padding"]),
+            )
+        elif kind.startswith(("MaxPool", "AvgPool")):
+            m = getattr(torch.nn, kind)(tuple(spec["kernel_size"]), tuple(spec["stride"]))
+        elif kind.startswith("BatchNorm"):
+            m = getattr(torch.nn, kind)(layer.in_shape[0], spec["eps"], spec["momentum"])
+        elif kind == "LayerNorm":
+            m = torch.nn.LayerNorm(layer.in_shape, spec["eps"])
+        else:
+            m = getattr(torch.nn, kind)()
+        m = m.double()
+        with torch.no_grad():
+            for name, tname in (
+                ("W", "weight"),
+                ("b", "bias"),
+                ("gamma", "weight"),
+                ("beta", "bias"),
+            ):
+                if name in st:
+                    getattr(m, tname).copy_(t64(torch, st[name]))
+            for name, tname in (("mean", "running_mean"), ("var", "running_var")):
+                if name in st:
+                    getattr(m, tname).copy_(t64(torch, st[name]))
+        mods.append(m)
+    return torch.nn.Sequential(torch.nn.Unflatten(1, tr.net.input_shape), *mods)
+
+
+TRACK = [
+    (
+        [
+            inp(1, 12),
+            conv1d(3, 3, 1, 1),
+            {"type": "ReLU"},
+            {"type": "MaxPool1d", "kernel_size": [2], "stride": [2]},
+            FLAT,
+            {"type": "Dense", "units": 3},
+        ],
+        "cross_entropy",
+        "adam",
+    ),
+    (
+        [
+            inp(1, 6, 6),
+            {"type": "Conv2d", "out_channels": 2, "kernel_size": 3, "stride": 1, "padding": 1},
+            {"type": "BatchNorm2d"},
+            {"type": "ReLU"},
+            {"type": "AvgPool2d", "kernel_size": 2, "stride": 2},
+            FLAT,
+            {"type": "Dense", "units": 3},
+        ],
+        "cross_entropy",
+        "sgd",
+    ),
+    (
+        [
+            inp(5),
+            {"type": "Dense", "units": 6},
+            {"type": "LayerNorm"},
+            {"type": "Tanh"},
+            {"type": "Dense", "units": 4},
+            {"type": "Sigmoid"},
+            {"type": "Dense", "units": 2},
+        ],
+        "mse",
+        "adam",
+    ),
+]
+
+
+#: Steps, learning rate and tolerance of the tracking runs: float32 against float64 drifts
+#: far less than 1e-4 here, while a wrong term (e.g. BatchNorm's gamma left out of the forward
+#: pass) moves some parameter by more.
+STEPS, LR, TRACK_TOL = 9, 0.05, 1e-4
+
+
+@pytest.mark.parametrize(("layers", "loss", "opt"), TRACK)
+def test_training_tracks_torch(layers: list[dict[str, Any]], loss: str, opt: str) -> None:
+    torch = torch_mod()
+    keys: dict[str, Any] = dict(
+        layers=layers, loss=loss, optimizer=opt, lr=LR, batch_size=4, shuffle=False, seed=2
+    )
+    if opt == "sgd":
+        keys["momentum"] = 0.9
+    tr = lr.LayerTrainer(**keys)
+    n = 12
+    x, y = gr.case_data(n, math.prod(tr.net.input_shape), tr.net.output_size, loss)
+    model = torch_model(torch, tr)
+    if opt == "adam":
+        o = torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
+    else:
+        o = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    model.train()
+    for step in range(STEPS):
+        b = step % 3
+        xb, yb = x[4 * b : 4 * b + 4], y[4 * b : 4 * b + 4]
+        tr.train_steps(x, y, 1)
+        o.zero_grad()
+        out = model(t64(torch, xb))
+        if loss == "mse":
+            lt = torch.nn.functional.mse_loss(out, t64(torch, yb))
+        else:
+            lt = torch.nn.functional.cross_entropy(out, torch.tensor(yb))
+        lt.backward()
+        o.step()
+    ours = dict(zip(tr.tensor_names(), tr.tensors()))
+    theirs = [p for p in model.parameters()]
+    names = tr.net.param_names()
+    assert len(theirs) == len(names)
+    for name, p in zip(names, theirs):
+        close(ours[name], p, TRACK_TOL)
+    model.eval()
+    with torch.no_grad():
+        close(
+            tr.predict_proba(x),
+            torch.softmax(model(t64(torch, x)), 1) if loss != "mse" else model(t64(torch, x)),
+            TRACK_TOL,
+        )
+
+
+# ---------------------------------------------------------------------------
+# The vectorised reference equals a scalar reading of the text, bit for bit
+# ---------------------------------------------------------------------------
+#
+# One binary32 operation at a time, loops in the text's order: this checks that vectorising
+# across independent elements kept every chain's order (an axis mixed up, a fold started from
+# the wrong term) on inputs with NaN, infinities, signed zeros and subnormals. NaN results
+# follow section 14 (the first NaN operand quieted, else 0xFFC00000), written here on scalars
+# independently of the reference's array version.
+
+
+def f(v: Any) -> np.float32:
+    return np.float32(v)
+
+
+def _bits_of(v: np.float32) -> int:
+    return int(np.array([v], dtype=F32).view(np.uint32)[0])
+
+
+def _from_bits(b: int) -> np.float32:
+    return np.array([b], dtype=np.uint32).view(F32)[0]
+
+
+def op(kind: str, a: Any, b: Any) -> np.float32:
+    """One binary32 ``a kind b`` with section 14's NaN."""
+    a, b = f(a), f(b)
+    for v in (a, b):
+        if np.isnan(v):
+            return _from_bits(_bits_of(v) | 0x00400000)
+    with np.errstate(all="ignore"):
+        r = f({"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[kind](a, b))
+    return _from_bits(0xFFC00000) if np.isnan(r) else r
+
+
+def A(a: Any, b: Any) -> np.float32:
+    return op("+", a, b)
+
+
+def S(a: Any, b: Any) -> np.float32:
+    return op("-", a, b)
+
+
+def M(a: Any, b: Any) -> np.float32:
+    return op("*", a, b)
+
+
+def D(a: Any, b: Any) -> np.float32:
+    return op("/", a, b)
+
+
+def same(got: Any, want: Any) -> bool:
+    return bool(np.array_equal(lr.u32(np.asarray(got, F32)), lr.u32(np.asarray(want, F32))))
+
+
+def specials_input(rng: np.random.Generator, *shape: int) -> lr.F32Array:
+    x = rand(rng, *shape)
+    flat = x.reshape(-1)
+    picks = [np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -3e-39]
+    count = min(len(picks), flat.size // 3)
+    for i, v in zip(rng.choice(flat.size, size=count, replace=False), picks):
+        flat[i] = v
+    flat[flat.view(np.uint32) == 0xFFC00000] = _from_bits(0xFFC00123)  # a payload to follow
+    return x
+
+
+def scalar_conv(
+    x: lr.F32Array,
+    W: lr.F32Array,
+    b: lr.F32Array,
+    g: lr.F32Array,
+    k: tuple[int, int],
+    s: tuple[int, int],
+    q: tuple[int, int],
+) -> tuple[lr.F32Array, lr.F32Array, lr.F32Array, lr.F32Array]:
+    """2-D ``(N, C, H, W)`` convolution straight from sections 15.2 and 15.3."""
+    n, c, h, w = x.shape
+    o_n = W.shape[0]
+    Wf = W.reshape(o_n, -1)
+    ho, wo = (h + 2 * q[0] - k[0]) // s[0] + 1, (w + 2 * q[1] - k[1]) // s[1] + 1
+    y = np.zeros((n, o_n, ho * wo), F32)
+    gx = np.zeros_like(x)
+    gW = np.zeros_like(Wf)
+    gb = np.zeros_like(b)
+    first = True
+    for si in range(n):
+        received: dict[tuple[int, int, int], list[np.float32]] = {}
+        for t in range(ho * wo):
+            ty, tx = divmod(t, wo)
+            col: list[np.float32] = []
+            where: list[tuple[int, int, int] | None] = []
+            for ci in range(c):
+                for dy in range(k[0]):
+                    for dx in range(k[1]):
+                        r, cc = ty * s[0] + dy - q[0], tx * s[1] + dx - q[1]
+                        inside = 0 <= r < h and 0 <= cc < w
+                        col.append(x[si, ci, r, cc] if inside else f(0.0))
+                        where.append((ci, r, cc) if inside else None)
+            d = g[si].reshape(o_n, -1)[:, t]
+            for o in range(o_n):
+                z = b[o]
+                for j, v in enumerate(col):
+                    z = A(z, M(Wf[o, j], v))
+                y[si, o, t] = z
+            for j, cell in enumerate(where):
+                hj = f(0.0)
+                for o in range(o_n):
+                    hj = A(hj, M(Wf[o, j], d[o]))
+                if cell is not None:
+                    received.setdefault(cell, []).append(hj)
+            for o in range(o_n):
+                gb[o] = d[o] if first else A(gb[o], d[o])
+                for j, v in enumerate(col):
+                    gW[o, j] = M(d[o], v) if first else A(gW[o, j], M(d[o], v))
+            first = False
+        for (ci, r, cc), terms in received.items():
+            acc = f(0.0)
+            for v in terms:
+                acc = A(acc, v)
+            gx[si, ci, r, cc] = acc
+    return y.reshape(n, o_n, ho, wo), gx, gW.reshape(W.shape), gb
+
+
+@pytest.mark.parametrize(
+    ("shape", "k", "s", "q"),
+    [
+        ((2, 5, 6), (3, 2), (2, 1), (1, 1)),
+        ((1, 4, 4), (2, 2), (1, 3), (1, 0)),
+        ((3, 1, 9), (1, 4), (1, 2), (0, 3)),
+    ],
+)
+def test_conv_equals_scalar_reading(
+    shape: tuple[int, int, int], k: tuple[int, int], s: tuple[int, int], q: tuple[int, int]
+) -> None:
+    rng = np.random.default_rng(7)
+    n, o = 2, 3
+    x = specials_input(rng, n, *shape)
+    W = specials_input(rng, o, shape[0], *k)
+    b = rand(rng, o)
+    spec = {
+        "type": "Conv2d",
+        "out_channels": o,
+        "kernel_size": list(k),
+        "stride": list(s),
+        "padding": list(q),
+    }
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    g = specials_input(rng, n, *out)
+    y, gx, grads, _ = run_layer(spec, shape, x, {"W": W, "b": b}, g)
+    ey, egx, egW, egb = scalar_conv(x, W, b, g, k, s, q)
+    assert same(y, ey) and same(gx, egx) and same(grads["W"], egW) and same(grads["b"], egb)
+    if shape[1] == 1:  # the same as Conv1d
+        spec1 = {
+            "type": "Conv1d",
+            "out_channels": o,
+            "kernel_size": [k[1]],
+            "stride": [s[1]],
+            "padding": [q[1]],
+        }
+        y1, gx1, g1, _ = run_layer(
+            spec1, (shape[0], shape[2]), x[:, :, 0], {"W": W[:, :, 0], "b": b}, g[:, :, 0]
+        )
+        assert same(y1, ey[:, :, 0]) and same(gx1, egx[:, :, 0]) and same(g1["W"], egW[:, :, 0])
+
+
+def scalar_norm(
+    vals: list[np.float32], eps: np.float32
+) -> tuple[np.float32, np.float32, np.float32, np.float32]:
+    """``μ``, ``σ²``, the sum of squares and ``r`` over ``vals`` in order (from the first)."""
+    n = gr.f32i(len(vals))
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = A(acc, v)
+    mu = D(acc, n)
+    ss = M(S(vals[0], mu), S(vals[0], mu))
+    for v in vals[1:]:
+        ss = A(ss, M(S(v, mu), S(v, mu)))
+    var = D(ss, n)
+    with np.errstate(all="ignore"):
+        r = f(np.sqrt(A(var, eps)))
+    return mu, var, ss, r
+
+
+@pytest.mark.parametrize(("shape", "n"), [((3,), 16), ((2, 9), 5), ((2, 4, 3), 3)])
+def test_batchnorm_equals_scalar_reading(shape: tuple[int, ...], n: int) -> None:
+    rng = np.random.default_rng(8)
+    c = shape[0]
+    x = specials_input(rng, n, *shape) if len(shape) == 3 else rand(rng, n, *shape, scale=3)
+    g = specials_input(rng, n, *shape)
+    st = {
+        "gamma": rand(rng, c),
+        "beta": rand(rng, c),
+        "mean": rand(rng, c),
+        "var": np.full(c, 1.5, F32),
+    }
+    kind = "BatchNorm2d" if len(shape) == 3 else "BatchNorm1d"
+    y, gx, grads, after = run_layer({"type": kind, "momentum": 0.3, "eps": 1e-3}, shape, x, st, g)
+    eps, mom = f(1e-3), f(0.3)
+    xr, gv, yr, gxr = (v.reshape(n, c, -1) for v in (x, g, y, gx))
+    for ci in range(c):
+        cells = [(si, p) for si in range(n) for p in range(xr.shape[2])]  # samples, positions
+        vals = [xr[si, ci, p] for si, p in cells]
+        gs = [gv[si, ci, p] for si, p in cells]
+        mu, _, ss, r = scalar_norm(vals, eps)
+        xh = [D(S(v, mu), r) for v in vals]
+        ds = [M(gi, st["gamma"][ci]) for gi in gs]
+        nn = gr.f32i(len(vals))
+        a_sum, m_sum = ds[0], M(ds[0], xh[0])
+        gb, gg = gs[0], M(gs[0], xh[0])
+        for i in range(1, len(vals)):
+            a_sum, m_sum = A(a_sum, ds[i]), A(m_sum, M(ds[i], xh[i]))
+            gb, gg = A(gb, gs[i]), A(gg, M(gs[i], xh[i]))
+        a_mean, m_mean = D(a_sum, nn), D(m_sum, nn)
+        for i, (si, p) in enumerate(cells):
+            assert same(yr[si, ci, p], A(M(st["gamma"][ci], xh[i]), st["beta"][ci]))
+            assert same(gxr[si, ci, p], D(S(S(ds[i], a_mean), M(xh[i], m_mean)), r))
+        assert same(grads["beta"][ci], gb) and same(grads["gamma"][ci], gg)
+        keep = S(f(1), mom)
+        assert same(after["mean"][ci], A(M(keep, st["mean"][ci]), M(mom, mu)))
+        unbiased = D(ss, gr.f32i(len(vals) - 1))
+        assert same(after["var"][ci], A(M(keep, st["var"][ci]), M(mom, unbiased)))
+
+
+def test_layernorm_equals_scalar_reading() -> None:
+    rng = np.random.default_rng(9)
+    shape, n = (3, 4, 3), 5
+    x = rand(rng, n, *shape, scale=3)
+    g = specials_input(rng, n, *shape)
+    st = {"gamma": rand(rng, *shape), "beta": rand(rng, *shape)}
+    y, gx, grads, _ = run_layer({"type": "LayerNorm", "eps": 1e-5}, shape, x, st, g)
+    eps = f(1e-5)
+    gam, bet = st["gamma"].reshape(-1), st["beta"].reshape(-1)
+    gg = np.zeros(gam.size, F32)
+    gb = np.zeros(gam.size, F32)
+    for si in range(n):
+        vals = list(x[si].reshape(-1))
+        gs = g[si].reshape(-1)
+        mu, _, _, r = scalar_norm(vals, eps)
+        xh = [D(S(v, mu), r) for v in vals]
+        ds = [M(gs[i], gam[i]) for i in range(len(vals))]
+        a_sum, m_sum = ds[0], M(ds[0], xh[0])
+        for i in range(1, len(vals)):
+            a_sum, m_sum = A(a_sum, ds[i]), A(m_sum, M(ds[i], xh[i]))
+        nn = gr.f32i(len(vals))
+        a_mean, m_mean = D(a_sum, nn), D(m_sum, nn)
+        for i in range(len(vals)):
+            assert same(y[si].reshape(-1)[i], A(M(gam[i], xh[i]), bet[i]))
+            assert same(gx[si].reshape(-1)[i], D(S(S(ds[i], a_mean), M(xh[i], m_mean)), r))
+            term_g, term_b = M(gs[i], xh[i]), gs[i]
+            gg[i] = term_g if si == 0 else A(gg[i], term_g)
+            gb[i] = term_b if si == 0 else A(gb[i], term_b)
+    assert same(grads["gamma"].reshape(-1), gg) and same(grads["beta"].reshape(-1), gb)
+
+
+@pytest.mark.parametrize(
+    ("kind", "shape", "k", "s"),
+    [
+        ("MaxPool2d", (2, 5, 6), (2, 3), (1, 2)),
+        ("AvgPool2d", (2, 5, 6), (3, 2), (2, 1)),
+        ("MaxPool2d", (1, 4, 4), (3, 3), (1, 1)),
+    ],
+)
+def test_pool_equals_scalar_reading(
+    kind: str, shape: tuple[int, int, int], k: tuple[int, int], s: tuple[int, int]
+) -> None:
+    rng = np.random.default_rng(10)
+    n = 2
+    x = specials_input(rng, n, *shape)
+    x[0, 0, 1, :3] = np.array([-0.0, 0.0, -0.0], F32)  # ties of zeros
+    spec = {"type": kind, "kernel_size": list(k), "stride": list(s)}
+    layer = lr.build_layer(spec, 1)
+    out = layer.infer(shape)
+    g = specials_input(rng, n, *out)
+    y, gx, _, _ = run_layer(spec, shape, x, {}, g)
+    c, h, w = shape
+    cells_n = gr.f32i(k[0] * k[1])
+    for si in range(n):
+        for ci in range(c):
+            received: dict[tuple[int, int], list[np.float32]] = {}
+            for t in range(out[1] * out[2]):
+                ty, tx = divmod(t, out[2])
+                cells = [
+                    (ty * s[0] + dy, tx * s[1] + dx) for dy in range(k[0]) for dx in range(k[1])
+                ]
+                vals = [x[si, ci, r, cc] for r, cc in cells]
+                gt = g[si, ci, ty, tx]
+                if kind == "MaxPool2d":
+                    i = 0
+                    for j in range(1, len(vals)):
+                        if vals[j] > vals[i] or (np.isnan(vals[j]) and not np.isnan(vals[i])):
+                            i = j
+                    want = vals[i]
+                    received.setdefault(cells[i], []).append(gt)
+                else:
+                    acc = vals[0]
+                    for v in vals[1:]:
+                        acc = A(acc, v)
+                    want = D(acc, cells_n)
+                    share = D(gt, cells_n)
+                    for cell in cells:
+                        received.setdefault(cell, []).append(share)
+                assert same(y[si, ci, ty, tx], want)
+            for r in range(h):
+                for cc in range(w):
+                    acc = f(0.0)
+                    for v in received.get((r, cc), []):
+                        acc = A(acc, v)
+                    assert same(gx[si, ci, r, cc], acc)
+
+
+@pytest.mark.parametrize("kind", ["Tanh", "Sigmoid"])
+@pytest.mark.parametrize("math_name", ["seed", "ieee"])
+def test_activations_equal_scalar_reading(kind: str, math_name: str) -> None:
+    rng = np.random.default_rng(11)
+    x = specials_input(rng, 3, 9)
+    g = specials_input(rng, 3, 9)
+    y, gx, _, _ = run_layer({"type": kind}, (9,), x, {}, g, math_name=math_name)
+    m = gr.Math(math_name)
+
+    def exp(v: np.float32) -> np.float32:
+        return m.exp(np.array([v], dtype=F32))[0]
+
+    for xv, gv, yv, gxv in zip(x.reshape(-1), g.reshape(-1), y.reshape(-1), gx.reshape(-1)):
+        bx = _bits_of(xv)
+        if kind == "Sigmoid":
+            want = D(f(1), A(f(1), exp(_from_bits(bx ^ 0x80000000))))
+            want_g = M(gv, M(want, S(f(1), want)))
+        else:
+            a = _from_bits(bx & 0x7FFFFFFF)
+            t = exp(_from_bits(_bits_of(A(a, a)) ^ 0x80000000))
+            r = D(S(f(1), t), A(f(1), t))
+            want = _from_bits((_bits_of(r) & 0x7FFFFFFF) | (bx & 0x80000000))
+            want_g = M(gv, S(f(1), M(want, want)))
+        assert same(yv, want) and same(gxv, want_g)
