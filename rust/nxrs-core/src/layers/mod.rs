@@ -10,6 +10,7 @@
 //! [`Real`]: crate::arith::Real
 
 pub mod conv;
+mod json;
 pub mod norm;
 pub mod pass;
 pub mod pointwise;

@@ -1,0 +1,207 @@
+//! The JSON form of a layer (`docs/TRAINING.md` section 15.1): an object with its `type` and
+//! its parameters under PyTorch's names. What `--model FILE.json`, a checkpoint's configuration
+//! and the Python layer objects give; every parameter is written out when read back.
+
+use super::LayerSpec;
+use crate::error::{Error, Result};
+use crate::softf32::F32;
+use serde_json::{json, Map, Value};
+
+/// PyTorch's defaults (binary64, rounded to binary32 as every float setting is).
+const DROPOUT_P: f64 = 0.5;
+const MOMENTUM: f64 = 0.1;
+const EPS: f64 = 1e-5;
+
+/// One layer object's keys, taken one by one so that a key left over is an error.
+struct Keys {
+    what: String,
+    map: Map<String, Value>,
+}
+
+impl Keys {
+    fn take(&mut self, key: &str) -> Option<Value> {
+        self.map.remove(key).filter(|v| !v.is_null())
+    }
+
+    fn count(&mut self, key: &str) -> Result<usize> {
+        let v = self
+            .take(key)
+            .ok_or_else(|| Error::Config(format!("{}: {key} is required", self.what)))?;
+        self.size(key, &v)
+    }
+
+    fn size(&self, key: &str, v: &Value) -> Result<usize> {
+        v.as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "{}: {key} must be a non-negative integer or a list of them, got {v}",
+                    self.what
+                ))
+            })
+    }
+
+    /// An integer for every dimension, or a list of `dims` integers; `default` when absent.
+    fn sizes(&mut self, key: &str, dims: usize, default: Option<Vec<usize>>) -> Result<Vec<usize>> {
+        let Some(v) = self.take(key) else {
+            return default
+                .ok_or_else(|| Error::Config(format!("{}: {key} is required", self.what)));
+        };
+        let sizes = match &v {
+            Value::Array(items) => items
+                .iter()
+                .map(|item| self.size(key, item))
+                .collect::<Result<Vec<usize>>>()?,
+            other => vec![self.size(key, other)?; dims],
+        };
+        if sizes.len() != dims {
+            return Err(Error::Config(format!(
+                "{}: {key} needs {dims} size(s), got {v}",
+                self.what
+            )));
+        }
+        Ok(sizes)
+    }
+
+    fn float(&mut self, key: &str, default: f64) -> Result<F32> {
+        let x = match self.take(key) {
+            None => default,
+            Some(v) => v.as_f64().filter(|_| !v.is_boolean()).ok_or_else(|| {
+                Error::Config(format!("{}: {key} must be a number, got {v}", self.what))
+            })?,
+        };
+        Ok(F32::from_f64_bits(x.to_bits()))
+    }
+
+    fn done(self) -> Result<()> {
+        match self.map.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(Error::Config(format!(
+                "{}: unknown parameter {key:?}",
+                self.what
+            ))),
+        }
+    }
+}
+
+impl LayerSpec {
+    /// The layer described by a JSON object (`position` in the list, for messages).
+    pub fn from_json(v: &Value, position: usize) -> Result<LayerSpec> {
+        let Value::Object(map) = v else {
+            return Err(Error::Config(format!(
+                "layer {position}: a layer is an object with a \"type\", got {v}"
+            )));
+        };
+        let mut map = map.clone();
+        let kind = match map.remove("type") {
+            Some(Value::String(s)) => s,
+            _ => {
+                return Err(Error::Config(format!(
+                    "layer {position}: a layer object needs \"type\" (a layer's name), got {v}"
+                )))
+            }
+        };
+        let mut keys = Keys {
+            what: format!("layer {position} ({kind})"),
+            map,
+        };
+        let dims = |name: &str| usize::from(name.ends_with("2d")) + 1;
+        let spec = match kind.as_str() {
+            "Input" => {
+                let shape = match keys.take("shape") {
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .map(|item| keys.size("shape", item))
+                        .collect::<Result<Vec<usize>>>()?,
+                    _ => {
+                        return Err(Error::Config(format!(
+                            "{}: shape (a list) is required",
+                            keys.what
+                        )))
+                    }
+                };
+                LayerSpec::Input { shape }
+            }
+            "Dense" => LayerSpec::Dense {
+                units: keys.count("units")?,
+            },
+            "Conv1d" | "Conv2d" => {
+                let d = dims(&kind);
+                LayerSpec::Conv {
+                    out_channels: keys.count("out_channels")?,
+                    kernel_size: keys.sizes("kernel_size", d, None)?,
+                    stride: keys.sizes("stride", d, Some(vec![1; d]))?,
+                    padding: keys.sizes("padding", d, Some(vec![0; d]))?,
+                }
+            }
+            "MaxPool1d" | "MaxPool2d" | "AvgPool1d" | "AvgPool2d" => {
+                let d = dims(&kind);
+                let kernel_size = keys.sizes("kernel_size", d, None)?;
+                let stride = keys.sizes("stride", d, Some(kernel_size.clone()))?;
+                LayerSpec::Pool {
+                    max: kind.starts_with("Max"),
+                    kernel_size,
+                    stride,
+                }
+            }
+            "Flatten" => LayerSpec::Flatten,
+            "ReLU" => LayerSpec::ReLU,
+            "Tanh" => LayerSpec::Tanh,
+            "Sigmoid" => LayerSpec::Sigmoid,
+            "Dropout" => LayerSpec::Dropout {
+                p: keys.float("p", DROPOUT_P)?,
+            },
+            "BatchNorm1d" | "BatchNorm2d" => LayerSpec::BatchNorm {
+                dims: dims(&kind),
+                momentum: keys.float("momentum", MOMENTUM)?,
+                eps: keys.float("eps", EPS)?,
+            },
+            "LayerNorm" => LayerSpec::LayerNorm {
+                eps: keys.float("eps", EPS)?,
+            },
+            _ => {
+                return Err(Error::Config(format!(
+                    "layer {position}: unknown layer type {kind:?} (known: Input, Dense, Conv1d, \
+                     Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, Flatten, ReLU, Tanh, \
+                     Sigmoid, Dropout, BatchNorm1d, BatchNorm2d, LayerNorm)"
+                )))
+            }
+        };
+        keys.done()?;
+        Ok(spec)
+    }
+
+    /// The layer's JSON object, every parameter written out (floats as the binary64 value of
+    /// their binary32 bits, so reading it back gives the same bits).
+    pub fn to_json(&self) -> Value {
+        let float = |x: F32| f64::from(f32::from_bits(x.to_bits()));
+        match self {
+            LayerSpec::Input { shape } => json!({"type": "Input", "shape": shape}),
+            LayerSpec::Dense { units } => json!({"type": "Dense", "units": units}),
+            LayerSpec::Conv {
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+            } => json!({
+                "type": self.type_name(), "out_channels": out_channels,
+                "kernel_size": kernel_size, "stride": stride, "padding": padding,
+            }),
+            LayerSpec::Pool {
+                kernel_size,
+                stride,
+                ..
+            } => json!({
+                "type": self.type_name(), "kernel_size": kernel_size, "stride": stride,
+            }),
+            LayerSpec::Flatten | LayerSpec::ReLU | LayerSpec::Tanh | LayerSpec::Sigmoid => {
+                json!({"type": self.type_name()})
+            }
+            LayerSpec::Dropout { p } => json!({"type": "Dropout", "p": float(*p)}),
+            LayerSpec::BatchNorm { momentum, eps, .. } => json!({
+                "type": self.type_name(), "momentum": float(*momentum), "eps": float(*eps),
+            }),
+            LayerSpec::LayerNorm { eps } => json!({"type": "LayerNorm", "eps": float(*eps)}),
+        }
+    }
+}
