@@ -53,7 +53,7 @@ def test_blocks_of_another_batch_are_refused() -> None:
         t._apply_blocks(d, blocks[:1])
     with pytest.raises(nxrs.InputError, match="sample losses"):
         t._apply_blocks(d, blocks[::-1])
-    sums, losses, correct = blocks[0]
+    sums, losses, correct, statistics = blocks[0]
     with pytest.raises(nxrs.InputError, match="is 4 arrays"):
-        t._apply_blocks(d, [(sums[:-1], losses, correct), blocks[1]])
+        t._apply_blocks(d, [(sums[:-1], losses, correct, statistics), blocks[1]])
     assert t.state_hash() == before

@@ -71,7 +71,9 @@ STEP_TIMEOUT = 600.0
 #: How often a start waiting for the cluster's room says so on stderr, in seconds.
 WAIT_REPORT_SECONDS = 30.0
 
-BlockResult = tuple[list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]
+BlockResult = tuple[
+    list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int, list[npt.NDArray[np.float32]]
+]
 
 
 def connect(address: str | None = None) -> Any:
@@ -168,8 +170,7 @@ def shares(blocks: int, workers: int) -> list[range]:
 def _parameters(trainer: Trainer) -> list[npt.NDArray[np.float32]]:
     """The trainer's parameters (``W1 b1 W2 b2 ...``), the tensors the workers need: computing
     a block's gradient uses no optimiser slot."""
-    tensors = trainer.state_dict()
-    return [tensors[f"{kind}{layer}"] for layer in range(1, len(trainer.sizes)) for kind in "Wb"]
+    return trainer._params()
 
 
 class BlockWorker:
@@ -200,13 +201,17 @@ class BlockWorker:
         return os.getpid()
 
     def blocks(
-        self, parameters: Sequence[npt.NDArray[np.float32]], blocks: Sequence[Sequence[int]]
+        self,
+        parameters: Sequence[npt.NDArray[np.float32]],
+        step: int,
+        blocks: Sequence[tuple[int, Sequence[int]]],
     ) -> tuple[int, float, list[BlockResult]]:
         """This process's id (so the driver sees a restart), the seconds computing took, and
-        the results of ``blocks`` (each a block's sample indices) with ``parameters``."""
+        the results of ``blocks`` (each its first sample's position in the batch and its sample
+        indices) with ``parameters`` at step ``step`` (which keys dropout's masks)."""
         start = time.perf_counter()
-        self.trainer._set_params(parameters)
-        results = [self.trainer._block_gradient(self.data, b) for b in blocks]
+        self.trainer._set_params(parameters, step)
+        results = [self.trainer._block_gradient(self.data, b, first) for first, b in blocks]
         return os.getpid(), time.perf_counter() - start, results
 
 
@@ -286,12 +291,15 @@ class RayEngine:
     def step(self, data: Dataset) -> RunChunk:
         """One optimiser step, its blocks computed by the workers."""
         t = self.trainer
-        blocks = t._batch_blocks(data)
+        samples = t._batch_blocks(data)
+        # Each block with its first sample's position in the batch.
+        firsts = np.cumsum([0] + [len(b) for b in samples[:-1]]).tolist()
+        blocks = list(zip(firsts, samples))
         parameters = _parameters(t)
         start = time.perf_counter()
         ref = ray.put(parameters)
         calls = [
-            (k, worker.blocks.remote(ref, [blocks[i] for i in run]))
+            (k, worker.blocks.remote(ref, t.steps, [blocks[i] for i in run]))
             for k, (worker, run) in enumerate(
                 zip(self.workers, shares(len(blocks), len(self.workers)))
             )
@@ -316,7 +324,8 @@ class RayEngine:
                 self.pids[k] = pid
             results.extend(part)
             received += sum(
-                sum(g.nbytes for g in grads) + losses.nbytes for grads, losses, _ in part
+                sum(g.nbytes for g in grads) + losses.nbytes + sum(s.nbytes for s in stats)
+                for grads, losses, _, stats in part
             )
         self.last_step_bytes = len(calls) * sum(p.nbytes for p in parameters) + received
         return t._apply_blocks(data, results)

@@ -92,7 +92,10 @@ class _Trainer:
 
     def __new__(
         cls,
-        layers: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | None = None,
+        layers: Sequence[SupportsIndex]
+        | npt.NDArray[np.integer[Any]]
+        | Sequence[Layer | Mapping[str, Any]]
+        | None = None,
         *,
         seed: SupportsIndex | None = None,
         sizes: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | None = None,
@@ -250,16 +253,29 @@ class _Trainer:
     def _batch_blocks(self, dataset: Dataset) -> list[list[int]]:
         """The current batch's gradient blocks: sample indices into ``dataset``, in order."""
     def _block_gradient(
-        self, dataset: Dataset, samples: Sequence[int]
-    ) -> tuple[list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]:
-        """One gradient block at the current parameters: its sums (W1, b1, W2, b2, ...), each
-        sample's loss, and the samples classified correctly. Changes nothing."""
-    def _set_params(self, arrays: Sequence[npt.NDArray[np.float32]]) -> None:
-        """Replaces the weights and biases (W1, b1, W2, b2, ..., bit for bit), nothing else."""
+        self, dataset: Dataset, samples: Sequence[int], first_sample: int = 0
+    ) -> tuple[
+        list[npt.NDArray[np.float32]], npt.NDArray[np.float32], int, list[npt.NDArray[np.float32]]
+    ]:
+        """One gradient block at the current parameters, its first sample at position
+        ``first_sample`` of its batch: its sums (W1, b1, W2, b2, ...), each sample's loss, the
+        samples classified correctly and its BatchNorm statistics. Changes nothing."""
+    def _params(self) -> list[npt.NDArray[np.float32]]:
+        """The parameters (W1, b1, W2, b2, ...) as float32 arrays."""
+    def _set_params(self, arrays: Sequence[npt.NDArray[np.float32]], step: int = 0) -> None:
+        """Replaces the weights and biases (W1, b1, W2, b2, ..., bit for bit) and the step
+        count, nothing else."""
     def _apply_blocks(
         self,
         dataset: Dataset,
-        blocks: Sequence[tuple[Sequence[npt.NDArray[np.float32]], npt.NDArray[np.float32], int]],
+        blocks: Sequence[
+            tuple[
+                Sequence[npt.NDArray[np.float32]],
+                npt.NDArray[np.float32],
+                int,
+                Sequence[npt.NDArray[np.float32]],
+            ]
+        ],
     ) -> RunChunk:
         """The current batch's step from its blocks in ``_batch_blocks`` order, as ``_run``
         takes it: the ``RunChunk`` of that one step."""

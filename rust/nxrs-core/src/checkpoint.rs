@@ -17,7 +17,7 @@ use std::path::Path;
 /// What a checkpoint of `trainer` holds: its configuration, scalars and tensors (borrowed).
 pub fn record(trainer: &Trainer) -> Record<'_> {
     let state = trainer.state();
-    let layout = TrainState::layout(trainer.mlp(), state.v.len() == state.params.len());
+    let layout = TrainState::layout(trainer.model(), state.v.len() == state.params.len());
     Record {
         config: trainer.config().to_json(),
         scalars: SCALAR_NAMES.into_iter().zip(state.scalars()).collect(),
@@ -238,9 +238,9 @@ fn state_from(
     config: &TrainerConfig,
     cells: impl FnOnce() -> Result<Vec<Vec<F32>>>,
 ) -> Result<TrainState> {
-    let mlp = config.validate().map_err(from_file_config)?;
+    let model = config.validate().map_err(from_file_config)?;
     let second_moments = config.optimizer.kind.has_second_moments();
-    let order = tensor_order(header, &TrainState::layout(&mlp, second_moments))?;
+    let order = tensor_order(header, &TrainState::layout(&model, second_moments))?;
     let mut cells: Vec<Option<Vec<F32>>> = cells()?.into_iter().map(Some).collect();
 
     // The model's tensors, moved (not copied) from the table's order into the slots of a state
@@ -249,7 +249,12 @@ fn state_from(
         w: Vec::new(),
         b: Vec::new(),
     };
-    let mut state = TrainState::fresh(vec![empty; mlp.layers()], second_moments);
+    let buffers = vec![Vec::new(); model.buffer_specs().len()];
+    let mut state = TrainState::fresh(
+        vec![empty; model.param_specs().len()],
+        buffers,
+        second_moments,
+    );
     for (slot, &i) in state.tensors_mut().into_iter().zip(&order) {
         *slot = cells[i].take().expect("each table entry is one tensor");
     }

@@ -38,6 +38,7 @@ pub mod layers;
 pub mod loss;
 pub mod math;
 pub mod mlp;
+pub mod model;
 mod names;
 pub mod nxck;
 pub mod optim;

@@ -73,6 +73,9 @@ crate::names::names! {
         He = "he",
         /// Uniform on `[-a, a)`, `a = sqrt(6 / (inputs + outputs))` (Glorot and Bengio).
         Glorot = "glorot",
+        /// PyTorch's default bounds for layer objects (section 15.4): weights and biases
+        /// uniform on `[-a, a)`, `a = sqrt(1 / fan_in)`.
+        Torch = "torch",
     }
 }
 
@@ -202,8 +205,14 @@ impl Mlp {
                 let (outputs, inputs) = self.weight_shape(l);
                 let w = match init {
                     Init::Seed => seed_pattern(l, outputs * inputs, seed),
-                    Init::He => uniform(l, outputs * inputs, seed, inputs),
-                    Init::Glorot => uniform(l, outputs * inputs, seed, inputs + outputs),
+                    Init::He | Init::Glorot | Init::Torch => {
+                        let a = init.bound(inputs, outputs);
+                        uniform(
+                            &mut Stream::new(seed, Domain::Init, l as u64),
+                            outputs * inputs,
+                            a,
+                        )
+                    }
                 };
                 Layer {
                     w,
@@ -227,12 +236,25 @@ fn seed_pattern(l: usize, cells: usize, seed: i64) -> Vec<F32> {
         .collect()
 }
 
-/// Weights uniform on `[-a, a)` with `a = sqrt(6 / fan)`: each draw's top 24 bits give an integer
-/// `k` in `[-2^23, 2^23)`, and the weight is `(k * 2^-23) * a` (the first product exact).
-fn uniform(l: usize, cells: usize, seed: i64, fan: usize) -> Vec<F32> {
-    let a = (F32::from_i32(6) / F32::from_i64(fan as i64)).sqrt();
+impl Init {
+    /// The bound `a` of a uniform initialisation of a layer with `fan_in` inputs and `fan_out`
+    /// outputs per weight (section 4; section 15.4 for convolutions); the seed's pattern has
+    /// none (1).
+    pub fn bound(self, fan_in: usize, fan_out: usize) -> F32 {
+        let (numerator, fan) = match self {
+            Init::He => (6, fan_in),
+            Init::Glorot => (6, fan_in + fan_out),
+            Init::Torch => (1, fan_in),
+            Init::Seed => return F32::ONE,
+        };
+        (F32::from_i32(numerator) / F32::from_i64(fan as i64)).sqrt()
+    }
+}
+
+/// `cells` values uniform on `[-a, a)`, drawn from `stream`: each draw's top 24 bits give an
+/// integer `k` in `[-2^23, 2^23)`, and the value is `(k * 2^-23) * a` (the first product exact).
+pub fn uniform(stream: &mut Stream, cells: usize, a: F32) -> Vec<F32> {
     let two_pow_minus_23 = F32::from_bits((127 - 23) << 23);
-    let mut stream = Stream::new(seed, Domain::Init, l as u64);
     (0..cells)
         .map(|_| {
             let k = (stream.next_u64() >> 40) as i64 - (1 << 23);

@@ -3,7 +3,8 @@
 //! and shapes.
 
 use crate::error::{Error, Result};
-use crate::mlp::{Layer, Mlp};
+use crate::mlp::Layer;
+use crate::model::Model;
 use crate::softf32::F32;
 
 /// Parameters, optimiser slots and counters.
@@ -15,6 +16,8 @@ pub struct TrainState {
     pub m: Vec<Layer>,
     /// Second moments (Adam, AdamW); empty for SGD.
     pub v: Vec<Layer>,
+    /// Running statistics (`mean{n} var{n}` of every BatchNorm, section 15.4): not parameters.
+    pub buffers: Vec<Vec<F32>>,
     /// Completed epochs.
     pub epoch: i64,
     /// Batches of the current epoch already done.
@@ -33,13 +36,14 @@ pub type TensorSpec = (String, Vec<usize>);
 pub const SCALAR_NAMES: [&str; 5] = ["epoch", "b1t_bits", "b2t_bits", "step", "batch"];
 
 impl TrainState {
-    /// A state at the start of a run: `params`, zero slots, counters 0, powers 1.
-    pub fn fresh(params: Vec<Layer>, second_moments: bool) -> TrainState {
+    /// A state at the start of a run: `params` and `buffers`, zero slots, counters 0, powers 1.
+    pub fn fresh(params: Vec<Layer>, buffers: Vec<Vec<F32>>, second_moments: bool) -> TrainState {
         let zeros = || params.iter().map(zeroed_like).collect::<Vec<_>>();
         TrainState {
             m: zeros(),
             v: if second_moments { zeros() } else { Vec::new() },
             params,
+            buffers,
             epoch: 0,
             batch: 0,
             step: 0,
@@ -48,25 +52,22 @@ impl TrainState {
         }
     }
 
-    /// A state at the start of a run of `mlp` from given parameters (weights exported by
+    /// A state at the start of a run of `model` from given parameters (weights exported by
     /// another framework, or by nxrs): `tensors` are `W1 b1 W2 b2 ...` with their shapes, in
-    /// [`TrainState::layout`]'s order and shapes, every value finite. The rest is as
-    /// [`TrainState::fresh`] makes it. `Error::Input` names the first tensor that does not fit.
+    /// [`TrainState::layout`]'s order and shapes, every value finite. The rest (running
+    /// statistics included) is as a fresh run's. `Error::Input` names the first tensor that does
+    /// not fit.
     pub fn starting_from(
-        mlp: &Mlp,
+        model: &Model,
         tensors: Vec<(Vec<F32>, Vec<usize>)>,
         second_moments: bool,
     ) -> Result<TrainState> {
-        let layout = TrainState::layout(mlp, second_moments);
-        let names: Vec<&str> = layout[..2 * mlp.layers()]
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let layout: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
+        let names: Vec<&str> = layout.iter().map(|(name, _)| name.as_str()).collect();
         if tensors.len() != names.len() {
             return Err(Error::Input(format!(
-                "{} parameter tensors given, the model {:?} has {} ({})",
+                "{} parameter tensors given, the model has {} ({})",
                 tensors.len(),
-                mlp.sizes(),
                 names.len(),
                 names.join(" ")
             )));
@@ -75,8 +76,7 @@ impl TrainState {
         for ((values, shape), (name, expected)) in tensors.into_iter().zip(&layout) {
             if &shape != expected {
                 return Err(Error::Input(format!(
-                    "{name} has shape {shape:?}, the model {:?} needs {expected:?}",
-                    mlp.sizes()
+                    "{name} has shape {shape:?}, the model needs {expected:?}"
                 )));
             }
             if let Some(k) = values.iter().position(|v| !v.is_finite()) {
@@ -88,28 +88,22 @@ impl TrainState {
             cells.push(values);
         }
         let mut cells = cells.into_iter();
-        let params = (0..mlp.layers())
+        let params = (0..names.len() / 2)
             .map(|_| Layer {
                 w: cells.next().expect("two tensors per layer"),
                 b: cells.next().expect("two tensors per layer"),
             })
             .collect();
-        Ok(TrainState::fresh(params, second_moments))
+        // The seed does not matter: only the running statistics (constants) are taken.
+        let (_, buffers) = model.init(crate::mlp::Init::He, 0);
+        Ok(TrainState::fresh(params, buffers, second_moments))
     }
 
-    /// The names and shapes of the tensors of a state of `mlp` (with second moments or not):
+    /// The names and shapes of the tensors of a state of `model` (with second moments or not):
     /// `W1 b1 W2 b2 ...`, then per parameter `m<p> v<p>` (the seed's `mW1 vW1 mb1 vb1 ...`),
-    /// or `m<p>` alone without second moments.
-    pub fn layout(mlp: &Mlp, second_moments: bool) -> Vec<TensorSpec> {
-        let params: Vec<TensorSpec> = (0..mlp.layers())
-            .flat_map(|l| {
-                let (outputs, inputs) = mlp.weight_shape(l);
-                [
-                    (format!("W{}", l + 1), vec![outputs, inputs]),
-                    (format!("b{}", l + 1), vec![outputs]),
-                ]
-            })
-            .collect();
+    /// or `m<p>` alone without second moments, then the running statistics.
+    pub fn layout(model: &Model, second_moments: bool) -> Vec<TensorSpec> {
+        let params: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
         let prefixes: &[&str] = if second_moments { &["m", "v"] } else { &["m"] };
         let slots: Vec<TensorSpec> = params
             .iter()
@@ -119,7 +113,11 @@ impl TrainState {
                     .map(move |prefix| (format!("{prefix}{name}"), shape.clone()))
             })
             .collect();
-        params.into_iter().chain(slots).collect()
+        params
+            .into_iter()
+            .chain(slots)
+            .chain(model.buffer_specs())
+            .collect()
     }
 
     /// The tensors' cells in [`TrainState::layout`] order.
@@ -132,7 +130,8 @@ impl TrainState {
             let v = self.v.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
             m.zip(v).flat_map(|(m, v)| [m, v]).collect()
         };
-        params.chain(slots).collect()
+        let buffers = self.buffers.iter().map(|b| &b[..]);
+        params.chain(slots).chain(buffers).collect()
     }
 
     /// The tensors of [`TrainState::tensors`], mutable, in the same order.
@@ -145,7 +144,7 @@ impl TrainState {
             let v = self.v.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
             m.zip(v).flat_map(|(m, v)| [m, v]).collect()
         };
-        params.chain(slots).collect()
+        params.chain(slots).chain(self.buffers.iter_mut()).collect()
     }
 
     /// The scalars in [`SCALAR_NAMES`] order (binary32 values as their bit patterns).
@@ -170,9 +169,9 @@ impl TrainState {
         Ok(())
     }
 
-    /// Checks that the state has the tensors of [`TrainState::layout`] for `mlp`.
-    pub fn check_fits(&self, mlp: &Mlp, second_moments: bool) -> Result<()> {
-        let expected: Vec<usize> = TrainState::layout(mlp, second_moments)
+    /// Checks that the state has the tensors of [`TrainState::layout`] for `model`.
+    pub fn check_fits(&self, model: &Model, second_moments: bool) -> Result<()> {
+        let expected: Vec<usize> = TrainState::layout(model, second_moments)
             .iter()
             .map(|(_, shape)| shape.iter().product())
             .collect();
@@ -219,10 +218,11 @@ pub fn zeroed_like(layer: &Layer) -> Layer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mlp::Mlp;
 
     #[test]
     fn seed_tensor_names_in_checkpoint_order() {
-        let mlp = Mlp::new(vec![6, 10, 4]).unwrap();
+        let mlp = Model::Mlp(Mlp::new(vec![6, 10, 4]).unwrap());
         let names: Vec<String> = TrainState::layout(&mlp, true)
             .into_iter()
             .map(|(n, _)| n)
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn starting_from_checks_shapes_and_values() {
-        let mlp = Mlp::new(vec![3, 2]).unwrap();
+        let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
         let w: Vec<F32> = (0..6).map(F32::from_i64).collect();
         let b = vec![F32::ONE, F32::ZERO];
         let good = vec![(w.clone(), vec![2, 3]), (b.clone(), vec![2])];
@@ -253,7 +253,7 @@ mod tests {
             }]
         );
         assert_eq!(state, {
-            let mut fresh = TrainState::fresh(mlp.zeros(), true);
+            let mut fresh = TrainState::fresh(mlp.zeros(), Vec::new(), true);
             fresh.params = state.params.clone();
             fresh
         });
@@ -277,8 +277,9 @@ mod tests {
 
     #[test]
     fn tensors_follow_the_layout() {
-        let mlp = Mlp::new(vec![3, 2]).unwrap();
-        let mut state = TrainState::fresh(mlp.init_params(crate::mlp::Init::Seed, 1), true);
+        let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
+        let (params, buffers) = mlp.init(crate::mlp::Init::Seed, 1);
+        let mut state = TrainState::fresh(params, buffers, true);
         state.m[0].b[1] = F32::ONE;
         let layout = TrainState::layout(&mlp, true);
         let tensors = state.tensors();

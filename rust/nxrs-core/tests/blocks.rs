@@ -79,11 +79,14 @@ fn blocks_give_runs_bits(
         let mut state = replica.state().clone();
         state.params = driven.state().params.clone();
         replica.set_state(state).unwrap();
-        let blocks: Vec<_> = driven
-            .batch_blocks(data)
-            .unwrap()
+        let batch = driven.batch_blocks(data).unwrap();
+        let blocks: Vec<_> = batch
             .iter()
-            .map(|samples| replica.block_gradient(data, samples).unwrap())
+            .scan(0, |first, samples| {
+                let block = replica.block_gradient(data, samples, *first).unwrap();
+                *first += samples.len();
+                Some(block)
+            })
             .collect();
         let (step, end) = driven.apply_blocks(data, &blocks).unwrap();
         prop_assert_eq!(Some(step_bits(&step)), reports.0);
@@ -128,7 +131,11 @@ fn apply_blocks_refuses_blocks_of_another_batch_and_changes_nothing() {
         .batch_blocks(&data)
         .unwrap()
         .iter()
-        .map(|samples| t.block_gradient(&data, samples).unwrap())
+        .scan(0, |first, samples| {
+            let block = t.block_gradient(&data, samples, *first).unwrap();
+            *first += samples.len();
+            Some(block)
+        })
         .collect();
     assert_eq!(blocks.len(), 3);
     let before = t.state().clone();

@@ -13,16 +13,19 @@
 
 #[path = "support/backends.rs"]
 mod backends;
+#[path = "support/cases.rs"]
+mod cases;
 
 use backends::backends;
+use cases::{bits, case_data, config_of, f32i, hex, i64_of, one_step, str_of, u64_of, usize_of};
 use nxrs_core::backend::Backend;
+use nxrs_core::config::Architecture;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
 use nxrs_core::mlp::Init;
-use nxrs_core::optim::{Kind, OptimizerConfig};
 use nxrs_core::rng::{mix64, Domain, Stream};
-use nxrs_core::schedule::{Decay, Schedule};
+use nxrs_core::schedule::Schedule;
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
 use serde_json::Value;
@@ -37,112 +40,6 @@ fn fixture() -> Value {
     let text =
         std::fs::read_to_string(path).expect("tests/golden/general.json is in the repository");
     serde_json::from_str(&text).expect("valid JSON")
-}
-
-fn u64_of(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("{v} is not a u64"))
-}
-
-fn i64_of(v: &Value) -> i64 {
-    v.as_i64().unwrap_or_else(|| panic!("{v} is not an i64"))
-}
-
-fn usize_of(v: &Value) -> usize {
-    usize::try_from(u64_of(v)).unwrap()
-}
-
-fn str_of(v: &Value) -> &str {
-    v.as_str().unwrap_or_else(|| panic!("{v} is not a string"))
-}
-
-fn hex(h: u64) -> String {
-    format!("{h:016x}")
-}
-
-/// A binary32 from the fixture's bit pattern.
-fn bits(v: &Value) -> F32 {
-    F32::from_bits(u32::try_from(u64_of(v)).unwrap())
-}
-
-fn f32i(k: i64) -> F32 {
-    F32::from_i64(k)
-}
-
-/// The trainer configuration of a case: its keys (`config`) with every binary32 hyperparameter
-/// from its stored bit pattern (`hyper_bits`), as a checkpoint would hold it.
-fn config_of(case: &Value) -> TrainerConfig {
-    let c = &case["config"];
-    let h = &case["hyper_bits"];
-    let kind = Kind::from_name(str_of(&c["optimizer"])).expect("a known optimizer");
-    let schedule = Schedule {
-        warmup_steps: u64_of(&c["warmup_steps"]),
-        decay: match str_of(&c["schedule"]) {
-            "constant" => Decay::Constant,
-            "linear" => Decay::Linear {
-                total_steps: u64_of(&c["total_steps"]),
-            },
-            "step" => Decay::Step {
-                step_size: u64_of(&c["step_size"]),
-                gamma: bits(&h["gamma"]),
-            },
-            other => panic!("schedule {other}"),
-        },
-    };
-    let config = TrainerConfig {
-        sizes: c["layers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(usize_of)
-            .collect(),
-        loss: Loss::from_name(str_of(&c["loss"])).expect("a known loss"),
-        math: Math::from_name(str_of(&c["math"])).expect("a known math"),
-        init: Init::from_name(str_of(&c["init"])).expect("a known init"),
-        seed: i64_of(&c["seed"]),
-        optimizer: OptimizerConfig {
-            kind,
-            lr: bits(&h["lr"]),
-            beta1: bits(&h["beta1"]),
-            beta2: bits(&h["beta2"]),
-            eps: bits(&h["eps"]),
-            weight_decay: bits(&h["weight_decay"]),
-            momentum: bits(&h["momentum"]),
-        },
-        schedule,
-        clip_norm: (!h["clip_norm"].is_null()).then(|| bits(&h["clip_norm"])),
-        batch_size: usize_of(&c["batch_size"]),
-        grad_block: (!c["grad_block"].is_null()).then(|| usize_of(&c["grad_block"])),
-        shuffle: c["shuffle"].as_bool().unwrap(),
-        drop_last: c["drop_last"].as_bool().unwrap(),
-    };
-    config
-        .validate()
-        .expect("the fixture's configuration is valid");
-    config
-}
-
-/// The fixture's data (its `data` formulas): `x[s][i] = f32(((s*7 + i*3) % 11) - 5) / f32(4)`,
-/// labels `(s*5) % K`, targets `t[s][o] = f32(((s*3 + o*5) % 7) - 3) / f32(8)`.
-fn case_data(n: usize, config: &TrainerConfig) -> Dataset {
-    let n_in = config.sizes[0];
-    let k = *config.sizes.last().unwrap();
-    let x: Vec<F32> = (0..n)
-        .flat_map(|s| (0..n_in).map(move |i| (s, i)))
-        .map(|(s, i)| f32i((((s * 7 + i * 3) % 11) as i64) - 5) / f32i(4))
-        .collect();
-    match config.loss {
-        Loss::CrossEntropy => {
-            let labels: Vec<usize> = (0..n).map(|s| (s * 5) % k).collect();
-            Dataset::new(n_in, k, x, &labels).unwrap()
-        }
-        Loss::Mse => {
-            let t: Vec<F32> = (0..n)
-                .flat_map(|s| (0..k).map(move |o| (s, o)))
-                .map(|(s, o)| f32i((((s * 3 + o * 5) % 7) as i64) - 3) / f32i(8))
-                .collect();
-            Dataset::regression(n_in, x, k, t).unwrap()
-        }
-    }
 }
 
 #[test]
@@ -170,23 +67,6 @@ impl Report {
                 .push(format!("{what}: nxrs {nxrs:?}, reference {reference:?}"));
         }
     }
-}
-
-/// One optimiser step through `run`, so that the epoch and batch counters advance as the
-/// reference's `train_steps` does; the step's loss.
-fn one_step(t: &mut Trainer, data: &Dataset) -> F32 {
-    let target = t.state().step + 1;
-    let mut loss = None;
-    let reached = t
-        .run(data, Until::Step(target), |_, event| {
-            if let Event::Step(report) = event {
-                loss = Some(report.loss);
-            }
-            ControlFlow::Continue(())
-        })
-        .unwrap();
-    assert!(reached.is_continue());
-    loss.expect("one step ran")
 }
 
 /// Runs one case and reports every difference from the fixture.
@@ -265,7 +145,7 @@ fn run_case(case: &Value, steps_expected: usize, epochs: i64, backend: Backend) 
     );
     let tensors = f["tensors"].as_object().unwrap();
     let layout =
-        nxrs_core::TrainState::layout(t.mlp(), t.config().optimizer.kind.has_second_moments());
+        nxrs_core::TrainState::layout(t.model(), t.config().optimizer.kind.has_second_moments());
     let names: Vec<&str> = layout.iter().map(|(n, _)| n.as_str()).collect();
     let fixture_names: Vec<&str> = tensors.keys().map(String::as_str).collect();
     let mut sorted = names.clone();
@@ -499,7 +379,7 @@ fn digits_matches_the_reference() {
         ("ieee", "he", "adam")
     );
     let config = TrainerConfig {
-        sizes: vec![64, 128, 10],
+        architecture: Architecture::Sizes(vec![64, 128, 10]),
         loss: Loss::CrossEntropy,
         math: Math::Ieee,
         init: Init::He,

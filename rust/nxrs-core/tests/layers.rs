@@ -7,13 +7,20 @@
 
 #[path = "support/backends.rs"]
 mod backends;
+#[path = "support/cases.rs"]
+mod cases;
 
+use cases::{bits, case_data, config_of, hex, i64_of, one_step, str_of, usize_of};
 use nxrs_core::arith::Real;
+use nxrs_core::backend::Backend;
 use nxrs_core::backend::Compute;
+use nxrs_core::config::Architecture;
 use nxrs_core::layers::pass::{Context, Mode, Saved, Tensors};
 use nxrs_core::layers::{LayerSpec, Network};
 use nxrs_core::math::Math;
+use nxrs_core::mlp::Init;
 use nxrs_core::F32;
+use nxrs_core::{TrainState, Trainer, TrainerConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -113,7 +120,7 @@ impl Compute for Case<'_> {
         let context = Context { math, mode };
         layer.forward::<R>(
             context,
-            tensors_of(params, &mut running),
+            tensors_of(params, &running),
             &x,
             rows,
             &mut y,
@@ -138,12 +145,15 @@ impl Compute for Case<'_> {
             out.fields
                 .insert(format!("train.block_grads.{}", names.1), b);
         }
+        if let (Some(m), Some(v)) = &mut running {
+            layer.update_running::<R>(rows, saved.statistics(), m, v);
+        }
         if let (Some(m), Some(v)) = running {
             out.fields.insert("train.running_after.mean".into(), m);
             out.fields.insert("train.running_after.var".into(), v);
         }
         if case.get("eval").is_some() {
-            let mut running = (tensors.get("mean").cloned(), tensors.get("var").cloned());
+            let running = (tensors.get("mean").cloned(), tensors.get("var").cloned());
             let mut y = vec![F32::ZERO; n_out];
             let eval = Context {
                 math,
@@ -151,7 +161,7 @@ impl Compute for Case<'_> {
             };
             layer.forward::<R>(
                 eval,
-                tensors_of(params, &mut running),
+                tensors_of(params, &running),
                 &x,
                 rows,
                 &mut y,
@@ -163,15 +173,15 @@ impl Compute for Case<'_> {
     }
 }
 
-/// The tensors a pass reads: the parameters, and BatchNorm's running statistics to update.
+/// The tensors a pass reads: the parameters, and BatchNorm's running statistics.
 fn tensors_of<'a>(
     params: Option<(&'a [F32], &'a [F32])>,
-    running: &'a mut (Option<Vec<F32>>, Option<Vec<F32>>),
+    running: &'a (Option<Vec<F32>>, Option<Vec<F32>>),
 ) -> Tensors<'a> {
     Tensors {
         params,
         running: match running {
-            (Some(m), Some(v)) => Some((&mut m[..], &mut v[..])),
+            (Some(m), Some(v)) => Some((&m[..], &v[..])),
             _ => None,
         },
     }
@@ -217,5 +227,153 @@ fn every_layer_matches_the_reference() {
         "{} mismatches:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+}
+
+/// Runs one of the fixture's training runs (a layer model, or an integer list given as layer
+/// sizes or as the equivalent layer objects) and reports every difference.
+fn run_layers_case(case: &Value, config: TrainerConfig, backend: Backend) -> Vec<String> {
+    let diffs = std::cell::RefCell::new(Vec::new());
+    let check = |what: String, got: String, want: String| {
+        if got != want {
+            diffs
+                .borrow_mut()
+                .push(format!("{what}: nxrs {got}, reference {want}"));
+        }
+    };
+    let n = usize_of(&case["n"]);
+    let data = case_data(n, &config);
+    let mut t = Trainer::new(config).expect("the case's configuration builds");
+    t.set_backend(backend).unwrap();
+    if let Some(init) = case.get("init_hash") {
+        check(
+            "initial hash".into(),
+            hex(t.state_hash()),
+            str_of(init).into(),
+        );
+    }
+    for want in case["steps"].as_array().unwrap() {
+        let loss = one_step(&mut t, &data);
+        let at = format!("step {}", want["step"]);
+        check(
+            format!("{at}: loss bits"),
+            format!("{:#010x}", loss.to_bits()),
+            format!("{:#010x}", bits(&want["loss_bits"]).to_bits()),
+        );
+        check(
+            format!("{at}: state hash"),
+            hex(t.state_hash()),
+            str_of(&want["state_hash"]).into(),
+        );
+    }
+    let Some(f) = case.get("final") else {
+        return diffs.into_inner();
+    };
+    let scalars: Vec<i64> = f["scalars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(i64_of)
+        .collect();
+    check(
+        "final scalars".into(),
+        format!("{:?}", t.state().scalars()),
+        format!("{scalars:?}"),
+    );
+    let layout = TrainState::layout(t.model(), t.config().optimizer.kind.has_second_moments());
+    let tensors = f["tensors"].as_object().unwrap();
+    let mut names: Vec<&str> = layout.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    let fixture_names: Vec<&str> = tensors.keys().map(String::as_str).collect();
+    check(
+        "tensor names".into(),
+        format!("{names:?}"),
+        format!("{fixture_names:?}"),
+    );
+    for ((name, _), got) in layout.iter().zip(t.state().tensors()) {
+        let Some(want) = tensors.get(name.as_str()) else {
+            continue;
+        };
+        let want = cells(want);
+        if let Some(i) = (0..want.len().max(got.len())).find(|&i| want.get(i) != got.get(i)) {
+            diffs
+                .borrow_mut()
+                .push(format!("tensor {name}: first difference at cell {i}"));
+        }
+    }
+    let x = data.inputs().to_vec();
+    let p = t.predict(&x).unwrap();
+    let want = cells(&f["predict_proba"]);
+    if let Some(i) = (0..want.len().max(p.len())).find(|&i| want.get(i) != p.get(i)) {
+        diffs
+            .borrow_mut()
+            .push(format!("predict_proba: first difference at cell {i}"));
+    }
+    let eval = t.evaluate(&data).unwrap();
+    check(
+        "evaluation loss bits".into(),
+        format!("{:#010x}", eval.loss.to_bits()),
+        format!("{:#010x}", bits(&f["eval_loss_bits"]).to_bits()),
+    );
+    diffs.into_inner()
+}
+
+/// The layer objects equivalent to layer sizes (section 15: Dense and ReLU, none after the
+/// last).
+fn as_layer_objects(sizes: &[usize]) -> Vec<LayerSpec> {
+    let mut layers = vec![LayerSpec::Input {
+        shape: vec![sizes[0]],
+    }];
+    for (l, &units) in sizes[1..].iter().enumerate() {
+        if l > 0 {
+            layers.push(LayerSpec::ReLU);
+        }
+        layers.push(LayerSpec::Dense { units });
+    }
+    layers
+}
+
+#[test]
+fn every_training_run_matches_the_reference() {
+    let fixture = fixture();
+    let mut failed = Vec::new();
+    let runs = fixture["runs"].as_array().expect("runs");
+    let integer_runs = fixture["integer_runs"].as_array().expect("integer_runs");
+    assert!(runs.len() >= 5 && integer_runs.len() >= 2);
+    for backend in backends::backends() {
+        let mut cases: Vec<(String, &Value, TrainerConfig)> = runs
+            .iter()
+            .map(|case| (str_of(&case["name"]).to_string(), case, config_of(case)))
+            .collect();
+        for case in integer_runs {
+            let config = config_of(case);
+            let Architecture::Sizes(sizes) = &config.architecture else {
+                unreachable!()
+            };
+            let name = str_of(&case["name"]);
+            if config.init != Init::Seed {
+                let objects = TrainerConfig {
+                    architecture: Architecture::Layers(as_layer_objects(sizes)),
+                    ..config.clone()
+                };
+                cases.push((format!("{name} as layer objects"), case, objects));
+            }
+            cases.push((name.to_string(), case, config));
+        }
+        for (name, case, config) in cases {
+            let diffs = run_layers_case(case, config, backend);
+            if !diffs.is_empty() {
+                failed.push(format!(
+                    "{name} ({}):\n    {}",
+                    backend.name(),
+                    diffs.join("\n    ")
+                ));
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "runs that differ:\n{}",
+        failed.join("\n")
     );
 }

@@ -30,7 +30,7 @@ fn big_state() -> (TrainerConfig, TrainState) {
         w: cells(n_in * n_out, salt),
         b: cells(n_out, salt + 1),
     };
-    let mut state = TrainState::fresh(vec![layer(1)], true);
+    let mut state = TrainState::fresh(vec![layer(1)], Vec::new(), true);
     state.m = vec![layer(3)];
     state.v = vec![layer(5)];
     (config, state)

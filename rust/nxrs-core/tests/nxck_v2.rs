@@ -6,6 +6,7 @@ mod nxck_support;
 
 use nxck_support::*;
 use nxrs_core::checkpoint;
+use nxrs_core::config::Architecture;
 use nxrs_core::error::Error;
 use nxrs_core::mlp::MAX_LAYERS;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify, PRELUDE_LEN};
@@ -30,7 +31,7 @@ fn check_file(ck: &Checkpoint, t: &Trainer) -> Result<(), TestCaseError> {
         .zip(t.state().scalars())
         .collect();
     prop_assert_eq!(ck.scalars(), &scalars[..]);
-    let layout = TrainState::layout(t.mlp(), config.optimizer.kind.has_second_moments());
+    let layout = TrainState::layout(t.model(), config.optimizer.kind.has_second_moments());
     prop_assert_eq!(ck.tensors().len(), layout.len());
     for ((info, (name, shape)), cells) in ck.tensors().iter().zip(&layout).zip(t.state().tensors())
     {
@@ -706,10 +707,13 @@ fn v1_refuses_every_trainer_but_the_seed_model() {
         ),
         (with(|c| c.schedule.warmup_steps = 3), "warmup_steps 3"),
         (
-            with(|c| c.sizes = vec![6, 12, 4]),
+            with(|c| c.architecture = Architecture::Sizes(vec![6, 12, 4])),
             "layers [6, 12, 4] (the seed model: [6, 10, 4])",
         ),
-        (with(|c| c.sizes = vec![6, 10, 10, 4]), "layers"),
+        (
+            with(|c| c.architecture = Architecture::Sizes(vec![6, 10, 10, 4])),
+            "layers",
+        ),
         (with(|c| c.seed = 7), "seed 7 (the seed model: 1)"),
         (with(|c| c.batch_size = 4), "batch_size 4"),
         (with(|c| c.shuffle = true), "shuffle true"),

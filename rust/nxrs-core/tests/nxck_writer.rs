@@ -32,7 +32,7 @@ fn state(inputs: usize, outputs: usize, salt: u32) -> Trainer {
         w: cells(inputs * outputs, k),
         b: cells(outputs, k + 1),
     };
-    let mut s = TrainState::fresh(vec![layer(1)], true);
+    let mut s = TrainState::fresh(vec![layer(1)], Vec::new(), true);
     s.m = vec![layer(3)];
     s.v = vec![layer(5)];
     s.epoch = i64::from(salt);

@@ -298,9 +298,11 @@ impl PyCheckpoint {
 
     fn __repr__(&self) -> String {
         format!(
-            "Checkpoint({:?}, sizes={:?}, epoch={}, tensors={})",
+            "Checkpoint({:?}, layers={}, epoch={}, tensors={})",
             self.path.display().to_string(),
-            self.config.sizes,
+            self.config
+                .get("layers")
+                .map_or_else(|_| "?".into(), |v| v.to_string()),
             self.inner.scalar("epoch").unwrap_or(0),
             self.inner.tensors().len()
         )

@@ -183,8 +183,8 @@ fn as_typed<'py, T: numpy::Element>(
 /// Features as binary32 cells (in logical order, any strides) with their shape. float32 as is;
 /// float64 rounded to nearest (ties to even) by numpy's `astype(numpy.float32)`; any other
 /// dtype (integers, float16, longdouble, bool, object, ...) is InputError.
-pub fn features(value: &Bound<'_, PyAny>, ndim: usize) -> PyResult<(Vec<F32>, Vec<usize>)> {
-    floats(value, "x", &[ndim])
+pub fn features(value: &Bound<'_, PyAny>, ndims: &[usize]) -> PyResult<(Vec<F32>, Vec<usize>)> {
+    floats(value, "x", ndims)
 }
 
 /// A parameter tensor called `what` with `ndim` dimensions, under the rules of [`features`].

@@ -10,8 +10,10 @@ use nxrs_core::config::schema::Default;
 use nxrs_core::config::{
     differences_of, setting, settings, Family, Setting, TrainerConfig, Type, Value,
 };
+use nxrs_core::layers::LayerSpec;
 use nxrs_core::F32;
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -29,7 +31,7 @@ pub(crate) struct TrainerOptions {
 /// as for any Python function; a value of the wrong Python type too (a float for a name); a
 /// value the setting does not accept is the core's ConfigError. `None` is the default.
 pub(crate) fn trainer_options(
-    layers: Option<AnyInts>,
+    layers: Option<&Bound<'_, PyAny>>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<TrainerOptions> {
     let mut given = Vec::new();
@@ -57,16 +59,23 @@ pub(crate) fn trainer_options(
     }
     let layer_sizes = |sizes: Option<AnyInts>, family: Family| {
         sizes
-            .map(|s| s.to_i64s(family.sizes_keyword(), ConfigError::new_err))
+            .map(|s| {
+                s.to_i64s(family.sizes_keyword(), ConfigError::new_err)
+                    .map(Value::Ints)
+            })
             .transpose()
     };
-    let (family, sizes) = Family::choose(
-        layer_sizes(layers, Family::General)?,
-        layer_sizes(sizes, Family::SeedModel)?,
-    )
-    .map_err(to_py)?;
-    if let Some(sizes) = sizes {
-        given.push(("layers".into(), Value::Ints(sizes)));
+    let layers = match layers.filter(|l| !l.is_none()) {
+        None => None,
+        Some(value) => match layer_objects(value)? {
+            Some(objects) => Some(Value::Layers(objects)),
+            None => layer_sizes(Some(value.extract()?), Family::General)?,
+        },
+    };
+    let (family, value) =
+        Family::choose(layers, layer_sizes(sizes, Family::SeedModel)?).map_err(to_py)?;
+    if let Some(value) = value {
+        given.push(("layers".into(), value));
     }
     let config = TrainerConfig::from_settings(family, &given).map_err(to_py)?;
     Ok(TrainerOptions {
@@ -99,12 +108,52 @@ fn from_python(setting: &Setting, value: &Bound<'_, PyAny>) -> PyResult<Value> {
         Type::Float => Value::Float(value.extract().map_err(argument)?),
         Type::Name(_) => Value::Str(value.extract().map_err(argument)?),
         Type::Bool => Value::Bool(value.extract().map_err(argument)?),
-        Type::Sizes => Value::Ints(
-            value
-                .extract::<AnyInts>()?
-                .to_i64s(name, ConfigError::new_err)?,
-        ),
+        Type::Sizes => match layer_objects(value)? {
+            Some(objects) => Value::Layers(objects),
+            None => Value::Ints(
+                value
+                    .extract::<AnyInts>()?
+                    .to_i64s(name, ConfigError::new_err)?,
+            ),
+        },
     })
+}
+
+/// Layer objects (`nxrs.layers`, anything with `to_dict()`) or their JSON objects (dicts, as a
+/// configuration dict holds them) as the core's layers, which the core parses and checks
+/// (`LayerSpec::from_json`); `None` for anything else (layer sizes, or a value the caller
+/// refuses as such). A list of layer objects has no integer in it.
+fn layer_objects(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<LayerSpec>>> {
+    if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
+        return Ok(None);
+    }
+    let items = value.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+    if items.is_empty() || items.iter().any(|item| item.is_instance_of::<PyInt>()) {
+        return Ok(None);
+    }
+    let json = value.py().import(intern!(value.py(), "json"))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let object = if item.hasattr(intern!(value.py(), "to_dict"))? {
+                item.call_method0(intern!(value.py(), "to_dict"))?
+            } else {
+                item.clone()
+            };
+            let text: String = json
+                .call_method1(intern!(value.py(), "dumps"), (&object,))
+                .and_then(|t| t.extract())
+                .map_err(|_| {
+                    ConfigError::new_err(format!(
+                        "layer {i}: {} is neither a layer size nor a layer object",
+                        object.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+                    ))
+                })?;
+            LayerSpec::from_json_text(&text, i).map_err(to_py)
+        })
+        .collect::<PyResult<Vec<_>>>()
+        .map(Some)
 }
 
 /// A value as Python holds it.
@@ -116,6 +165,11 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
         Value::Float(x) => PyFloat::new(py, *x).into_any(),
         Value::Str(s) => PyString::new(py, s).into_any(),
         Value::Ints(v) => PyList::new(py, v)?.into_any(),
+        Value::Layers(layers) => {
+            // Each layer's JSON object as a dict, through the json module (plain values only).
+            py.import(intern!(py, "json"))?
+                .call_method1(intern!(py, "loads"), (LayerSpec::list_json(layers),))?
+        }
     })
 }
 

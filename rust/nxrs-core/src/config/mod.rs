@@ -10,18 +10,29 @@ pub mod schema;
 pub use schema::{setting, settings, Setting, Type, Value};
 
 use crate::error::{clip, Error, Result};
+use crate::layers::LayerSpec;
 use crate::loss::Loss;
 use crate::math::Math;
-use crate::mlp::{Init, Mlp};
+use crate::mlp::Init;
+use crate::model::Model;
 use crate::optim::{Kind, OptimizerConfig};
 use crate::schedule::Schedule;
 use crate::softf32::F32;
 
+/// The model a configuration describes: layer sizes (Dense and ReLU, sections 4-5) or a list of
+/// layer objects (section 15).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Architecture {
+    /// Layer sizes, inputs first.
+    Sizes(Vec<usize>),
+    /// Layer objects, `Input` first.
+    Layers(Vec<LayerSpec>),
+}
+
 /// What a [`crate::Trainer`] is built from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrainerConfig {
-    /// Layer sizes, inputs first.
-    pub sizes: Vec<usize>,
+    pub architecture: Architecture,
     pub loss: Loss,
     pub math: Math,
     pub init: Init,
@@ -153,7 +164,7 @@ impl TrainerConfig {
     /// sets every field: the schema has a row for each).
     fn unset() -> TrainerConfig {
         TrainerConfig {
-            sizes: Vec::new(),
+            architecture: Architecture::Sizes(Vec::new()),
             loss: Loss::CrossEntropy,
             math: Math::Ieee,
             init: Init::He,
@@ -199,7 +210,7 @@ impl TrainerConfig {
     /// `family`'s defaults with these layer sizes.
     fn defaults(family: Family, sizes: Vec<usize>) -> TrainerConfig {
         let mut config = TrainerConfig {
-            sizes,
+            architecture: Architecture::Sizes(sizes),
             ..TrainerConfig::unset()
         };
         for s in settings().iter().filter(|s| s.ty != Type::Sizes) {
@@ -224,8 +235,9 @@ impl TrainerConfig {
     }
 
     /// Checks every field; the model it describes.
-    pub fn validate(&self) -> Result<Mlp> {
-        let mlp = Mlp::new(self.sizes.clone())?;
+    pub fn validate(&self) -> Result<Model> {
+        let model = Model::new(&self.architecture)?;
+        model.check_init(self.init)?;
         self.optimizer.validate()?;
         self.schedule.validate()?;
         if let Some(c) = self.clip_norm {
@@ -242,7 +254,7 @@ impl TrainerConfig {
         if self.grad_block == Some(0) {
             return Err(Error::Config("grad_block must be at least 1".into()));
         }
-        Ok(mlp)
+        Ok(model)
     }
 
     /// The settings in which this configuration differs from `other`, each as
@@ -389,7 +401,7 @@ mod tests {
     #[test]
     fn the_families_defaults_are_the_documented_ones() {
         let seed = TrainerConfig::seed_model();
-        assert_eq!(seed.sizes, [6, 10, 4]);
+        assert_eq!(seed.architecture, Architecture::Sizes(vec![6, 10, 4]));
         assert_eq!(
             (seed.math, seed.init, seed.seed),
             (Math::Seed, Init::Seed, 1)
@@ -628,7 +640,7 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let mut general = TrainerConfig {
-            sizes: vec![5, 7, 3],
+            architecture: Architecture::Sizes(vec![5, 7, 3]),
             loss: Loss::Mse,
             math: Math::Ieee,
             init: Init::Glorot,

@@ -2,8 +2,9 @@
 //! are the file format's, fixed: files written before load, files written now are
 //! byte-identical to those of earlier versions.
 
-use super::TrainerConfig;
+use super::{Architecture, TrainerConfig};
 use crate::error::{clip, Error, Result};
+use crate::layers::LayerSpec;
 use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::{layer_sizes, Init, MAX_LAYERS};
@@ -19,8 +20,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigRecord {
+    /// Layer sizes; empty for a model of layer objects.
     #[serde(deserialize_with = "sizes")]
     sizes: Vec<u64>,
+    /// Layer objects in their JSON form (section 15.1), for such a model.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "layers"
+    )]
+    layers: Option<Vec<serde_json::Value>>,
     math: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     adam: Option<AdamRecord>,
@@ -89,6 +98,12 @@ fn sizes<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<u64>
     crate::bounded::seq(d, MAX_LAYERS + 1, "config.sizes")
 }
 
+fn layers<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Vec<serde_json::Value>>, D::Error> {
+    crate::bounded::seq(d, MAX_LAYERS + 1, "config.layers").map(Some)
+}
+
 impl TrainerConfig {
     /// The configuration record's JSON text (one line, a fixed key order).
     pub fn to_json(&self) -> String {
@@ -98,8 +113,16 @@ impl TrainerConfig {
             Decay::Linear { total_steps } => (Some(total_steps), None, None),
             Decay::Step { step_size, gamma } => (None, Some(step_size), Some(gamma.to_bits())),
         };
+        let (sizes, layers) = match &self.architecture {
+            Architecture::Sizes(sizes) => (sizes.iter().map(|&n| n as u64).collect(), None),
+            Architecture::Layers(layers) => (
+                Vec::new(),
+                Some(layers.iter().map(LayerSpec::to_json).collect()),
+            ),
+        };
         let record = ConfigRecord {
-            sizes: self.sizes.iter().map(|&n| n as u64).collect(),
+            sizes,
+            layers,
             math: self.math.name().into(),
             adam: None,
             general: Some(GeneralRecord {
@@ -144,7 +167,21 @@ impl TrainerConfig {
                 Math::ALL.map(Math::name)
             ))
         })?;
-        let sizes = layer_sizes(&record.sizes)?;
+        let architecture = match &record.layers {
+            None => Architecture::Sizes(layer_sizes(&record.sizes)?),
+            Some(_) if !record.sizes.is_empty() => {
+                return Err(Error::Config(
+                    "config: a record has sizes or layers, not both".into(),
+                ))
+            }
+            Some(layers) => Architecture::Layers(
+                layers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| LayerSpec::from_json(v, i))
+                    .collect::<Result<Vec<LayerSpec>>>()?,
+            ),
+        };
         let bits = F32::from_bits;
         let config = match (record.adam, record.general) {
             (Some(adam), None) => TrainerConfig {
@@ -156,7 +193,7 @@ impl TrainerConfig {
                     eps: bits(adam.eps_bits),
                     ..TrainerConfig::seed_model().optimizer
                 },
-                sizes,
+                architecture,
                 ..TrainerConfig::seed_model()
             },
             (None, Some(g)) => {
@@ -184,7 +221,7 @@ impl TrainerConfig {
                         .map_err(|_| Error::Config(format!("config.{what} = {n} is too large")))
                 };
                 TrainerConfig {
-                    sizes,
+                    architecture,
                     loss: named("loss", &g.loss, Loss::from_name)?,
                     math,
                     init: named("init", &g.init, Init::from_name)?,

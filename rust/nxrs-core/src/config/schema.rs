@@ -4,8 +4,9 @@
 //! configuration dict, `nxrs.config_schema()` (and through it the command line's choices and
 //! defaults and the scikit-learn estimators' defaults) all go through this table.
 
-use super::{Family, TrainerConfig};
+use super::{Architecture, Family, TrainerConfig};
 use crate::error::{Error, Result};
+use crate::layers::LayerSpec;
 use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::{layer_sizes, Init};
@@ -28,6 +29,8 @@ pub enum Value {
     Str(String),
     /// Layer sizes.
     Ints(Vec<i64>),
+    /// Layer objects (section 15).
+    Layers(Vec<LayerSpec>),
 }
 
 impl Value {
@@ -66,6 +69,10 @@ impl fmt::Display for Value {
             Value::Float(x) => write!(f, "{}", f32::from_bits(binary32(*x).to_bits())),
             Value::Str(s) => f.write_str(s),
             Value::Ints(v) => write!(f, "{v:?}"),
+            Value::Layers(layers) => {
+                let json: Vec<serde_json::Value> = layers.iter().map(LayerSpec::to_json).collect();
+                write!(f, "{}", serde_json::Value::Array(json))
+            }
         }
     }
 }
@@ -73,7 +80,8 @@ impl fmt::Display for Value {
 /// What a setting holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {
-    /// Layer sizes, inputs first (`crate::mlp::layer_sizes` checks them).
+    /// Layer sizes, inputs first (`crate::mlp::layer_sizes` checks them), or layer objects
+    /// (`crate::layers::Network::new` checks them).
     Sizes,
     /// An integer at least `min`.
     Int {
@@ -163,7 +171,9 @@ impl Setting {
         let refuse = |what: String| Err(Error::Config(format!("{name} = {what}")));
         match (self.ty, value) {
             (_, Value::None) if self.optional => Ok(()),
-            (Type::Sizes, Value::Ints(_)) | (Type::Float, Value::Float(_)) => Ok(()),
+            (Type::Sizes, Value::Ints(_) | Value::Layers(_)) | (Type::Float, Value::Float(_)) => {
+                Ok(())
+            }
             (Type::Bool, Value::Bool(_)) => Ok(()),
             (Type::Int { min }, Value::Int(n)) if *n < min => {
                 refuse(format!("{n} must be at least {min}"))
@@ -177,7 +187,7 @@ impl Setting {
                 "{} is not {}{}",
                 v.repr(),
                 match ty {
-                    Type::Sizes => "a list of layer sizes",
+                    Type::Sizes => "a list of layer sizes or layer objects",
                     Type::Int { .. } => "an integer",
                     Type::Float => "a float",
                     Type::Name(_) => "a name",
@@ -211,12 +221,20 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
             optional: false,
             // The general trainer has no default sizes (they are the data's and the model's).
             default: Default::Families(Value::None, Value::Ints(vec![6, 10, 4])),
-            range: "2 to 4097 sizes, each 1..=2^24, at most 2^28 parameters",
-            doc: "layer sizes, inputs first",
-            get: |c| Value::Ints(c.sizes.iter().map(|&n| n as i64).collect()),
+            range: "2 to 4097 sizes, each 1..=2^24, at most 2^28 parameters; or layer objects \
+                    (section 15)",
+            doc: "layer sizes, inputs first, or layer objects, Input first",
+            get: |c| match &c.architecture {
+                Architecture::Sizes(sizes) => {
+                    Value::Ints(sizes.iter().map(|&n| n as i64).collect())
+                }
+                Architecture::Layers(layers) => Value::Layers(layers.clone()),
+            },
             set: |c, v| {
-                if let Value::Ints(sizes) = v {
-                    c.sizes = layer_sizes(sizes)?;
+                match v {
+                    Value::Ints(sizes) => c.architecture = Architecture::Sizes(layer_sizes(sizes)?),
+                    Value::Layers(layers) => c.architecture = Architecture::Layers(layers.clone()),
+                    _ => {}
                 }
                 Ok(())
             },

@@ -171,6 +171,18 @@ impl LayerSpec {
         Ok(spec)
     }
 
+    /// The layer described by a JSON object's text (`position` in the list, for messages).
+    pub fn from_json_text(text: &str, position: usize) -> Result<LayerSpec> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::Config(format!("layer {position}: not JSON: {e}")))?;
+        LayerSpec::from_json(&v, position)
+    }
+
+    /// A list's JSON text (an array of [`LayerSpec::to_json`] objects).
+    pub fn list_json(layers: &[LayerSpec]) -> String {
+        Value::Array(layers.iter().map(LayerSpec::to_json).collect()).to_string()
+    }
+
     /// The layer's JSON object, every parameter written out (floats as the binary64 value of
     /// their binary32 bits, so reading it back gives the same bits).
     pub fn to_json(&self) -> Value {

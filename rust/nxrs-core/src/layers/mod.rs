@@ -5,12 +5,14 @@
 //! - [`conv`]: Dense and convolutions as matrix products over im2col columns;
 //! - [`pool`]: max and average pooling; [`norm`]: BatchNorm and LayerNorm;
 //! - [`pointwise`]: ReLU, Sigmoid, Tanh and Dropout;
-//! - [`pass`]: one layer's forward and backward pass, dispatched to those kernels.
+//! - [`pass`]: one layer's forward and backward pass, dispatched to those kernels;
+//! - [`network`]: a whole list's passes over a block.
 //!
 //! [`Real`]: crate::arith::Real
 
 pub mod conv;
 mod json;
+pub mod network;
 pub mod norm;
 pub mod pass;
 pub mod pointwise;
@@ -24,7 +26,7 @@ use conv::Conv;
 use window::Window;
 
 /// A layer as a user gives it (section 15.1's table), before its input shape is known.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LayerSpec {
     Input {
         shape: Vec<usize>,
@@ -64,7 +66,7 @@ pub enum LayerSpec {
 }
 
 /// A layer with its input shape resolved: what its kernels need.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Conv(Conv),
     MaxPool(Window),
@@ -82,7 +84,7 @@ pub enum Op {
 }
 
 /// A layer of a checked list: its kernels' operation and both shapes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layer {
     /// The layer's position in the list (`Input` is 0).
     pub position: usize,
@@ -117,7 +119,7 @@ impl Layer {
 }
 
 /// The checked layer list: every layer after `Input`, resolved.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Network {
     pub input: Vec<usize>,
     pub layers: Vec<Layer>,

@@ -69,8 +69,8 @@ pub struct BatchNorm<R> {
 pub struct BatchNormTensors<'a, R> {
     pub gamma: &'a [R],
     pub beta: &'a [R],
-    pub mean: &'a mut [R],
-    pub var: &'a mut [R],
+    pub mean: &'a [R],
+    pub var: &'a [R],
 }
 
 impl<R: Real> BatchNorm<R> {
@@ -82,31 +82,47 @@ impl<R: Real> BatchNorm<R> {
         }
     }
 
-    /// Training mode over a block of `rows` samples: `y`, `xhat` and each channel's `r`; then
-    /// the running statistics' update (none when the block has one value per channel).
+    /// Training mode over a block of `rows` samples: `y`, `xhat` and each channel's `r`, and
+    /// the block's statistics for the running averages (`μ` per channel, then the unbiased
+    /// variance per channel; see [`BatchNorm::update_running`]).
+    #[allow(clippy::too_many_arguments)] // the input, what the backward pass keeps, the outputs
     pub fn forward_train(
         &self,
-        t: BatchNormTensors<'_, R>,
+        (gamma, beta): (&[R], &[R]),
         x: &[R],
         rows: usize,
         xhat: &mut [R],
         r: &mut [R],
+        statistics: &mut [R],
         y: &mut [R],
     ) {
-        let keep = R::ONE - self.momentum;
+        let (means, variances) = statistics[..2 * self.channels].split_at_mut(self.channels);
         for (c, r) in r[..self.channels].iter_mut().enumerate() {
             let group = self.group(c, rows);
             let (mean, squares, rc) = group.normalize(x, self.eps, xhat);
             *r = rc;
             for k in 0..group.n {
                 let i = (group.at)(k);
-                y[i] = (t.gamma[c] * xhat[i]) + t.beta[c];
+                y[i] = (gamma[c] * xhat[i]) + beta[c];
             }
-            if group.n > 1 {
-                let unbiased = squares / R::from_i64(group.n as i64 - 1);
-                t.mean[c] = (keep * t.mean[c]) + (self.momentum * mean);
-                t.var[c] = (keep * t.var[c]) + (self.momentum * unbiased);
-            }
+            means[c] = mean;
+            // n = 1 has no unbiased variance; the update skips such a block (below).
+            variances[c] = squares / R::from_i64(group.n.max(2) as i64 - 1);
+        }
+    }
+
+    /// The running averages' update by a block of `rows` samples whose statistics
+    /// [`BatchNorm::forward_train`] gave; none when the block has one value per channel.
+    /// Updates happen once per block, in block order.
+    pub fn update_running(&self, rows: usize, statistics: &[R], mean: &mut [R], var: &mut [R]) {
+        if rows * self.positions < 2 {
+            return;
+        }
+        let keep = R::ONE - self.momentum;
+        let (means, variances) = statistics[..2 * self.channels].split_at(self.channels);
+        for c in 0..self.channels {
+            mean[c] = (keep * mean[c]) + (self.momentum * means[c]);
+            var[c] = (keep * var[c]) + (self.momentum * variances[c]);
         }
     }
 

@@ -33,8 +33,8 @@ pub struct Context {
 pub struct Tensors<'a> {
     /// `(W, b)` or `(gamma, beta)`.
     pub params: Option<(&'a [F32], &'a [F32])>,
-    /// BatchNorm's running `(mean, var)`, updated by a training-mode forward pass.
-    pub running: Option<(&'a mut [F32], &'a mut [F32])>,
+    /// BatchNorm's running `(mean, var)`, which evaluation mode reads.
+    pub running: Option<(&'a [F32], &'a [F32])>,
 }
 
 /// What a layer's forward pass keeps for its backward pass, and its scratch cells.
@@ -46,6 +46,8 @@ pub struct Saved {
     chosen: Vec<u32>,
     /// A normalisation's `r` per group.
     r: Vec<F32>,
+    /// BatchNorm's block statistics for the running averages.
+    statistics: Vec<F32>,
     /// A convolution's output gradients position by position.
     by_position: Vec<F32>,
     scratch: Vec<F32>,
@@ -114,20 +116,25 @@ impl Layer {
             Op::BatchNorm(bn) => {
                 let bn = batch_norm::<R>(bn);
                 let (gamma, beta) = tensors.params.expect("a BatchNorm has gamma and beta");
-                let (mean, var) = tensors.running.expect("a BatchNorm has running statistics");
-                let t = BatchNormTensors {
-                    gamma: cells(gamma),
-                    beta: cells(beta),
-                    mean: cells_mut(mean),
-                    var: cells_mut(var),
-                };
                 match mode {
                     Mode::Train { .. } => {
                         let xhat = cells_mut(grow(&mut saved.cells, n_in));
                         let r = cells_mut(grow(&mut saved.r, bn.channels));
-                        bn.forward_train(t, x, rows, xhat, r, y);
+                        let statistics = cells_mut(grow(&mut saved.statistics, 2 * bn.channels));
+                        let params = (cells(gamma), cells(beta));
+                        bn.forward_train(params, x, rows, xhat, r, statistics, y);
                     }
-                    Mode::Eval => bn.forward_eval(t, x, rows, y),
+                    Mode::Eval => {
+                        let (mean, var) =
+                            tensors.running.expect("a BatchNorm has running statistics");
+                        let t = BatchNormTensors {
+                            gamma: cells(gamma),
+                            beta: cells(beta),
+                            mean: cells(mean),
+                            var: cells(var),
+                        };
+                        bn.forward_eval(t, x, rows, y);
+                    }
                 }
             }
             Op::LayerNorm(ln) => {
@@ -259,6 +266,30 @@ impl Layer {
                     gx.unwrap_or(&mut unused),
                 );
             }
+        }
+    }
+}
+
+impl Saved {
+    /// BatchNorm's block statistics from its last training-mode forward pass.
+    pub fn statistics(&self) -> &[F32] {
+        &self.statistics
+    }
+}
+
+impl Layer {
+    /// A BatchNorm's running averages updated by a block of `rows` samples whose training-mode
+    /// forward pass gave `statistics` ([`Saved::statistics`]; nothing for other layers).
+    pub fn update_running<R: Real>(
+        &self,
+        rows: usize,
+        statistics: &[F32],
+        mean: &mut [F32],
+        var: &mut [F32],
+    ) {
+        if let Op::BatchNorm(bn) = &self.op {
+            let bn = batch_norm::<R>(bn);
+            bn.update_running(rows, cells(statistics), cells_mut(mean), cells_mut(var));
         }
     }
 }

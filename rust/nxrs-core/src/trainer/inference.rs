@@ -6,9 +6,12 @@ use crate::arith::{cells, cells_mut, Real};
 use crate::backend::Compute;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::layers::network::Cells;
+use crate::layers::pass::{Context, Mode};
 use crate::loss::{argmax, Target};
 use crate::math::Math;
 use crate::mlp::{ForwardCells, Transposed};
+use crate::model::Model;
 use crate::softf32::F32;
 use crate::threads::{ranges, split};
 
@@ -34,7 +37,7 @@ impl Trainer {
     /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values
     /// (MSE), `outputs` per sample, row-major. Changes nothing.
     pub fn predict(&self, inputs: &[F32]) -> Result<Vec<F32>> {
-        let features = self.mlp.inputs();
+        let features = self.model.inputs();
         if !inputs.len().is_multiple_of(features) {
             return Err(Error::Input(format!(
                 "{} feature values do not make rows of {features}",
@@ -60,19 +63,19 @@ impl Compute for Evaluate<'_> {
     fn compute<R: Real>(self) -> Evaluation {
         let Evaluate { trainer: t, data } = self;
         let math = t.config.math;
-        let transposed = Transposed::of(&t.mlp, &t.state.params);
+        let transposed = transposed(t);
         let n = data.len();
         let mut losses = vec![F32::ZERO; n];
         let mut correct = vec![false; n];
-        let ranges = ranges(n, t.threads.parts(n, t.mlp.parameters()));
+        let ranges = ranges(n, t.threads.parts(n, t.model.work_per_sample()));
         let tasks = ranges
             .clone()
             .zip(split(&mut losses[..], ranges.clone(), 1))
             .zip(split(&mut correct[..], ranges, 1));
         t.threads.run(tasks, |((range, losses), correct)| {
             let _env = R::environment();
-            let (features, width) = (t.mlp.inputs(), t.mlp.outputs());
-            let mut cells_ = ForwardCells::new(&t.mlp, ROWS.min(range.len()));
+            let (features, width) = (t.model.inputs(), t.model.outputs());
+            let mut cells_ = Forward::new(t, transposed.as_ref(), ROWS.min(range.len()));
             let mut outputs = vec![F32::ZERO; width];
             let mut delta = vec![F32::ZERO; width];
             let chunks = range
@@ -82,7 +85,7 @@ impl Compute for Evaluate<'_> {
             for chunk in chunks {
                 // The data set's rows are contiguous: the chunk's features are one slice.
                 let x = &data.inputs()[chunk.start * features..chunk.end * features];
-                let z = cells_.forward::<R>(&t.mlp, math, &t.state.params, &transposed, x);
+                let z = cells_.forward::<R>(t, x);
                 for (s, z) in chunk.zip(z.chunks_exact(width)) {
                     let target = data.sample(s).1.cells::<R>();
                     let outputs = cells_mut::<R>(&mut outputs);
@@ -126,20 +129,21 @@ impl Compute for Predict<'_> {
 
     fn compute<R: Real>(self) -> Vec<F32> {
         let Predict { trainer: t, inputs } = self;
-        let (features, width) = (t.mlp.inputs(), t.mlp.outputs());
-        let transposed = Transposed::of(&t.mlp, &t.state.params);
+        let (features, width) = (t.model.inputs(), t.model.outputs());
+        let transposed = transposed(t);
         let n = inputs.len() / features;
         let mut out = vec![F32::ZERO; n * width];
-        let ranges = ranges(n, t.threads.parts(n, t.mlp.parameters()));
+        let ranges = ranges(n, t.threads.parts(n, t.model.work_per_sample()));
         let tasks = split(inputs, ranges.clone(), features).zip(split(&mut out[..], ranges, width));
         t.threads.run(tasks, |(inputs, out)| {
             let _env = R::environment();
-            let mut cells_ = ForwardCells::new(&t.mlp, ROWS.min(inputs.len() / features));
+            let mut cells_ =
+                Forward::new(t, transposed.as_ref(), ROWS.min(inputs.len() / features));
             for (x, out) in inputs
                 .chunks(ROWS * features)
                 .zip(out.chunks_mut(ROWS * width))
             {
-                let z = cells_.forward::<R>(&t.mlp, t.config.math, &t.state.params, &transposed, x);
+                let z = cells_.forward::<R>(t, x);
                 for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
                     t.config
                         .loss
@@ -148,6 +152,50 @@ impl Compute for Predict<'_> {
             }
         });
         out
+    }
+}
+
+/// An MLP's weights transposed for its forward passes (layer models read them as they are).
+fn transposed(t: &Trainer) -> Option<Transposed> {
+    match &t.model {
+        Model::Mlp(mlp) => Some(Transposed::of(mlp, &t.state.params)),
+        Model::Network(_) => None,
+    }
+}
+
+/// A thread's cells for evaluation-mode forward passes of up to `rows` rows at a time.
+enum Forward<'a> {
+    Mlp(ForwardCells, &'a Transposed),
+    Network(Cells),
+}
+
+impl<'a> Forward<'a> {
+    fn new(t: &Trainer, transposed: Option<&'a Transposed>, rows: usize) -> Forward<'a> {
+        match (&t.model, transposed) {
+            (Model::Mlp(mlp), Some(transposed)) => {
+                Forward::Mlp(ForwardCells::new(mlp, rows), transposed)
+            }
+            _ => Forward::Network(Cells::default()),
+        }
+    }
+
+    /// The last layer's outputs for the row-major samples `x`, one row per sample.
+    fn forward<'c, R: Real>(&'c mut self, t: &Trainer, x: &'c [F32]) -> &'c [F32] {
+        let (math, params) = (t.config.math, &t.state.params[..]);
+        match (self, &t.model) {
+            (Forward::Mlp(cells, transposed), Model::Mlp(mlp)) => {
+                cells.forward::<R>(mlp, math, params, transposed, x)
+            }
+            (Forward::Network(cells), Model::Network(net)) => {
+                let rows = x.len() / net.input.iter().product::<usize>();
+                let context = Context {
+                    math,
+                    mode: Mode::Eval,
+                };
+                net.forward::<R>(context, (params, &t.state.buffers), x, rows, cells)
+            }
+            _ => unreachable!("a forward pass's cells are its model's"),
+        }
     }
 }
 

@@ -21,7 +21,8 @@ use crate::dataset::{Dataset, Targets};
 use crate::error::{Error, Result};
 use crate::hash;
 use crate::loss::Loss;
-use crate::mlp::{Layer, Mlp};
+use crate::mlp::Layer;
+use crate::model::Model;
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::Threads;
@@ -34,7 +35,7 @@ use step::Work;
 #[derive(Clone, Debug)]
 pub struct Trainer {
     config: TrainerConfig,
-    mlp: Mlp,
+    model: Model,
     state: TrainState,
     work: Work,
     backend: Backend,
@@ -45,21 +46,22 @@ pub struct Trainer {
 impl Trainer {
     /// A trainer at the start of a run: weights from the configuration's `init` and `seed`.
     pub fn new(config: TrainerConfig) -> Result<Trainer> {
-        let mlp = config.validate()?;
-        let params = mlp.init_params(config.init, config.seed);
-        let state = TrainState::fresh(params, config.optimizer.kind.has_second_moments());
+        let model = config.validate()?;
+        let (params, buffers) = model.init(config.init, config.seed);
+        let second_moments = config.optimizer.kind.has_second_moments();
+        let state = TrainState::fresh(params, buffers, second_moments);
         Trainer::from_state(config, state)
     }
 
     /// A trainer continuing `state` (e.g. read from a checkpoint). The state's tensors must have
     /// the model's sizes.
     pub fn from_state(config: TrainerConfig, state: TrainState) -> Result<Trainer> {
-        let mlp = config.validate()?;
-        state.check_fits(&mlp, config.optimizer.kind.has_second_moments())?;
-        let work = Work::new(&mlp);
+        let model = config.validate()?;
+        state.check_fits(&model, config.optimizer.kind.has_second_moments())?;
+        let work = Work::new(&model);
         Ok(Trainer {
             config,
-            mlp,
+            model,
             state,
             work,
             backend: Backend::Soft,
@@ -106,8 +108,8 @@ impl Trainer {
         &self.config
     }
 
-    pub fn mlp(&self) -> &Mlp {
-        &self.mlp
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     pub fn state(&self) -> &TrainState {
@@ -117,17 +119,22 @@ impl Trainer {
     /// Replaces the whole training state; its tensors must have this model's sizes.
     pub fn set_state(&mut self, state: TrainState) -> Result<()> {
         let second_moments = self.config.optimizer.kind.has_second_moments();
-        state.check_fits(&self.mlp, second_moments)?;
+        state.check_fits(&self.model, second_moments)?;
         self.state = state;
         self.tally = None;
         Ok(())
     }
 
-    /// Replaces the parameters (weights and biases) and nothing else: a data-parallel worker's
-    /// replica following the driver's. They must have this model's shapes.
-    pub fn set_params(&mut self, params: Vec<Layer>) -> Result<()> {
-        self.mlp.check_shaped(&params, "parameters")?;
+    /// Replaces the parameters (weights and biases) and the step count and nothing else: a
+    /// data-parallel worker's replica following the driver's (the step keys dropout's masks).
+    /// They must have this model's shapes.
+    pub fn set_params(&mut self, params: Vec<Layer>, step: i64) -> Result<()> {
+        self.model.check_shaped(&params, "parameters")?;
+        if step < 0 {
+            return Err(Error::Input(format!("step {step} is negative")));
+        }
         self.state.params = params;
+        self.state.step = step;
         self.tally = None;
         Ok(())
     }
@@ -146,14 +153,14 @@ impl Trainer {
     /// at most the model's outputs (cross-entropy; [`Dataset::new`] checked each label against
     /// its classes) or one target value per output (MSE).
     pub fn check_data(&self, data: &Dataset) -> Result<()> {
-        if data.features() != self.mlp.inputs() {
+        if data.features() != self.model.inputs() {
             return Err(Error::Input(format!(
                 "samples have {} features, the model takes {}",
                 data.features(),
-                self.mlp.inputs()
+                self.model.inputs()
             )));
         }
-        let outputs = self.mlp.outputs();
+        let outputs = self.model.outputs();
         match (self.config.loss, data.targets()) {
             (Loss::CrossEntropy, Targets::Labels { classes, .. }) if *classes <= outputs => Ok(()),
             (Loss::CrossEntropy, Targets::Labels { classes, .. }) => Err(Error::Input(format!(
@@ -232,13 +239,19 @@ impl Trainer {
             .collect())
     }
 
-    /// The gradient block of `samples` (indices into `data`, in order) at the current
-    /// parameters, on the trainer's backend. Changes nothing: it reads only the parameters, so a
-    /// replica with the same parameters computes the same block.
-    pub fn block_gradient(&self, data: &Dataset, samples: &[usize]) -> Result<BlockGradient> {
+    /// The gradient block of `samples` (indices into `data`, in order; the first at position
+    /// `first_sample` of its batch, which dropout's masks read) at the current parameters, on
+    /// the trainer's backend. Changes nothing: it reads only the parameters and the step count,
+    /// so a replica with the same ones computes the same block.
+    pub fn block_gradient(
+        &self,
+        data: &Dataset,
+        samples: &[usize],
+        first_sample: usize,
+    ) -> Result<BlockGradient> {
         self.check_data(data)?;
         check_samples(data, samples)?;
-        Ok(self.block_gradient_unchecked(data, samples))
+        Ok(self.block_gradient_unchecked(data, samples, first_sample))
     }
 
     /// Takes the step of the batch the state is at from its blocks (those of
@@ -267,7 +280,7 @@ impl Trainer {
                     samples.len()
                 )));
             }
-            self.mlp.check_shaped(&block.grads, "gradient block")?;
+            self.model.check_shaped(&block.grads, "gradient block")?;
         }
         let batch = expected.iter().map(Vec::len).sum();
         let report = self.combine_blocks(blocks, batch);

@@ -9,9 +9,13 @@ use crate::arith::{cells, cells_mut, Real};
 use crate::backend::Compute;
 use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
+use crate::layers::network::Cells;
+use crate::layers::pass::{Context, Mode};
+use crate::layers::Network;
 use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::{BlockRecords, Layer, Mlp, Transposed};
+use crate::model::Model;
 use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
@@ -26,14 +30,21 @@ pub struct BlockGradient {
     pub losses: Vec<F32>,
     /// Samples classified correctly (0 for regression).
     pub correct: usize,
+    /// The block statistics of every BatchNorm (section 15.2), which update the running
+    /// averages once per block, in block order, when the step is taken.
+    pub statistics: Vec<Vec<F32>>,
 }
 
 /// Per-batch working memory.
 #[derive(Clone, Debug)]
 pub(super) struct Work {
     block_work: BlockWork,
-    /// The current parameters' weights, transposed for the forward pass.
-    transposed: Transposed,
+    /// An MLP's current weights, transposed for the forward pass.
+    transposed: Option<Transposed>,
+    /// A layer model's cells for a block's passes.
+    cells: Cells,
+    /// A layer model's BatchNorm statistics of the block under way.
+    statistics: Vec<Vec<F32>>,
     /// The batch's gradient (the first block's sum, then the total, then the mean).
     pub(super) total: Vec<Layer>,
     /// The sum of a block after the first.
@@ -43,12 +54,17 @@ pub(super) struct Work {
 }
 
 impl Work {
-    /// Working memory for `mlp`'s batches.
-    pub(super) fn new(mlp: &Mlp) -> Work {
+    /// Working memory for `model`'s batches.
+    pub(super) fn new(model: &Model) -> Work {
         Work {
             block_work: BlockWork::default(),
-            transposed: Transposed::new(mlp),
-            total: mlp.zeros(),
+            transposed: match model {
+                Model::Mlp(mlp) => Some(Transposed::new(mlp)),
+                Model::Network(_) => None,
+            },
+            cells: Cells::default(),
+            statistics: Vec::new(),
+            total: model.zeros(),
             block: Vec::new(),
             losses: Vec::new(),
         }
@@ -84,16 +100,19 @@ impl Trainer {
         &self,
         data: &Dataset,
         samples: &[usize],
+        first_sample: usize,
     ) -> BlockGradient {
         let mut block = BlockGradient {
-            grads: self.mlp.zeros(),
+            grads: self.model.zeros(),
             losses: Vec::with_capacity(samples.len()),
             correct: 0,
+            statistics: Vec::new(),
         };
         block.correct = self.backend.run(BlockSum {
             trainer: self,
             data,
             samples,
+            first_sample,
             block: &mut block,
         });
         block
@@ -117,7 +136,7 @@ impl Trainer {
         let backend = self.backend;
         backend.run(Combine {
             trainer: self,
-            added: &blocks[1..],
+            blocks,
             batch,
         });
         self.step_report(batch, correct)
@@ -186,38 +205,125 @@ impl Compute for Step<'_> {
         let (t, data, samples) = (self.trainer, self.data, self.samples);
         let block_len = t.config.block_len();
         if samples.len() > block_len && t.work.block.is_empty() {
-            t.work.block = t.mlp.zeros();
+            t.work.block = t.model.zeros();
         }
         let work = &mut t.work;
-        work.transposed.refresh(&t.mlp, &t.state.params);
-        let view = GradientView::new(
-            &t.mlp,
-            &t.config,
-            &t.threads,
-            &t.state.params,
-            &work.transposed,
-        );
         work.losses.clear();
-        let mut blocks = samples.chunks(block_len);
-        let first = blocks.next().expect("a batch has at least one sample");
-        let mut correct = view.block_sum::<R>(
-            data,
-            first,
-            &mut work.block_work,
-            &mut work.total,
-            &mut work.losses,
-        );
-        for block in blocks {
-            correct += view.block_sum::<R>(
-                data,
-                block,
-                &mut work.block_work,
-                &mut work.block,
-                &mut work.losses,
-            );
-            add_layers::<R>(&mut work.total, &work.block);
+        let mut correct = 0;
+        for (k, block) in samples.chunks(block_len).enumerate() {
+            let into = if k == 0 {
+                &mut work.total
+            } else {
+                &mut work.block
+            };
+            correct += match &t.model {
+                Model::Mlp(mlp) => {
+                    let transposed = work.transposed.as_mut().expect("an MLP's work has them");
+                    if k == 0 {
+                        transposed.refresh(mlp, &t.state.params);
+                    }
+                    let view =
+                        GradientView::new(mlp, &t.config, &t.threads, &t.state.params, transposed);
+                    view.block_sum::<R>(data, block, &mut work.block_work, into, &mut work.losses)
+                }
+                Model::Network(net) => {
+                    let pass = NetworkPass {
+                        net,
+                        config: &t.config,
+                        state: &t.state,
+                        first_sample: k * block_len,
+                    };
+                    let correct = pass.block_sum::<R>(
+                        data,
+                        block,
+                        &mut work.cells,
+                        into,
+                        &mut work.losses,
+                        &mut work.statistics,
+                    );
+                    net.update_running::<R>(block.len(), &work.statistics, &mut t.state.buffers);
+                    correct
+                }
+            };
+            if k > 0 {
+                add_layers::<R>(&mut work.total, &work.block);
+            }
         }
         t.update::<R>(samples.len());
+        correct
+    }
+}
+
+/// A layer model's gradient block: what it reads, and where its block lies in the batch (the
+/// dropout masks' sample positions).
+struct NetworkPass<'a> {
+    net: &'a Network,
+    config: &'a TrainerConfig,
+    state: &'a crate::state::TrainState,
+    first_sample: usize,
+}
+
+impl NetworkPass<'_> {
+    /// Writes into `into` the block gradient of `samples` (one chain per parameter cell over
+    /// the block's terms, section 15.3), appends their losses to `losses` and the block's
+    /// BatchNorm statistics to `statistics`; returns how many were classified correctly.
+    fn block_sum<R: Real>(
+        &self,
+        data: &Dataset,
+        samples: &[usize],
+        pass_cells: &mut Cells,
+        into: &mut [Layer],
+        losses: &mut Vec<F32>,
+        statistics: &mut Vec<Vec<F32>>,
+    ) -> usize {
+        let (net, config) = (self.net, self.config);
+        let (features, width, rows) = (
+            net.input.iter().product::<usize>(),
+            net.outputs(),
+            samples.len(),
+        );
+        let mut x = Vec::with_capacity(rows * features);
+        for &s in samples {
+            x.extend_from_slice(data.sample(s).0);
+        }
+        let context = Context {
+            math: config.math,
+            mode: Mode::Train {
+                seed: config.seed,
+                step: self.state.step as u64,
+                first_sample: self.first_sample,
+            },
+        };
+        let tensors = (&self.state.params[..], &self.state.buffers[..]);
+        let z = net
+            .forward::<R>(context, tensors, &x, rows, pass_cells)
+            .to_vec();
+        let mut delta = vec![F32::ZERO; rows * width];
+        let mut outputs = vec![F32::ZERO; width];
+        let mut correct = 0;
+        for ((z, delta), &s) in z
+            .chunks_exact(width)
+            .zip(delta.chunks_exact_mut(width))
+            .zip(samples)
+        {
+            let target = data.sample(s).1.cells::<R>();
+            let outputs = cells_mut::<R>(&mut outputs);
+            let loss =
+                config
+                    .loss
+                    .forward(config.math, cells(z), target, outputs, cells_mut(delta));
+            losses.push(loss.to_f32());
+            correct += usize::from(is_correct(config.math, outputs, target));
+        }
+        net.backward::<R>(
+            context,
+            &self.state.params,
+            (&x, &delta),
+            rows,
+            pass_cells,
+            into,
+        );
+        *statistics = net.statistics(pass_cells);
         correct
     }
 }
@@ -228,6 +334,8 @@ struct BlockSum<'a> {
     trainer: &'a Trainer,
     data: &'a Dataset,
     samples: &'a [usize],
+    /// The block's first sample's position in its batch.
+    first_sample: usize,
     block: &'a mut BlockGradient,
 }
 
@@ -236,15 +344,37 @@ impl Compute for BlockSum<'_> {
 
     fn compute<R: Real>(self) -> usize {
         let t = self.trainer;
-        let transposed = Transposed::of(&t.mlp, &t.state.params);
-        let view = GradientView::new(&t.mlp, &t.config, &t.threads, &t.state.params, &transposed);
-        view.block_sum::<R>(
-            self.data,
-            self.samples,
-            &mut BlockWork::default(),
-            &mut self.block.grads,
-            &mut self.block.losses,
-        )
+        let block = self.block;
+        match &t.model {
+            Model::Mlp(mlp) => {
+                let transposed = Transposed::of(mlp, &t.state.params);
+                let view =
+                    GradientView::new(mlp, &t.config, &t.threads, &t.state.params, &transposed);
+                view.block_sum::<R>(
+                    self.data,
+                    self.samples,
+                    &mut BlockWork::default(),
+                    &mut block.grads,
+                    &mut block.losses,
+                )
+            }
+            Model::Network(net) => {
+                let pass = NetworkPass {
+                    net,
+                    config: &t.config,
+                    state: &t.state,
+                    first_sample: self.first_sample,
+                };
+                pass.block_sum::<R>(
+                    self.data,
+                    self.samples,
+                    &mut Cells::default(),
+                    &mut block.grads,
+                    &mut block.losses,
+                    &mut block.statistics,
+                )
+            }
+        }
     }
 }
 
@@ -253,7 +383,8 @@ impl Compute for BlockSum<'_> {
 /// update.
 struct Combine<'a> {
     trainer: &'a mut Trainer,
-    added: &'a [BlockGradient],
+    /// Every block, the first one's sum already in `work.total`.
+    blocks: &'a [BlockGradient],
     batch: usize,
 }
 
@@ -263,11 +394,18 @@ impl Compute for Combine<'_> {
     fn compute<R: Real>(self) {
         let Combine {
             trainer: t,
-            added,
+            blocks,
             batch,
         } = self;
+        let added = &blocks[1..];
         for block in added {
             add_layers::<R>(&mut t.work.total, &block.grads);
+        }
+        if let Model::Network(net) = &t.model {
+            for block in blocks {
+                let rows = block.losses.len();
+                net.update_running::<R>(rows, &block.statistics, &mut t.state.buffers);
+            }
         }
         t.update::<R>(batch);
     }

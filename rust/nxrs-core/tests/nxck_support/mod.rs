@@ -4,10 +4,11 @@
 #![allow(dead_code)] // each test crate uses a different subset
 
 use nxrs_core::checkpoint;
+use nxrs_core::config::Architecture;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
-use nxrs_core::mlp::{Init, Layer, Mlp};
+use nxrs_core::mlp::{Init, Layer};
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify, ALIGN, PRELUDE_LEN};
 use nxrs_core::nxck::Format;
@@ -154,7 +155,7 @@ pub fn general_config_with(
             (optimizer, schedule, clip_norm, batch_size, grad_block, shuffle, drop_last),
         )| {
             let config = TrainerConfig {
-                sizes,
+                architecture: Architecture::Sizes(sizes),
                 loss,
                 math,
                 init,
@@ -189,7 +190,7 @@ pub fn any_general_config() -> impl Strategy<Value = TrainerConfig> {
 /// A state of `config`'s model with random bit patterns in every tensor (NaNs included) and
 /// random scalars in their ranges.
 pub fn random_state(config: &TrainerConfig) -> impl Strategy<Value = TrainState> {
-    let mlp = Mlp::new(config.sizes.clone()).unwrap();
+    let mlp = config.validate().unwrap();
     let second_moments = config.optimizer.kind.has_second_moments();
     let lens: Vec<usize> = TrainState::layout(&mlp, second_moments)
         .iter()
@@ -208,7 +209,8 @@ pub fn random_state(config: &TrainerConfig) -> impl Strategy<Value = TrainState>
     );
     (tensors, scalars).prop_map(move |(tensors, (epoch, b1t, b2t, step, batch))| {
         let params: Vec<Layer> = mlp.zeros();
-        let mut state = TrainState::fresh(params, second_moments);
+        let buffers = vec![Vec::new(); mlp.buffer_specs().len()];
+        let mut state = TrainState::fresh(params, buffers, second_moments);
         for (slot, bits) in state.tensors_mut().into_iter().zip(tensors) {
             *slot = bits.into_iter().map(F32::from_bits).collect();
         }
@@ -430,7 +432,7 @@ pub fn run_case(
         (1..=20i32).prop_map(|c| ratio(c, 10)),
     )
     .prop_map(move |mut config| {
-        let weights: usize = config.sizes.windows(2).map(|w| w[0] * w[1]).sum();
+        let weights: usize = sizes(&config).windows(2).map(|w| w[0] * w[1]).sum();
         let most = (max_work / weights).clamp(1, max_batch);
         config.batch_size = config.batch_size.min(most);
         config.grad_block = config.grad_block.map(|block| block.min(most));
@@ -449,8 +451,8 @@ pub fn run_case(
     });
     let (amplitude, divisor, max_steps) = (shape.amplitude, shape.divisor, shape.max_steps);
     sized.prop_flat_map(move |(config, n)| {
-        let features = config.sizes[0];
-        let outputs = *config.sizes.last().unwrap();
+        let features = sizes(&config)[0];
+        let outputs = *sizes(&config).last().unwrap();
         let targets = match config.loss {
             Loss::CrossEntropy => n,
             Loss::Mse => n * outputs,
@@ -500,3 +502,11 @@ pub fn mutated(base: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
 
 /// Bytes JSON is made of, so that mutations reach past the parser into the validation.
 pub const JSON_BYTES: &[u8] = b"0123456789-+.eE,:[]{}\" abfilnrstu";
+
+/// The layer sizes of a configuration these strategies made (they make MLPs only).
+pub fn sizes(config: &TrainerConfig) -> &[usize] {
+    match &config.architecture {
+        Architecture::Sizes(sizes) => sizes,
+        Architecture::Layers(_) => unreachable!("the strategies make layer sizes"),
+    }
+}

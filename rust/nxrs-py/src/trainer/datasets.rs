@@ -59,7 +59,7 @@ impl PyTrainer {
     /// The model's loss and its numbers of inputs and outputs (fixed for a trainer's lifetime).
     pub(super) fn shape(&self, py: Python<'_>) -> (Loss, usize, usize) {
         self.read(py, |t| {
-            (t.config().loss, t.mlp().inputs(), t.mlp().outputs())
+            (t.config().loss, t.model().inputs(), t.model().outputs())
         })
     }
 
@@ -72,8 +72,7 @@ impl PyTrainer {
         rows: Rows,
     ) -> PyResult<Dataset> {
         let rank = rows as usize;
-        let (cells, shape) = inputs::features(x, rank + 1)?;
-        let features = shape[rank];
+        let (cells, features) = self.samples(py, x, rank)?;
         let (loss, _, outputs) = self.shape(py);
         let data = match loss {
             Loss::CrossEntropy => {
@@ -94,17 +93,45 @@ impl PyTrainer {
         Ok(data)
     }
 
-    /// Features for inference: 2-D, the model's feature count, finite, not empty.
+    /// Samples' cells, `rank` leading dimensions (0: one sample, 1: a batch) then either the
+    /// features flat or (a layer model's) the input's shape: the cells and the features per
+    /// sample.
+    fn samples(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        rank: usize,
+    ) -> PyResult<(Vec<F32>, usize)> {
+        let input = self.read(py, |t| t.model().input_shape());
+        let ndims = [rank + 1, rank + input.len()];
+        let ndims = if input.len() > 1 {
+            &ndims[..]
+        } else {
+            &ndims[..1]
+        };
+        let (cells, shape) = inputs::features(x, ndims)?;
+        let sample = &shape[rank..];
+        if sample.len() > 1 && sample != input {
+            return Err(InputError::new_err(format!(
+                "samples have shape {sample:?}, the model takes {input:?} (or their {} cells flat)",
+                input.iter().product::<usize>()
+            )));
+        }
+        Ok((cells, sample.iter().product()))
+    }
+
+    /// Features for inference: a batch of samples (flat or shaped), the model's feature count,
+    /// finite, not empty.
     pub(super) fn features(
         &self,
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
     ) -> PyResult<(Vec<F32>, usize)> {
-        let (cells, shape) = inputs::features(x, 2)?;
-        let n = shape[0];
+        let (cells, features) = self.samples(py, x, 1)?;
+        let n = cells.len().checked_div(features).unwrap_or(0);
         let (_, inputs, _) = self.shape(py);
         // The dataset's checks (size, finiteness), with placeholder labels.
-        let data = Dataset::new(shape[1], 1, cells, &vec![0u8; n]).map_err(to_py)?;
+        let data = Dataset::new(features, 1, cells, &vec![0u8; n]).map_err(to_py)?;
         if data.features() != inputs {
             return Err(InputError::new_err(format!(
                 "samples have {} features, the model takes {inputs}",

@@ -21,7 +21,7 @@ pub use training::{PyEpochEnd, PyRunChunk};
 
 use crate::checkpoint::PyCheckpoint;
 use crate::errors::{to_py, BusyError, ConfigError, InputError};
-use crate::inputs::{count, AnyInt, AnyInts};
+use crate::inputs::{count, AnyInt};
 use crate::options::{config_dict, trainer_options};
 use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn};
@@ -322,7 +322,7 @@ impl PyTrainer {
     )]
     fn new(
         py: Python<'_>,
-        layers: Option<AnyInts>,
+        layers: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let options = trainer_options(layers, options)?;
@@ -465,25 +465,46 @@ impl PyTrainer {
         self.batch_blocks(py, &dataset.inner)
     }
 
-    /// One gradient block at the current parameters, the GIL released: `(sums, losses,
-    /// correct)`, the sums as float32 arrays in tensor order (W1, b1, W2, b2, ...).
+    /// One gradient block at the current parameters, the GIL released, its first sample at
+    /// position `first_sample` of its batch: `(sums, losses, correct, statistics)`, the sums as
+    /// float32 arrays in tensor order (W1, b1, W2, b2, ...), the statistics the block's
+    /// BatchNorm layers' (section 15.2).
+    #[pyo3(signature = (dataset, samples, first_sample = 0))]
     fn _block_gradient<'py>(
         &self,
         py: Python<'py>,
         dataset: PyRef<'_, PyDataset>,
         samples: Vec<usize>,
+        first_sample: usize,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.block_gradient(py, &dataset.inner, samples)
+        self.block_gradient(py, &dataset.inner, samples, first_sample)
+    }
+
+    /// The parameters as float32 arrays in tensor order (W1, b1, W2, b2, ...): what a
+    /// data-parallel worker needs of its driver's state.
+    fn _params<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let tensors = self.read(py, |t| {
+            let specs = t.model().param_specs().into_iter().flatten();
+            let cells = t.state().tensors().into_iter().map(floats);
+            specs.zip(cells).collect::<Vec<_>>()
+        });
+        tensors
+            .into_iter()
+            .map(|((_, shape), cells)| Ok(PyArray1::from_vec(py, cells).reshape(shape)?.into_any()))
+            .collect()
     }
 
     /// Replaces the weights and biases (float32 arrays in tensor order W1, b1, W2, b2, ...,
-    /// taken bit for bit) and nothing else: a data-parallel worker following its driver.
+    /// taken bit for bit) and the step count, nothing else: a data-parallel worker following
+    /// its driver.
+    #[pyo3(signature = (arrays, step = 0))]
     fn _set_params(
         &self,
         py: Python<'_>,
         arrays: Vec<PyReadonlyArrayDyn<'_, f32>>,
+        step: i64,
     ) -> PyResult<()> {
-        self.replace_params(py, arrays)
+        self.replace_params(py, arrays, step)
     }
 
     /// Takes the current batch's step from its blocks (`_block_gradient`'s results, in the
@@ -614,7 +635,7 @@ impl PyTrainer {
         // Copies made under the lock; the arrays are built after it is released.
         let tensors = self.read(py, |t| {
             let second = t.config().optimizer.kind.has_second_moments();
-            let layout = TrainState::layout(t.mlp(), second);
+            let layout = TrainState::layout(t.model(), second);
             let cells = t.state().tensors().into_iter().map(floats);
             layout.into_iter().zip(cells).collect::<Vec<_>>()
         });
@@ -690,10 +711,11 @@ impl PyTrainer {
         float_of(self.read(py, |t| t.state().b2t))
     }
 
-    /// Layer sizes, inputs first.
+    /// Layer sizes, inputs first; for layer objects, the cells per sample at every layer
+    /// boundary (the input's, then each layer's output's).
     #[getter]
     fn sizes(&self, py: Python<'_>) -> Vec<usize> {
-        self.read(py, |t| t.mlp().sizes().to_vec())
+        self.read(py, |t| t.model().sizes())
     }
 
     /// The optimiser's hyperparameters as binary32 values.
@@ -718,7 +740,7 @@ impl PyTrainer {
         self.read(py, |t| {
             format!(
                 "Trainer(sizes={:?}, epoch={}, state_hash={:#018x})",
-                t.mlp().sizes(),
+                t.model().sizes(),
                 t.state().epoch,
                 t.state_hash()
             )

@@ -12,12 +12,13 @@ use nxrs_core::F32;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-/// A gradient block as Python passes it back: the sums (W1, b1, ...), each sample's loss, and
-/// the samples classified correctly.
+/// A gradient block as Python passes it back: the sums (W1, b1, ...), each sample's loss, the
+/// samples classified correctly, and the block's BatchNorm statistics.
 pub(super) type BlockArrays<'py> = (
     Vec<PyReadonlyArrayDyn<'py, f32>>,
     PyReadonlyArray1<'py, f32>,
     usize,
+    Vec<PyReadonlyArray1<'py, f32>>,
 );
 
 impl PyTrainer {
@@ -26,41 +27,52 @@ impl PyTrainer {
         self.read(py, |t| t.batch_blocks(data)).map_err(to_py)
     }
 
-    /// `_block_gradient`: one block at the current parameters, the GIL released.
+    /// `_block_gradient`: one block at the current parameters, the GIL released; the block
+    /// starts at position `first_sample` of its batch.
     pub(super) fn block_gradient<'py>(
         &self,
         py: Python<'py>,
         data: &Dataset,
         samples: Vec<usize>,
+        first_sample: usize,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let (block, shapes) = self
             .compute(py, |t| {
-                let shapes: Vec<(usize, usize)> = (0..t.mlp().layers())
-                    .map(|l| t.mlp().weight_shape(l))
+                let shapes: Vec<[Vec<usize>; 2]> = t
+                    .model()
+                    .param_specs()
+                    .into_iter()
+                    .map(|[(_, w), (_, b)]| [w, b])
                     .collect();
-                t.block_gradient(data, &samples)
+                t.block_gradient(data, &samples, first_sample)
                     .map(|block| (block, shapes))
             })
             .map_err(to_py)?;
         let sums = PyList::empty(py);
-        for (layer, &(outputs, inputs)) in block.grads.iter().zip(&shapes) {
-            sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape([outputs, inputs])?)?;
-            sums.append(PyArray1::from_vec(py, floats(&layer.b)))?;
+        for (layer, [w, b]) in block.grads.iter().zip(shapes) {
+            sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape(w)?)?;
+            sums.append(PyArray1::from_vec(py, floats(&layer.b)).reshape(b)?)?;
         }
         let losses = PyArray1::from_vec(py, floats(&block.losses));
-        (sums, losses, block.correct).into_pyobject(py)
+        let statistics = PyList::empty(py);
+        for s in &block.statistics {
+            statistics.append(PyArray1::from_vec(py, floats(s)))?;
+        }
+        (sums, losses, block.correct, statistics).into_pyobject(py)
     }
 
-    /// `_set_params`: the weights and biases replaced bit for bit, nothing else.
+    /// `_set_params`: the weights and biases and the step count replaced (bit for bit),
+    /// nothing else.
     pub(super) fn replace_params(
         &self,
         py: Python<'_>,
         arrays: Vec<PyReadonlyArrayDyn<'_, f32>>,
+        step: i64,
     ) -> PyResult<()> {
         let claim = self.claim("_set_params")?;
-        let layers = self.read(py, |t| t.mlp().layers());
+        let layers = self.read(py, |t| t.model().param_specs().len());
         let params = layers_of(&arrays, layers, "the parameters")?;
-        self.compute_mut(py, &claim, |t| t.set_params(params))
+        self.compute_mut(py, &claim, |t| t.set_params(params, step))
             .map_err(to_py)
     }
 
@@ -72,14 +84,18 @@ impl PyTrainer {
         blocks: Vec<BlockArrays<'_>>,
     ) -> PyResult<PyRunChunk> {
         let claim = self.claim("_apply_blocks")?;
-        let layers = self.read(py, |t| t.mlp().layers());
+        let layers = self.read(py, |t| t.model().param_specs().len());
         let blocks = blocks
             .iter()
-            .map(|(sums, losses, correct)| {
+            .map(|(sums, losses, correct, statistics)| {
                 Ok(BlockGradient {
                     grads: layers_of(sums, layers, "a gradient block")?,
                     losses: bits_of(losses.as_array().iter()),
                     correct: *correct,
+                    statistics: statistics
+                        .iter()
+                        .map(|s| bits_of(s.as_array().iter()))
+                        .collect(),
                 })
             })
             .collect::<PyResult<Vec<_>>>()?;

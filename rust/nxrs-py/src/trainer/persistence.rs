@@ -81,7 +81,7 @@ impl PyTrainer {
         }
         self.compute_mut(py, &claim, |t| {
             let second = t.config().optimizer.kind.has_second_moments();
-            let state = TrainState::starting_from(t.mlp(), tensors, second)?;
+            let state = TrainState::starting_from(t.model(), tensors, second)?;
             t.set_state(state)
         })
         .map_err(to_py)

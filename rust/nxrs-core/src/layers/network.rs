@@ -1,0 +1,155 @@
+//! A whole layer list's passes over a block of samples: each layer's forward pass in order,
+//! its outputs kept, then the backward passes in reverse order into the block's gradients
+//! (`docs/TRAINING.md` sections 15.2-15.3).
+
+use super::pass::{Context, Saved, Tensors};
+use super::{Network, Op};
+use crate::arith::Real;
+use crate::mlp::Layer as Params;
+use crate::softf32::F32;
+
+/// The working cells of a block's pass: every layer's outputs and its output gradients, and
+/// what its forward pass kept.
+#[derive(Clone, Debug, Default)]
+pub struct Cells {
+    outputs: Vec<Vec<F32>>,
+    gradients: Vec<Vec<F32>>,
+    saved: Vec<Saved>,
+}
+
+/// Where a layer's tensors are in the state: its parameters' index, its running statistics'
+/// first index.
+#[derive(Clone, Copy, Debug)]
+struct Slots {
+    params: Option<usize>,
+    running: Option<usize>,
+}
+
+impl Network {
+    fn slots(&self) -> Vec<Slots> {
+        let (mut p, mut b) = (0, 0);
+        self.layers
+            .iter()
+            .map(|layer| {
+                let (params, running) = layer.tensor_shapes();
+                let slots = Slots {
+                    params: (!params.is_empty()).then_some(p),
+                    running: (!running.is_empty()).then_some(b),
+                };
+                p += usize::from(!params.is_empty());
+                b += running.len();
+                slots
+            })
+            .collect()
+    }
+
+    /// The forward pass of `rows` samples `x` (row-major, the input's cells each): returns the
+    /// last layer's outputs, `rows x outputs`.
+    pub fn forward<'c, R: Real>(
+        &self,
+        context: Context,
+        (params, buffers): (&[Params], &[Vec<F32>]),
+        x: &'c [F32],
+        rows: usize,
+        cells: &'c mut Cells,
+    ) -> &'c [F32] {
+        let n = self.layers.len();
+        cells.outputs.resize_with(n, Vec::new);
+        cells.saved.resize_with(n, Saved::default);
+        for (i, (layer, slots)) in self.layers.iter().zip(self.slots()).enumerate() {
+            let tensors = Tensors {
+                params: slots.params.map(|k| (&params[k].w[..], &params[k].b[..])),
+                running: slots
+                    .running
+                    .map(|k| (&buffers[k][..], &buffers[k + 1][..])),
+            };
+            let (below, this) = cells.outputs.split_at_mut(i);
+            let input = if i == 0 { x } else { &below[i - 1][..] };
+            let y = &mut this[0];
+            y.resize(rows * layer.output.iter().product::<usize>(), F32::ZERO);
+            layer.forward::<R>(context, tensors, input, rows, y, &mut cells.saved[i]);
+        }
+        cells
+            .outputs
+            .last()
+            .map_or(&x[..rows * self.outputs()], |y| &y[..rows * self.outputs()])
+    }
+
+    /// The backward pass after [`Network::forward`] of the same `x` (training mode): from the
+    /// gradient `delta` of the loss with respect to the outputs, every parameter's block gradient
+    /// into `grads` (shaped like the parameters).
+    pub fn backward<R: Real>(
+        &self,
+        context: Context,
+        params: &[Params],
+        (x, delta): (&[F32], &[F32]),
+        rows: usize,
+        cells: &mut Cells,
+        grads: &mut [Params],
+    ) {
+        let n = self.layers.len();
+        cells.gradients.resize_with(n, Vec::new);
+        let slots = self.slots();
+        // Gradients with respect to each layer's output; the last one's is `delta`.
+        for i in (0..n).rev() {
+            let layer = &self.layers[i];
+            let (below, this) = cells.gradients.split_at_mut(i);
+            let g = if i + 1 == n { delta } else { &this[0][..] };
+            // The first layer's input gradient is not needed (nothing below it learns).
+            let gx = (i > 0).then(|| {
+                let gx = &mut below[i - 1];
+                gx.resize(rows * layer.input.iter().product::<usize>(), F32::ZERO);
+                &mut gx[..]
+            });
+            let input = if i == 0 { x } else { &cells.outputs[i - 1][..] };
+            let k = slots[i].params;
+            let own = k.map(|k| (&params[k].w[..], &params[k].b[..]));
+            let (grads_before, grads_here) = grads.split_at_mut(k.unwrap_or(0));
+            let _ = grads_before;
+            let grad = k.map(|_| {
+                let g = &mut grads_here[0];
+                (&mut g.w[..], &mut g.b[..])
+            });
+            layer.backward::<R>(
+                context,
+                own,
+                (input, &cells.outputs[i], g),
+                rows,
+                &mut cells.saved[i],
+                gx,
+                grad,
+            );
+        }
+    }
+
+    /// The block statistics of every BatchNorm (in list order) that the training-mode
+    /// [`Network::forward`] which left `cells` computed: what [`Network::update_running`] needs.
+    pub fn statistics(&self, cells: &Cells) -> Vec<Vec<F32>> {
+        self.layers
+            .iter()
+            .zip(&cells.saved)
+            .filter(|(layer, _)| matches!(layer.op, Op::BatchNorm(_)))
+            .map(|(_, saved)| saved.statistics().to_vec())
+            .collect()
+    }
+
+    /// Every BatchNorm's running averages (`buffers`, the state's) updated by a block of
+    /// `rows` samples with these [`Network::statistics`]: once per block, in block order.
+    pub fn update_running<R: Real>(
+        &self,
+        rows: usize,
+        statistics: &[Vec<F32>],
+        buffers: &mut [Vec<F32>],
+    ) {
+        let norms = self
+            .layers
+            .iter()
+            .zip(self.slots())
+            .filter(|(l, _)| matches!(l.op, Op::BatchNorm(_)));
+        for ((layer, slots), statistics) in norms.zip(statistics) {
+            let k = slots.running.expect("a BatchNorm has running statistics");
+            let (mean, var) = buffers[k..].split_at_mut(1);
+            layer.update_running::<R>(rows, statistics, &mut mean[0], &mut var[0]);
+        }
+    }
+}
