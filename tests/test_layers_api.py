@@ -5,8 +5,10 @@ same meaning."""
 
 from __future__ import annotations
 
+import copy
 import doctest
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -211,6 +213,13 @@ def test_equality_and_hashing_by_type_and_value() -> None:
 
 
 @pytest.mark.parametrize("layer", [x for x, _ in EXPECTED], ids=repr)
+def test_pickle_and_copy_keep_the_layer(layer: L.Layer) -> None:
+    # Ray and multiprocessing send layers by pickle; a frozen layer must survive it.
+    assert pickle.loads(pickle.dumps(layer)) == layer
+    assert copy.deepcopy(layer) == layer and copy.copy(layer) == layer
+
+
+@pytest.mark.parametrize("layer", [x for x, _ in EXPECTED], ids=repr)
 def test_repr_rebuilds_the_layer(layer: L.Layer) -> None:
     namespace = {name: getattr(L, name) for name in CLASSES}
     assert eval(repr(layer), namespace) == layer
@@ -352,7 +361,8 @@ def test_values_are_left_to_the_core() -> None:
     "d, words",
     [
         ("Dense", ["object", "type"]),
-        ({"units": 3}, ["unknown layer type", "None"]),
+        ({"units": 3}, ['needs "type"', "units"]),
+        ({"type": 3}, ['needs "type"']),
         ({"type": "Linear", "units": 3}, ["unknown layer type", "Linear", "Dense"]),
         ({"type": "Conv1d", "out_channels": 3}, ["Conv1d", "kernel_size"]),
         ({"type": "Conv1d", "out_channels": 3, "kernel_size": 3, "dilation": 2}, ["dilation"]),

@@ -457,7 +457,9 @@ def from_dict(d: Mapping[str, Any]) -> Layer:
     if not isinstance(d, Mapping):
         raise ConfigError(f'a layer is an object with a "type", got {_shown(d)}')
     kind = d.get("type")
-    cls = _TYPES.get(kind) if isinstance(kind, str) else None
+    if not isinstance(kind, str):
+        raise ConfigError(f'a layer object needs "type" (a layer\'s name), got {_shown(dict(d))}')
+    cls = _TYPES.get(kind)
     if cls is None:
         raise ConfigError(f"unknown layer type {_shown(kind)} (known: {', '.join(_TYPES)})")
     return cls._from_params({k: v for k, v in d.items() if k != "type" and v is not None})
