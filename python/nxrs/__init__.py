@@ -22,15 +22,16 @@ Checkpoints (NXCK v2 by default) are written crash-safely and read zero-copy:
 >>> nxrs.Trainer.load(path).state_hash() == t.state_hash()
 True
 
-The public modules are this one, ``nxrs.data`` (data files and the split), ``nxrs.sklearn``
-(scikit-learn estimators), ``nxrs.interop`` (PyTorch, ONNX, safetensors), ``nxrs.softf32``
-(the arithmetic on numpy arrays) and ``nxrs.cli`` (the ``nxrs`` command). Every other module is
+The public modules are this one, ``nxrs.data`` (data files and the split), ``nxrs.layers``
+(layer objects, model files and presets), ``nxrs.sklearn`` (scikit-learn estimators),
+``nxrs.interop`` (PyTorch, ONNX, safetensors), ``nxrs.softf32`` (the arithmetic on numpy arrays)
+and ``nxrs.cli`` (the ``nxrs`` command). Every other module is
 private (underscored); what of them is public is re-exported here.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from nxrs import _renamed, softf32
+from nxrs import _renamed, layers, softf32
 from nxrs._checkpoint import Checkpoint, open
 from nxrs._fit import History, NothingToTrainWarning
 from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
@@ -98,6 +99,7 @@ __all__ = [
     "checkpoint_format",
     "config_schema",
     "hardware_isa",
+    "layers",
     "open",
     "seed_dataset",
     "softf32",
