@@ -88,6 +88,10 @@ def test_training_md_documents_every_setting_with_the_schemas_defaults() -> None
             adamw = re.search(r"`([^`]+)` for AdamW", general)
             assert adamw is not None, f"{setting['name']}: TRAINING.md omits AdamW's default"
             assert same_default(documented_value(adamw.group(1)), setting["default_adamw"])
+        if setting["default_layer_objects"] is not None:
+            objects = re.search(r"`([^`]+)` for layer objects", general)
+            assert objects is not None, f"{setting['name']}: TRAINING.md omits its default"
+            assert documented_value(objects.group(1)) == setting["default_layer_objects"]
         for choice in setting["choices"] or []:
             assert f'"{choice}"' in values, f"{setting['name']}: {choice} is not documented"
 
@@ -110,6 +114,7 @@ def test_the_schemas_rows() -> None:
             "optional",
             "default",
             "default_adamw",
+            "default_layer_objects",
             "min",
             "range",
             "doc",
@@ -153,10 +158,14 @@ def test_every_setting_is_reachable_by_name_with_its_default(family: str) -> Non
 
 def test_every_choice_builds_a_trainer() -> None:
     needs = {"linear": {"total_steps": 5}, "step": {"step_size": 2, "gamma": 0.5}}
+    # init="torch" is for layer objects (TRAINING.md section 15.4); every other choice is for
+    # layer sizes too.
+    objects = [nxrs.layers.Input(2), nxrs.layers.Dense(3)]
     for s in SCHEMA:
         for choice in s["choices"] or []:
             extra = needs.get(choice, {}) if s["name"] == "schedule" else {}
-            config = nxrs.Trainer(layers=[2, 3], **{s["name"]: choice}, **extra).config
+            layers = objects if choice == "torch" else [2, 3]
+            config = nxrs.Trainer(layers=layers, **{s["name"]: choice}, **extra).config
             assert config[s["name"]] == choice
 
 

@@ -33,6 +33,23 @@ CONFIGS = {
         "clip_norm": 0.5,
         "shuffle": False,
     },
+    # A layer model (issue 21): BatchNorm's block statistics travel back with each block and
+    # update the running averages in block order; dropout's masks need the step and each
+    # block's position in its batch on the workers.
+    "layer-objects": {
+        "layers": [
+            nxrs.layers.Input(3, 4),
+            nxrs.layers.Conv1d(4, 3, padding=1),
+            nxrs.layers.BatchNorm1d(),
+            nxrs.layers.ReLU(),
+            nxrs.layers.Flatten(),
+            nxrs.layers.Dropout(0.2),
+            nxrs.layers.Dense(3),
+        ],
+        "batch_size": 10,
+        "grad_block": 3,
+        "seed": 2,
+    },
 }
 EPOCHS = 3
 

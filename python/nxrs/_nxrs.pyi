@@ -9,6 +9,8 @@ import numpy.typing as npt
 from _typeshed import StrOrBytesPath
 from typing_extensions import Self, disjoint_base
 
+from nxrs.layers import Layer
+
 __all__ = [
     "_CHUNK_SECONDS",
     "BadMagicError",

@@ -560,6 +560,14 @@ _PRESETS: dict[str, tuple[Layer, ...]] = {
 #: The names ``preset`` knows (``nxrs train --model NAME``).
 PRESETS: tuple[str, ...] = tuple(_PRESETS)
 
+#: How each preset is meant to be trained: its data set and the settings ``nxrs train --model
+#: NAME`` takes unless given (the MNIST-1D paper's Adam lr 1e-2, batch 100, 6,000 steps; the
+#: digits net's settings found with PyTorch, above).
+RECIPES: dict[str, dict[str, Any]] = {
+    "mnist1d-cnn": {"data": "mnist1d", "batch_size": 100, "lr": 0.01, "epochs": 150},
+    "digits-cnn": {"data": "digits", "batch_size": 32, "lr": 0.01, "epochs": 20},
+}
+
 
 def preset(name: str) -> list[Layer]:
     """A named model (``PRESETS``): ``"mnist1d-cnn"``, the MNIST-1D paper's ConvBase (three

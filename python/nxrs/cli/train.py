@@ -113,6 +113,15 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="hidden layer sizes, e.g. 128 or 256,128 (inputs and outputs from the data)",
     )
+    shape.add_argument(
+        "--model",
+        default=None,
+        metavar="PRESET|FILE.json",
+        help="a model of layer objects: a preset ("
+        + ", ".join(nxrs.layers.PRESETS)
+        + ", each with its data set, batch size, learning rate and epochs unless given) or a "
+        "JSON file of layer objects (docs/TRAINING.md section 15.1)",
+    )
     add_epochs_argument(train)
     add_setting_argument(train, "batch_size", "default {default}", type=positive_int)
     add_setting_argument(train, "lr", "learning rate (default {default})", type=float)
@@ -206,17 +215,49 @@ def _plotter() -> Any:
     return plt
 
 
+def given(args: Any, option: str) -> bool:
+    """Whether the command line gave ``option`` (or an abbreviation argparse took for it)."""
+    for token in getattr(args, "argv", []):
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and option.startswith(name):
+            return True
+    return False
+
+
+def apply_recipe(args: Any) -> None:
+    """``--model PRESET``: the preset's data and settings (``nxrs.layers.RECIPES``) for every
+    option the command line left out."""
+    recipe = nxrs.layers.RECIPES.get(getattr(args, "model", None) or "")
+    for key, value in (recipe or {}).items():
+        if not given(args, "--" + key.replace("_", "-")):
+            setattr(args, key, value)
+
+
+def model_layers(model: str) -> list[Any]:
+    """``--model``: a preset's layers, or a JSON file's (``nxrs.layers.load_model``)."""
+    if model in nxrs.layers.PRESETS:
+        return list(nxrs.layers.preset(model))
+    return list(nxrs.layers.load_model(model))
+
+
 def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``) and returns the
     exit status (0, or ``EXIT_DIVERGED``). ``stop``: the SIGINT/SIGTERM flag the command line
     installed before loading the data."""
     start = time.perf_counter()
+    apply_recipe(args)
     plt = _plotter() if args.plot is not None else None
     test_size = getattr(args, "test_size", None)
     check_test_size(args.data, test_size)  # before the data is read or generated
     x, y = load(args.data, args.target, getattr(args, "task", "auto"))
     loss = loss_for(y)
-    layers = list(args.layers) if args.layers is not None else default_layers(x, y, args.hidden)
+    layers: list[Any]
+    if getattr(args, "model", None) is not None:
+        layers = model_layers(args.model)
+    elif args.layers is not None:
+        layers = list(args.layers)
+    else:
+        layers = default_layers(x, y, args.hidden)
     trainer = nxrs.Trainer(
         layers=layers,
         loss=loss,
@@ -269,7 +310,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         checkpoint = None if latest is None else latest.path
     summary: dict[str, Any] = {
         "data": args.data,
-        "layers": layers,
+        "layers": trainer.config["layers"],
         "epochs": trainer.epoch,
         "steps": trainer.steps,
         "train_loss": train_loss,

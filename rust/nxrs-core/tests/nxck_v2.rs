@@ -368,7 +368,7 @@ fn rewritten_header_fields_give_their_documented_errors() {
     );
     expect_format(
         |h| entry(h, "W1")["shape"] = json!(vec![1; 1_000_000]),
-        "a tensor's shape has more than 2 items",
+        "a tensor's shape has more than 4 items",
     );
     // Tensor table: the model's checks (the cells still fill nbytes).
     expect_model(

@@ -270,6 +270,13 @@ pub fn config_schema(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         }
         row.set_item("default", defaults)?;
         row.set_item(
+            "default_layer_objects",
+            match s.default {
+                Default::ForLayerObjects { objects, .. } => Some(objects),
+                _ => None,
+            },
+        )?;
+        row.set_item(
             "default_adamw",
             match s.default {
                 Default::ForAdamW { adamw, .. } => Some(adamw),

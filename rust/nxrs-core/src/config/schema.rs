@@ -116,6 +116,13 @@ pub enum Default {
     Families(Value, Value),
     /// `adamw` with the AdamW optimiser (decoupled weight decay is its point), else `other`.
     ForAdamW { adamw: f64, other: f64 },
+    /// `objects` for a model of layer objects (section 15.4), else the families' (`general`,
+    /// `seed`).
+    ForLayerObjects {
+        objects: &'static str,
+        general: &'static str,
+        seed: &'static str,
+    },
 }
 
 /// One setting: the table's row.
@@ -143,6 +150,15 @@ impl Setting {
                 Family::General => general.clone(),
                 Family::SeedModel => seed.clone(),
             },
+            Default::ForLayerObjects {
+                objects,
+                general,
+                seed,
+            } => name(match (&config.architecture, family) {
+                (Architecture::Layers(_), _) => objects,
+                (_, Family::General) => general,
+                (_, Family::SeedModel) => seed,
+            }),
             Default::ForAdamW { adamw, other } => {
                 Value::Float(if config.optimizer.kind == Kind::AdamW {
                     *adamw
@@ -269,8 +285,12 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
             name: "init",
             ty: Type::Name(&Init::NAMES),
             optional: false,
-            default: Default::Families(name(Init::He.name()), name(Init::Seed.name())),
-            range: "seed, he, glorot",
+            default: Default::ForLayerObjects {
+                objects: "torch",
+                general: "he",
+                seed: "seed",
+            },
+            range: "seed, he, glorot (layer sizes); torch, he, glorot (layer objects)",
             doc: "the weight initialisation (section 4)",
             get: |c| name(c.init.name()),
             set: |c, v| {

@@ -44,8 +44,8 @@ pub const ALIGN: usize = 64;
 pub const MAX_HEADER_LEN: usize = 64 << 20;
 /// The one dtype of version 2: IEEE binary32, little-endian.
 pub const DTYPE_F32: &str = "f32";
-/// Most dimensions of a tensor: version 2 holds vectors and matrices.
-pub const MAX_RANK: usize = 2;
+/// Most dimensions of a tensor: vectors, matrices and convolution weights (`out x in x h x w`).
+pub const MAX_RANK: usize = 4;
 /// Most tensors in one file (a trainer of 4096 layers with Adam has 6 * 4096).
 pub const MAX_TENSORS: usize = 1 << 15;
 /// Most scalars in one file, and most metadata entries.

@@ -1,0 +1,222 @@
+"""Layer models through the Python API (issue 21, docs/TRAINING.md section 15): ``Trainer``
+built from ``nxrs.layers`` objects trains to exactly the independent numpy reference's bits
+(``tests/reference/layers_ref.py``, written from the text alone) on both backends and any
+thread count; shaped or flat inputs; checkpoints that resume mid-epoch to the uninterrupted
+run's bits; the configuration's JSON form; refusals with clear errors."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nxrs
+from nxrs.layers import (
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    Dense,
+    Dropout,
+    Flatten,
+    Input,
+    LayerNorm,
+    MaxPool1d,
+    ReLU,
+    Sigmoid,
+    Tanh,
+)
+
+layers_ref = importlib.import_module("reference.layers_ref")
+
+#: Small models of every layer type (few cells, so softf32 and the reference stay quick).
+MODELS: dict[str, list[nxrs.layers.Layer]] = {
+    "conv1d": [
+        Input(2, 11),
+        Conv1d(3, 3, stride=2, padding=1),
+        ReLU(),
+        MaxPool1d(2, stride=1),
+        Flatten(),
+        Dropout(0.25),
+        Dense(4),
+    ],
+    "conv2d_bn": [
+        Input(1, 6, 5),
+        Conv2d(3, (3, 2), padding=1),
+        BatchNorm2d(),
+        Tanh(),
+        AvgPool2d(2),
+        Flatten(),
+        Dense(4),
+    ],
+    "dense_norms": [
+        Input(7),
+        Dense(6),
+        BatchNorm1d(momentum=0.3),
+        Sigmoid(),
+        Dense(5),
+        LayerNorm(),
+        ReLU(),
+        Dense(4),
+    ],
+}
+
+SETTINGS: dict[str, Any] = {"batch_size": 5, "lr": 0.01, "seed": 3, "grad_block": 3}
+N = 13
+STEPS = 7
+
+
+def data(model: list[nxrs.layers.Layer], n: int = N) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic samples (exact binary32 values) of the model's input shape, labels 0..3."""
+    shape = model[0].shape  # type: ignore[attr-defined]
+    cells = int(np.prod(shape))
+    i = np.arange(n * cells)
+    x = ((((i * 7) % 11) - 5) / 4).astype(np.float32).reshape(n, *shape)
+    return x, np.arange(n) * 5 % 4
+
+
+def reference_hashes(model: list[nxrs.layers.Layer], steps: int, **settings: Any) -> list[str]:
+    ref = layers_ref.LayerTrainer(layers=nxrs.layers.to_dicts(model), **settings)
+    x, y = data(model)
+    hashes = []
+    for _ in range(steps):
+        ref.train_steps(x.reshape(len(x), -1), y, 1)
+        hashes.append(ref.state_hash_hex())
+    return hashes
+
+
+def hashes(trainer: nxrs.Trainer, x: np.ndarray, y: np.ndarray, steps: int) -> list[str]:
+    out = []
+    for _ in range(steps):
+        trainer.train_steps(x, y, 1)
+        out.append(f"{trainer.state_hash():016x}")
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request: pytest.FixtureRequest) -> tuple[str, list[str]]:
+    name = request.param
+    return name, reference_hashes(MODELS[name], STEPS, **SETTINGS)
+
+
+@pytest.mark.parametrize("backend", ["soft", "hw"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_training_matches_the_reference(
+    model: tuple[str, list[str]], backend: str, threads: int
+) -> None:
+    name, expected = model
+    layers = MODELS[name]
+    t = nxrs.Trainer(layers=layers, backend=backend, threads=threads, **SETTINGS)
+    x, y = data(layers)
+    assert hashes(t, x, y, STEPS) == expected
+
+
+def test_shaped_and_flat_inputs_are_the_same_samples() -> None:
+    layers = MODELS["conv2d_bn"]
+    x, y = data(layers)
+    shaped = nxrs.Trainer(layers=layers, **SETTINGS)
+    flat = nxrs.Trainer(layers=layers, **SETTINGS)
+    assert hashes(shaped, x, y, 3) == hashes(flat, x.reshape(N, -1), y, 3)
+    assert np.array_equal(shaped.predict_proba(x), flat.predict_proba(x.reshape(N, -1)))
+    with pytest.raises(nxrs.InputError, match=r"samples have shape \[6, 1, 5\]"):
+        shaped.predict(x.reshape(N, 6, 1, 5))
+
+
+def test_prediction_is_the_references_evaluation_mode() -> None:
+    layers = MODELS["conv2d_bn"]
+    x, y = data(layers)
+    ref = layers_ref.LayerTrainer(layers=nxrs.layers.to_dicts(layers), **SETTINGS)
+    t = nxrs.Trainer(layers=layers, **SETTINGS)
+    ref.train_steps(x.reshape(N, -1), y, 4)
+    t.train_steps(x, y, 4)
+    assert np.array_equal(
+        t.predict_proba(x).view(np.uint32), ref.predict_proba(x.reshape(N, -1)).view(np.uint32)
+    )
+    loss, accuracy = t.evaluate(x, y)
+    ref_loss, ref_accuracy = ref.evaluate(x.reshape(N, -1), y)
+    assert np.float32(loss).view(np.uint32) == np.float32(ref_loss).view(np.uint32)
+    assert accuracy == ref_accuracy
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_checkpoint_mid_epoch_resumes_to_the_same_bits(tmp_path: Path, name: str) -> None:
+    layers = MODELS[name]
+    x, y = data(layers)
+    whole = nxrs.Trainer(layers=layers, **SETTINGS)
+    whole.train_steps(x, y, STEPS)
+    first = nxrs.Trainer(layers=layers, **SETTINGS)
+    first.train_steps(x, y, 4)  # mid-epoch: 3 batches of 5 per epoch of 13
+    first.save(tmp_path / "mid.nxck")
+    resumed = nxrs.Trainer.load(tmp_path / "mid.nxck")
+    assert resumed.config == first.config
+    resumed.train_steps(x, y, STEPS - 4)
+    assert resumed.state_hash() == whole.state_hash()
+    assert resumed.to_bytes() == whole.to_bytes()
+
+
+def test_the_configuration_holds_the_layers_json_form() -> None:
+    t = nxrs.Trainer(layers=MODELS["conv1d"], **SETTINGS)
+    layers = t.config["layers"]
+    assert layers[1] == {
+        "type": "Conv1d",
+        "out_channels": 3,
+        "kernel_size": [3],
+        "stride": [2],
+        "padding": [1],
+    }
+    assert t.config["init"] == "torch"
+    again = nxrs.Trainer(**t.config)
+    assert again.state_hash() == t.state_hash()
+    assert nxrs.layers.from_dicts(layers) == MODELS["conv1d"]
+    names = list(t.state_dict())
+    assert names[:4] == ["W1", "b1", "W2", "b2"]
+
+
+def test_batch_norm_state_names_and_running_statistics() -> None:
+    t = nxrs.Trainer(layers=MODELS["dense_norms"], **SETTINGS)
+    names = list(t.state_dict())
+    assert names[:6] == ["W1", "b1", "gamma2", "beta2", "W3", "b3"]
+    assert names[-2:] == ["mean2", "var2"]
+    state = t.state_dict()
+    assert np.array_equal(state["var2"], np.ones(6, np.float32))
+    x, y = data(MODELS["dense_norms"])
+    t.train_steps(x, y, 1)
+    assert not np.array_equal(t.state_dict()["mean2"], np.zeros(6, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        ([Input(1, 9), Conv1d(2, 3, padding=3), Flatten(), Dense(2)], "padding 3 must be smaller"),
+        ([Input(1, 2), Conv1d(2, 5), Flatten(), Dense(2)], "longer than its padded input"),
+        ([Input(1, 9), Conv1d(2, 3)], "must be flat"),
+        ([Input(1, 9), Dense(3)], "put Flatten"),
+        ([Dense(3)], "starts with Input"),
+        ([Input(4), Dropout(1.0), Dense(2)], "p must be in"),
+        ([Input(4), Conv2d(2, 3), Flatten(), Dense(2)], "channels, height, width"),
+    ],
+)
+def test_bad_layer_lists_are_config_errors(layers: list[Any], message: str) -> None:
+    with pytest.raises(nxrs.ConfigError, match=message):
+        nxrs.Trainer(layers=layers)
+
+
+def test_init_rules() -> None:
+    with pytest.raises(nxrs.ConfigError, match="init = \"seed\""):
+        nxrs.Trainer(layers=MODELS["conv1d"], init="seed")
+    with pytest.raises(nxrs.ConfigError, match="init = \"torch\""):
+        nxrs.Trainer(layers=[4, 3], init="torch")
+    assert nxrs.Trainer(layers=[4, 3]).config["init"] == "he"
+
+
+def test_integer_lists_and_their_layer_objects_give_the_same_bits() -> None:
+    x, y = data([Input(6)])
+    sizes = nxrs.Trainer(layers=[6, 8, 4], **SETTINGS)
+    objects = nxrs.Trainer(
+        layers=[Input(6), Dense(8), ReLU(), Dense(4)], init="he", **SETTINGS
+    )
+    assert hashes(sizes, x, y, 5) == hashes(objects, x, y, 5)
