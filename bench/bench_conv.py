@@ -145,7 +145,7 @@ def main() -> None:
     steps = 600 if args.quick else 6000
     repeats = 1 if args.quick else 2
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         torch = None  # type: ignore[assignment]
 
@@ -155,7 +155,7 @@ def main() -> None:
     rows: dict[str, float] = {}
     hashes = set()
     for threads in (1, 2):
-        seconds, t = best(lambda: nxrs_mnist1d(xtr, ytr, steps, threads), repeats)
+        seconds, t = best(lambda k=threads: nxrs_mnist1d(xtr, ytr, steps, k), repeats)
         _, accuracy = t.evaluate(xte, yte)
         hashes.add(t.state_hash())
         rows[f"nxrs {threads}t"] = seconds
@@ -165,7 +165,7 @@ def main() -> None:
         layers = nxrs.layers.preset("mnist1d-cnn")
         for threads in (1, 2):
             seconds, model = best(
-                lambda: torch_steps(layers, xtr, ytr, steps, 100, threads, 0.01), repeats
+                lambda k=threads: torch_steps(layers, xtr, ytr, steps, 100, k, 0.01), repeats
             )
             rows[f"torch {threads}t"] = seconds
             print(
@@ -192,14 +192,13 @@ def main() -> None:
     print(f"Conv2d 3x32x32 -> 32 -> 64 channels, batch 128, {conv_steps} steps")
     for threads in (1, 2):
         t = nxrs.Trainer(layers=layers, batch_size=128, backend="hw", threads=threads)
-        seconds, _ = best(lambda: t.train_steps(x, y, conv_steps), 1)
+        seconds, _ = best(lambda t=t: t.train_steps(x, y, conv_steps), 1)
         rows[f"conv nxrs {threads}t"] = seconds / conv_steps
         print(f"  nxrs hw, {threads} thread(s): {1000 * seconds / conv_steps:8.1f} ms/step")
     if torch is not None:
         for threads in (1, 2):
-            seconds, _ = best(
-                lambda: torch_steps(layers, x, y, conv_steps, 128, threads, 0.001), 1
-            )
+            run = lambda k=threads: torch_steps(layers, x, y, conv_steps, 128, k, 0.001)  # noqa: E731
+            seconds, _ = best(run, 1)
             per_step = seconds / conv_steps
             print(
                 f"  PyTorch, {threads} thread(s): {1000 * per_step:8.1f} ms/step   ratio "

@@ -6,7 +6,11 @@ run's bits; the configuration's JSON form; refusals with clear errors."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from nxrs.layers import (
     Input,
     LayerNorm,
     MaxPool1d,
+    MaxPool2d,
     ReLU,
     Sigmoid,
     Tanh,
@@ -206,9 +211,9 @@ def test_bad_layer_lists_are_config_errors(layers: list[Any], message: str) -> N
 
 
 def test_init_rules() -> None:
-    with pytest.raises(nxrs.ConfigError, match="init = \"seed\""):
+    with pytest.raises(nxrs.ConfigError, match='init = "seed"'):
         nxrs.Trainer(layers=MODELS["conv1d"], init="seed")
-    with pytest.raises(nxrs.ConfigError, match="init = \"torch\""):
+    with pytest.raises(nxrs.ConfigError, match='init = "torch"'):
         nxrs.Trainer(layers=[4, 3], init="torch")
     assert nxrs.Trainer(layers=[4, 3]).config["init"] == "he"
 
@@ -216,7 +221,56 @@ def test_init_rules() -> None:
 def test_integer_lists_and_their_layer_objects_give_the_same_bits() -> None:
     x, y = data([Input(6)])
     sizes = nxrs.Trainer(layers=[6, 8, 4], **SETTINGS)
-    objects = nxrs.Trainer(
-        layers=[Input(6), Dense(8), ReLU(), Dense(4)], init="he", **SETTINGS
-    )
+    objects = nxrs.Trainer(layers=[Input(6), Dense(8), ReLU(), Dense(4)], init="he", **SETTINGS)
     assert hashes(sizes, x, y, 5) == hashes(objects, x, y, 5)
+
+
+def nxrs_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nxrs", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
+
+
+def test_nxrs_train_takes_a_model_file_and_inspect_prints_its_layer_table(tmp_path: Path) -> None:
+    model = [Input(1, 8, 8), Conv2d(4, 3, padding=1), ReLU(), MaxPool2d(2), Flatten(), Dense(10)]
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({"layers": nxrs.layers.to_dicts(model)}))
+    run = nxrs_cli(
+        "train",
+        "--model",
+        str(path),
+        "--epochs",
+        "1",
+        "--json",
+        "--ckpt-dir",
+        str(tmp_path / "run"),
+    )
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert nxrs.layers.from_dicts(summary["layers"]) == model
+    assert summary["steps"] == -(-1437 // 32)  # digits' training part, batch 32: the defaults
+    latest = nxrs.CheckpointManager(tmp_path / "run").latest()
+    assert latest is not None
+    shown = nxrs_cli("inspect", str(latest.path))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(line.startswith("config   layers (5 after Input)") for line in lines)
+    table = [line.split() for line in lines if line.split()[:1] in (["1"], ["3"], ["5"])]
+    assert table[0][:4] == ["1", "Conv2d", "1x8x8", "4x8x8"]
+    assert "W1[4,1,3,3]" in table[0] and "b1[4]" in table[0]
+    assert table[1][:4] == ["3", "MaxPool2d", "4x8x8", "4x4x4"]
+    assert table[2][:5] == ["5", "Dense", "64", "10", "W2[10,64]"]
+
+
+def test_a_presets_recipe_fills_what_the_command_line_left_out() -> None:
+    from nxrs.cli.train import apply_recipe
+
+    args = argparse.Namespace(
+        model="mnist1d-cnn", data="digits", batch_size=32, lr=0.001, epochs=20,
+        argv=["train", "--model", "mnist1d-cnn", "--batch", "50"],
+    )  # fmt: skip
+    apply_recipe(args)
+    assert (args.data, args.batch_size, args.lr, args.epochs) == ("mnist1d", 32, 0.01, 150)
+    plain = argparse.Namespace(model=None, data="digits", lr=0.001, argv=["train"])
+    apply_recipe(plain)
+    assert (plain.data, plain.lr) == ("digits", 0.001)

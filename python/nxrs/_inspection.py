@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from nxrs import _nxrs
 from nxrs._checkpoint import open
 from nxrs._nxrs import ChecksumError, checkpoint_format, clip
 from nxrs._trainer import Trainer
@@ -59,9 +60,14 @@ def inspect_checkpoint(path: Path, out: TextIO, *, verify: bool = False) -> int:
             f"{k}={np.float32(config[k])!s} ({config[k + '_bits']:#010x})"
             for k in ("lr", "beta1", "beta2", "eps")
         )
-        out.write(
-            f"config   sizes={clip(str(config['sizes']))} {hyper} math={clip(config['math'])}\n"
+        model = (
+            f"sizes={clip(str(config['sizes']))}"
+            if config["sizes"]
+            else f"layers ({len(config['layers']) - 1} after Input)"
         )
+        out.write(f"config   {model} {hyper} math={clip(config['math'])}\n")
+        if not config["sizes"]:
+            _layer_rows(out, config["layers"])
     out.write(
         f"scalars  epoch={scalars['epoch']} b1t_bits={scalars['b1t_bits']:#010x} "
         f"b2t_bits={scalars['b2t_bits']:#010x}\n"
@@ -74,6 +80,22 @@ def inspect_checkpoint(path: Path, out: TextIO, *, verify: bool = False) -> int:
     _table(out, ("name", "dtype", "shape", "offset", "bytes", "crc32c", "checksum"), rows)
     problems: int = summary["problems"]
     return problems
+
+
+def _layer_rows(out: TextIO, layers: list[dict[str, Any]]) -> None:
+    """A layer model's table: each layer's position, type, input and output shapes and
+    tensors (the core's reading of the file's layer list)."""
+    rows = [
+        (
+            str(row["position"]),
+            row["type"],
+            "x".join(map(str, row["input"])),
+            "x".join(map(str, row["output"])),
+            " ".join(f"{name}[{','.join(map(str, shape))}]" for name, shape in row["tensors"]),
+        )
+        for row in _nxrs._layer_table(layers)
+    ]
+    _table(out, ("layer", "type", "input", "output", "tensors"), rows)
 
 
 def _describe_v2(path: Path, verify: bool) -> dict[str, Any]:

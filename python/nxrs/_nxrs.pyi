@@ -2,14 +2,12 @@
 
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from pathlib import Path
-from typing import Any, Literal, SupportsIndex, TypeVar, final, overload
+from typing import Any, Literal, Protocol, SupportsIndex, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
 from _typeshed import StrOrBytesPath
 from typing_extensions import Self, disjoint_base
-
-from nxrs.layers import Layer
 
 __all__ = [
     "_CHUNK_SECONDS",
@@ -32,6 +30,7 @@ __all__ = [
     "_Trainer",
     "__version__",
     "_config_differences",
+    "_layer_table",
     "checkpoint_format",
     "clip",
     "config_schema",
@@ -86,6 +85,11 @@ class HeaderError(CheckpointError):
 class ChecksumError(CheckpointError):
     """Stored and computed checksums differ."""
 
+class _LayerObject(Protocol):
+    """A layer object (``nxrs.layers``): what ``Trainer(layers=...)`` reads of it."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
 @disjoint_base
 class _Trainer:
     """The compiled trainer: ``nxrs.Trainer`` (``python/nxrs/_trainer.py``) subclasses it,
@@ -96,7 +100,7 @@ class _Trainer:
         cls,
         layers: Sequence[SupportsIndex]
         | npt.NDArray[np.integer[Any]]
-        | Sequence[Layer | Mapping[str, Any]]
+        | Sequence[_LayerObject | Mapping[str, Any]]
         | None = None,
         *,
         seed: SupportsIndex | None = None,
@@ -310,7 +314,8 @@ class _Trainer:
         """``beta2**t`` after ``t`` steps."""
     @property
     def sizes(self) -> list[int]:
-        """Layer sizes, inputs first."""
+        """Layer sizes, inputs first; for layer objects, the cells per sample at every layer
+        boundary (the input's, then each layer's output's)."""
     @property
     def hyperparameters(self) -> dict[str, float]:
         """lr, beta1, beta2, eps, weight_decay, momentum as the binary32 values in use."""
@@ -454,6 +459,11 @@ def hardware_isa() -> str | None:
     >>> hardware_isa() in {"avx512", "avx2", "portable", None}
     True
     """
+
+def _layer_table(layers: Sequence[_LayerObject | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The checked layer list, one row per layer after ``Input``: ``position``, ``type``,
+    ``input`` and ``output`` shapes and ``tensors`` (``(name, shape)`` pairs, section 15.4's
+    names). ConfigError as ``Trainer(layers=...)`` gives it."""
 
 def config_schema() -> list[dict[str, Any]]:
     """Every setting of a trainer's configuration (``Trainer(...)``'s keywords but ``backend``

@@ -222,9 +222,9 @@ def cases() -> dict[str, tuple[bytes, dict[str, str]]]:
         ),
         "long_dtype.nxck": (v2_file(_set(["W1", "dtype"], "f" * 20000)), header("dtype")),
         "dtype_f16.nxck": (v2_file(_set(["W1", "dtype"], "f16")), header('dtype "f16"')),
-        "shape_rank_3.nxck": (
-            v2_file(_set(["W1", "shape"], [10, 6, 1])),
-            header("shape has more than 2 items"),
+        "shape_rank_5.nxck": (
+            v2_file(_set(["W1", "shape"], [10, 6, 1, 1, 1])),
+            header("shape has more than 4 items"),
         ),
         "overlapping_offsets.nxck": (v2_file(lambda h: _shift(h, "b1", -64)), header("overlaps")),
         "misaligned_offset.nxck": (

@@ -56,7 +56,7 @@ impl<R: Real> Layer<R> {
 /// first written, where `vec![R::ZERO; n]` writes every cell (`R` not being a primitive that
 /// `vec!` knows to `calloc`). A trainer's transposed weights are such zeros until its first
 /// step, so a trainer built from a loaded state does not write a third of its size for them.
-fn zeros<R: Real>(n: usize) -> Vec<R> {
+pub(crate) fn zeros<R: Real>(n: usize) -> Vec<R> {
     if bytemuck::bytes_of(&R::ZERO).iter().all(|&b| b == 0) {
         bytemuck::zeroed_vec(n)
     } else {

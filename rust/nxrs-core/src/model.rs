@@ -6,7 +6,7 @@
 use crate::config::Architecture;
 use crate::error::{Error, Result};
 use crate::layers::{Network, Op};
-use crate::mlp::{uniform, Init, Layer, Mlp};
+use crate::mlp::{uniform, zeros, Init, Layer, Mlp};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 use crate::state::TensorSpec;
@@ -140,13 +140,14 @@ impl Model {
         }
     }
 
-    /// Zero tensors shaped like the parameters.
+    /// Zero tensors shaped like the parameters (untouched pages until written: see
+    /// `mlp::zeros`).
     pub fn zeros(&self) -> Vec<Layer> {
         self.param_specs()
             .iter()
             .map(|[(_, w), (_, b)]| Layer {
-                w: vec![F32::ZERO; w.iter().product()],
-                b: vec![F32::ZERO; b.iter().product()],
+                w: zeros(w.iter().product()),
+                b: zeros(b.iter().product()),
             })
             .collect()
     }

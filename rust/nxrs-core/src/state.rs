@@ -66,8 +66,9 @@ impl TrainState {
         let names: Vec<&str> = layout.iter().map(|(name, _)| name.as_str()).collect();
         if tensors.len() != names.len() {
             return Err(Error::Input(format!(
-                "{} parameter tensors given, the model has {} ({})",
+                "{} parameter tensors given, the model {:?} has {} ({})",
                 tensors.len(),
+                model.sizes(),
                 names.len(),
                 names.join(" ")
             )));
@@ -76,7 +77,8 @@ impl TrainState {
         for ((values, shape), (name, expected)) in tensors.into_iter().zip(&layout) {
             if &shape != expected {
                 return Err(Error::Input(format!(
-                    "{name} has shape {shape:?}, the model needs {expected:?}"
+                    "{name} has shape {shape:?}, the model {:?} needs {expected:?}",
+                    model.sizes()
                 )));
             }
             if let Some(k) = values.iter().position(|v| !v.is_finite()) {

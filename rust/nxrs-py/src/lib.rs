@@ -24,7 +24,7 @@ mod _nxrs {
         InputError, LengthError, MismatchError, NxrsError, UnsupportedVersionError,
     };
     #[pymodule_export]
-    use crate::options::{_config_differences, config_schema};
+    use crate::options::{_config_differences, _layer_table, config_schema};
     #[pymodule_export]
     use crate::softf32::{
         f32_binary, f32_compare, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,

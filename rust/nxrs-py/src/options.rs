@@ -8,9 +8,10 @@ use crate::errors::{to_py, ConfigError};
 use crate::inputs::{AnyInt, AnyInts};
 use nxrs_core::config::schema::Default;
 use nxrs_core::config::{
-    differences_of, setting, settings, Family, Setting, TrainerConfig, Type, Value,
+    differences_of, setting, settings, Architecture, Family, Setting, TrainerConfig, Type, Value,
 };
 use nxrs_core::layers::LayerSpec;
+use nxrs_core::model::Model;
 use nxrs_core::F32;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -228,6 +229,8 @@ pub(crate) fn config_dict<'py>(
         dict.set_item(s.name, to_python(py, &value)?)?;
         match (&value, s.ty) {
             (Value::Ints(sizes), Type::Sizes) if bits => dict.set_item("sizes", sizes)?,
+            // The record of layer objects has no sizes.
+            (Value::Layers(_), Type::Sizes) if bits => dict.set_item("sizes", PyList::empty(py))?,
             (Value::Float(x), Type::Float) if bits => {
                 // Exact: the value is a binary32 widened.
                 let bits = F32::from_f64_bits(x.to_bits()).to_bits();
@@ -314,4 +317,47 @@ pub fn _config_differences(
         .into_iter()
         .map(|d| d.name.to_owned())
         .collect())
+}
+
+/// The checked layer list of `layers` (layer objects or their JSON objects, `Input` first),
+/// one row per layer: its position, type, input and output shapes and tensors (name and
+/// shape; section 15.4's numbering). ConfigError as `Trainer(layers=...)` gives it.
+#[pyfunction]
+pub fn _layer_table<'py>(layers: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let py = layers.py();
+    let specs = layer_objects(layers)?
+        .ok_or_else(|| ConfigError::new_err("a layer table needs layer objects, Input first"))?;
+    let architecture = Architecture::Layers(specs.clone());
+    let model = Model::new(&architecture).map_err(to_py)?;
+    let Model::Network(net) = &model else {
+        unreachable!("layer objects make a network")
+    };
+    // Each layer's tensors, in the state's order: parameters, then running statistics.
+    let mut params = model.param_specs().into_iter();
+    let mut buffers = model.buffer_specs().into_iter();
+    let mut rows = Vec::with_capacity(net.layers.len());
+    for (layer, spec) in net.layers.iter().zip(&specs[1..]) {
+        let (p, b) = layer.tensor_shapes();
+        let tensors: Vec<(String, Vec<usize>)> = if p.is_empty() {
+            Vec::new()
+        } else {
+            params
+                .next()
+                .expect("a layer's parameters")
+                .into_iter()
+                .collect()
+        };
+        let running: Vec<(String, Vec<usize>)> = b.iter().filter_map(|_| buffers.next()).collect();
+        let row = PyDict::new(py);
+        row.set_item("position", layer.position)?;
+        row.set_item("type", spec.type_name())?;
+        row.set_item("input", &layer.input)?;
+        row.set_item("output", &layer.output)?;
+        row.set_item(
+            "tensors",
+            tensors.into_iter().chain(running).collect::<Vec<_>>(),
+        )?;
+        rows.push(row);
+    }
+    Ok(rows)
 }
