@@ -104,10 +104,8 @@ impl Network {
             let input = if i == 0 { x } else { &cells.outputs[i - 1][..] };
             let k = slots[i].params;
             let own = k.map(|k| (&params[k].w[..], &params[k].b[..]));
-            let (grads_before, grads_here) = grads.split_at_mut(k.unwrap_or(0));
-            let _ = grads_before;
-            let grad = k.map(|_| {
-                let g = &mut grads_here[0];
+            let grad = k.map(|k| {
+                let g = &mut grads[k];
                 (&mut g.w[..], &mut g.b[..])
             });
             layer.backward::<R>(
