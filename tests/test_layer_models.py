@@ -206,9 +206,9 @@ def test_bad_layer_lists_are_config_errors(layers: list[Any], message: str) -> N
 
 
 def test_init_rules() -> None:
-    with pytest.raises(nxrs.ConfigError, match="init = \"seed\""):
+    with pytest.raises(nxrs.ConfigError, match='init = "seed"'):
         nxrs.Trainer(layers=MODELS["conv1d"], init="seed")
-    with pytest.raises(nxrs.ConfigError, match="init = \"torch\""):
+    with pytest.raises(nxrs.ConfigError, match='init = "torch"'):
         nxrs.Trainer(layers=[4, 3], init="torch")
     assert nxrs.Trainer(layers=[4, 3]).config["init"] == "he"
 
@@ -216,7 +216,5 @@ def test_init_rules() -> None:
 def test_integer_lists_and_their_layer_objects_give_the_same_bits() -> None:
     x, y = data([Input(6)])
     sizes = nxrs.Trainer(layers=[6, 8, 4], **SETTINGS)
-    objects = nxrs.Trainer(
-        layers=[Input(6), Dense(8), ReLU(), Dense(4)], init="he", **SETTINGS
-    )
+    objects = nxrs.Trainer(layers=[Input(6), Dense(8), ReLU(), Dense(4)], init="he", **SETTINGS)
     assert hashes(sizes, x, y, 5) == hashes(objects, x, y, 5)
