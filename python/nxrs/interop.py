@@ -513,9 +513,9 @@ def from_safetensors(path: str | os.PathLike[str], **config: Any) -> Trainer:
         raise CheckpointError(
             f"{os.fspath(path)!r} is not a readable safetensors file: {err}"
         ) from err
-    layers = _file_layers(metadata)
-    if layers is not None:
-        return _from_named(tensors, layers, config)
+    model = _file_layers(metadata)
+    if model is not None:
+        return _from_named(tensors, model, config)
     found: dict[tuple[str, int], npt.NDArray[Any]] = {}
     for name, tensor in tensors.items():
         parameter = _PARAMETER.fullmatch(name)
