@@ -300,6 +300,49 @@ mod tests {
     }
 
     #[test]
+    fn starting_from_takes_running_statistics_under_the_same_checks() {
+        use crate::layers::{LayerSpec, Network};
+        let specs: Vec<LayerSpec> = [
+            r#"{"type": "Input", "shape": [3]}"#,
+            r#"{"type": "BatchNorm1d"}"#,
+            r#"{"type": "Dense", "units": 2}"#,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
+        .collect();
+        let net = Model::Network(Network::new(&specs).unwrap());
+        let params = || {
+            vec![
+                (vec![F32::ONE; 3], vec![3]),
+                (vec![F32::ZERO; 3], vec![3]),
+                (vec![F32::ONE; 6], vec![2, 3]),
+                (vec![F32::ZERO; 2], vec![2]),
+            ]
+        };
+        let two = F32::from_i64(2);
+        let stats = vec![(vec![two; 3], vec![3]), (vec![F32::ONE; 3], vec![3])];
+        let state = TrainState::starting_from(&net, params(), Some(stats), true).unwrap();
+        assert_eq!(state.buffers, vec![vec![two; 3], vec![F32::ONE; 3]]);
+        let fresh = TrainState::starting_from(&net, params(), None, true).unwrap();
+        assert_eq!(fresh.buffers, vec![vec![F32::ZERO; 3], vec![F32::ONE; 3]]);
+        let one = vec![(vec![two; 3], vec![3])];
+        let err = TrainState::starting_from(&net, params(), Some(one), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("1 running statistics tensors given, the model has 2 (mean1 var1)")),
+            "{err}"
+        );
+        let mut inf = vec![F32::ONE; 3];
+        inf[1] = F32::from_bits(0x7F80_0000);
+        let bad = vec![(vec![two; 3], vec![3]), (inf, vec![3])];
+        let err = TrainState::starting_from(&net, params(), Some(bad), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("var1 value 1")),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn tensors_follow_the_layout() {
         let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
         let (params, buffers) = mlp.init(crate::mlp::Init::Seed, 1);
