@@ -239,8 +239,13 @@ class _Trainer:
     def _copy(self) -> Self:
         """An independent trainer of this class with the same state, configuration, backend
         and threads (``copy.copy``)."""
-    def _start_from(self, weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]]) -> None:
-        """Restarts from the parameters ``weights``: a new run's state with them."""
+    def _start_from(
+        self,
+        weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]],
+        buffers: Sequence[npt.ArrayLike] | None = None,
+    ) -> None:
+        """Restarts from the parameters ``weights`` (pairs in tensor order) and, when given, the
+        running statistics ``buffers`` (``mean{n}, var{n}, ...``): a new run's state with them."""
     def _claim(self, call: str) -> _Claim:
         """Claims the trainer for ``call``, a method implemented in Python (``fit``), until
         the context manager exits: BusyError while another thread changes the trainer."""

@@ -250,25 +250,30 @@ class Trainer(_Trainer):
         return interop.from_weights(weights, **config)
 
     def to_torch(self, *, softmax: bool = False) -> Any:
-        """The model as a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU`` (float32, CPU),
-        ending in ``Softmax(dim=-1)`` when ``softmax`` (cross-entropy models only, ConfigError
-        otherwise). Needs torch (``pip install 'nxrs[torch]'``; ImportError naming it)."""
+        """The model as a ``torch.nn.Sequential`` (float32, CPU): ``Linear`` and ``ReLU`` for an
+        integer list, one module of the same name per layer for a layer model (``.eval()``
+        gives nxrs's evaluation mode), ending in ``Softmax(dim=-1)`` when ``softmax``
+        (cross-entropy models only, ConfigError otherwise). Needs torch (``pip install
+        'nxrs[torch]'``; ImportError naming it). See ``nxrs.interop.to_torch``."""
         from nxrs import interop
 
         return interop.to_torch(self, softmax=softmax)
 
     @classmethod
-    def from_torch(cls, module: Any, **config: Any) -> Trainer:
+    def from_torch(cls, module: Any, *, input_shape: Any = None, **config: Any) -> Trainer:
         """A trainer starting from a torch module's weights: a ``Linear`` with bias, or a
         ``Sequential`` of them with ``ReLU`` between each two and optionally a final
-        ``Softmax(dim=-1)``; any other layer is a ConfigError naming it. ``config`` as for
-        ``from_weights``."""
+        ``Softmax(dim=-1)``; with ``input_shape`` (one sample's shape), a ``Sequential`` of
+        the modules ``to_torch`` writes for layer models, which becomes one (BatchNorm's
+        running statistics included). A module nxrs cannot represent is a ConfigError naming
+        it and why. ``config`` as for ``from_weights`` (``nxrs.interop.from_torch``)."""
         from nxrs import interop
 
-        return interop.from_torch(module, **config)
+        return interop.from_torch(module, input_shape=input_shape, **config)
 
     def save_safetensors(self, path: str | os.PathLike[str], *, moments: bool = False) -> None:
-        """Writes the weights ``W1 b1 ... WL bL`` (float32, shaped as in a checkpoint) and, with
+        """Writes the weights ``W1 b1 ... WL bL`` (float32, shaped as in a checkpoint; a layer
+        model's parameters and running statistics by their state names) and, with
         ``moments``, the optimiser's slots (``mW1 vW1 ...``) to ``path`` in the safetensors
         format, crash-safely. Not a checkpoint: see ``nxrs.interop.save_safetensors`` for what
         only NXCK keeps. Needs safetensors (``pip install 'nxrs[safetensors]'``)."""
@@ -279,17 +284,20 @@ class Trainer(_Trainer):
     @classmethod
     def from_safetensors(cls, path: str | os.PathLike[str], **config: Any) -> Trainer:
         """A trainer starting from the weights in a safetensors file written by
-        ``save_safetensors`` (optimiser slots there are not used). ``config`` as for
+        ``save_safetensors`` (optimiser slots there are not used; a layer model's file gives
+        that layer model, its running statistics included). ``config`` as for
         ``from_weights``."""
         from nxrs import interop
 
         return interop.from_safetensors(path, **config)
 
     def to_onnx(self, path: str | os.PathLike[str], *, softmax: bool | None = None) -> None:
-        """Writes the model's inference as ONNX (opset 13: MatMul, Add, Relu, Softmax), checked
-        by ``onnx.checker``: input ``input`` (batch, inputs) float32, output ``probabilities``
-        (the default for cross-entropy), ``logits`` (``softmax=False``) or ``outputs`` (mse).
-        Needs onnx (``pip install 'nxrs[onnx]'``)."""
+        """Writes the model's inference as ONNX (opset 13: MatMul, Add, Relu, Softmax; a layer
+        model's opset 17: Conv, MaxPool, AveragePool, Flatten, Gemm, Relu, Tanh, Sigmoid,
+        BatchNormalization, LayerNormalization), checked by ``onnx.checker``: input ``input``
+        (batch, inputs) or (batch, *shape) float32, output ``probabilities`` (the default for
+        cross-entropy), ``logits`` (``softmax=False``) or ``outputs`` (mse). Needs onnx
+        (``pip install 'nxrs[onnx]'``). See ``nxrs.interop.to_onnx``."""
         from nxrs import interop
 
         interop.to_onnx(self, path, softmax=softmax)

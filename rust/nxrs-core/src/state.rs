@@ -54,50 +54,34 @@ impl TrainState {
 
     /// A state at the start of a run of `model` from given parameters (weights exported by
     /// another framework, or by nxrs): `tensors` are `W1 b1 W2 b2 ...` with their shapes, in
-    /// [`TrainState::layout`]'s order and shapes, every value finite. The rest (running
-    /// statistics included) is as a fresh run's. `Error::Input` names the first tensor that does
-    /// not fit.
+    /// [`TrainState::layout`]'s order and shapes, every value finite. `buffers`, when given, are
+    /// the running statistics (`mean{n} var{n}` of every BatchNorm, in
+    /// [`Model::buffer_specs`]'s order and shapes, finite) under the same rules; else they are
+    /// a fresh run's, as is the rest. `Error::Input` names the first tensor that does not fit.
     pub fn starting_from(
         model: &Model,
         tensors: Vec<(Vec<F32>, Vec<usize>)>,
+        buffers: Option<Vec<(Vec<F32>, Vec<usize>)>>,
         second_moments: bool,
     ) -> Result<TrainState> {
         let layout: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
-        let names: Vec<&str> = layout.iter().map(|(name, _)| name.as_str()).collect();
-        if tensors.len() != names.len() {
-            return Err(Error::Input(format!(
-                "{} parameter tensors given, the model {:?} has {} ({})",
-                tensors.len(),
-                model.sizes(),
-                names.len(),
-                names.join(" ")
-            )));
-        }
-        let mut cells = Vec::with_capacity(tensors.len());
-        for ((values, shape), (name, expected)) in tensors.into_iter().zip(&layout) {
-            if &shape != expected {
-                return Err(Error::Input(format!(
-                    "{name} has shape {shape:?}, the model {:?} needs {expected:?}",
-                    model.sizes()
-                )));
-            }
-            if let Some(k) = values.iter().position(|v| !v.is_finite()) {
-                return Err(Error::Input(format!(
-                    "{name} value {k} (row-major) is {}: parameters must be finite",
-                    f32::from_bits(values[k].to_bits())
-                )));
-            }
-            cells.push(values);
-        }
-        let mut cells = cells.into_iter();
-        let params = (0..names.len() / 2)
+        // An MLP is named by its sizes; a layer model's sizes (cells per layer) name nothing.
+        let named = match model {
+            Model::Mlp(mlp) => format!("the model {:?}", mlp.sizes()),
+            Model::Network(_) => "the model".to_string(),
+        };
+        let mut cells = fitting(tensors, &layout, "parameter", &named)?.into_iter();
+        let params = (0..layout.len() / 2)
             .map(|_| Layer {
                 w: cells.next().expect("two tensors per layer"),
                 b: cells.next().expect("two tensors per layer"),
             })
             .collect();
-        // The seed does not matter: only the running statistics (constants) are taken.
-        let (_, buffers) = model.init(crate::mlp::Init::He, 0);
+        let buffers = match buffers {
+            Some(given) => fitting(given, &model.buffer_specs(), "running statistics", &named)?,
+            // The seed does not matter: only the running statistics (constants) are taken.
+            None => model.init(crate::mlp::Init::He, 0).1,
+        };
         Ok(TrainState::fresh(params, buffers, second_moments))
     }
 
@@ -187,6 +171,43 @@ impl TrainState {
     }
 }
 
+/// The cells of `tensors` when they are `layout`'s tensors (`what` they are: "parameter", ...)
+/// in its order and shapes, every value finite; else `Error::Input` naming the first that is
+/// not, and the model as `model` says: the one check of tensors given from outside
+/// (`TrainState::starting_from`).
+fn fitting(
+    tensors: Vec<(Vec<F32>, Vec<usize>)>,
+    layout: &[TensorSpec],
+    what: &str,
+    model: &str,
+) -> Result<Vec<Vec<F32>>> {
+    if tensors.len() != layout.len() {
+        let names: Vec<&str> = layout.iter().map(|(name, _)| name.as_str()).collect();
+        return Err(Error::Input(format!(
+            "{} {what} tensors given, {model} has {} ({})",
+            tensors.len(),
+            names.len(),
+            names.join(" ")
+        )));
+    }
+    let mut cells = Vec::with_capacity(tensors.len());
+    for ((values, shape), (name, expected)) in tensors.into_iter().zip(layout) {
+        if &shape != expected {
+            return Err(Error::Input(format!(
+                "{name} has shape {shape:?}, {model} needs {expected:?}"
+            )));
+        }
+        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Input(format!(
+                "{name} value {k} (row-major) is {}: {what} values must be finite",
+                f32::from_bits(values[k].to_bits())
+            )));
+        }
+        cells.push(values);
+    }
+    Ok(cells)
+}
+
 /// Checks scalars in [`TrainState::scalars`]'s encoding (as a checkpoint holds them): the
 /// counters `>= 0`, the powers binary32 bit patterns.
 pub fn check_scalars([epoch, b1t, b2t, step, batch]: [i64; 5]) -> Result<()> {
@@ -246,7 +267,7 @@ mod tests {
         let w: Vec<F32> = (0..6).map(F32::from_i64).collect();
         let b = vec![F32::ONE, F32::ZERO];
         let good = vec![(w.clone(), vec![2, 3]), (b.clone(), vec![2])];
-        let state = TrainState::starting_from(&mlp, good, true).unwrap();
+        let state = TrainState::starting_from(&mlp, good, None, true).unwrap();
         assert_eq!(
             state.params,
             vec![Layer {
@@ -260,19 +281,63 @@ mod tests {
             fresh
         });
         let transposed = vec![(w.clone(), vec![3, 2]), (b.clone(), vec![2])];
-        let err = TrainState::starting_from(&mlp, transposed, true).unwrap_err();
+        let err = TrainState::starting_from(&mlp, transposed, None, true).unwrap_err();
         assert!(
             matches!(&err, Error::Input(m) if m.starts_with("W1 has shape [3, 2]")),
             "{err}"
         );
         let missing = vec![(w.clone(), vec![2, 3])];
-        assert!(TrainState::starting_from(&mlp, missing, true).is_err());
+        assert!(TrainState::starting_from(&mlp, missing, None, true).is_err());
         let mut nan = b.clone();
         nan[1] = F32::from_bits(0x7FC0_0000);
-        let err = TrainState::starting_from(&mlp, vec![(w, vec![2, 3]), (nan, vec![2])], false)
-            .unwrap_err();
+        let err =
+            TrainState::starting_from(&mlp, vec![(w, vec![2, 3]), (nan, vec![2])], None, false)
+                .unwrap_err();
         assert!(
             matches!(&err, Error::Input(m) if m.starts_with("b1 value 1")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn starting_from_takes_running_statistics_under_the_same_checks() {
+        use crate::layers::{LayerSpec, Network};
+        let specs: Vec<LayerSpec> = [
+            r#"{"type": "Input", "shape": [3]}"#,
+            r#"{"type": "BatchNorm1d"}"#,
+            r#"{"type": "Dense", "units": 2}"#,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
+        .collect();
+        let net = Model::Network(Network::new(&specs).unwrap());
+        let params = || {
+            vec![
+                (vec![F32::ONE; 3], vec![3]),
+                (vec![F32::ZERO; 3], vec![3]),
+                (vec![F32::ONE; 6], vec![2, 3]),
+                (vec![F32::ZERO; 2], vec![2]),
+            ]
+        };
+        let two = F32::from_i64(2);
+        let stats = vec![(vec![two; 3], vec![3]), (vec![F32::ONE; 3], vec![3])];
+        let state = TrainState::starting_from(&net, params(), Some(stats), true).unwrap();
+        assert_eq!(state.buffers, vec![vec![two; 3], vec![F32::ONE; 3]]);
+        let fresh = TrainState::starting_from(&net, params(), None, true).unwrap();
+        assert_eq!(fresh.buffers, vec![vec![F32::ZERO; 3], vec![F32::ONE; 3]]);
+        let one = vec![(vec![two; 3], vec![3])];
+        let err = TrainState::starting_from(&net, params(), Some(one), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("1 running statistics tensors given, the model has 2 (mean1 var1)")),
+            "{err}"
+        );
+        let mut inf = vec![F32::ONE; 3];
+        inf[1] = F32::from_bits(0x7F80_0000);
+        let bad = vec![(vec![two; 3], vec![3]), (inf, vec![3])];
+        let err = TrainState::starting_from(&net, params(), Some(bad), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("var1 value 1")),
             "{err}"
         );
     }

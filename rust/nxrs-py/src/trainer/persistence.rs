@@ -7,7 +7,7 @@ use crate::errors::{to_py, ConfigError, InputError};
 use crate::inputs::{self, AnyInt};
 use nxrs_core::checkpoint;
 use nxrs_core::nxck::Format;
-use nxrs_core::state::TrainState;
+use nxrs_core::state::{TensorSpec, TrainState};
 use nxrs_core::Trainer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
@@ -68,20 +68,52 @@ impl PyTrainer {
     }
 
     /// `_start_from`: the state of a new run (zero moments, counters 0) with the parameters
-    /// `weights`, `[(W1, b1), (W2, b2), ...]`.
-    pub(super) fn start_from(&self, py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// `weights`, `[(W1, b1), (W2, b2), ...]` (a layer model's pairs by its tensor names:
+    /// `(gamma2, beta2)`, ...), and the running statistics `buffers`, `[mean2, var2, ...]`,
+    /// when given (else a fresh run's). The core checks the counts, shapes and values.
+    pub(super) fn start_from(
+        &self,
+        py: Python<'_>,
+        weights: &Bound<'_, PyAny>,
+        buffers: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let claim = self.claim("_start_from")?;
+        let (param_specs, buffer_specs) =
+            self.read(py, |t| (t.model().param_specs(), t.model().buffer_specs()));
+        // Each array is read with its model tensor's name and number of dimensions (for its
+        // errors); one beyond the model's count as an MLP's, for the core's count error.
+        let spec = |specs: &[TensorSpec], k: usize, name: String, ndim: usize| {
+            specs
+                .get(k)
+                .map_or((name, ndim), |(name, shape)| (name.clone(), shape.len()))
+        };
+        let params: Vec<TensorSpec> = param_specs.into_iter().flatten().collect();
         let mut tensors = Vec::new();
         for (l, pair) in weights.try_iter()?.enumerate() {
             let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
                 .extract()
                 .map_err(|_| InputError::new_err(format!("weights[{l}] is not a pair (W, b)")))?;
-            tensors.push(inputs::tensor(&w, &format!("W{}", l + 1), 2)?);
-            tensors.push(inputs::tensor(&b, &format!("b{}", l + 1), 1)?);
+            let (wn, wd) = spec(&params, 2 * l, format!("W{}", l + 1), 2);
+            let (bn, bd) = spec(&params, 2 * l + 1, format!("b{}", l + 1), 1);
+            tensors.push(inputs::tensor(&w, &wn, wd)?);
+            tensors.push(inputs::tensor(&b, &bn, bd)?);
         }
+        let buffers = match buffers {
+            None => None,
+            Some(given) => Some(
+                given
+                    .try_iter()?
+                    .enumerate()
+                    .map(|(k, array)| {
+                        let (name, ndim) = spec(&buffer_specs, k, format!("buffers[{k}]"), 1);
+                        inputs::tensor(&array?, &name, ndim)
+                    })
+                    .collect::<PyResult<Vec<_>>>()?,
+            ),
+        };
         self.compute_mut(py, &claim, |t| {
             let second = t.config().optimizer.kind.has_second_moments();
-            let state = TrainState::starting_from(t.model(), tensors, second)?;
+            let state = TrainState::starting_from(t.model(), tensors, buffers, second)?;
             t.set_state(state)
         })
         .map_err(to_py)
