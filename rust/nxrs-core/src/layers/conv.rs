@@ -3,7 +3,7 @@
 //! its columns (im2col) and its gradients two more. Dense is the convolution with one position
 //! whose column is the sample itself.
 
-use super::window::Window;
+use super::window::{Window, PADDING};
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
 use crate::arith::{cells, cells_mut, Real};
 use crate::softf32::F32;
@@ -47,22 +47,21 @@ impl Conv {
         if self.columns_are_inputs() {
             return &x[..rows * self.window.input_cells()];
         }
-        let (p, j, kk) = (
-            self.positions(),
-            self.window.column(),
-            self.window.window_cells(),
-        );
+        let (p, j) = (self.positions(), self.window.column());
         let cells = self.window.input_cells();
+        let table = self.window.gather_table();
         let cols: &mut [R] = cells_mut(resized(cols, rows * p * j));
-        for s in 0..rows {
-            let sample = &x[s * cells..][..cells];
-            for t in 0..p {
-                let col = &mut cols[(s * p + t) * j..][..j];
-                for c in 0..self.window.channels {
-                    self.window.for_each_cell(c, t, |k, cell| {
-                        col[c * kk + k] = cell.map_or(R::ZERO, |i| sample[i]);
-                    });
-                }
+        for (sample, cols) in x
+            .chunks_exact(cells)
+            .zip(cols.chunks_exact_mut(p * j))
+            .take(rows)
+        {
+            for (col, &i) in cols.iter_mut().zip(&table) {
+                *col = if i == PADDING {
+                    R::ZERO
+                } else {
+                    sample[i as usize]
+                };
             }
         }
         cols
@@ -172,18 +171,18 @@ impl Conv {
         }
         let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * j));
         product(scratch);
-        let kk = self.window.window_cells();
+        // Each cell's sum from +0 over the positions whose window holds it, in order: the
+        // table is walked position by position.
+        let table = self.window.gather_table();
         gx[..rows * cells].fill(R::ZERO);
-        for s in 0..rows {
-            let sample = &mut gx[s * cells..][..cells];
-            for t in 0..p {
-                let h = &scratch[(s * p + t) * j..][..j];
-                for c in 0..self.window.channels {
-                    self.window.for_each_cell(c, t, |k, cell| {
-                        if let Some(i) = cell {
-                            sample[i] = sample[i] + h[c * kk + k];
-                        }
-                    });
+        for (sample, h) in gx
+            .chunks_exact_mut(cells)
+            .zip(scratch.chunks_exact(p * j))
+            .take(rows)
+        {
+            for (&i, &h) in table.iter().zip(h) {
+                if i != PADDING {
+                    sample[i as usize] = sample[i as usize] + h;
                 }
             }
         }

@@ -4,6 +4,9 @@
 
 use crate::error::{Error, Result};
 
+/// A gather table's entry for a padding cell (no sample has that many cells).
+pub const PADDING: u32 = u32::MAX;
+
 /// Where a layer's windows lie over one sample's `channels x height x width` input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Window {
@@ -79,6 +82,26 @@ impl Window {
     /// The length of a convolution's column (`channels x window cells`).
     pub fn column(&self) -> usize {
         self.channels * self.window_cells()
+    }
+
+    /// Every output position's column as indices into the sample's cells: `positions x
+    /// column` entries (position after position; within a column, channel after channel and
+    /// each window's cells in row-major order), [`PADDING`] for padding. Convolutions gather and
+    /// scatter through it instead of walking the windows cell by cell.
+    pub fn gather_table(&self) -> Vec<u32> {
+        let kk = self.window_cells();
+        let mut table = vec![PADDING; self.positions() * self.column()];
+        for (t, column) in table.chunks_exact_mut(self.column()).enumerate() {
+            for c in 0..self.channels {
+                self.for_each_cell(c, t, |k, cell| {
+                    if let Some(i) = cell {
+                        // A sample has at most 2^24 cells (the shape limit).
+                        column[c * kk + k] = i as u32;
+                    }
+                });
+            }
+        }
+        table
     }
 
     /// Calls `f(k, cell)` for the cells of channel `c`'s window at output position `t`, `k`
