@@ -9,25 +9,48 @@ use crate::arith::Real;
 /// window's first NaN.
 pub fn max_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R], chosen: &mut [u32]) {
     let (cells, p) = (w.input_cells(), w.positions());
+    let windows = Windows::of(w);
     for s in 0..rows {
         let sample = &x[s * cells..][..cells];
         for c in 0..w.channels {
             for t in 0..p {
-                let mut best: Option<usize> = None;
-                w.for_each_cell(c, t, |_, cell| {
-                    // Pooling has no padding: every cell is in the input.
-                    let i = cell.expect("pooling windows lie inside the input");
-                    best = Some(match best {
-                        Some(b) if !takes_over(sample[i], sample[b]) => b,
-                        _ => i,
-                    });
+                let window = windows.cells(c, t);
+                let first = window[0];
+                let best = window[1..].iter().fold(first, |b, &i| {
+                    if takes_over(sample[i as usize], sample[b as usize]) {
+                        i
+                    } else {
+                        b
+                    }
                 });
-                let b = best.expect("a window has at least one cell");
                 let out = (s * w.channels + c) * p + t;
-                y[out] = sample[b];
-                chosen[out] = u32::try_from(b).expect("a sample has at most 2^24 cells");
+                y[out] = sample[best as usize];
+                chosen[out] = best;
             }
         }
+    }
+}
+
+/// Every window's cells (indices into a sample, row-major), from the window's gather table:
+/// pooling has no padding, so every entry is a cell.
+struct Windows {
+    table: Vec<u32>,
+    column: usize,
+    per_channel: usize,
+}
+
+impl Windows {
+    fn of(w: &Window) -> Windows {
+        Windows {
+            table: w.gather_table(),
+            column: w.column(),
+            per_channel: w.window_cells(),
+        }
+    }
+
+    /// Channel `c`'s window at output position `t`.
+    fn cells(&self, c: usize, t: usize) -> &[u32] {
+        &self.table[t * self.column + c * self.per_channel..][..self.per_channel]
     }
 }
 
@@ -54,16 +77,17 @@ pub fn max_backward<R: Real>(w: &Window, g: &[R], chosen: &[u32], rows: usize, g
 pub fn avg_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R]) {
     let (cells, p) = (w.input_cells(), w.positions());
     let count = R::from_i64(w.window_cells() as i64);
+    let windows = Windows::of(w);
     for s in 0..rows {
         let sample = &x[s * cells..][..cells];
         for c in 0..w.channels {
             for t in 0..p {
-                let mut sum: Option<R> = None;
-                w.for_each_cell(c, t, |_, cell| {
-                    let v = sample[cell.expect("pooling windows lie inside the input")];
-                    sum = Some(sum.map_or(v, |acc| acc + v));
-                });
-                y[(s * w.channels + c) * p + t] = sum.expect("a window has a cell") / count;
+                let window = windows.cells(c, t);
+                let first = sample[window[0] as usize];
+                let sum = window[1..]
+                    .iter()
+                    .fold(first, |acc, &i| acc + sample[i as usize]);
+                y[(s * w.channels + c) * p + t] = sum / count;
             }
         }
     }
@@ -74,16 +98,16 @@ pub fn avg_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R]) {
 pub fn avg_backward<R: Real>(w: &Window, g: &[R], rows: usize, gx: &mut [R]) {
     let (cells, p) = (w.input_cells(), w.positions());
     let count = R::from_i64(w.window_cells() as i64);
+    let windows = Windows::of(w);
     gx[..rows * cells].fill(R::ZERO);
     for s in 0..rows {
         let sample = &mut gx[s * cells..][..cells];
         for c in 0..w.channels {
             for t in 0..p {
                 let share = g[(s * w.channels + c) * p + t] / count;
-                w.for_each_cell(c, t, |_, cell| {
-                    let i = cell.expect("pooling windows lie inside the input");
-                    sample[i] = sample[i] + share;
-                });
+                for &i in windows.cells(c, t) {
+                    sample[i as usize] = sample[i as usize] + share;
+                }
             }
         }
     }

@@ -108,7 +108,7 @@ impl Window {
     /// counting them in row-major order and `cell` the input cell's index in the sample, or
     /// `None` for padding.
     #[inline]
-    pub fn for_each_cell(&self, c: usize, t: usize, mut f: impl FnMut(usize, Option<usize>)) {
+    fn for_each_cell(&self, c: usize, t: usize, mut f: impl FnMut(usize, Option<usize>)) {
         let [th, tw] = [t / self.output[1], t % self.output[1]];
         let [h, w] = self.input;
         let plane = c * h * w;
