@@ -19,6 +19,7 @@ use nxrs_core::layers::pass::{Context, Mode, Saved, Tensors};
 use nxrs_core::layers::{LayerSpec, Network};
 use nxrs_core::math::Math;
 use nxrs_core::mlp::Init;
+use nxrs_core::threads::Threads;
 use nxrs_core::F32;
 use nxrs_core::{TrainState, Trainer, TrainerConfig};
 use serde_json::Value;
@@ -117,7 +118,11 @@ impl Compute for Case<'_> {
 
         let mut y = vec![F32::ZERO; n_out];
         let mut saved = Saved::default();
-        let context = Context { math, mode };
+        let context = Context {
+            math,
+            mode,
+            threads: &Threads::ONE,
+        };
         layer.forward::<R>(
             context,
             tensors_of(params, &running),
@@ -158,6 +163,7 @@ impl Compute for Case<'_> {
             let eval = Context {
                 math,
                 mode: Mode::Eval,
+                threads: &Threads::ONE,
             };
             layer.forward::<R>(
                 eval,
@@ -232,7 +238,12 @@ fn every_layer_matches_the_reference() {
 
 /// Runs one of the fixture's training runs (a layer model, or an integer list given as layer
 /// sizes or as the equivalent layer objects) and reports every difference.
-fn run_layers_case(case: &Value, config: TrainerConfig, backend: Backend) -> Vec<String> {
+fn run_layers_case(
+    case: &Value,
+    config: TrainerConfig,
+    backend: Backend,
+    threads: Threads,
+) -> Vec<String> {
     let diffs = std::cell::RefCell::new(Vec::new());
     let check = |what: String, got: String, want: String| {
         if got != want {
@@ -245,6 +256,7 @@ fn run_layers_case(case: &Value, config: TrainerConfig, backend: Backend) -> Vec
     let data = case_data(n, &config);
     let mut t = Trainer::new(config).expect("the case's configuration builds");
     t.set_backend(backend).unwrap();
+    t.set_threads(threads);
     if let Some(init) = case.get("init_hash") {
         check(
             "initial hash".into(),
@@ -361,13 +373,17 @@ fn every_training_run_matches_the_reference() {
             cases.push((name.to_string(), case, config));
         }
         for (name, case, config) in cases {
-            let diffs = run_layers_case(case, config, backend);
-            if !diffs.is_empty() {
-                failed.push(format!(
-                    "{name} ({}):\n    {}",
-                    backend.name(),
-                    diffs.join("\n    ")
-                ));
+            // One thread, and three threads sharing every product's rows however small.
+            let split = Threads::splitting_everything(3).unwrap();
+            for (threads, label) in [(Threads::ONE, "1 thread"), (split, "3 threads")] {
+                let diffs = run_layers_case(case, config.clone(), backend, threads);
+                if !diffs.is_empty() {
+                    failed.push(format!(
+                        "{name} ({}, {label}):\n    {}",
+                        backend.name(),
+                        diffs.join("\n    ")
+                    ));
+                }
             }
         }
     }

@@ -7,6 +7,7 @@ use super::window::{Window, PADDING};
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
 use crate::arith::{cells, cells_mut, Real};
 use crate::softf32::F32;
+use crate::threads::{ranges, split, Threads};
 
 /// A convolution (or Dense: `window` of one position over `inputs x 1 x 1`, a 1 x 1 kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,8 +80,10 @@ impl Conv {
     /// The outputs of `rows` samples, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
     /// `out_channels x column`). `scratch` holds the product position by position.
+    #[allow(clippy::too_many_arguments)] // the threads, the weights, the columns, the outputs
     pub fn forward<R: Real>(
         &self,
+        threads: &Threads,
         weights: &[R],
         bias: &[R],
         cols: &[R],
@@ -90,14 +93,9 @@ impl Conv {
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let product = |c: &mut [R]| {
-            MatMul::new(
-                MatrixMut::new(c, rows * p, o),
-                Start::Row(bias),
-                Matrix::new(cols, rows * p, j),
-                Matrix::new(weights, o, j).t(),
-                Order::BA,
-            )
-            .run();
+            let a = Matrix::new(cols, rows * p, j);
+            let b = Matrix::new(weights, o, j).t();
+            shared(threads, c, Start::Row(bias), a, b, Order::BA);
         };
         if p == 1 {
             product(&mut y[..rows * o]);
@@ -145,6 +143,7 @@ impl Conv {
     /// each input cell's sum from +0 over the positions whose window holds it, in order.
     pub fn input_gradient<R: Real>(
         &self,
+        threads: &Threads,
         weights: &[R],
         d: &[R],
         rows: usize,
@@ -154,14 +153,8 @@ impl Conv {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let cells = self.window.input_cells();
         let product = |c: &mut [R]| {
-            MatMul::new(
-                MatrixMut::new(c, rows * p, j),
-                Start::Zero,
-                Matrix::new(d, rows * p, o),
-                Matrix::new(weights, o, j),
-                Order::BA,
-            )
-            .run();
+            let (a, b) = (Matrix::new(d, rows * p, o), Matrix::new(weights, o, j));
+            shared(threads, c, Start::Zero, a, b, Order::BA);
         };
         if self.columns_are_inputs() {
             // Each cell's one term added to +0 is the term itself: the chain starts from +0, so
@@ -190,8 +183,10 @@ impl Conv {
 
     /// The block gradients of `rows` samples: `gw[o, j]` the chain over the block's samples and
     /// positions in order of `δ[o, t] * col_t[j]` from the first term, `gb[o]` that of `δ[o, t]`.
+    #[allow(clippy::too_many_arguments)] // the threads, both operands, both results
     pub fn block_gradient<R: Real>(
         &self,
+        threads: &Threads,
         d: &[R],
         cols: &[R],
         rows: usize,
@@ -200,19 +195,34 @@ impl Conv {
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let n = rows * p;
-        MatMul::new(
-            MatrixMut::new(gw, o, j),
-            Start::FirstTerm,
-            Matrix::new(d, n, o).t(),
-            Matrix::new(cols, n, j),
-            Order::AB,
-        )
-        .run();
+        let (a, b) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
+        shared(threads, gw, Start::FirstTerm, a, b, Order::AB);
         gb.copy_from_slice(&d[..o]);
         for r in 1..n {
             R::add_assign(gb, &d[r * o..][..o]);
         }
     }
+}
+
+/// `c = start + a b` (`c` row-major, `a`'s rows by `b`'s columns) with `c`'s rows shared out
+/// among `threads`: every element's chain is still one thread's, in order, so the bits are the
+/// same for any count (parts below a thread's worth of work stay on one).
+fn shared<R: Real>(
+    threads: &Threads,
+    c: &mut [R],
+    start: Start<'_, R>,
+    a: Matrix<'_, R>,
+    b: Matrix<'_, R>,
+    order: Order,
+) {
+    let ((rows, k), (_, cols)) = (a.shape(), b.shape());
+    let parts = threads.parts(rows, k * cols);
+    let tasks = ranges(rows, parts).zip(split(&mut c[..rows * cols], ranges(rows, parts), cols));
+    threads.run(tasks, |(range, c)| {
+        let _env = R::environment();
+        let part = MatrixMut::new(c, range.len(), cols);
+        MatMul::new(part, start, a.rows(range), b, order).run();
+    });
 }
 
 /// The first `n` cells of `v`, grown if needed (scratch reused from pass to pass).

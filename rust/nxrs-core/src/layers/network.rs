@@ -47,7 +47,7 @@ impl Network {
     /// last layer's outputs, `rows x outputs`.
     pub fn forward<'c, R: Real>(
         &self,
-        context: Context,
+        context: Context<'_>,
         (params, buffers): (&[Params], &[Vec<F32>]),
         x: &'c [F32],
         rows: usize,
@@ -80,7 +80,7 @@ impl Network {
     /// into `grads` (shaped like the parameters).
     pub fn backward<R: Real>(
         &self,
-        context: Context,
+        context: Context<'_>,
         params: &[Params],
         (x, delta): (&[F32], &[F32]),
         rows: usize,

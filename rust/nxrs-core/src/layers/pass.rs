@@ -7,6 +7,7 @@ use super::{pool, Layer, Op};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
+use crate::threads::Threads;
 
 /// Training (batch statistics, dropout masks of this step) or evaluation mode (section 15.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +22,13 @@ pub enum Mode {
     Eval,
 }
 
-/// What every layer of a pass computes with: the `math` setting and the mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Context {
+/// What every layer of a pass computes with: the `math` setting, the mode, and the threads its
+/// matrix products share their rows among (any count gives the same bits).
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
     pub math: Math,
     pub mode: Mode,
+    pub threads: &'a Threads,
 }
 
 /// A layer's tensors as a pass reads and writes them.
@@ -70,7 +73,11 @@ impl Layer {
     /// The outputs `y` of `rows` samples `x` (both channels first, sample after sample).
     pub fn forward<R: Real>(
         &self,
-        Context { math, mode }: Context,
+        Context {
+            math,
+            mode,
+            threads,
+        }: Context<'_>,
         tensors: Tensors<'_>,
         x: &[F32],
         rows: usize,
@@ -84,7 +91,15 @@ impl Layer {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
                 let cols = conv.columns(x, rows, &mut saved.cells);
-                conv.forward(cells(w), cells(b), cols, rows, &mut saved.scratch, y);
+                conv.forward(
+                    threads,
+                    cells(w),
+                    cells(b),
+                    cols,
+                    rows,
+                    &mut saved.scratch,
+                    y,
+                );
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
@@ -156,7 +171,11 @@ impl Layer {
     #[allow(clippy::too_many_arguments)] // what the forward pass saw and kept, and both results
     pub fn backward<R: Real>(
         &self,
-        Context { math, mode }: Context,
+        Context {
+            math,
+            mode,
+            threads,
+        }: Context<'_>,
         params: Option<(&[F32], &[F32])>,
         (x, y, g): (&[F32], &[F32], &[F32]),
         rows: usize,
@@ -174,10 +193,10 @@ impl Layer {
                 let d = conv.by_position(g, rows, &mut saved.by_position);
                 if let Some((gw, gb)) = grads {
                     let cols = conv.kept_columns(x, rows, &saved.cells);
-                    conv.block_gradient(d, cols, rows, cells_mut(gw), cells_mut(gb));
+                    conv.block_gradient(threads, d, cols, rows, cells_mut(gw), cells_mut(gb));
                 }
                 if let Some(gx) = gx.as_deref_mut() {
-                    conv.input_gradient(cells(w), d, rows, &mut saved.scratch, gx);
+                    conv.input_gradient(threads, cells(w), d, rows, &mut saved.scratch, gx);
                 }
             }
             Op::MaxPool(w) => {

@@ -13,7 +13,7 @@ use crate::math::Math;
 use crate::mlp::{ForwardCells, Transposed};
 use crate::model::Model;
 use crate::softf32::F32;
-use crate::threads::{ranges, split};
+use crate::threads::{ranges, split, Threads};
 
 /// Loss and accuracy of a model on a data set.
 #[derive(Clone, Copy, Debug)]
@@ -188,9 +188,11 @@ impl<'a> Forward<'a> {
             }
             (Forward::Network(cells), Model::Network(net)) => {
                 let rows = x.len() / net.input.iter().product::<usize>();
+                // Evaluation shares out samples among the threads already: one thread each here.
                 let context = Context {
                     math,
                     mode: Mode::Eval,
+                    threads: &Threads::ONE,
                 };
                 net.forward::<R>(context, (params, &t.state.buffers), x, rows, cells)
             }

@@ -231,6 +231,7 @@ impl Compute for Step<'_> {
                         net,
                         config: &t.config,
                         state: &t.state,
+                        threads: &t.threads,
                         first_sample: k * block_len,
                     };
                     let correct = pass.block_sum::<R>(
@@ -260,6 +261,7 @@ struct NetworkPass<'a> {
     net: &'a Network,
     config: &'a TrainerConfig,
     state: &'a crate::state::TrainState,
+    threads: &'a Threads,
     first_sample: usize,
 }
 
@@ -293,6 +295,7 @@ impl NetworkPass<'_> {
                 step: self.state.step as u64,
                 first_sample: self.first_sample,
             },
+            threads: self.threads,
         };
         let tensors = (&self.state.params[..], &self.state.buffers[..]);
         let z = net
@@ -363,6 +366,7 @@ impl Compute for BlockSum<'_> {
                     net,
                     config: &t.config,
                     state: &t.state,
+                    threads: &t.threads,
                     first_sample: self.first_sample,
                 };
                 pass.block_sum::<R>(
