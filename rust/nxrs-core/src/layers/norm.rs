@@ -137,36 +137,6 @@ impl<R: Real> BatchNorm<R> {
             }
         }
     }
-
-    /// The block gradients of `gamma` and `beta` and the input gradient, from the output
-    /// gradient `g` and the forward pass's `xhat` and `r`. `d` is scratch of `g`'s length.
-    #[allow(clippy::too_many_arguments)] // the layer's own state, what its forward pass kept, and the two outputs
-    pub fn backward(
-        &self,
-        gamma: &[R],
-        g: &[R],
-        xhat: &[R],
-        r: &[R],
-        rows: usize,
-        d: &mut [R],
-        grads: (&mut [R], &mut [R]),
-        gx: &mut [R],
-    ) {
-        let (g_gamma, g_beta) = grads;
-        for c in 0..self.channels {
-            let group = self.group(c, rows);
-            g_beta[c] = group.sum(|k| g[(group.at)(k)]);
-            g_gamma[c] = group.sum(|k| {
-                let i = (group.at)(k);
-                g[i] * xhat[i]
-            });
-            for k in 0..group.n {
-                let i = (group.at)(k);
-                d[i] = g[i] * gamma[c];
-            }
-            group.input_gradient(d, xhat, r[c], gx);
-        }
-    }
 }
 
 /// A LayerNorm over each sample's `cells`.
@@ -208,16 +178,63 @@ impl<R: Real> LayerNorm<R> {
             }
         }
     }
+}
 
-    /// The block gradients of `gamma` and `beta` (chains over the samples, from the first) and
-    /// the input gradient. `d` is scratch of `g`'s length.
-    #[allow(clippy::too_many_arguments)] // as BatchNorm::backward
-    pub fn backward(
+/// A normalisation's backward pass: the block gradients of `gamma` and `beta` and the input
+/// gradient, from the output gradient `g` and what the forward pass kept (`x̂` and each
+/// group's `r`). `d` is scratch of `g`'s length.
+pub trait Normalization<R: Real> {
+    #[allow(clippy::too_many_arguments)] // the layer's own state, what its forward pass kept, and the outputs
+    fn backward(
         &self,
         gamma: &[R],
         g: &[R],
-        xhat: &[R],
-        r: &[R],
+        kept: (&[R], &[R]),
+        rows: usize,
+        d: &mut [R],
+        grads: (&mut [R], &mut [R]),
+        gx: &mut [R],
+    );
+}
+
+impl<R: Real> Normalization<R> for BatchNorm<R> {
+    /// The block gradients of `gamma` and `beta` and the input gradient, from the output
+    /// gradient `g` and the forward pass's `xhat` and `r`. `d` is scratch of `g`'s length.
+    fn backward(
+        &self,
+        gamma: &[R],
+        g: &[R],
+        (xhat, r): (&[R], &[R]),
+        rows: usize,
+        d: &mut [R],
+        grads: (&mut [R], &mut [R]),
+        gx: &mut [R],
+    ) {
+        let (g_gamma, g_beta) = grads;
+        for c in 0..self.channels {
+            let group = self.group(c, rows);
+            g_beta[c] = group.sum(|k| g[(group.at)(k)]);
+            g_gamma[c] = group.sum(|k| {
+                let i = (group.at)(k);
+                g[i] * xhat[i]
+            });
+            for k in 0..group.n {
+                let i = (group.at)(k);
+                d[i] = g[i] * gamma[c];
+            }
+            group.input_gradient(d, xhat, r[c], gx);
+        }
+    }
+}
+
+impl<R: Real> Normalization<R> for LayerNorm<R> {
+    /// The block gradients of `gamma` and `beta` (chains over the samples, from the first) and
+    /// the input gradient. `d` is scratch of `g`'s length.
+    fn backward(
+        &self,
+        gamma: &[R],
+        g: &[R],
+        (xhat, r): (&[R], &[R]),
         rows: usize,
         d: &mut [R],
         grads: (&mut [R], &mut [R]),

@@ -1,7 +1,7 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
-use super::norm::{BatchNorm, BatchNormTensors, LayerNorm};
+use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::{pool, Layer, Op};
 use crate::arith::{cells, cells_mut, Real};
@@ -249,41 +249,15 @@ impl Layer {
                 }
             }
             Op::BatchNorm(bn) => {
-                let bn = batch_norm::<R>(bn);
-                let (gamma, _) = params.expect("a BatchNorm has gamma and beta");
-                let (gg, gb) = grads.expect("a BatchNorm's gradients");
-                let mut d = vec![R::ZERO; n_in];
-                let mut unused = vec![R::ZERO; n_in];
-                bn.backward(
-                    cells(gamma),
-                    g,
-                    cells(&saved.cells[..n_in]),
-                    cells(&saved.r),
-                    rows,
-                    &mut d,
-                    (cells_mut(gg), cells_mut(gb)),
-                    gx.unwrap_or(&mut unused),
-                );
+                let norm = batch_norm::<R>(bn);
+                normalization_backward(&norm, params, grads, saved, (g, n_in, rows), gx);
             }
             Op::LayerNorm(ln) => {
-                let ln = LayerNorm {
+                let norm = LayerNorm {
                     cells: ln.cells,
                     eps: R::from_f32(ln.eps),
                 };
-                let (gamma, _) = params.expect("a LayerNorm has gamma and beta");
-                let (gg, gb) = grads.expect("a LayerNorm's gradients");
-                let mut d = vec![R::ZERO; n_in];
-                let mut unused = vec![R::ZERO; n_in];
-                ln.backward(
-                    cells(gamma),
-                    g,
-                    cells(&saved.cells[..n_in]),
-                    cells(&saved.r),
-                    rows,
-                    &mut d,
-                    (cells_mut(gg), cells_mut(gb)),
-                    gx.unwrap_or(&mut unused),
-                );
+                normalization_backward(&norm, params, grads, saved, (g, n_in, rows), gx);
             }
         }
     }
@@ -311,6 +285,31 @@ impl Layer {
             bn.update_running(rows, cells(statistics), cells_mut(mean), cells_mut(var));
         }
     }
+}
+
+/// A normalisation's backward pass (BatchNorm and LayerNorm alike): from the output gradient
+/// `g` and what the forward pass kept, the block gradients of `gamma` and `beta` and, when
+/// wanted, the input gradient.
+fn normalization_backward<R: Real>(
+    norm: &impl Normalization<R>,
+    params: Option<(&[F32], &[F32])>,
+    grads: Option<(&mut [F32], &mut [F32])>,
+    saved: &Saved,
+    (g, n_in, rows): (&[R], usize, usize),
+    gx: Option<&mut [R]>,
+) {
+    let (gamma, _) = params.expect("a normalisation has gamma and beta");
+    let (g_gamma, g_beta) = grads.expect("a normalisation's gradients");
+    let mut d = vec![R::ZERO; n_in];
+    // The input gradient is computed whether wanted or not (the parameters' need `d` anyway).
+    let mut unused = Vec::new();
+    let gx = gx.unwrap_or_else(|| {
+        unused.resize(n_in, R::ZERO);
+        &mut unused[..]
+    });
+    let kept = (cells(&saved.cells[..n_in]), cells(&saved.r));
+    let grads = (cells_mut(g_gamma), cells_mut(g_beta));
+    norm.backward(cells(gamma), g, kept, rows, &mut d, grads, gx);
 }
 
 fn batch_norm<R: Real>(bn: &BatchNorm<F32>) -> BatchNorm<R> {
