@@ -169,25 +169,6 @@ impl Mlp {
         (self.sizes[l + 1], self.sizes[l])
     }
 
-    /// Checks that `layers` (`what`: a name for messages) are shaped like the parameters.
-    pub fn check_shaped(&self, layers: &[Layer], what: &str) -> Result<()> {
-        let fits = layers.len() == self.layers()
-            && layers.iter().enumerate().all(|(l, layer)| {
-                let (outputs, inputs) = self.weight_shape(l);
-                layer.w.len() == outputs * inputs && layer.b.len() == outputs
-            });
-        if fits {
-            Ok(())
-        } else {
-            let sizes: Vec<(usize, usize)> =
-                layers.iter().map(|l| (l.w.len(), l.b.len())).collect();
-            Err(Error::Input(format!(
-                "the {what}'s (weight, bias) sizes {sizes:?} do not fit the model {:?}",
-                self.sizes
-            )))
-        }
-    }
-
     /// Zero tensors shaped like the parameters.
     pub fn zeros<R: Real>(&self) -> Vec<Layer<R>> {
         (0..self.layers())

@@ -152,7 +152,8 @@ impl Model {
             .collect()
     }
 
-    /// Checks that `layers` has the parameters' shapes (`what` names them in the error).
+    /// Checks that `layers` (`what`: a name for messages) are shaped like the parameters: data
+    /// that does not fit the run (`Error::Input`).
     pub fn check_shaped(&self, layers: &[Layer], what: &str) -> Result<()> {
         let expected: Vec<(usize, usize)> = self
             .param_specs()
@@ -163,8 +164,9 @@ impl Model {
         if actual == expected {
             Ok(())
         } else {
-            Err(Error::Mismatch(format!(
-                "{what} of sizes {actual:?} do not fit the model's {expected:?}"
+            Err(Error::Input(format!(
+                "the {what}'s (weight, bias) sizes {actual:?} do not fit the model {:?}",
+                self.sizes()
             )))
         }
     }
