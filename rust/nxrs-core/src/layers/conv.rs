@@ -44,7 +44,13 @@ impl Conv {
 
     /// The columns of `rows` samples (`rows x input cells`): `(rows * positions) x column`,
     /// sample after sample, positions in row-major order, padding as +0.
-    pub fn columns<'a, R: Real>(&self, x: &'a [R], rows: usize, cols: &'a mut Vec<F32>) -> &'a [R] {
+    pub fn columns<'a, R: Real>(
+        &self,
+        threads: &Threads,
+        x: &'a [R],
+        rows: usize,
+        cols: &'a mut Vec<F32>,
+    ) -> &'a [R] {
         if self.columns_are_inputs() {
             return &x[..rows * self.window.input_cells()];
         }
@@ -52,19 +58,24 @@ impl Conv {
         let cells = self.window.input_cells();
         let table = self.window.gather_table();
         let cols: &mut [R] = cells_mut(resized(cols, rows * p * j));
-        for (sample, cols) in x
-            .chunks_exact(cells)
-            .zip(cols.chunks_exact_mut(p * j))
-            .take(rows)
-        {
-            for (col, &i) in cols.iter_mut().zip(&table) {
-                *col = if i == PADDING {
-                    R::ZERO
-                } else {
-                    sample[i as usize]
-                };
+        // Only bits move: the samples are shared out among the threads.
+        let parts = threads.parts(rows, p * j);
+        let tasks = split(&x[..rows * cells], ranges(rows, parts), cells).zip(split(
+            &mut cols[..],
+            ranges(rows, parts),
+            p * j,
+        ));
+        threads.run(tasks, |(x, cols)| {
+            for (sample, cols) in x.chunks_exact(cells).zip(cols.chunks_exact_mut(p * j)) {
+                for (col, &i) in cols.iter_mut().zip(&table) {
+                    *col = if i == PADDING {
+                        R::ZERO
+                    } else {
+                        sample[i as usize]
+                    };
+                }
             }
-        }
+        });
         cols
     }
 
@@ -167,18 +178,24 @@ impl Conv {
         // Each cell's sum from +0 over the positions whose window holds it, in order: the
         // table is walked position by position.
         let table = self.window.gather_table();
-        gx[..rows * cells].fill(R::ZERO);
-        for (sample, h) in gx
-            .chunks_exact_mut(cells)
-            .zip(scratch.chunks_exact(p * j))
-            .take(rows)
-        {
-            for (&i, &h) in table.iter().zip(h) {
-                if i != PADDING {
-                    sample[i as usize] = sample[i as usize] + h;
+        // Each sample's cells are its own: the samples are shared out among the threads.
+        let parts = threads.parts(rows, p * j);
+        let tasks = split(&mut gx[..rows * cells], ranges(rows, parts), cells).zip(split(
+            &scratch[..],
+            ranges(rows, parts),
+            p * j,
+        ));
+        threads.run(tasks, |(gx, scratch)| {
+            let _env = R::environment();
+            gx.fill(R::ZERO);
+            for (sample, h) in gx.chunks_exact_mut(cells).zip(scratch.chunks_exact(p * j)) {
+                for (&i, &h) in table.iter().zip(h) {
+                    if i != PADDING {
+                        sample[i as usize] = sample[i as usize] + h;
+                    }
                 }
             }
-        }
+        });
     }
 
     /// The block gradients of `rows` samples: `gw[o, j]` the chain over the block's samples and

@@ -7,7 +7,7 @@ use super::{pool, Layer, Op};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
-use crate::threads::Threads;
+use crate::threads::{ranges, split, Threads};
 
 /// Training (batch statistics, dropout masks of this step) or evaluation mode (section 15.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
-                let cols = conv.columns(x, rows, &mut saved.cells);
+                let cols = conv.columns(threads, x, rows, &mut saved.cells);
                 conv.forward(
                     threads,
                     cells(w),
@@ -103,7 +103,20 @@ impl Layer {
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
-                pool::max_forward(w, x, rows, y, &mut saved.chosen);
+                let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
+                let parts = threads.parts(rows, cells_in);
+                let tasks = ranges(rows, parts)
+                    .zip(split(x, ranges(rows, parts), cells_in))
+                    .zip(split(&mut y[..], ranges(rows, parts), cells_out))
+                    .zip(split(
+                        &mut saved.chosen[..n_out],
+                        ranges(rows, parts),
+                        cells_out,
+                    ));
+                threads.run(tasks, |(((range, x), y), chosen)| {
+                    let _env = R::environment();
+                    pool::max_forward(w, x, range.len(), y, chosen);
+                });
             }
             Op::AvgPool(w) => pool::avg_forward(w, x, rows, y),
             Op::Reshape => y.copy_from_slice(x),
