@@ -216,6 +216,20 @@ class _Trainer:
         """The seed program's state hash (``hstate``) of the weights."""
     def state_hash(self) -> int:
         """64-bit FNV-1a over the whole state: every tensor, then epoch, b1t, b2t, step, batch."""
+    def state_digest(self) -> str:
+        """SHA-256 (64 hex digits) of the whole state and the configuration
+        (``docs/TRAINING.md`` section 16): the same on every backend, thread count, worker
+        count and machine, whatever file the state was read from. A run's transcript records
+        it for each checkpoint; ``nxrs verify`` compares it.
+
+        >>> import nxrs
+        >>> a, b = nxrs.Trainer(layers=[4, 3, 2]), nxrs.Trainer(layers=[4, 3, 2])
+        >>> a.state_digest() == b.state_digest() and len(a.state_digest()) == 64
+        True
+        """
+    def config_digest(self) -> str:
+        """SHA-256 (64 hex digits) of the configuration alone (``docs/TRAINING.md`` section
+        16): equal for two trainers exactly when they train the same way."""
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]:
         """Copies of every tensor (W1 b1 W2 b2 ... then the optimiser's slots), weights
         shaped (out, in)."""
@@ -336,6 +350,10 @@ class Dataset:
     def fingerprint(self) -> str:
         """FNV-1a over the features' bits, labels or targets and shapes: 16 hex digits."""
     @property
+    def digest(self) -> str:
+        """SHA-256 of the data as nxrs trains on it (``docs/TRAINING.md`` section 16): 64 hex
+        digits."""
+    @property
     def features(self) -> int:
         """Features per sample."""
     def __len__(self) -> int: ...
@@ -437,6 +455,9 @@ class _Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
     def __enter__(self) -> Self: ...
     def __exit__(self, *exc: object) -> None: ...
 
+def _data_digest(
+    train: Dataset, validation: Dataset | None = None, test: Dataset | None = None
+) -> str: ...
 def permutation(
     seed: SupportsIndex, domain: str, index: SupportsIndex, n: SupportsIndex
 ) -> list[int]:

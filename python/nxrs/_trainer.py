@@ -222,6 +222,32 @@ class Trainer(_Trainer):
         with self._claim("fit"):
             return _fit.fit(self, x, y, options, engine == "ray", workers, ray_address)
 
+    def data_digest(
+        self,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        test_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    ) -> str:
+        """SHA-256 (64 hex digits) of a run's data as this trainer trains on it
+        (``docs/TRAINING.md`` section 16): ``(x, y)``, and the validation and test data when
+        the run has them (``fit``'s ``validation_data``; ``nxrs train``'s test split). Data
+        that converts to the same binary32 features and labels has the same digest; another
+        split of the same rows has another. InputError for data this trainer cannot train on.
+
+        >>> import numpy as np, nxrs
+        >>> t = nxrs.Trainer(layers=[2, 2])
+        >>> x, y = np.zeros((3, 2), np.float32), np.array([0, 1, 0])
+        >>> t.data_digest(x, y) == t.data_digest(x.astype(np.float64), y)
+        True
+        >>> t.data_digest(x, y) == t.data_digest(x, y, test_data=(x, y))
+        False
+        """
+        from nxrs._nxrs import _data_digest
+
+        parts = [None if d is None else self._dataset(*d) for d in (validation_data, test_data)]
+        return _data_digest(self._dataset(x, y), *parts)
+
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         """Pickling: ``Trainer.from_bytes(self.to_bytes())``, the state and configuration bit
         for bit; the backend and threads are the unpickling process's defaults."""

@@ -41,6 +41,7 @@ fixture and exits 1 if the file differs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import struct
@@ -780,6 +781,55 @@ def state_bytes(tensors: Sequence[F32Array], scalars: Sequence[int]) -> bytes:
     for s in scalars:
         out += struct.pack("<q", s)
     return bytes(out)
+
+
+def _le_cells(a: F32Array) -> bytes:
+    return np.ascontiguousarray(a, dtype=np.float32).reshape(-1).view("<u4").tobytes()
+
+
+def state_digest(run: Run, config_record: str) -> str:
+    """Section 16's state digest of ``run``'s state under the configuration record
+    ``config_record`` (the checkpoint's one-line JSON text), as 64 hex digits."""
+    out = bytearray(b"nxrs-state/1\0")
+    record = config_record.encode("utf-8")
+    out += struct.pack("<Q", len(record)) + record
+    tensors = run.state_dict()
+    out += struct.pack("<I", len(tensors))
+    for name, t in tensors.items():
+        out += struct.pack("<I", len(name)) + name.encode("ascii")
+        out += struct.pack("<I", t.ndim) + b"".join(struct.pack("<Q", d) for d in t.shape)
+        out += _le_cells(t)
+    scalars = run.scalars()
+    out += struct.pack("<I", len(scalars)) + b"".join(struct.pack("<q", v) for v in scalars)
+    return hashlib.sha256(bytes(out)).hexdigest()
+
+
+def config_digest(config_record: str) -> str:
+    """Section 16's configuration digest."""
+    return hashlib.sha256(b"nxrs-config/1\0" + config_record.encode("utf-8")).hexdigest()
+
+
+def data_part_digest(x: F32Array, y: Targets, classes: int | None) -> str:
+    """Section 16's digest of one part of a run's data: ``x`` (samples first, any shape; its
+    rows flattened), and ``y`` as class labels (``classes`` given) or regression targets."""
+    x = np.ascontiguousarray(x, dtype=np.float32).reshape(x.shape[0], -1)
+    out = bytearray(b"nxrs-data-part/1\0")
+    out += struct.pack("<QQ", x.shape[0], x.shape[1]) + _le_cells(x)
+    if classes is not None:
+        out += b"\0" + struct.pack("<Q", classes)
+        out += np.asarray(y, dtype="<u8").tobytes()
+    else:
+        v = np.asarray(y, dtype=np.float32).reshape(x.shape[0], -1)
+        out += b"\1" + struct.pack("<Q", v.shape[1]) + _le_cells(v)
+    return hashlib.sha256(bytes(out)).hexdigest()
+
+
+def data_digest(train: str, validation: str | None = None, test: str | None = None) -> str:
+    """Section 16's digest of a run's data from its parts' digests (hex)."""
+    out = bytearray(b"nxrs-data/1\0")
+    for part in (train, validation, test):
+        out += b"\0" if part is None else b"\1" + bytes.fromhex(part)
+    return hashlib.sha256(bytes(out)).hexdigest()
 
 
 # ---------------------------------------------------------------------------

@@ -163,33 +163,35 @@ impl Dataset {
         &self.inputs
     }
 
-    /// A 64-bit fingerprint of the data: FNV-1a over, little-endian, `u64` samples, `u64`
-    /// features, every feature's `u32` bits, then for labels a 0 byte, `u64` classes and each
-    /// label as `u64`, or for targets a 1 byte, `u64` width and each value's `u32` bits. Equal
-    /// data (same bits, shapes and order) always gives the same fingerprint; a checkpoint
-    /// records it so that resuming on other data is noticed.
-    pub fn fingerprint(&self) -> u64 {
-        let mut h = Fnv1a64::new();
-        let word = |h: &mut Fnv1a64, n: usize| h.write(&(n as u64).to_le_bytes());
-        word(&mut h, self.len());
-        word(&mut h, self.features);
-        for x in &self.inputs {
-            h.write(&x.to_bits().to_le_bytes());
-        }
+    /// The data's canonical encoding, written in pieces to `write`: little-endian `u64`
+    /// samples, `u64` features, every feature's `u32` bits, then for labels a 0 byte, `u64`
+    /// classes and each label as `u64`, or for targets a 1 byte, `u64` width and each value's
+    /// `u32` bits. Equal data (same bits, shapes and order) and only equal data encode alike:
+    /// the fingerprint and the data digest (`docs/TRAINING.md` section 16) hash it.
+    pub fn encode(&self, write: &mut dyn FnMut(&[u8])) {
+        let word = |write: &mut dyn FnMut(&[u8]), n: usize| write(&(n as u64).to_le_bytes());
+        word(write, self.len());
+        word(write, self.features);
+        crate::digest::write_cells(&self.inputs, write);
         match &self.targets {
             Targets::Labels { classes, labels } => {
-                h.write(&[0]);
-                word(&mut h, *classes);
-                labels.iter().for_each(|&y| word(&mut h, y));
+                write(&[0]);
+                word(write, *classes);
+                labels.iter().for_each(|&y| word(write, y));
             }
             Targets::Values { width, values } => {
-                h.write(&[1]);
-                word(&mut h, *width);
-                for x in values {
-                    h.write(&x.to_bits().to_le_bytes());
-                }
+                write(&[1]);
+                word(write, *width);
+                crate::digest::write_cells(values, write);
             }
         }
+    }
+
+    /// A 64-bit fingerprint of the data: FNV-1a over [`Dataset::encode`]'s bytes. A
+    /// checkpoint written by `fit` records it so that resuming on other data is noticed.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv1a64::new();
+        self.encode(&mut |bytes| h.write(bytes));
         h.finish()
     }
 }

@@ -31,6 +31,7 @@ mod bounded;
 pub mod checkpoint;
 pub mod config;
 pub mod dataset;
+pub mod digest;
 pub mod error;
 mod fnv;
 pub mod hash;

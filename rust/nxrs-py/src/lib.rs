@@ -31,8 +31,8 @@ mod _nxrs {
     };
     #[pymodule_export]
     use crate::trainer::{
-        hardware_isa, permutation, seed_dataset, PyClaim, PyDataset, PyEpochEnd, PyRunChunk,
-        PyTrainer,
+        _data_digest, hardware_isa, permutation, seed_dataset, PyClaim, PyDataset, PyEpochEnd,
+        PyRunChunk, PyTrainer,
     };
 
     #[pymodule_init]

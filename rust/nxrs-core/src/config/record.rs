@@ -4,7 +4,7 @@
 
 use super::{Architecture, TrainerConfig};
 use crate::error::{clip, Error, Result};
-use crate::layers::LayerSpec;
+use crate::layers::{Floats, LayerSpec};
 use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::{layer_sizes, Init, MAX_LAYERS};
@@ -117,7 +117,7 @@ impl TrainerConfig {
             Architecture::Sizes(sizes) => (sizes.iter().map(|&n| n as u64).collect(), None),
             Architecture::Layers(layers) => (
                 Vec::new(),
-                Some(layers.iter().map(LayerSpec::to_json).collect()),
+                Some(layers.iter().map(|l| l.to_json(Floats::Bits)).collect()),
             ),
         };
         let record = ConfigRecord {

@@ -6,7 +6,7 @@
 
 use super::{Architecture, Family, TrainerConfig};
 use crate::error::{Error, Result};
-use crate::layers::LayerSpec;
+use crate::layers::{Floats, LayerSpec};
 use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::{layer_sizes, Init};
@@ -70,7 +70,8 @@ impl fmt::Display for Value {
             Value::Str(s) => f.write_str(s),
             Value::Ints(v) => write!(f, "{v:?}"),
             Value::Layers(layers) => {
-                let json: Vec<serde_json::Value> = layers.iter().map(LayerSpec::to_json).collect();
+                let json: Vec<serde_json::Value> =
+                    layers.iter().map(|l| l.to_json(Floats::Numbers)).collect();
                 write!(f, "{}", serde_json::Value::Array(json))
             }
         }

@@ -63,14 +63,33 @@ impl Keys {
         Ok(sizes)
     }
 
+    /// A binary32 parameter: `key`, a number (rounded to binary32), or `{key}_bits`, its bit
+    /// pattern (as a configuration record writes it); `default` when neither is given.
     fn float(&mut self, key: &str, default: f64) -> Result<F32> {
-        let x = match self.take(key) {
-            None => default,
-            Some(v) => v.as_f64().filter(|_| !v.is_boolean()).ok_or_else(|| {
-                Error::Config(format!("{}: {key} must be a number, got {v}", self.what))
-            })?,
-        };
-        Ok(F32::from_f64_bits(x.to_bits()))
+        let bits_key = format!("{key}_bits");
+        match (self.take(key), self.take(&bits_key)) {
+            (Some(_), Some(_)) => Err(Error::Config(format!(
+                "{}: {key} and {bits_key} are the same parameter: give one",
+                self.what
+            ))),
+            (None, Some(v)) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(F32::from_bits)
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "{}: {bits_key} must be a u32 bit pattern, got {v}",
+                        self.what
+                    ))
+                }),
+            (Some(v), None) => {
+                let x = v.as_f64().filter(|_| !v.is_boolean()).ok_or_else(|| {
+                    Error::Config(format!("{}: {key} must be a number, got {v}", self.what))
+                })?;
+                Ok(F32::from_f64_bits(x.to_bits()))
+            }
+            (None, None) => Ok(F32::from_f64_bits(default.to_bits())),
+        }
     }
 
     fn done(self) -> Result<()> {
@@ -178,15 +197,24 @@ impl LayerSpec {
         LayerSpec::from_json(&v, position)
     }
 
-    /// A list's JSON text (an array of [`LayerSpec::to_json`] objects).
+    /// A list's JSON text (an array of [`LayerSpec::to_json`] objects, floats as numbers).
     pub fn list_json(layers: &[LayerSpec]) -> String {
-        Value::Array(layers.iter().map(LayerSpec::to_json).collect()).to_string()
+        Value::Array(layers.iter().map(|l| l.to_json(Floats::Numbers)).collect()).to_string()
     }
 
-    /// The layer's JSON object, every parameter written out (floats as the binary64 value of
-    /// their binary32 bits, so reading it back gives the same bits).
-    pub fn to_json(&self) -> Value {
-        let float = |x: F32| f64::from(f32::from_bits(x.to_bits()));
+    /// The layer's JSON object, every parameter written out, its binary32 parameters as
+    /// `floats` says: reading it back gives the same bits either way.
+    pub fn to_json(&self, floats: Floats) -> Value {
+        let float = |x: F32| match floats {
+            Floats::Numbers => json!(f64::from(f32::from_bits(x.to_bits()))),
+            Floats::Bits => json!(x.to_bits()),
+        };
+        // Under its bits name when written as bits (`eps_bits`), as the record's other
+        // binary32 settings are.
+        let key = |name: &str| match floats {
+            Floats::Numbers => name.to_string(),
+            Floats::Bits => format!("{name}_bits"),
+        };
         match self {
             LayerSpec::Input { shape } => json!({"type": "Input", "shape": shape}),
             LayerSpec::Dense { units } => json!({"type": "Dense", "units": units}),
@@ -209,11 +237,58 @@ impl LayerSpec {
             LayerSpec::Flatten | LayerSpec::ReLU | LayerSpec::Tanh | LayerSpec::Sigmoid => {
                 json!({"type": self.type_name()})
             }
-            LayerSpec::Dropout { p } => json!({"type": "Dropout", "p": float(*p)}),
+            LayerSpec::Dropout { p } => json!({"type": "Dropout", key("p"): float(*p)}),
             LayerSpec::BatchNorm { momentum, eps, .. } => json!({
-                "type": self.type_name(), "momentum": float(*momentum), "eps": float(*eps),
+                "type": self.type_name(), key("momentum"): float(*momentum),
+                key("eps"): float(*eps),
             }),
-            LayerSpec::LayerNorm { eps } => json!({"type": "LayerNorm", "eps": float(*eps)}),
+            LayerSpec::LayerNorm { eps } => json!({"type": "LayerNorm", key("eps"): float(*eps)}),
         }
+    }
+}
+
+/// How [`LayerSpec::to_json`] writes a binary32 parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Floats {
+    /// As a JSON number, the binary64 value of its bits (for people and `--model` files).
+    Numbers,
+    /// As its bit pattern under `{name}_bits` (a checkpoint's configuration record, whose
+    /// bytes the state digest covers: no decimal formatting rule enters them).
+    Bits,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch_norm(v: Value) -> Result<LayerSpec> {
+        LayerSpec::from_json(&v, 1)
+    }
+
+    #[test]
+    fn a_binary32_parameter_reads_as_a_number_or_as_its_bits_alike() {
+        let spec = batch_norm(json!({"type": "BatchNorm1d", "momentum": 0.25, "eps": 1e-3}));
+        let spec = spec.unwrap();
+        let bits = spec.to_json(Floats::Bits);
+        assert_eq!(bits["eps_bits"], json!(1e-3f32.to_bits()));
+        assert_eq!(bits.get("eps"), None);
+        // Records written before the bits form (numbers) and after it give the same layer.
+        assert_eq!(LayerSpec::from_json(&bits, 1).unwrap(), spec);
+        let numbers = spec.to_json(Floats::Numbers);
+        assert_eq!(LayerSpec::from_json(&numbers, 1).unwrap(), spec);
+    }
+
+    #[test]
+    fn a_parameter_given_twice_or_bits_that_are_not_a_u32_are_refused() {
+        let refused = |v: Value| match batch_norm(v) {
+            Err(Error::Config(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        let both = refused(json!({"type": "BatchNorm2d", "eps": 1e-3, "eps_bits": 1}));
+        assert!(both.contains("eps and eps_bits"), "{both}");
+        let wide = refused(json!({"type": "BatchNorm2d", "eps_bits": 1u64 << 32}));
+        assert!(wide.contains("eps_bits must be a u32"), "{wide}");
+        let text = refused(json!({"type": "Dropout", "p_bits": "0.5"}));
+        assert!(text.contains("p_bits must be a u32"), "{text}");
     }
 }

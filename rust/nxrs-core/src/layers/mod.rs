@@ -12,6 +12,7 @@
 
 pub mod conv;
 mod json;
+pub use json::Floats;
 pub mod network;
 pub mod norm;
 pub mod pass;

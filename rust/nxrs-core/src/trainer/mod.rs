@@ -19,13 +19,13 @@ use crate::backend::{Backend, BackendChoice};
 use crate::config::TrainerConfig;
 use crate::dataset::{Dataset, Targets};
 use crate::error::{Error, Result};
-use crate::hash;
 use crate::loss::Loss;
 use crate::mlp::Layer;
 use crate::model::Model;
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::Threads;
+use crate::{digest, hash};
 use epoch::{batch_of, Tally};
 use std::ops::ControlFlow;
 use step::Work;
@@ -147,6 +147,14 @@ impl Trainer {
     /// The hash of the whole state (see [`hash::state_hash`]).
     pub fn state_hash(&self) -> u64 {
         hash::state_hash(&self.state)
+    }
+
+    /// The SHA-256 digest of the whole state and the configuration (see
+    /// [`digest::state_digest`]).
+    pub fn state_digest(&self) -> digest::Digest {
+        let second_moments = self.config.optimizer.kind.has_second_moments();
+        let layout = TrainState::layout(&self.model, second_moments);
+        digest::state_digest(&self.config, &layout, &self.state)
     }
 
     /// Checks that `data` fits the model and its loss: the feature count, and class labels for

@@ -6,6 +6,7 @@ use crate::errors::{to_py, InputError};
 use crate::inputs::{self, count, AnyInt};
 use numpy::{PyArray1, PyArrayMethods};
 use nxrs_core::dataset::Dataset;
+use nxrs_core::digest;
 use nxrs_core::loss::Loss;
 use nxrs_core::F32;
 use pyo3::exceptions::PyValueError;
@@ -26,6 +27,13 @@ impl PyDataset {
         format!("{:016x}", self.inner.fingerprint())
     }
 
+    /// The SHA-256 digest (64 hex digits) of the data as nxrs trains on it
+    /// (`docs/TRAINING.md` section 16).
+    #[getter]
+    fn digest(&self) -> String {
+        digest::hex(&digest::data_part_digest(&self.inner))
+    }
+
     /// Number of features per sample.
     #[getter]
     fn features(&self) -> usize {
@@ -44,6 +52,23 @@ impl PyDataset {
             self.inner.fingerprint()
         )
     }
+}
+
+/// The digest of a run's data (64 hex digits) from its parts: the training data, and the
+/// validation and test data when the run has them (`docs/TRAINING.md` section 16).
+#[pyfunction]
+#[pyo3(signature = (train, validation = None, test = None))]
+pub fn _data_digest(
+    train: PyRef<'_, PyDataset>,
+    validation: Option<PyRef<'_, PyDataset>>,
+    test: Option<PyRef<'_, PyDataset>>,
+) -> String {
+    let part = |d: &PyDataset| digest::data_part_digest(&d.inner);
+    digest::hex(&digest::data_digest(&[
+        Some(part(&train)),
+        validation.as_deref().map(part),
+        test.as_deref().map(part),
+    ]))
 }
 
 /// What an `(x, y)` holds.

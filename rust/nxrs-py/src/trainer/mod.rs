@@ -16,7 +16,7 @@ mod training;
 pub(crate) use training::CHUNK;
 
 use datasets::Rows;
-pub use datasets::{permutation, seed_dataset, PyDataset};
+pub use datasets::{_data_digest, permutation, seed_dataset, PyDataset};
 pub use training::{PyEpochEnd, PyRunChunk};
 
 use crate::checkpoint::PyCheckpoint;
@@ -27,6 +27,7 @@ use crate::paths::path_arg;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn};
 use nxrs_core::backend::{self, BackendChoice, Isa};
 use nxrs_core::config::{Family, TrainerConfig, Value};
+use nxrs_core::digest;
 use nxrs_core::state::TrainState;
 use nxrs_core::threads::{Threads, MAX_THREADS};
 use nxrs_core::trainer::Until;
@@ -636,6 +637,17 @@ impl PyTrainer {
     /// A 64-bit hash of the whole state.
     fn state_hash(&self, py: Python<'_>) -> u64 {
         self.read(py, Trainer::state_hash)
+    }
+
+    /// The SHA-256 digest (64 hex digits) of the whole state and the configuration
+    /// (`docs/TRAINING.md` section 16): what a run's transcript records.
+    fn state_digest(&self, py: Python<'_>) -> String {
+        digest::hex(&self.read(py, Trainer::state_digest))
+    }
+
+    /// The SHA-256 digest (64 hex digits) of the configuration alone.
+    fn config_digest(&self, py: Python<'_>) -> String {
+        digest::hex(&self.read(py, |t| digest::config_digest(t.config())))
     }
 
     /// Copies of every tensor of the state, by name, in checkpoint order.
