@@ -68,6 +68,20 @@ def optional_count(name: str, value: object, minimum: int | None = 0) -> int | N
     return None if value is None else count(name, value, minimum)
 
 
+def keep_count(value: object) -> int | None:
+    """How many checkpoints a run directory keeps: a count of at least 1, or ``"all"`` (None:
+    never prune); ``ConfigError`` otherwise.
+
+    >>> keep_count(3), keep_count("all")
+    (3, None)
+    """
+    if isinstance(value, str):
+        if value == "all":
+            return None
+        raise ConfigError(f"keep = {_shown(value)} must be a count of at least 1 or 'all'")
+    return count("keep", value, minimum=1)
+
+
 def seconds(name: str, value: object) -> float | None:
     """``value``, a duration in seconds, as a float: None, or a real number (an int or a
     float, numpy's included; not a bool) greater than 0 (``math.inf``: never);

@@ -41,6 +41,7 @@ from nxrs._rundir import (
     warn_save_failed,
 )
 from nxrs._signals import StopFlag, stop_signals
+from nxrs._transcript import DataDigests, Transcript
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
@@ -131,6 +132,8 @@ class RunOptions:
     say: Callable[[str], None] | None
     #: The identity of the whole data file the training data was split from (nxrs train).
     source: dict[str, Any] | None
+    #: Checkpoints the run directory keeps (None: every one); for a directory given as a path.
+    keep: int | None = 3
 
 
 def check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
@@ -164,7 +167,7 @@ def _fit_with(trainer: Trainer, data: Dataset, options: RunOptions, runner: Runn
         manager = (
             checkpoint
             if isinstance(checkpoint, CheckpointManager)
-            else CheckpointManager(checkpoint)
+            else CheckpointManager(checkpoint, keep="all" if options.keep is None else options.keep)
         )
         with stop_signals(options.stop) as stop:
             state = _Session(run, manager, trainer, data, options)
@@ -199,6 +202,8 @@ class _Session:
         self.manifest = RunManifest(run, {})
         #: The step of the newest checkpoint known to hold this run's state.
         self.saved_step: int | None = None
+        self.transcript = Transcript(run.directory)
+        self.data_digests = _data_digests(trainer, data, options)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = json.loads(json.dumps(self.trainer.config))
@@ -211,11 +216,13 @@ class _Session:
         moved = old = None
         if not resume:
             # Not read: whatever it holds (another run, a damaged manifest) is moved aside.
-            moved = self.run.move_aside([e.path for e in self.manager.list()])
+            files = [e.path for e in self.manager.list()]
+            moved = self.run.move_aside([*files, self.transcript.path])
         else:
             old = RunManifest.read(self.run)  # ManifestError (a MismatchError) if not valid
             if old is not None:
                 self._check_identity(old.document)
+            self._read_transcript()
         entry = self.manager.latest() if resume else None
         restored = entry is not None and _resume(trainer, self.manager, self.fingerprint)
         previous_end = None if old is None else old.describe_end()
@@ -256,7 +263,36 @@ class _Session:
         else:
             moved_to = None if moved is None else str(moved.relative_to(self.run.directory))
             self.manifest.add_event(event("start", trainer, moved_aside=moved_to, resume=resume))
+        if not self.transcript.entries:
+            # The run's first entry: the state it starts from (a run directory written before
+            # transcripts existed starts its transcript at the checkpoint it resumes from).
+            name = entry.path.name if restored and entry is not None else None
+            self._transcribe("checkpoint" if name else "start", name)
+        elif restored and entry is not None:
+            self._transcribe("checkpoint", entry.path.name)
         self.manifest.write()
+
+    def _read_transcript(self) -> None:
+        try:
+            self.transcript.read()
+        except ValueError as err:
+            raise MismatchError(
+                f"{err}: the run's transcript is damaged, so this run cannot be continued and "
+                "verified; restart to move it aside (resume=False, nxrs train --restart) or "
+                "use another directory"
+            ) from None
+
+    def _transcribe(self, kind: str, checkpoint: str | None) -> None:
+        """Adds the trainer's state, saved as ``checkpoint``, to the transcript, unless its step
+        is recorded already (a run resumed from an older checkpoint computes the same states
+        again). A failure to write is a warning, as a failed save is: training goes on."""
+        t, last = self.trainer, self.transcript.last
+        if last is not None and isinstance(last.get("step"), int) and t.steps <= last["step"]:
+            return
+        try:
+            self.transcript.append(t, kind, checkpoint, self.data_digests)
+        except OSError as err:
+            warn_save_failed(f"the transcript {self.transcript.path} was not updated: {err}")
 
     def _check_identity(self, old: dict[str, Any]) -> None:
         config = self._config()
@@ -317,6 +353,7 @@ class _Session:
             warn_save_failed(message + "; training goes on and retries at the next save point")
             return None
         self.saved_step = t.steps
+        self._transcribe("checkpoint", path.name)
         self.manifest.checkpointed(t, path)
         self.record(None)
         return path
@@ -441,6 +478,23 @@ def _fit(
         if bar is not None:
             bar.close()
     return history
+
+
+def _data_digests(trainer: Trainer, data: Dataset, options: RunOptions) -> DataDigests:
+    """The digests of the run's data: ``fit``'s ``(x, y)`` and validation data, or for ``nxrs
+    train`` (which gives the file's test split as the validation data) the training and test
+    splits."""
+    from nxrs._nxrs import _data_digest
+
+    other = None if options.val is None else trainer._dataset(*options.val)
+    role = "test" if options.source is not None else "validation"
+    parts = {"validation": None, "test": None, role: other}
+    return DataDigests(
+        digest=_data_digest(data, parts["validation"], parts["test"]),
+        train=data.digest,
+        validation=None if parts["validation"] is None else parts["validation"].digest,
+        test=None if parts["test"] is None else parts["test"].digest,
+    )
 
 
 def _newest(state: _Session) -> Path:

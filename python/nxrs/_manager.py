@@ -19,8 +19,9 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from nxrs._checks import count
+from nxrs._checks import count, keep_count
 from nxrs._nxrs import CheckpointError, ConfigError, sweep_temp_files
 from nxrs._trainer import Trainer
 
@@ -45,7 +46,8 @@ class CheckpointEntry:
 class CheckpointManager:
     """Saves checkpoints as ``<prefix>-<step>.nxck`` in one directory and keeps the newest ``keep``.
 
-    ``keep`` is a count (an int, numpy's too, not a bool) of at least 1 and ``prefix`` letters,
+    ``keep`` is a count (an int, numpy's too, not a bool) of at least 1, or ``"all"`` (never
+    prune: what an auditor replaying a run with ``nxrs verify`` wants), and ``prefix`` letters,
     digits or ``_``; ConfigError otherwise.
 
     The rules, chosen so that no sequence of saves, corrupt files and stray files loses the
@@ -98,13 +100,17 @@ class CheckpointManager:
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, keep: int = 3, prefix: str = DEFAULT_PREFIX
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        keep: int | Literal["all"] = 3,
+        prefix: str = DEFAULT_PREFIX,
     ):
-        keep = count("keep", keep, minimum=1)
+        #: The count of checkpoints kept, None for all.
+        self.keep: int | None = keep_count(keep)
         if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_]+", prefix):
             raise ConfigError(f"prefix must be letters, digits or '_', not {prefix!r}")
         self.directory = Path(directory)
-        self.keep = keep
         self.prefix = prefix
         self.directory.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(self.directory)
@@ -161,6 +167,8 @@ class CheckpointManager:
         return None
 
     def _prune(self, also_keep: Path | None) -> None:
+        if self.keep is None:
+            return  # keep="all": nothing to delete, and nothing to read
         valid_newer = 0
         for entry in reversed(self.list()):
             if self._load(entry) is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, final
 
 import numpy.typing as npt
 
-from nxrs._checks import count, flag, save_points
+from nxrs._checks import count, flag, keep_count, save_points
 from nxrs._nxrs import ConfigError, InputError, _Trainer
 
 if TYPE_CHECKING:
@@ -111,6 +111,7 @@ class Trainer(_Trainer):
         every: SupportsIndex | None = None,
         every_seconds: float | None = None,
         resume: bool = True,
+        keep: SupportsIndex | Literal["all"] = 3,
         progress: bool | None = None,
         engine: Literal["local", "ray"] = "local",
         workers: SupportsIndex | None = None,
@@ -131,9 +132,11 @@ class Trainer(_Trainer):
         targets, shape (N, n_out) or (N,) when n_out is 1. ``validation_data=(x_val, y_val)`` is
         evaluated after every epoch.
 
-        ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` with ``keep=3``,
-        the manifest ``nxrs-run.json`` and the lock ``.nxrs-run.lock``; see ``nxrs._rundir``)
-        or a ``CheckpointManager`` (its directory becomes the run directory). Checkpoints are
+        ``checkpoint``: a run directory (checkpoints by a ``CheckpointManager`` keeping the
+        ``keep`` newest, 3 by default, or ``"all"``; the manifest ``nxrs-run.json``, the
+        transcript ``nxrs-transcript.jsonl`` and the lock ``.nxrs-run.lock``; see
+        ``docs/RUNS.md``) or a ``CheckpointManager`` (its directory becomes the run directory;
+        ``keep`` is then the manager's own). Checkpoints are
         named by the global step and written crash-safely when the step count is a multiple of
         ``every`` (if given), at the first step boundary ``every_seconds`` after the previous
         save (if given), and at the end. Each records the data's fingerprint and nxrs's version
@@ -199,6 +202,12 @@ class Trainer(_Trainer):
             # An empty path would make the current directory the run directory.
             raise ConfigError("checkpoint must name a directory, not ''")
         resume = flag("resume", resume)
+        kept = keep_count(keep)
+        if isinstance(checkpoint, CheckpointManager) and kept != 3:
+            raise ConfigError(
+                "keep is the CheckpointManager's own setting when checkpoint is one: pass "
+                "CheckpointManager(directory, keep=...)"
+            )
         progress = None if progress is None else flag("progress", progress)
         workers = _fit.check_engine(engine, workers, ray_address)
         if self.config["loss"] == "cross_entropy" and self.sizes[-1] < 2:
@@ -215,7 +224,7 @@ class Trainer(_Trainer):
             raise InputError("validation_data must be a tuple (x, y)")
         options = _fit.RunOptions(
             epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
-            _command, _say, None if _source is None else dict(_source),
+            _command, _say, None if _source is None else dict(_source), kept,
         )  # fmt: skip
         # The whole run is one claim: no other thread changes the trainer between its chunks
         # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.

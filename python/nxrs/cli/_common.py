@@ -99,6 +99,11 @@ def layer_sizes(text: str) -> list[int]:
     return _sizes(text, 2, "64,128,10")
 
 
+def keep_option(text: str) -> int | Literal["all"]:
+    """``--keep``: a count of at least 1, or ``all``."""
+    return "all" if text == "all" else _whole_number(text, 1)
+
+
 def hidden_sizes(text: str) -> list[int]:
     """``--hidden``: the hidden layer sizes (at least one)."""
     return _sizes(text, 1, "128 or 256,64")

@@ -29,6 +29,7 @@ from nxrs.cli._common import (
     check_save_points,
     default_layers,
     hidden_sizes,
+    keep_option,
     layer_sizes,
     loss_for,
     nonempty_path,
@@ -150,6 +151,14 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="run directory: checkpoints, manifest, lock (default: none; see below)",
     )
+    train.add_argument(
+        "--keep",
+        type=keep_option,
+        default=None,
+        metavar="N|all",
+        help="checkpoints the run directory keeps: the N newest (default 3) or all of them "
+        "(for nxrs verify to replay every segment from a checkpoint; needs --ckpt-dir)",
+    )
     add_save_point_arguments(
         train,
         every="also checkpoint every N steps (needs --ckpt-dir)",
@@ -188,6 +197,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     check_save_points(parser, args, checkpointed=args.ckpt_dir is not None)
+    if args.ckpt_dir is None and args.keep is not None:
+        parser.error("--keep needs --ckpt-dir")
 
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,6 +307,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         every=args.every,
         every_seconds=getattr(args, "every_seconds", None),
         resume=args.resume,
+        keep=3 if args.keep is None else args.keep,
         progress=None if not args.json else False,
         _stop=stop,
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
