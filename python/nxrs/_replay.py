@@ -1,0 +1,118 @@
+"""Replaying a run: what ``nxrs verify`` and ``nxrs diff`` share.
+
+- ``RunData``: a run's data, given (``fit``'s ``x``, ``y``, validation data) or read again the
+  way ``nxrs train`` read it (from the command its manifest records: the file, the label
+  column, the split), with its digests (``docs/TRAINING.md`` section 16);
+- ``replay``: a trainer taken from a state to a later step on the run's training data, exactly
+  as the run took it (any backend or thread count gives the same bits);
+- ``first_difference``: the first tensor cell or scalar in which two states differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from nxrs._nxrs import InputError, MismatchError
+from nxrs._transcript import DataDigests
+
+if TYPE_CHECKING:
+    from nxrs._trainer import Trainer
+
+__all__ = ["RunData", "first_difference", "replay"]
+
+Pair = tuple[npt.ArrayLike, npt.ArrayLike]
+
+
+@dataclass
+class RunData:
+    """A run's data: the training data ``x``, ``y`` and the validation data of ``fit`` or the
+    test split of ``nxrs train`` (the two roles of section 16's data digest)."""
+
+    x: npt.ArrayLike
+    y: npt.ArrayLike
+    validation: Pair | None = None
+    test: Pair | None = None
+
+    def digests(self, trainer: Trainer) -> DataDigests:
+        """The data's digests as ``trainer`` (the run's configuration) trains on it."""
+        from nxrs._nxrs import _data_digest
+
+        train = trainer._dataset(self.x, self.y)
+        val, test = (None if p is None else trainer._dataset(*p) for p in (self.validation, self.test))
+        return DataDigests(
+            digest=_data_digest(train, val, test),
+            train=train.digest,
+            validation=None if val is None else val.digest,
+            test=None if test is None else test.digest,
+        )
+
+    @classmethod
+    def of_command(cls, command: list[str], data: str | None = None) -> RunData:
+        """The data ``nxrs train`` trained on when run as ``command`` (the run manifest's
+        ``command``): read and split again as it did; ``data`` replaces its ``--data`` (a file
+        moved since). MismatchError when ``command`` is not an ``nxrs train`` command line."""
+        from nxrs.cli import build_parser
+        from nxrs.cli.train import apply_recipe
+        from nxrs.data import load, train_test
+
+        if len(command) < 2 or command[1] != "train":
+            raise MismatchError(
+                f"the run was not started by 'nxrs train' (its command: {command!r}): give its "
+                "data (x, y)"
+            )
+        try:
+            args = build_parser().parse_args(command[1:])
+        except SystemExit:
+            raise MismatchError(f"the run's recorded command cannot be read: {command!r}") from None
+        args.argv = command[1:]
+        apply_recipe(args)
+        if data is not None:
+            args.data = data
+        x, y = load(args.data, args.target, getattr(args, "task", "auto"))
+        test_size = getattr(args, "test_size", None)
+        train_idx, test_idx = train_test(args.data, len(x), test_size, args.seed)
+        return cls(x[train_idx], y[train_idx], test=(x[test_idx], y[test_idx]))
+
+
+def replay(trainer: Trainer, data: RunData, step: int) -> None:
+    """Takes ``trainer`` to ``step`` on ``data``'s training data: the steps the run took from
+    this state (``fit`` takes them in the same order: epochs, shuffles and batches follow from
+    the state's counters alone). InputError when ``step`` is behind the trainer."""
+    todo = step - trainer.steps
+    if todo < 0:
+        raise InputError(f"cannot replay back from step {trainer.steps} to step {step}")
+    if todo:
+        trainer.train_steps(data.x, data.y, todo)
+
+
+def first_difference(a: Trainer, b: Trainer) -> str | None:
+    """Where the states of ``a`` and ``b`` first differ, in section 11's order (tensors, then
+    scalars), in words: ``"tensor W2, element 17 (row-major [1, 7]): 0x3f800000 vs
+    0x3f800001"``; None when they are the same bits. States of other models differ in the
+    first tensor name or shape."""
+    ta, tb = a.state_dict(), b.state_dict()
+    for (name, va), (other, vb) in zip(ta.items(), tb.items()):
+        if name != other or va.shape != vb.shape:
+            return f"tensor {name} {list(va.shape)} vs {other} {list(vb.shape)}"
+        ua, ub = va.reshape(-1).view(np.uint32), vb.reshape(-1).view(np.uint32)
+        differ = np.flatnonzero(ua != ub)
+        if differ.size:
+            i = int(differ[0])
+            where = list(np.unravel_index(i, va.shape)) if va.ndim > 1 else None
+            at = "" if where is None else f" (row-major {[int(k) for k in where]})"
+            return f"tensor {name}, element {i}{at}: {int(ua[i]):#010x} vs {int(ub[i]):#010x}"
+    if len(ta) != len(tb):
+        return f"tensor count {len(ta)} vs {len(tb)}"
+    for name, va_, vb_ in _scalars(a, b):
+        if va_ != vb_:
+            return f"scalar {name}: {va_} vs {vb_}"
+    return None
+
+
+def _scalars(a: Trainer, b: Trainer) -> list[tuple[str, Any, Any]]:
+    names = ("epoch", "steps", "batch")
+    return [(n, getattr(a, n), getattr(b, n)) for n in names]
