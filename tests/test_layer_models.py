@@ -263,7 +263,7 @@ def test_nxrs_train_takes_a_model_file_and_inspect_prints_its_layer_table(tmp_pa
 
 
 def test_a_presets_recipe_fills_what_the_command_line_left_out() -> None:
-    from nxrs.cli.train import apply_recipe
+    from nxrs.cli._common import apply_recipe
 
     args = argparse.Namespace(
         model="mnist1d-cnn", data="digits", batch_size=32, lr=0.001, epochs=20,

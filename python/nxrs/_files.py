@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nxrs.layers import Layer
+
 __all__ = [
     "finite_or_null",
     "fsync_path",
@@ -38,11 +40,20 @@ def finite_or_null(document: Any) -> Any:
     return document
 
 
+def _json_form(value: object) -> Any:
+    """``json.dumps``'s hook for what JSON has no type for: a layer object (a configuration's
+    ``layers`` as given, e.g. a sweep's) as its JSON object (``Layer.to_dict``)."""
+    if isinstance(value, Layer):
+        return value.to_dict()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def json_text(document: Any, indent: int | None = None) -> str:
-    """``document`` as strict JSON text (RFC 8259: non-finite floats as null), one line without
-    ``indent``; no newline at the end. Every JSON nxrs writes (files and ``--json`` output)
-    goes through here, so no reader meets Python's bare ``NaN`` or ``Infinity``."""
-    return json.dumps(finite_or_null(document), indent=indent, allow_nan=False)
+    """``document`` as strict JSON text (RFC 8259: non-finite floats as null; layer objects as
+    their JSON objects), one line without ``indent``; no newline at the end. Every JSON nxrs
+    writes (files and ``--json`` output) goes through here, so no reader meets Python's bare
+    ``NaN`` or ``Infinity``."""
+    return json.dumps(finite_or_null(document), indent=indent, allow_nan=False, default=_json_form)
 
 
 def write_json_atomically(path: Path, document: Any) -> None:

@@ -107,7 +107,7 @@ class _Trainer:
         sizes: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | None = None,
         loss: Literal["cross_entropy", "mse"] | None = None,
         math: Literal["seed", "ieee"] | None = None,
-        init: Literal["seed", "he", "glorot"] | None = None,
+        init: Literal["seed", "he", "glorot", "torch"] | None = None,
         optimizer: Literal["adam", "adamw", "sgd"] | None = None,
         lr: float | None = None,
         beta1: float | None = None,

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nxrs._checks import count, save_points
-from nxrs._files import write_bytes_atomically, write_json_atomically
+from nxrs._files import json_text, write_bytes_atomically, write_json_atomically
 from nxrs._fit import NothingToTrainWarning
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._rundir import RunDirectory
@@ -93,7 +93,7 @@ class SweepResults(list):  # type: ignore[type-arg]
             row: dict[str, Any] = {}
             for key in keys:
                 value = record["config"].get(key)
-                row[key] = json.dumps(value) if isinstance(value, (list, tuple)) else value
+                row[key] = json_text(value) if isinstance(value, (list, tuple)) else value
             row.update({field: record.get(field) for field in RESULT_FIELDS})
             rows.append(row)
         return rows

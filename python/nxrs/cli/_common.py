@@ -1,6 +1,6 @@
 """What the ``nxrs`` commands share: exit statuses, one-line errors, the option types (each
 malformed or out-of-range value is an argparse usage error naming its option, checked once by
-its type), the data options and the model the data implies."""
+its type), the data options, ``--model`` and the model the data implies."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from nxrs import _config
+from nxrs import _config, layers
 from nxrs._checks import save_points
 from nxrs._nxrs import ConfigError
 from nxrs.data import TASKS, TEST_SIZE
@@ -243,3 +243,57 @@ def default_layers(
     else:
         n_out = 1 if y.ndim == 1 else int(y.shape[1])
     return [int(x.shape[1]), *(hidden if hidden is not None else [128]), n_out]
+
+
+# --- --model: a model of layer objects
+
+
+def add_model_argument(parser: Any, more: str = "") -> None:
+    """``--model PRESET|FILE.json`` (``nxrs train``, ``nxrs sweep``; ``parser`` may be a
+    mutually exclusive group); ``more``: what else the command says of it."""
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="PRESET|FILE.json",
+        help="a model of layer objects: a preset ("
+        + ", ".join(layers.PRESETS)
+        + ", each with its data set, batch size, learning rate and epochs unless given) or a "
+        "JSON file of layer objects (docs/TRAINING.md section 15.1)" + more,
+    )
+
+
+def given(args: Any, option: str) -> bool:
+    """Whether the command line gave ``option`` (or an abbreviation argparse took for it)."""
+    for token in getattr(args, "argv", []):
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and option.startswith(name):
+            return True
+    return False
+
+
+def apply_recipe(args: Any) -> dict[str, Any]:
+    """``--model PRESET``: the preset's data and settings (``nxrs.layers.RECIPES``) for every
+    option the command line left out. Returns the recipe's settings the command has no option
+    for (``nxrs sweep``'s batch size and learning rate, which are its configurations' keys)."""
+    recipe = layers.RECIPES.get(getattr(args, "model", None) or "")
+    rest: dict[str, Any] = {}
+    for key, value in (recipe or {}).items():
+        if not hasattr(args, key):
+            rest[key] = value
+        elif not given(args, "--" + key.replace("_", "-")):
+            setattr(args, key, value)
+    return rest
+
+
+def model_layers(model: str) -> list[Any]:
+    """``--model``: a preset's layers, or a JSON file's (``nxrs.layers.load_model``); a name
+    that is neither is a ``CliError`` naming the presets."""
+    if model in layers.PRESETS:
+        return list(layers.preset(model))
+    try:
+        return list(layers.load_model(model))
+    except FileNotFoundError:
+        raise CliError(
+            f"--model {model!r} is neither a preset ({', '.join(layers.PRESETS)}) nor a file: "
+            "no such file"
+        ) from None

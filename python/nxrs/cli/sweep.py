@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -19,8 +18,10 @@ from nxrs.cli import _common
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     CliError,
+    apply_recipe,
     default_layers,
     loss_for,
+    model_layers,
     nonempty_path,
     nonnegative_int,
 )
@@ -31,11 +32,13 @@ examples:
   nxrs sweep --dir sweeps/digits --epochs 10 --grid lr=0.001,0.003 \\
       --grid 'hidden=[[64], [128, 64]]' --grid seed=0,1
   nxrs sweep --dir sweeps/mine --data my.csv --target label --grid batch_size=16,64
+  nxrs sweep --dir sweeps/cnn --model digits-cnn --epochs 5 --grid lr=0.003,0.01
 
 grid: one --grid per axis, KEY=V1,V2,... or KEY=[JSON values] for list values; the sweep runs
 every combination. Keys are Trainer keywords (lr, batch_size, seed, optimizer, grad_block,
 weight_decay, layers, ...), epochs, and hidden (hidden layer sizes; inputs and outputs come
-from the data).
+from the data). --model PRESET|FILE.json is the model of every configuration instead (a preset
+brings its data, epochs, batch size and learning rate unless given, as in nxrs train).
 
 Each configuration trains in DIR/run-<digest>/ (a run directory: see nxrs status); a task whose
 process dies is retried (--max-retries) and resumes from its checkpoint, and running the same
@@ -65,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a grid axis (one --grid per axis; see below)",
     )
     parser.add_argument("--dir", type=nonempty_path, required=True, help="the sweep's directory")
+    _common.add_model_argument(
+        parser,
+        "; the model of every configuration without a layers or hidden grid axis (default: "
+        "an MLP of the data's inputs, 128 hidden units and its outputs)",
+    )
     _common.add_epochs_argument(parser)
     parser.add_argument(
         "--split-seed",
@@ -110,18 +118,24 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
+        # A preset's data, epochs and settings unless given (its batch size and learning rate
+        # as every configuration's unless the grid has them), as nxrs train takes them.
+        settings = apply_recipe(args)
         check_test_size(args.data, args.test_size)  # before the data is read or generated
+        model = None if args.model is None else model_layers(args.model)
         x, y = load(args.data, args.target, args.task)
         train_idx, test_idx = train_test(args.data, len(x), args.test_size, args.split_seed)
         configs = []
         for config in args.configs:
-            config = dict(config)
+            config = {**settings, **config}
             hidden = config.pop("hidden", None)
             if hidden is not None:
+                if model is not None:
+                    raise CliError("--model and a hidden grid axis are exclusive")
                 sizes = hidden if isinstance(hidden, list) else [hidden]
                 hidden = [count("hidden", h, minimum=1) for h in sizes]
             if "layers" not in config:
-                config["layers"] = default_layers(x, y, hidden)
+                config["layers"] = model if model is not None else default_layers(x, y, hidden)
             if "loss" not in config and loss_for(y) == "mse":
                 config["loss"] = "mse"
             configs.append(config)
@@ -166,7 +180,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write(json_text(list(results)) + "\n")
     else:
         for record in results:
-            print(f"{record['index']:3d}  {json.dumps(record['config'])}  {record_summary(record)}",
+            print(f"{record['index']:3d}  {json_text(record['config'])}  {record_summary(record)}",
                   file=out)  # fmt: skip
         print(f"results: {results.json_path}, {results.csv_path}", file=out)
     if any(r["error"] is not None for r in results):

@@ -24,14 +24,17 @@ from nxrs.cli._common import (
     CliError,
     add_data_arguments,
     add_epochs_argument,
+    add_model_argument,
     add_save_point_arguments,
     add_setting_argument,
+    apply_recipe,
     check_save_points,
     default_layers,
     hidden_sizes,
     keep_option,
     layer_sizes,
     loss_for,
+    model_layers,
     nonempty_path,
     positive_int,
 )
@@ -114,15 +117,7 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="hidden layer sizes, e.g. 128 or 256,128 (inputs and outputs from the data)",
     )
-    shape.add_argument(
-        "--model",
-        default=None,
-        metavar="PRESET|FILE.json",
-        help="a model of layer objects: a preset ("
-        + ", ".join(nxrs.layers.PRESETS)
-        + ", each with its data set, batch size, learning rate and epochs unless given) or a "
-        "JSON file of layer objects (docs/TRAINING.md section 15.1)",
-    )
+    add_model_argument(shape)
     add_epochs_argument(train)
     add_setting_argument(train, "batch_size", "default {default}", type=positive_int)
     add_setting_argument(train, "lr", "learning rate (default {default})", type=float)
@@ -226,31 +221,6 @@ def _plotter() -> Any:
     return plt
 
 
-def given(args: Any, option: str) -> bool:
-    """Whether the command line gave ``option`` (or an abbreviation argparse took for it)."""
-    for token in getattr(args, "argv", []):
-        name = token.split("=", 1)[0]
-        if name.startswith("--") and len(name) > 2 and option.startswith(name):
-            return True
-    return False
-
-
-def apply_recipe(args: Any) -> None:
-    """``--model PRESET``: the preset's data and settings (``nxrs.layers.RECIPES``) for every
-    option the command line left out."""
-    recipe = nxrs.layers.RECIPES.get(getattr(args, "model", None) or "")
-    for key, value in (recipe or {}).items():
-        if not given(args, "--" + key.replace("_", "-")):
-            setattr(args, key, value)
-
-
-def model_layers(model: str) -> list[Any]:
-    """``--model``: a preset's layers, or a JSON file's (``nxrs.layers.load_model``)."""
-    if model in nxrs.layers.PRESETS:
-        return list(nxrs.layers.preset(model))
-    return list(nxrs.layers.load_model(model))
-
-
 def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     """Runs ``nxrs train``; prints the summary (text, or JSON with ``--json``) and returns the
     exit status (0, or ``EXIT_DIVERGED``). ``stop``: the SIGINT/SIGTERM flag the command line
@@ -260,11 +230,14 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     plt = _plotter() if args.plot is not None else None
     test_size = getattr(args, "test_size", None)
     check_test_size(args.data, test_size)  # before the data is read or generated
+    model = getattr(args, "model", None)
+    # A model file is read (or a bad name refused) before the data is read or generated too.
+    model_objects = None if model is None else model_layers(model)
     x, y = load(args.data, args.target, getattr(args, "task", "auto"))
     loss = loss_for(y)
     layers: list[Any]
-    if getattr(args, "model", None) is not None:
-        layers = model_layers(args.model)
+    if model_objects is not None:
+        layers = model_objects
     elif args.layers is not None:
         layers = list(args.layers)
     else:

@@ -178,7 +178,6 @@ impl Model {
             Model::Network(net) => net,
         };
         let mut params = Vec::new();
-        let mut buffers = Vec::new();
         for (n, layer) in numbered(net) {
             match &layer.op {
                 Op::Conv(conv) => {
@@ -197,14 +196,10 @@ impl Model {
                         b: biases,
                     });
                 }
-                Op::BatchNorm(bn) => {
-                    params.push(Layer {
-                        w: vec![F32::ONE; bn.channels],
-                        b: vec![F32::ZERO; bn.channels],
-                    });
-                    buffers.push(vec![F32::ZERO; bn.channels]);
-                    buffers.push(vec![F32::ONE; bn.channels]);
-                }
+                Op::BatchNorm(bn) => params.push(Layer {
+                    w: vec![F32::ONE; bn.channels],
+                    b: vec![F32::ZERO; bn.channels],
+                }),
                 Op::LayerNorm(ln) => params.push(Layer {
                     w: vec![F32::ONE; ln.cells],
                     b: vec![F32::ZERO; ln.cells],
@@ -212,7 +207,23 @@ impl Model {
                 _ => {}
             }
         }
-        (params, buffers)
+        (params, self.fresh_buffers())
+    }
+
+    /// A fresh run's running statistics (section 15.4): `mean{n}` zeros and `var{n}` ones of
+    /// every BatchNorm, in [`Model::buffer_specs`]'s order. Constants, whatever the seed and
+    /// the initialisation: a run starting from given weights takes them from here.
+    pub fn fresh_buffers(&self) -> Vec<Vec<F32>> {
+        let Model::Network(net) = self else {
+            return Vec::new();
+        };
+        numbered(net)
+            .filter_map(|(_, layer)| match &layer.op {
+                Op::BatchNorm(bn) => Some(bn.channels),
+                _ => None,
+            })
+            .flat_map(|channels| [vec![F32::ZERO; channels], vec![F32::ONE; channels]])
+            .collect()
     }
 }
 

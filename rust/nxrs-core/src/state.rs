@@ -79,8 +79,7 @@ impl TrainState {
             .collect();
         let buffers = match buffers {
             Some(given) => fitting(given, &model.buffer_specs(), "running statistics", &named)?,
-            // The seed does not matter: only the running statistics (constants) are taken.
-            None => model.init(crate::mlp::Init::He, 0).1,
+            None => model.fresh_buffers(),
         };
         Ok(TrainState::fresh(params, buffers, second_moments))
     }

@@ -168,10 +168,56 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
         Value::Ints(v) => PyList::new(py, v)?.into_any(),
         Value::Layers(layers) => {
             // Each layer's JSON object as a dict, through the json module (plain values only).
-            py.import(intern!(py, "json"))?
-                .call_method1(intern!(py, "loads"), (LayerSpec::list_json(layers),))?
+            let objects = py
+                .import(intern!(py, "json"))?
+                .call_method1(intern!(py, "loads"), (LayerSpec::list_json(layers),))?;
+            let ordered = PyList::empty(py);
+            for object in objects.try_iter()? {
+                ordered.append(in_parameter_order(py, &object?.cast_into::<PyDict>()?)?)?;
+            }
+            ordered.into_any()
         }
     })
+}
+
+/// Every layer object's keys in the order of its parameters (`nxrs.layers`' classes and
+/// PyTorch's signatures): `type`, then `Input`'s, `Dense`'s, the convolutions' and pools',
+/// `Dropout`'s, and the normalisations' (`momentum` before `eps`). No layer has two of these
+/// groups, so one list orders them all.
+const PARAMETER_ORDER: [&str; 10] = [
+    "type",
+    "shape",
+    "units",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "p",
+    "momentum",
+    "eps",
+];
+
+/// `object` (a layer's JSON object, its keys sorted as the core's JSON map holds them) with
+/// its keys in `PARAMETER_ORDER`, as `Layer.to_dict` and a model file write them: what a user
+/// reads (`Trainer.config`, a checkpoint's `config`, `nxrs inspect`). Only the order: the
+/// checkpoint's configuration record keeps the core's bytes. A key not in the list follows,
+/// in the order it had.
+fn in_parameter_order<'py>(
+    py: Python<'py>,
+    object: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let ordered = PyDict::new(py);
+    for key in PARAMETER_ORDER {
+        if let Some(value) = object.get_item(key)? {
+            ordered.set_item(key, value)?;
+        }
+    }
+    for (key, value) in object.iter() {
+        if !ordered.contains(&key)? {
+            ordered.set_item(key, value)?;
+        }
+    }
+    Ok(ordered)
 }
 
 /// Any value of a configuration dict (a trainer's, a manifest's, a checkpoint's) for the core's
