@@ -56,7 +56,7 @@ class RunData:
         ``command``): read and split again as it did; ``data`` replaces its ``--data`` (a file
         moved since). MismatchError when ``command`` is not an ``nxrs train`` command line."""
         from nxrs.cli import build_parser
-        from nxrs.cli.train import apply_recipe
+        from nxrs.cli._common import apply_recipe
         from nxrs.data import load, train_test
 
         if len(command) < 2 or command[1] != "train":
