@@ -185,3 +185,13 @@ def test_the_command_line_records_the_train_and_test_splits(tmp_path: Path) -> N
     assert usage.returncode == 2 and "--keep needs --ckpt-dir" in usage.stderr
     bad = subprocess.run([*command, "--keep", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--keep" in bad.stderr
+
+
+def test_a_killed_writers_temporary_transcript_is_swept(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    fit(run, 1)
+    stray = run / ".nxrs-transcript.jsonl.tmp.12345"
+    stray.write_bytes(b"half an entry")
+    fit(run, 2)
+    assert not stray.exists()
+    check_chain(entries(run))

@@ -42,6 +42,7 @@ from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
+from nxrs._transcript import TRANSCRIPT_TEMP
 
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
@@ -270,7 +271,8 @@ class RunDirectory:
 
     def acquire(self) -> None:
         """Takes the directory's lock (creating the directory); RunLockedError if another
-        process holds it. Then removes the manifest's temporary files left by killed writers."""
+        process holds it. Then removes the manifest's and the transcript's temporary files left by
+        killed writers."""
         import fcntl
 
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -301,7 +303,7 @@ class RunDirectory:
         f.flush()
         self._lock = f
         for child in self.directory.iterdir():
-            if child.name.startswith(_MANIFEST_TEMP):
+            if child.name.startswith((_MANIFEST_TEMP, TRANSCRIPT_TEMP)):
                 child.unlink(missing_ok=True)
 
     def release(self) -> None:
@@ -547,7 +549,7 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     temporary = sorted(
         c.name
         for c in run.directory.iterdir()
-        if ".nxck-tmp." in c.name or _MANIFEST_TEMP in c.name
+        if ".nxck-tmp." in c.name or c.name.startswith((_MANIFEST_TEMP, TRANSCRIPT_TEMP))
     )
     newest_ok = not checkpoints or checkpoints[0]["valid"] is True
     plan = (manifest or {}).get("plan") or {}
