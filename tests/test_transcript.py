@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import nxrs
+import nxrs._rundir
 
 _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
@@ -195,3 +196,17 @@ def test_a_killed_writers_temporary_transcript_is_swept(tmp_path: Path) -> None:
     fit(run, 2)
     assert not stray.exists()
     check_chain(entries(run))
+
+
+def test_status_shows_the_transcript(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    t = fit(run, 1)
+    status = nxrs._rundir.run_status(run)
+    assert status["transcript"] == {
+        "entries": 3,
+        "last_step": 6,
+        "last_state_digest": t.state_digest(),
+        "error": None,
+    }
+    (run / "nxrs-transcript.jsonl").write_bytes(b"[1]\n")
+    assert "line 1 is not a JSON object" in nxrs._rundir.run_status(run)["transcript"]["error"]

@@ -576,5 +576,27 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "beyond_plan": beyond,
         "progress": progress,
         "temporary_files": temporary,
+        "transcript": _transcript_summary(run.directory),
         "ok": manifest is not None and newest_ok,
+    }
+
+
+def _transcript_summary(directory: Path) -> dict[str, Any] | None:
+    """The transcript's size and newest entry for ``nxrs status`` (None when there is none;
+    ``error`` when it cannot be read). Its chain is ``nxrs verify``'s to check."""
+    from nxrs._transcript import Transcript
+
+    transcript = Transcript(directory)
+    if not transcript.path.is_file():
+        return None
+    try:
+        entries = transcript.read()
+    except (OSError, ValueError) as err:
+        return {"entries": None, "error": str(err)}
+    last = entries[-1] if entries else {}
+    return {
+        "entries": len(entries),
+        "last_step": last.get("step"),
+        "last_state_digest": last.get("state_digest"),
+        "error": None,
     }

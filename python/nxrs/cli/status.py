@@ -104,6 +104,15 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  checkpoint {c['file']}  step {c['step']}  {verdict}")
     if status["resume_from"] is not None:
         lines.append(f"  a resume starts from {status['resume_from']}")
+    transcript = status.get("transcript")
+    if transcript is not None and transcript["error"] is not None:
+        lines.append(f"  transcript DAMAGED: {transcript['error']}")
+    elif transcript is not None:
+        lines.append(
+            f"  transcript {transcript['entries']} entries, the newest at step "
+            f"{transcript['last_step']} (state digest {transcript['last_state_digest']}); "
+            "nxrs verify checks them"
+        )
     if status["temporary_files"]:
         lines.append(
             f"  temporary files of interrupted saves (removed by the next run): "
