@@ -57,6 +57,7 @@ RESULT_FIELDS = (
     "val_loss",
     "val_accuracy",
     "state_hash",
+    "state_digest",
     "seconds",
     "resumed_from_step",
     "run_dir",
@@ -71,7 +72,8 @@ class SweepResults(list):  # type: ignore[type-arg]
     Each record holds ``config`` (the configuration as given), ``index``, ``epochs``, ``steps``,
     ``train_loss``/``train_accuracy`` (``Trainer.evaluate`` on the training data after the run),
     ``val_loss``/``val_accuracy`` (on ``validation_data``, else None), ``state_hash`` (the
-    full-state hash, 16 hex digits), ``seconds`` (wall time of the attempt that finished),
+    full-state hash, 16 hex digits), ``state_digest`` (its SHA-256 state digest, the one the
+    run directory's transcript ends with, for ``nxrs verify``), ``seconds`` (wall time of the attempt that finished),
     ``resumed_from_step`` (the checkpoint step that attempt resumed from, None for a fresh
     start), ``run_dir``, ``error`` (None, or why the configuration failed after its retries) and
     ``diverged`` (whether a final loss is not finite: NaN or infinity; None for a failed
@@ -287,6 +289,7 @@ def train_config(
         "val_loss": val_loss,
         "val_accuracy": val_accuracy,
         "state_hash": f"{trainer.state_hash():016x}",
+        "state_digest": trainer.state_digest(),
         "seconds": round(time.perf_counter() - start, 3),
         "resumed_from_step": _resumed_from(Path(run_dir)),
         "run_dir": str(run_dir),
