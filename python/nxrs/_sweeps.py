@@ -73,7 +73,8 @@ class SweepResults(list):  # type: ignore[type-arg]
     ``train_loss``/``train_accuracy`` (``Trainer.evaluate`` on the training data after the run),
     ``val_loss``/``val_accuracy`` (on ``validation_data``, else None), ``state_hash`` (the
     full-state hash, 16 hex digits), ``state_digest`` (its SHA-256 state digest, the one the
-    run directory's transcript ends with, for ``nxrs verify``), ``seconds`` (wall time of the attempt that finished),
+    run directory's transcript ends with, for ``nxrs verify``), ``seconds`` (wall time of the
+    attempt that finished),
     ``resumed_from_step`` (the checkpoint step that attempt resumed from, None for a fresh
     start), ``run_dir``, ``error`` (None, or why the configuration failed after its retries) and
     ``diverged`` (whether a final loss is not finite: NaN or infinity; None for a failed
