@@ -1,0 +1,86 @@
+"""``nxrs verify``'s cost against training's, side by side in one process (issue 22's goals).
+
+Run from the repository root::
+
+    python bench/bench_verify.py           # a 100-checkpoint digits run
+    python bench/bench_verify.py --quick   # a 20-checkpoint one
+
+Rows (wall-clock seconds, best of the repeats; the data is loaded once, outside the timings):
+
+* training: ``nxrs train --data digits --ckpt-dir DIR --every K --keep all`` (in this process:
+  ``nxrs.cli.main``), which saves the checkpoints and the transcript;
+* ``verify --all``: every segment replayed (what a full audit costs; the goal: no more than
+  training, i.e. a ratio <= 1);
+* ``verify`` (8 segments chosen by the seed, plus the last): the goal is under 10% of training;
+* per segment: ``verify --all``'s time over the number of segments, against training's time over
+  the same number of checkpoints.
+
+Verification replays on the threads it is given (``--threads``, default: the cores), each
+segment on one thread; training uses the same threads for each step. Both give the same bits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import nxrs
+from nxrs.cli import main as cli
+
+
+def timed(run: object, repeats: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = run()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="20 checkpoints instead of 100")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    checkpoints = 20 if args.quick else 100
+    epochs = 4 if args.quick else 20
+    # digits: 1,438 training samples, batch 32 -> 45 steps per epoch.
+    every = epochs * 45 // checkpoints
+    threads = os.cpu_count() or 1
+    root = Path(tempfile.mkdtemp(prefix="nxrs-bench-verify-"))
+    run = root / "run"
+    command = ["train", "--data", "digits", "--epochs", str(epochs), "--ckpt-dir", str(run)]
+    command += ["--every", str(every), "--keep", "all", "--json", "--restart"]
+
+    def train() -> None:
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+            assert cli(command) == 0
+
+    try:
+        train_s, _ = timed(train, args.repeats)
+        kept = len(list(run.glob("*.nxck")))
+        all_s, report_all = timed(lambda: nxrs.verify(run, segments="all"), args.repeats)
+        some_s, report = timed(lambda: nxrs.verify(run, segments=8), args.repeats)
+        assert report_all.ok and report.ok, (report_all.first_failure, report.first_failure)
+        segments = len(report_all.segments)
+        print(f"digits, {epochs} epochs, {kept} checkpoints ({segments} segments), "
+              f"{threads} thread(s), nxrs {nxrs.__version__}")  # fmt: skip
+        print(f"{'':28}{'seconds':>10}{'vs training':>14}")
+        print(f"{'training (with saves)':28}{train_s:10.3f}{1.0:13.3f}x")
+        print(f"{'verify --all':28}{all_s:10.3f}{all_s / train_s:13.3f}x   (goal <= 1)")
+        print(f"{'verify (8 + last segment)':28}{some_s:10.3f}{some_s / train_s:13.3f}x   "
+              "(goal < 0.10)")  # fmt: skip
+        per_train, per_verify = train_s / segments, all_s / segments
+        print(f"{'one segment: train':28}{per_train:10.4f}")
+        print(f"{'one segment: verify':28}{per_verify:10.4f}{per_verify / per_train:13.3f}x")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
