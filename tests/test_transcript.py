@@ -210,3 +210,25 @@ def test_status_shows_the_transcript(tmp_path: Path) -> None:
     }
     (run / "nxrs-transcript.jsonl").write_bytes(b"[1]\n")
     assert "line 1 is not a JSON object" in nxrs._rundir.run_status(run)["transcript"]["error"]
+
+
+def test_inspect_verify_prints_the_digest_the_transcript_records(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    fit(run, 1)
+    last = entries(run)[-1]
+    shown = subprocess.run(
+        [sys.executable, "-m", "nxrs", "inspect", str(run / last["checkpoint"]), "--verify"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"state digest {last['state_digest']}" in shown.stdout
+    assert (
+        "state digest"
+        not in subprocess.run(
+            [sys.executable, "-m", "nxrs", "inspect", str(run / last["checkpoint"])],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )

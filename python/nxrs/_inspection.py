@@ -24,14 +24,18 @@ def describe_checkpoint(path: Path, *, verify: bool = False) -> dict[str, Any]:
     ``<key>_bits``; v1: only ``sizes``, the seed model's), ``scalars`` (``epoch``, ``b1t_bits``,
     ``b2t_bits``, and in v2 ``step`` and ``batch``), ``metadata`` (v2's strings), ``tensors``
     (one dict per tensor in file order: name, dtype, shape, offset, nbytes, crc32c (None in v1),
-    checksum: "ok", "BAD", "not checked" or, in v1, "none") and ``problems`` (the tensors whose
-    CRC-32C failed; computed only with ``verify``). Raises an ``NxrsError`` (or ``OSError``)
+    checksum: "ok", "BAD", "not checked" or, in v1, "none"), ``problems`` (the tensors whose
+    CRC-32C failed; computed only with ``verify``) and ``state_digest`` (the SHA-256 state digest
+    a run's transcript records, ``docs/TRAINING.md`` section 16; only with ``verify`` and no
+    problems, else None). Raises an ``NxrsError`` (or ``OSError``)
     when the file cannot be read as a checkpoint at all.
     """
     version = checkpoint_format(path)
     summary: dict[str, Any] = {"file": str(path), "bytes": path.stat().st_size, "format": version}
     summary.update(_describe_v1(path) if version == 1 else _describe_v2(path, verify))
     summary["problems"] = sum(t["checksum"] == "BAD" for t in summary["tensors"])
+    verified = verify and summary["problems"] == 0
+    summary["state_digest"] = Trainer.load(path).state_digest() if verified else None
     return summary
 
 
@@ -78,6 +82,8 @@ def inspect_checkpoint(path: Path, out: TextIO, *, verify: bool = False) -> int:
         for t in summary["tensors"]
     ]  # fmt: skip
     _table(out, ("name", "dtype", "shape", "offset", "bytes", "crc32c", "checksum"), rows)
+    if summary["state_digest"] is not None:
+        out.write(f"state digest {summary['state_digest']}\n")
     problems: int = summary["problems"]
     return problems
 
