@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from nxrs._config import config_diff
 from nxrs._nxrs import InputError, MismatchError
-from nxrs._replay import RunData, first_difference, replay
+from nxrs._replay import RunData, first_difference, replay, replay_step
 from nxrs._rundir import RunDirectory
 from nxrs._transcript import TRANSCRIPT_NAME, Transcript
 
@@ -378,9 +378,10 @@ def _diff_runs(ra: _Run, rb: _Run) -> DiffReport:
     ta, tb = start._copy(), start._copy()
     data_a, data_b = ra.data(ta), rb.data(tb)
     report.replayed_from, report.replay_source = origin, source
+    sets = ta._dataset(data_a.x, data_a.y), tb._dataset(data_b.x, data_b.y)
     while ta.steps < end:
-        replay(ta, data_a, ta.steps + 1)
-        replay(tb, data_b, tb.steps + 1)
+        replay_step(ta, sets[0])
+        replay_step(tb, sets[1])
         _check_entry(ta, ra, origin)
         _check_entry(tb, rb, origin)
         # The 64-bit state hash finds the step cheaply; first_difference confirms it bit by bit.
