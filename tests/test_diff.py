@@ -116,6 +116,20 @@ def test_fit_runs_need_their_data_and_refuse_data_that_is_not_theirs(
         nxrs.diff(root / "a", root / "b", x, y)
 
 
+def test_fit_runs_on_data_files_compare_from_the_command_line(
+    fit_runs: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, x, xb, y = (fit_runs[k] for k in ("root", "x", "xb", "y"))
+    a, b = (str(root / r) for r in "ab")
+    fa, fb = write_npz(tmp_path / "a.npz", x, y), write_npz(tmp_path / "b.npz", xb, y)
+    assert main(["diff", a, b]) == 1
+    assert "trained by fit: give its data" in capsys.readouterr().err
+    assert main(["diff", a, b, "--data", fa]) == 1  # B's data defaults to A's: refused
+    assert "is not the data it trained on" in capsys.readouterr().err
+    assert main(["diff", a, b, "--data", fa, "--data-b", fb, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["first_differing_step"] == STEP
+
+
 def test_runs_on_one_and_two_threads_are_identical(fit_runs: dict[str, Any]) -> None:
     root = fit_runs["root"]
     report = nxrs.diff(root / "a", root / "a2")

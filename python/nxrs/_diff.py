@@ -157,7 +157,8 @@ def diff(
     the runs' start) one step at a time, each on its own data, to the first step after which
     their states differ. Each run's data: ``x``, ``y`` (``x_b``, ``y_b`` for ``b``, by default
     ``x``, ``y``), or, for ``nxrs train`` runs, read and split again as the command its manifest
-    records did, ``data`` (``data_b`` for ``b``, by default ``data``) replacing its data file.
+    records did, ``data`` (``data_b`` for ``b``, by default ``data``) replacing its data file;
+    for ``fit`` runs, ``data`` is a file (``nxrs.data.load``) whose samples were ``fit``'s.
     Data is needed only when something must be replayed (InputError otherwise); data that is not
     the run's (its training data digest differs from the transcript's) is a MismatchError.
     When the transcripts show no difference, the runs are compared up to the shorter one's
@@ -271,14 +272,20 @@ class _Run:
         """The run's data, checked against the training data digest its transcript records."""
         if self._data is not None:
             return self._data
+        command = self.manifest.get("command")
         if self.given is not None:
             data = self.given
+        elif not isinstance(command, list) and self.data_file is not None:
+            # A fit run trained on a whole data file (nxrs.data.load's reading of it).
+            from nxrs.data import load
+
+            data = RunData(*load(self.data_file))
         else:
-            command = self.manifest.get("command")
             if not isinstance(command, list):
                 raise InputError(
                     f"run {self.label} ({self.path}) was trained by fit: give its data (x, y"
-                    + (")" if self.label == "A" else "; x_b, y_b when B's differ)")
+                    + ("" if self.label == "A" else "; x_b, y_b when B's differ")
+                    + "; or the data file it trained on whole: data=, nxrs diff --data)"
                 )
             try:
                 data = RunData.of_command(command, self.data_file)

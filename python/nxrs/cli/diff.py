@@ -18,9 +18,10 @@ DESCRIPTION = (
     "are replayed from it, each on its own data, one step at a time, to the first step after "
     "which their states differ; the report names that step, the first differing tensor element "
     "and whether the runs' data differ. The data of an nxrs train run is read again from the "
-    "file its command names (--data, --data-b when it moved); a fit run's data cannot be read "
-    "back, so only runs whose transcripts settle the question can be compared here (use "
-    "nxrs.diff(a, b, x, y) in Python). For checkpoint files: at one step, their first "
+    "file its command names (--data, --data-b when it moved); a fit run's data is the file "
+    "given (--data, --data-b: the whole file, as nxrs.data.load reads it), needed only when the "
+    "transcripts do not settle the question (nxrs.diff(a, b, x, y) in Python takes arrays). "
+    "Data that is not a run's own is refused. For checkpoint files: at one step, their first "
     "difference; at different steps, the earlier is replayed on --data (the whole file as its "
     "training data) to the later's step."
 )
@@ -44,12 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data",
         metavar="FILE",
-        help="A's data file in place of the one its nxrs train command names (and B's, unless "
-        "--data-b); for two checkpoint files, the data to replay the earlier one on",
+        help="A's data file in place of the one its nxrs train command names, or the file a fit "
+        "run trained on (and B's, unless --data-b); for two checkpoint files, the data to replay "
+        "the earlier one on",
     )
-    parser.add_argument(
-        "--data-b", metavar="FILE", help="B's data file in place of the one its command names"
-    )
+    parser.add_argument("--data-b", metavar="FILE", help="B's data file (as --data is A's)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
