@@ -206,7 +206,7 @@ def write_npz(path: Path, x: np.ndarray, y: np.ndarray) -> str:
 
 
 def test_cli_runs_differing_in_one_sample_first_differ_after_step_37(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n, seed = 60, 4
     x, y = gr.case_data(n, 6, 3, "cross_entropy")
@@ -215,12 +215,16 @@ def test_cli_runs_differing_in_one_sample_first_differ_after_step_37(
     row = train[gr.epoch_order(seed, 0, len(train), True)[STEP - 1]]
     xb = changed(x, row)
     files = write_npz(tmp_path / "a.npz", x, y), write_npz(tmp_path / "b.npz", xb, y)
-    for name, file in zip("ab", files):
-        argv = ["train", "--data", file, "--hidden", "8", "--batch-size", "1", "--lr", "0.01"]
-        argv += ["--epochs", "2", "--seed", str(seed), "--every", "10"]
-        assert main([*argv, "--ckpt-dir", str(tmp_path / name), "--json"]) == 0
+    # Trained in tmp_path on relative paths, compared from another directory: the recorded
+    # "--data a.npz" is read where the command ran.
+    monkeypatch.chdir(tmp_path)
+    for name in "ab":
+        argv = ["train", "--data", f"{name}.npz", "--hidden", "8", "--batch-size", "1"]
+        argv += ["--lr", "0.01", "--epochs", "2", "--seed", str(seed), "--every", "10"]
+        assert main([*argv, "--ckpt-dir", f"runs/{name}", "--json"]) == 0
     capsys.readouterr()
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    monkeypatch.chdir((tmp_path / "runs").resolve())
+    a, b = "a", "b"
     assert main(["diff", a, b]) == 1
     text = capsys.readouterr().out
     assert "the states first differ after step 37" in text
