@@ -271,3 +271,14 @@ def test_a_transcript_that_its_run_does_not_replay_to_is_refused(
     transcript.write_text("".join(json.dumps(e) + "\n" for e in entries))
     with pytest.raises(nxrs.MismatchError, match=r"run B from step 0 .* at step 14"):
         nxrs.diff(a, b, x, y)
+
+
+def test_runs_saved_at_every_step_need_no_replay_and_no_data(
+    fit_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    x, xb, y = (fit_runs[k] for k in ("x", "xb", "y"))
+    for name, data in (("a", x), ("b", xb)):
+        nxrs.Trainer(**FIT).fit(data, y, 1, checkpoint=tmp_path / name, every=1, keep="all")
+    report = nxrs.diff(tmp_path / "a", tmp_path / "b")
+    assert report.first_differing_step == STEP and report.replayed_steps == 0
+    check_against_reference(report, fit_runs["config"], (x, y), (xb, y))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy.typing as npt
 
 from nxrs._config import config_diff
-from nxrs._nxrs import InputError, MismatchError
+from nxrs._nxrs import CheckpointError, InputError, MismatchError
 from nxrs._replay import RunData, first_difference, replay, replay_step
 from nxrs._rundir import RunDirectory
 from nxrs._transcript import TRANSCRIPT_NAME, Transcript
@@ -382,6 +382,17 @@ def _diff_runs(ra: _Run, rb: _Run) -> DiffReport:
         return report
     if known is None:
         return _first_states_differ(ra, rb, differing, report)
+    if differing == known + 1:
+        # Both transcripts record the step itself: its kept checkpoints name the difference
+        # without a replay (and without the data).
+        files = ra.checkpoint(differing), rb.checkpoint(differing)
+        if files[0] is not None and files[1] is not None:
+            found = first_difference(Trainer.load(files[0]), Trainer.load(files[1]))
+            if found is not None:
+                report.identical = False
+                report.first_differing_step = report.compared_step = differing
+                report.common_step, report.difference = known, found
+                return report
     # Replay from the newest state both runs are known to share: a kept checkpoint of either
     # run at or before it (its file checked against its entry), else a fresh trainer of the
     # configuration when that is the state the runs started from.
@@ -396,7 +407,7 @@ def _diff_runs(ra: _Run, rb: _Run) -> DiffReport:
             continue
         try:
             t = Trainer.load(path)
-        except Exception:  # a damaged or vanished file: try an older one
+        except (CheckpointError, OSError):  # a damaged or vanished file: try an older one
             continue
         if t.state_digest() == run.by_step[step]["state_digest"]:
             start, source = t, str(path)
