@@ -124,7 +124,9 @@ class DiffReport:
             lines.append(
                 "  the runs' training data differ"
                 if "train" in self.data_parts_differ
-                else f"  the runs' data differ ({parts or 'fingerprints'})"
+                else f"  the runs' data differ ({parts})"
+                if parts
+                else "  the checkpoints' training data fingerprints differ"
             )
         elif self.data_differ is False:
             lines.append("  the runs' data are the same")
