@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from nxrs import _renamed, layers, softf32
 from nxrs._checkpoint import Checkpoint, open
+from nxrs._diff import DiffReport, diff
 from nxrs._fit import History, NothingToTrainWarning
 from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
@@ -81,6 +82,7 @@ __all__ = [
     "ConfigError",
     "CorruptCheckpointWarning",
     "Dataset",
+    "DiffReport",
     "HeaderError",
     "History",
     "InputError",
@@ -98,6 +100,7 @@ __all__ = [
     "__version__",
     "checkpoint_format",
     "config_schema",
+    "diff",
     "hardware_isa",
     "layers",
     "open",

@@ -20,9 +20,10 @@ from nxrs._nxrs import InputError, MismatchError
 from nxrs._transcript import DataDigests
 
 if TYPE_CHECKING:
+    from nxrs._nxrs import Dataset
     from nxrs._trainer import Trainer
 
-__all__ = ["RunData", "first_difference", "replay"]
+__all__ = ["RunData", "first_difference", "replay", "replay_step"]
 
 Pair = tuple[npt.ArrayLike, npt.ArrayLike]
 
@@ -89,6 +90,13 @@ def replay(trainer: Trainer, data: RunData, step: int) -> None:
         raise InputError(f"cannot replay back from step {trainer.steps} to step {step}")
     if todo:
         trainer.train_steps(data.x, data.y, todo)
+
+
+def replay_step(trainer: Trainer, dataset: Dataset) -> None:
+    """One step of the run, as ``replay(trainer, data, trainer.steps + 1)`` takes it, on
+    ``dataset`` (``trainer._dataset`` of the run's training data, converted once: replaying a
+    step at a time would otherwise convert the whole data set at every step)."""
+    trainer._run(dataset, trainer.epoch + 1, max_steps=1)
 
 
 def first_difference(a: Trainer, b: Trainer) -> str | None:

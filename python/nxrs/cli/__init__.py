@@ -8,6 +8,7 @@
 - ``nxrs status DIR [--json]``: a run directory's manifest, progress, checkpoints and history.
 - ``nxrs sweep --dir DIR --grid KEY=V1,V2 ...``: a grid of trainings as Ray tasks
   (``nxrs.sweep``).
+- ``nxrs diff A B [--json]``: the first step at which two runs (or checkpoints) differ.
 
 One module per command (``nxrs.cli.train``, ``gate``, ``inspect``, ``status``, ``sweep``), and
 ``nxrs.cli._common`` for what they share (option types, exit statuses). The library never
@@ -26,10 +27,12 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import Any, NoReturn
 
 import nxrs
 from nxrs._rundir import SaveFailedWarning
+from nxrs.cli import diff as diff_command
 from nxrs.cli import gate, inspect, status, sweep, train
 from nxrs.cli._common import (
     EXIT_DIVERGED,
@@ -62,7 +65,9 @@ __all__ = [
 #: The commands, in the order ``nxrs --help`` lists them: each module's ``HELP``,
 #: ``DESCRIPTION`` and ``EPILOG`` make its parser, ``add_arguments`` fills it, ``check`` (if
 #: any) refuses bad combinations as usage errors and ``run`` runs it (its exit status).
+COMMANDS: tuple[ModuleType, ...]
 COMMANDS = (train, gate, inspect, status, sweep)
+COMMANDS += (diff_command,)
 
 
 @contextlib.contextmanager
