@@ -64,6 +64,7 @@ from nxrs._rundir import (
 )
 from nxrs._sweeps import SweepResults, sweep
 from nxrs._trainer import Trainer
+from nxrs._verify import SegmentResult, VerifyReport, verify
 
 _renamed.install()
 if not _TYPE_CHECKING:  # for type checkers, only the names below exist
@@ -92,9 +93,11 @@ __all__ = [
     "RunLockedError",
     "RunStopped",
     "SaveFailedWarning",
+    "SegmentResult",
     "SweepResults",
     "Trainer",
     "UnsupportedVersionError",
+    "VerifyReport",
     "__version__",
     "checkpoint_format",
     "config_schema",
@@ -105,4 +108,5 @@ __all__ = [
     "softf32",
     "sweep",
     "sweep_temp_files",
+    "verify",
 ]
