@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import nxck_edit
 import pytest
 
-import nxck_edit
 import nxrs
 from nxrs._transcript import TRANSCRIPT_NAME
 from nxrs.cli import main
@@ -87,7 +87,7 @@ def test_a_run_of_20_checkpoints_verifies(cli_run: Path, capsys: Any) -> None:
     assert not parts["validation"]["checked"]
 
     default = nxrs.verify(cli_run)  # 8 chosen by seed 0 among the first 19, plus the last
-    expected = sorted(random.Random(0).sample(range(19), 8)) + [19]
+    expected = [*sorted(random.Random(0).sample(range(19), 8)), 19]
     assert [s.start for s in default.segments] == expected and default.ok
 
     assert main(["verify", str(cli_run), "--all", "--json"]) == 0
@@ -126,7 +126,8 @@ def test_a_flipped_bit_in_a_middle_checkpoint(run: Path, capsys: Any) -> None:
     assert report.failures == [report.first_failure]  # its segments replay around it
     after = report.segments[10]
     assert (after.start, after.replayed_from, after.status) == (10, 9, "ok")
-    assert cli_line(run, capsys) == f"nxrs verify: checkpoint {name_of(20)} differs from its entry 10"
+    line = cli_line(run, capsys)
+    assert line == f"nxrs verify: checkpoint {name_of(20)} differs from its entry 10"
 
 
 def test_a_swapped_pair_of_checkpoints(run: Path) -> None:
@@ -160,9 +161,10 @@ def test_an_edited_learning_rate_in_one_checkpoint(run: Path) -> None:
         config["general"]["optimizer"]["lr_bits"] = edited
 
     path.write_bytes(nxck_edit.edit_config(path.read_bytes(), edit))
-    assert nxrs.Trainer.load(path).hyperparameters["lr"] != nxrs.Trainer.load(
-        run / name_of(14)
-    ).hyperparameters["lr"]
+    assert (
+        nxrs.Trainer.load(path).hyperparameters["lr"]
+        != nxrs.Trainer.load(run / name_of(14)).hyperparameters["lr"]
+    )
     check_caught(run, f"checkpoint {name_of(16)}: its configuration differs from the run's (lr)")
 
 
@@ -347,4 +349,5 @@ def test_errors(tmp_path: Path, cli_run: Path, capsys: Any) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     report = nxrs.verify(empty, X, Y)
-    assert report.first_failure == f"the transcript {TRANSCRIPT_NAME} is missing: nothing to verify against"
+    missing = f"the transcript {TRANSCRIPT_NAME} is missing: nothing to verify against"
+    assert report.first_failure == missing

@@ -42,7 +42,9 @@ class RunData:
         from nxrs._nxrs import _data_digest
 
         train = trainer._dataset(self.x, self.y)
-        val, test = (None if p is None else trainer._dataset(*p) for p in (self.validation, self.test))
+        val, test = (
+            None if p is None else trainer._dataset(*p) for p in (self.validation, self.test)
+        )
         return DataDigests(
             digest=_data_digest(train, val, test),
             train=train.digest,
