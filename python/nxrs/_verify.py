@@ -1,5 +1,5 @@
 """``nxrs.verify``: checks that a run directory's model came from its data and configuration,
-bit for bit (``docs/RUNS.md``, "The transcript").
+bit for bit (``docs/RUNS.md``, "Verifying a run").
 
 Four checks, in this order (each runs whatever the others found; the report's
 ``first_failure`` is the first failure in this order):
@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy.typing as npt
 
-from nxrs._checks import count, optional_count
+from nxrs._checks import count, flag, optional_count
 from nxrs._config import config_diff
+from nxrs._fit import check_engine
 from nxrs._manager import list_checkpoints
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, MismatchError
 from nxrs._replay import RunData, first_difference, replay
@@ -236,8 +237,9 @@ def verify(
         raise ConfigError(f"segments must be a count or 'all', not {segments!r}")
     chosen_k = None if segments == "all" else count("segments", segments)
     count("seed", seed, minimum=None)
-    if engine not in ("local", "ray"):
-        raise ConfigError(f"engine must be 'local' or 'ray', not {engine!r}")
+    check_engine(engine, None, None)  # the engine's name; workers mean more here (threads too)
+    if progress is not None:
+        progress = flag("progress", progress)
     workers = optional_count("workers", workers, minimum=1)
     per_replay = optional_count("threads", threads, minimum=1) or 1
     if (x is None) != (y is None):
@@ -381,7 +383,11 @@ def verify(
             result.status = "failed"
             result.difference = _describe_mismatch(outcome, entries, trusted)
     segment_results = [results[i] for i in pairs]
-    failures += [r.difference or "" for r in segment_results if r.status == "failed"]
+    for r in segment_results:
+        # Segments replayed from one pruned start share what they pass on the way: a state
+        # that differs there is one failure, however many segments met it.
+        if r.status == "failed" and r.difference not in failures:
+            failures.append(r.difference or "")
     return VerifyReport(
         ok=not failures,
         run_dir=str(directory),
@@ -604,10 +610,14 @@ def _thread_jobs(
 ) -> Iterator[_Outcome]:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     size = workers or max(1, (cpus or 1) // threads)
-    with ThreadPoolExecutor(max_workers=min(size, len(jobs))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(size, len(jobs)))
+    try:
         futures = [pool.submit(_run_job, job, run_data.x, run_data.y) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
+    finally:
+        # On Ctrl-C (or an error) the segments not started are dropped, not waited for.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ray_jobs(jobs: list[_Job], run_data: RunData, workers: int | None) -> Iterator[_Outcome]:
