@@ -346,6 +346,13 @@ def test_errors(tmp_path: Path, cli_run: Path, capsys: Any) -> None:
     assert main(["verify", str(tmp_path / "fit")]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("nxrs verify: error: MismatchError:")
+    with pytest.raises(SystemExit) as usage:
+        main(["verify", str(cli_run), "--all", "--segments", "3"])
+    assert usage.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    # A progress bar when asked (on stderr), the same verdict.
+    assert nxrs.verify(cli_run, segments=2, progress=True).ok
+    assert "segment" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     report = nxrs.verify(empty, X, Y)
