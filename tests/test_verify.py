@@ -22,6 +22,7 @@ import nxck_edit
 import pytest
 
 import nxrs
+import nxrs._verify
 from nxrs._transcript import TRANSCRIPT_NAME
 from nxrs.cli import main
 from nxrs.data import split
@@ -278,9 +279,22 @@ def test_a_run_on_two_ray_workers_verifies_on_one_thread(ray_cluster: Any, tmp_p
     assert on_ray.ok and len(on_ray.segments) == len(report.segments)
 
 
-def test_a_pruned_segment_replays_from_the_nearest_kept_state(tmp_path: Path) -> None:
+def test_a_pruned_segment_replays_from_the_nearest_kept_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fit_run(tmp_path / "run", keep=3)
+    replayed = []
+    original = nxrs._verify.replay
+
+    def counting(trainer: nxrs.Trainer, data: Any, step: int) -> None:
+        replayed.append(step - trainer.steps)
+        original(trainer, data, step)
+
+    monkeypatch.setattr(nxrs._verify, "replay", counting)
     report = nxrs.verify(tmp_path / "run", X, Y, validation_data=VAL, segments="all")
+    # The segments replayed from the start share one replay: no step is computed twice, so
+    # verifying every segment of a pruned run costs no more than its training.
+    assert sum(replayed) <= report.segments[-1].end_step
     assert report.ok, report.failures
     n = report.entries
     kept = {c["entry"] for c in report.checkpoints}

@@ -148,29 +148,35 @@ Base = Union[Path, bytes, dict[str, Any]]
 
 @dataclass
 class _Job:
-    segment: int
+    """One replay: from the state of entry ``base_entry`` through every entry up to the last
+    chosen segment that replays from it (segments sharing a start share one replay: a pruned
+    run's segments all pass the same states)."""
+
+    #: The chosen segments it covers (each by its start entry).
+    segments: list[int]
     base: Base
     base_entry: int
     base_digest: str
-    #: (entry, step, state digest) of every entry after the base up to the segment's end.
+    #: (entry, step, state digest) of every entry after the base up to the last segment's end.
     targets: list[tuple[int, int, str]]
     threads: int
 
 
 @dataclass
 class _Outcome:
-    segment: int
-    steps: int
-    seconds: float
+    job: _Job
+    #: Seconds from the job's start until each target entry's state was reached and matched.
+    reached: dict[int, float]
     #: The first entry whose digest the replay did not reach (None: all matched); -1 when the
     #: starting state itself was not the recorded one.
-    mismatch: int | None
+    mismatch: int | None = None
     #: The replayed state at ``mismatch`` (NXCK bytes), for ``first_difference``.
-    state: bytes | None
+    state: bytes | None = None
+    seconds: float = 0.0
 
 
 def _run_job(job: _Job, x: npt.ArrayLike, y: npt.ArrayLike) -> _Outcome:
-    """Replays one segment (in a thread of this process or in a Ray task)."""
+    """Replays one job (in a thread of this process or in a Ray task)."""
     start = time.perf_counter()
     if isinstance(job.base, dict):
         trainer = Trainer(**job.base, threads=job.threads)
@@ -178,19 +184,20 @@ def _run_job(job: _Job, x: npt.ArrayLike, y: npt.ArrayLike) -> _Outcome:
         trainer = Trainer.from_bytes(job.base, threads=job.threads)
     else:
         trainer = Trainer.load(job.base, threads=job.threads)
-    first = trainer.steps
+    outcome = _Outcome(job, {})
     if trainer.state_digest() != job.base_digest:
-        # The file changed since check 2 (or a fresh trainer is not the run's start).
-        return _Outcome(job.segment, 0, time.perf_counter() - start, -1, None)
-    data = RunData(x, y)
-    for entry, step, digest in job.targets:
-        replay(trainer, data, step)
-        if trainer.state_digest() != digest:
-            steps = trainer.steps - first
-            return _Outcome(
-                job.segment, steps, time.perf_counter() - start, entry, trainer.to_bytes()
-            )
-    return _Outcome(job.segment, trainer.steps - first, time.perf_counter() - start, None, None)
+        # The file changed since check 2 was made of it.
+        outcome.mismatch = -1
+    else:
+        data = RunData(x, y)
+        for entry, step, digest in job.targets:
+            replay(trainer, data, step)
+            if trainer.state_digest() != digest:
+                outcome.mismatch, outcome.state = entry, trainer.to_bytes()
+                break
+            outcome.reached[entry] = time.perf_counter() - start
+    outcome.seconds = time.perf_counter() - start
+    return outcome
 
 
 def verify(
@@ -346,42 +353,48 @@ def verify(
         and Trainer(**run_config).state_digest() == entries[0]["state_digest"]
     )
     results: dict[int, SegmentResult] = {}
-    jobs: list[_Job] = []
+    by_base: dict[int, list[int]] = {}
     for i in pairs:
-        base = _base_for(i, trusted, entries, start_digest_ok)
+        base = _base_for(i, trusted, start_digest_ok)
         result = SegmentResult(
             start=i, end=i + 1, start_step=entries[i]["step"], end_step=entries[i + 1]["step"],
-            replayed_from=None, replayed_from_step=None, replayed_from_kind=None, steps=0,
-            seconds=0.0, status="not-verifiable",
+            replayed_from=base, replayed_from_step=None if base is None else entries[base]["step"],
+            replayed_from_kind=None if base is None else _kind(base, trusted),
+            steps=0, seconds=0.0, status="not-verifiable",
         )  # fmt: skip
         results[i] = result
         if base is None:
             result.difference = _why_not_verifiable(i, entries, run_config)
-            continue
-        result.replayed_from = base
-        result.replayed_from_step = entries[base]["step"]
-        kind = "checkpoint" if base in trusted else "start"
-        result.replayed_from_kind = kind
-        origin: Base = trusted[base] if kind == "checkpoint" else dict(run_config or {})
+        else:
+            by_base.setdefault(base, []).append(i)
+    jobs = []
+    for base, starts in by_base.items():
+        origin: Base = trusted[base] if base in trusted else dict(run_config or {})
+        end = max(starts) + 1
         targets = [
-            (k, entries[k]["step"], entries[k]["state_digest"]) for k in range(base + 1, i + 2)
+            (k, entries[k]["step"], entries[k]["state_digest"]) for k in range(base + 1, end + 1)
         ]
-        jobs.append(_Job(i, origin, base, entries[base]["state_digest"], targets, per_replay))
+        jobs.append(_Job(starts, origin, base, entries[base]["state_digest"], targets, per_replay))
 
     for outcome in _run_jobs(jobs, run_data, engine, workers, per_replay, progress):
-        result = results[outcome.segment]
-        result.steps, result.seconds = outcome.steps, outcome.seconds
-        if outcome.mismatch is None:
-            result.status = "ok"
-        elif outcome.mismatch == -1:
+        for i in outcome.job.segments:
+            result = results[i]
+            base_step = entries[outcome.job.base_entry]["step"]
+            if result.end in outcome.reached:
+                result.status = "ok"
+                result.steps = result.end_step - base_step
+                result.seconds = outcome.reached[result.end]
+                continue
             result.status = "failed"
-            result.difference = (
-                f"segment {result.start} -> {result.end}: the state it replays from (entry "
-                f"{result.replayed_from}) changed during verification"
-            )
-        else:
-            result.status = "failed"
-            result.difference = _describe_mismatch(outcome, entries, trusted)
+            result.seconds = outcome.seconds
+            if outcome.mismatch is None or outcome.mismatch == -1:
+                result.difference = (
+                    f"segment {result.start} -> {result.end}: the checkpoint it replays from "
+                    f"(entry {result.replayed_from}) changed during verification"
+                )
+            else:
+                result.steps = entries[outcome.mismatch]["step"] - base_step
+                result.difference = _describe_mismatch(outcome, entries, trusted)
     segment_results = [results[i] for i in pairs]
     for r in segment_results:
         # Segments replayed from one pruned start share what they pass on the way: a state
@@ -537,9 +550,11 @@ def _check_data(
     return report, failures
 
 
-def _base_for(
-    i: int, trusted: dict[int, Path], entries: list[dict[str, Any]], start_ok: bool
-) -> int | None:
+def _kind(base: int, trusted: dict[int, Path]) -> str:
+    return "checkpoint" if base in trusted else "start"
+
+
+def _base_for(i: int, trusted: dict[int, Path], start_ok: bool) -> int | None:
     """The entry to replay segment ``i`` -> ``i + 1`` from: the nearest at or before ``i``
     whose checkpoint passed check 2, or the run's fresh start (entry 0)."""
     for k in range(i, -1, -1):
@@ -590,7 +605,7 @@ def _run_jobs(
     steps) or as Ray tasks."""
     if not jobs:
         return
-    bar = _progress_bar(progress, len(jobs))
+    bar = _progress_bar(progress, sum(len(job.segments) for job in jobs))
     try:
         if engine == "ray":
             outcomes = _ray_jobs(jobs, run_data, workers)
@@ -598,7 +613,7 @@ def _run_jobs(
             outcomes = _thread_jobs(jobs, run_data, workers, threads)
         for outcome in outcomes:
             if bar is not None:
-                bar.update(1)
+                bar.update(len(outcome.job.segments))
             yield outcome
     finally:
         if bar is not None:
