@@ -232,8 +232,10 @@ def verify(
     read and split again as the ``nxrs train`` command the manifest records did (``data``: a
     file replacing its ``--data``); MismatchError when the run was not an ``nxrs train`` run.
 
-    ``engine="local"`` replays segments in ``workers`` threads (default: the CPUs available),
-    ``engine="ray"`` as ``workers`` Ray tasks at a time (default: as many as segments; Ray as
+    Segments that replay from the same state (a pruned run's, from its start) share one
+    replay, so no step is computed twice and ``"all"`` costs at most the run's training.
+    ``engine="local"`` runs the replays in ``workers`` threads (default: the CPUs available),
+    ``engine="ray"`` as ``workers`` Ray tasks at a time (default: all at once; Ray as
     ``fit(engine="ray")`` connects to it). Each replay trainer uses ``threads`` threads (default
     1). ``progress``: a tqdm bar over segments (default: when stderr is a terminal).
 
