@@ -65,6 +65,7 @@ from nxrs._rundir import (
 )
 from nxrs._sweeps import SweepResults, sweep
 from nxrs._trainer import Trainer
+from nxrs._verify import SegmentResult, VerifyReport, verify
 
 _renamed.install()
 if not _TYPE_CHECKING:  # for type checkers, only the names below exist
@@ -94,9 +95,11 @@ __all__ = [
     "RunLockedError",
     "RunStopped",
     "SaveFailedWarning",
+    "SegmentResult",
     "SweepResults",
     "Trainer",
     "UnsupportedVersionError",
+    "VerifyReport",
     "__version__",
     "checkpoint_format",
     "config_schema",
@@ -108,4 +111,5 @@ __all__ = [
     "softf32",
     "sweep",
     "sweep_temp_files",
+    "verify",
 ]

@@ -9,10 +9,12 @@
 - ``nxrs sweep --dir DIR --grid KEY=V1,V2 ...``: a grid of trainings as Ray tasks
   (``nxrs.sweep``).
 - ``nxrs diff A B [--json]``: the first step at which two runs (or checkpoints) differ.
+- ``nxrs verify DIR [--all] [--json]``: check that a run directory's model came from its data
+  and configuration, bit for bit (``nxrs.verify``); exit 0 when every check holds.
 
-One module per command (``nxrs.cli.train``, ``gate``, ``inspect``, ``status``, ``sweep``), and
-``nxrs.cli._common`` for what they share (option types, exit statuses). The library never
-imports this package.
+One module per command (``nxrs.cli.train``, ``gate``, ``inspect``, ``status``, ``sweep``,
+``verify``, ``diff``), and ``nxrs.cli._common`` for what they share (option types, exit
+statuses). The library never imports this package.
 
 ``nxrs`` with no command prints the command list and exits 2. A user error (bad arguments, a
 missing or damaged file, bad data) is one line on stderr and exit status 1 or 2, never a
@@ -27,13 +29,11 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from types import ModuleType
 from typing import Any, NoReturn
 
 import nxrs
 from nxrs._rundir import SaveFailedWarning
-from nxrs.cli import diff as diff_command
-from nxrs.cli import gate, inspect, status, sweep, train
+from nxrs.cli import diff, gate, inspect, status, sweep, train, verify
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     EXIT_DONE,
@@ -65,9 +65,7 @@ __all__ = [
 #: The commands, in the order ``nxrs --help`` lists them: each module's ``HELP``,
 #: ``DESCRIPTION`` and ``EPILOG`` make its parser, ``add_arguments`` fills it, ``check`` (if
 #: any) refuses bad combinations as usage errors and ``run`` runs it (its exit status).
-COMMANDS: tuple[ModuleType, ...]
-COMMANDS = (train, gate, inspect, status, sweep)
-COMMANDS += (diff_command,)
+COMMANDS = (train, gate, inspect, status, sweep, verify, diff)
 
 
 @contextlib.contextmanager
@@ -102,6 +100,7 @@ examples:
   nxrs gate                          # the checkpoint/resume proof: verdict=GREEN, exit 0
   nxrs train --ckpt-dir run --every-seconds 60
   nxrs status run
+  nxrs verify run --all              # the run's model came from its data: exit 0
   nxrs inspect run/step-000000000450.nxck --verify
   nxrs COMMAND --help                # a command's options, examples and exit statuses
 
