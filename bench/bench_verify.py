@@ -8,7 +8,8 @@ Run from the repository root::
 Rows (wall-clock seconds, best of the repeats; the data is loaded once, outside the timings):
 
 * training: ``nxrs train --data digits --ckpt-dir DIR --every K --keep all`` (in this process:
-  ``nxrs.cli.main``), which saves the checkpoints and the transcript;
+  ``nxrs.cli.main``), which saves the checkpoints and the transcript; and the same command
+  without a run directory (no saves), for scale: both read the data as ``nxrs verify`` does;
 * ``verify --all``: every segment replayed (what a full audit costs; the goal: no more than
   training, i.e. a ratio <= 1);
 * ``verify`` (8 segments chosen by the seed, plus the last): the goal is under 10% of training;
@@ -57,11 +58,13 @@ def main() -> None:
     command = ["train", "--data", "digits", "--epochs", str(epochs), "--ckpt-dir", str(run)]
     command += ["--every", str(every), "--keep", "all", "--json", "--restart"]
 
-    def train() -> None:
+    def train(saving: bool = True) -> None:
+        args = command if saving else [*command[: command.index("--ckpt-dir")], "--json"]
         with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
-            assert cli(command) == 0
+            assert cli(args) == 0
 
     try:
+        bare_s, _ = timed(lambda: train(saving=False), args.repeats)
         train_s, _ = timed(train, args.repeats)
         kept = len(list(run.glob("*.nxck")))
         all_s, report_all = timed(lambda: nxrs.verify(run, segments="all"), args.repeats)
@@ -70,11 +73,13 @@ def main() -> None:
         segments = len(report_all.segments)
         print(f"digits, {epochs} epochs, {kept} checkpoints ({segments} segments), "
               f"{threads} thread(s), nxrs {nxrs.__version__}")  # fmt: skip
-        print(f"{'':28}{'seconds':>10}{'vs training':>14}")
+        print(f"{'':28}{'seconds':>10}{'vs training':>14}{'vs no saves':>14}")
         print(f"{'training (with saves)':28}{train_s:10.3f}{1.0:13.3f}x")
-        print(f"{'verify --all':28}{all_s:10.3f}{all_s / train_s:13.3f}x   (goal <= 1)")
-        print(f"{'verify (8 + last segment)':28}{some_s:10.3f}{some_s / train_s:13.3f}x   "
-              "(goal < 0.10)")  # fmt: skip
+        print(f"{'training (no run directory)':28}{bare_s:10.3f}{bare_s / train_s:13.3f}x")
+        print(f"{'verify --all':28}{all_s:10.3f}{all_s / train_s:13.3f}x"
+              f"{all_s / bare_s:13.3f}x   (goal <= 1)")  # fmt: skip
+        print(f"{'verify (8 + last segment)':28}{some_s:10.3f}{some_s / train_s:13.3f}x"
+              f"{some_s / bare_s:13.3f}x   (goal < 0.10)")  # fmt: skip
         per_train, per_verify = train_s / segments, all_s / segments
         print(f"{'one segment: train':28}{per_train:10.4f}")
         print(f"{'one segment: verify':28}{per_verify:10.4f}{per_verify / per_train:13.3f}x")
