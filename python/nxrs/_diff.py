@@ -290,7 +290,10 @@ class _Run:
                     + "; or the data file it trained on whole: data=, nxrs diff --data)"
                 )
             try:
-                data = RunData.of_command(command, self.data_file or self._recorded_file(command))
+                cwd = self.manifest.get("cwd")
+                data = RunData.of_command(
+                    command, self.data_file, cwd=cwd if isinstance(cwd, str) else None
+                )
             except (MismatchError, InputError, OSError) as err:
                 raise InputError(
                     f"run {self.label}'s data, as its command reads it: {err} (give the file: "
@@ -306,30 +309,6 @@ class _Run:
             )
         self._data = data
         return data
-
-    def _recorded_file(self, command: list[str]) -> str | None:
-        """The command's data file, when it names a relative one and a relative run directory
-        (``nxrs train --data my.npz --ckpt-dir run``): resolved against the directory the
-        command ran in (the run directory's path less the recorded one), so that a diff run
-        from elsewhere reads the same file. None to read the command's own path."""
-        from nxrs.cli import build_parser
-
-        try:
-            args = build_parser().parse_args(command[1:])
-        except SystemExit:
-            return None
-        data, ckpt_dir = getattr(args, "data", None), getattr(args, "ckpt_dir", None)
-        if not isinstance(data, (str, os.PathLike)) or not isinstance(ckpt_dir, (str, os.PathLike)):
-            return None
-        if Path(data).is_absolute() or Path(data).suffix not in (".npz", ".csv"):
-            return None
-        recorded, here = Path(ckpt_dir), self.path.resolve()
-        if recorded.is_absolute() or ".." in recorded.parts:
-            return None
-        parts = recorded.parts
-        if tuple(here.parts[-len(parts) :]) != parts:
-            return None
-        return str(here.parents[len(parts) - 1] / data)
 
     def checkpoint(self, step: int) -> Path | None:
         """The kept checkpoint file of the transcript's entry at ``step``, if any."""

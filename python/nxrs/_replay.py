@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,13 +55,17 @@ class RunData:
         )
 
     @classmethod
-    def of_command(cls, command: list[str], data: str | None = None) -> RunData:
+    def of_command(
+        cls, command: list[str], data: str | None = None, cwd: str | None = None
+    ) -> RunData:
         """The data ``nxrs train`` trained on when run as ``command`` (the run manifest's
         ``command``): read and split again as it did; ``data`` replaces its ``--data`` (a file
-        moved since). MismatchError when ``command`` is not an ``nxrs train`` command line."""
+        moved since); ``cwd`` (the manifest's) is where the command ran, which a relative data
+        path is relative to. MismatchError when ``command`` is not an ``nxrs train`` command
+        line."""
         from nxrs.cli import build_parser
         from nxrs.cli._common import apply_recipe
-        from nxrs.data import load, train_test
+        from nxrs.data import BUILTIN, load, train_test
 
         if len(command) < 2 or command[1] != "train":
             raise MismatchError(
@@ -75,6 +80,9 @@ class RunData:
         apply_recipe(args)
         if data is not None:
             args.data = data
+        elif cwd is not None and args.data not in BUILTIN:
+            # A file named relative to where the command ran (the manifest's ``cwd``).
+            args.data = str(Path(cwd) / args.data)
         x, y = load(args.data, args.target, getattr(args, "task", "auto"))
         test_size = getattr(args, "test_size", None)
         train_idx, test_idx = train_test(args.data, len(x), test_size, args.seed)

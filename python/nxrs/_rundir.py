@@ -249,7 +249,7 @@ MANIFEST_SCHEMA = _record(
         ),
         "events": _array(EVENT_SCHEMA),
     },
-    {"command": _array(_STRING), "events_omitted": _counts()},
+    {"command": _array(_STRING), "cwd": _STRING, "events_omitted": _counts()},
 )
 
 #: The history a manifest keeps: the run's first event and the newest ``EVENTS_KEPT``; the
@@ -446,6 +446,8 @@ class RunManifest:
         document["state"] = "running"
         if command is not None:
             document["command"] = command
+            # Where it ran: the command's relative paths (its --data) are relative to it.
+            document["cwd"] = os.getcwd()
         if source is not None:
             # Recorded from now on, also in a run directory written by an older nxrs, which
             # recorded only the training split's fingerprint (still checked by fit).

@@ -337,7 +337,11 @@ def verify(
                 f"{directory} was not written by 'nxrs train' (its manifest records no command): "
                 "give the run's data (x, y)"
             )
-        run_data = RunData.of_command(list(command), data=None if data is None else os.fspath(data))
+        run_data = RunData.of_command(
+            list(command),
+            data=None if data is None else os.fspath(data),
+            cwd=manifest.get("cwd") if manifest is not None else None,
+        )
         source = "command"
     data_report, data_failures = _check_data(entries, run_data, run_config, source)
     failures += data_failures
