@@ -372,3 +372,29 @@ def test_errors(tmp_path: Path, cli_run: Path, capsys: Any) -> None:
     report = nxrs.verify(empty, X, Y)
     missing = f"the transcript {TRANSCRIPT_NAME} is missing: nothing to verify against"
     assert report.first_failure == missing
+
+
+def test_a_layer_model_run_verifies_and_a_flipped_running_statistic_is_named(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "cnn"
+    layers = [
+        nxrs.layers.Input(1, 8, 8),
+        nxrs.layers.Conv2d(4, 3, padding=1),
+        nxrs.layers.BatchNorm2d(),
+        nxrs.layers.ReLU(),
+        nxrs.layers.MaxPool2d(2),
+        nxrs.layers.Dropout(0.25),
+        nxrs.layers.Flatten(),
+        nxrs.layers.Dense(3),
+    ]
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((60, 64)).astype(np.float32), rng.integers(0, 3, 60)
+    trainer = nxrs.Trainer(layers=layers, batch_size=12, seed=4)
+    trainer.fit(x, y, 2, checkpoint=run, every=2, keep="all", progress=False)
+    report = nxrs.verify(run, x, y, segments="all")
+    assert report.ok, report.first_failure
+    middle = sorted(run.glob("*.nxck"))[2]
+    middle.write_bytes(nxck_edit.flip_tensor_bit(middle.read_bytes(), "var2", 1))
+    report = nxrs.verify(run, x, y, segments="all")
+    assert report.first_failure == f"checkpoint {middle.name} differs from its entry 3"
