@@ -8,24 +8,37 @@ use crate::arith::Real;
 /// (its index in the sample) for the backward pass: the first maximum by IEEE `>`, or the
 /// window's first NaN.
 pub fn max_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R], chosen: &mut [u32]) {
+    debug_assert_eq!(w.padding, [0, 0], "pooling has no padding");
     let (cells, p) = (w.input_cells(), w.positions());
-    let windows = Windows::of(w);
-    for s in 0..rows {
-        let sample = &x[s * cells..][..cells];
-        for c in 0..w.channels {
-            for t in 0..p {
-                let window = windows.cells(c, t);
-                let first = window[0];
-                let best = window[1..].iter().fold(first, |b, &i| {
-                    if takes_over(sample[i as usize], sample[b as usize]) {
-                        i
-                    } else {
-                        b
+    let ([height, width], [out_h, out_w]) = (w.input, w.output);
+    let ([kh, kw], [sh, sw]) = (w.kernel, w.stride);
+    // The windows are walked where they lie (no padding: every cell of a window is in the
+    // input), cells in row-major order from the window's first.
+    for (sample, (y, chosen)) in x[..rows * cells].chunks_exact(cells).zip(
+        y.chunks_exact_mut(w.channels * p)
+            .zip(chosen.chunks_exact_mut(w.channels * p)),
+    ) {
+        let planes = sample.chunks_exact(height * width).enumerate();
+        for ((c, plane), (y, chosen)) in
+            planes.zip(y.chunks_exact_mut(p).zip(chosen.chunks_exact_mut(p)))
+        {
+            // The chosen cell's index in the sample (a sample has at most 2^24 cells).
+            let offset = c * height * width;
+            for th in 0..out_h {
+                for tw in 0..out_w {
+                    let first = th * sh * width + tw * sw;
+                    let (mut best, mut m) = (first, plane[first]);
+                    for a in 0..kh {
+                        let row = first + a * width;
+                        for (b, &v) in plane[row..row + kw].iter().enumerate() {
+                            if (a, b) != (0, 0) && takes_over(v, m) {
+                                (best, m) = (row + b, v);
+                            }
+                        }
                     }
-                });
-                let out = (s * w.channels + c) * p + t;
-                y[out] = sample[best as usize];
-                chosen[out] = best;
+                    y[th * out_w + tw] = m;
+                    chosen[th * out_w + tw] = (offset + best) as u32;
+                }
             }
         }
     }
