@@ -3,6 +3,7 @@
 
 use super::window::Window;
 use crate::arith::Real;
+use crate::softf32::F32;
 
 /// The outputs of max pooling `rows` samples (channels first), and each output's chosen cell
 /// (its index in the sample) for the backward pass: the first maximum by IEEE `>`, or the
@@ -10,7 +11,7 @@ use crate::arith::Real;
 pub fn max_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R], chosen: &mut [u32]) {
     debug_assert_eq!(w.padding, [0, 0], "pooling has no padding");
     let (cells, p) = (w.input_cells(), w.positions());
-    let ([height, width], [out_h, out_w]) = (w.input, w.output);
+    let ([height, width], [_, out_w]) = (w.input, w.output);
     let ([kh, kw], [sh, sw]) = (w.kernel, w.stride);
     // The windows are walked where they lie (no padding: every cell of a window is in the
     // input), cells in row-major order from the window's first.
@@ -24,21 +25,47 @@ pub fn max_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R], chose
         {
             // The chosen cell's index in the sample (a sample has at most 2^24 cells).
             let offset = c * height * width;
-            for th in 0..out_h {
-                for tw in 0..out_w {
-                    let first = th * sh * width + tw * sw;
-                    let (mut best, mut m) = (first, plane[first]);
-                    for a in 0..kh {
-                        let row = first + a * width;
-                        for (b, &v) in plane[row..row + kw].iter().enumerate() {
-                            if (a, b) != (0, 0) && takes_over(v, m) {
-                                (best, m) = (row + b, v);
+            let mut row = vec![R::ZERO; out_w];
+            // An output row at a time, each window cell (row-major) compared across the row's
+            // windows: lanes over the windows, each window's comparisons in its cells' order.
+            for (th, (m, best)) in y
+                .chunks_exact_mut(out_w)
+                .zip(chosen.chunks_exact_mut(out_w))
+                .enumerate()
+            {
+                let top = th * sh * width;
+                R::vectorized(
+                    #[inline(always)]
+                    || {
+                        for (tw, (m, best)) in m.iter_mut().zip(best.iter_mut()).enumerate() {
+                            *m = plane[top + tw * sw];
+                            *best = (offset + top + tw * sw) as u32;
+                        }
+                        for a in 0..kh {
+                            for b in usize::from(a == 0)..kw {
+                                let first = top + a * width + b;
+                                // The row's cells at this place of their windows, gathered
+                                // first so that the comparisons below run on contiguous lanes.
+                                let cells = plane[first..].iter().step_by(sw);
+                                for (v, &x) in row.iter_mut().zip(cells) {
+                                    *v = x;
+                                }
+                                for (tw, ((m, best), &v)) in
+                                    m.iter_mut().zip(best.iter_mut()).zip(&row).enumerate()
+                                {
+                                    // Selected with masks, not a branch: on real data which
+                                    // cell wins is as good as random.
+                                    let keep = u32::from(takes_over(v, *m)).wrapping_neg();
+                                    let at = (offset + first + tw * sw) as u32;
+                                    *best = (*best & !keep) | (at & keep);
+                                    let bits = |x: R| x.to_f32().to_bits();
+                                    let m_bits = (bits(*m) & !keep) | (bits(v) & keep);
+                                    *m = R::from_f32(F32::from_bits(m_bits));
+                                }
                             }
                         }
-                    }
-                    y[th * out_w + tw] = m;
-                    chosen[th * out_w + tw] = (offset + best) as u32;
-                }
+                    },
+                );
             }
         }
     }
@@ -69,7 +96,7 @@ impl Windows {
 
 /// Whether `v`, later in the window, replaces the maximum so far `m`.
 fn takes_over<R: Real>(v: R, m: R) -> bool {
-    m.ieee_lt(v) || (v.is_nan() && !m.is_nan())
+    m.ieee_lt(v) | (v.is_nan() & !m.is_nan())
 }
 
 /// The input gradient of max pooling: each window's `g` added (from +0, windows in order) to its
