@@ -238,7 +238,7 @@ impl Conv {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let n = rows * p;
         let (a, b) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
-        shared(threads, gw, Start::FirstTerm, a, b, Order::AB);
+        shared_columns(threads, gw, a, b, Order::AB);
         gb.copy_from_slice(&d[..o]);
         for r in 1..n {
             R::add_assign(gb, &d[r * o..][..o]);
@@ -265,6 +265,39 @@ fn shared<R: Real>(
         let part = MatrixMut::new(c, range.len(), cols);
         MatMul::new(part, start, a.rows(range), b, order).run();
     });
+}
+
+/// `c = a b` from the first term with `c`'s columns shared out among `threads`, for the weight
+/// gradients: their long chains run over the block's positions, and `b` (the columns) is the
+/// large operand, which each part then packs only its own columns of (split by rows, every
+/// part would pack all of it). Every element's chain is still one thread's, in order.
+fn shared_columns<R: Real>(
+    threads: &Threads,
+    c: &mut [R],
+    a: Matrix<'_, R>,
+    b: Matrix<'_, R>,
+    order: Order,
+) {
+    let ((rows, k), (_, cols)) = (a.shape(), b.shape());
+    let parts = threads.parts(cols, k * rows);
+    if parts == 1 {
+        return shared(threads, c, Start::FirstTerm, a, b, order);
+    }
+    // Each part's columns in a buffer of its own (a part's cells of `c` are not contiguous),
+    // copied into `c` after.
+    let mut out: Vec<Vec<R>> = ranges(cols, parts)
+        .map(|r| vec![R::ZERO; rows * r.len()])
+        .collect();
+    threads.run(ranges(cols, parts).zip(out.iter_mut()), |(range, out)| {
+        let _env = R::environment();
+        let part = MatrixMut::new(out, rows, range.len());
+        MatMul::new(part, Start::FirstTerm, a, b.t().rows(range).t(), order).run();
+    });
+    for (range, out) in ranges(cols, parts).zip(&out) {
+        for (i, row) in out.chunks_exact(range.len()).enumerate() {
+            c[i * cols + range.start..][..range.len()].copy_from_slice(row);
+        }
+    }
 }
 
 /// Most cells a chunk of samples gives [`by_samples`]' task at a time: about a quarter of a
