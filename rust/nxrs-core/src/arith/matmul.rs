@@ -428,6 +428,8 @@ const MAX_TILE: usize = 16 * 32;
 thread_local! {
     /// Each thread's packed panels of `A` and `B`, kept between products.
     static PACKED: Cell<(Vec<u32>, Vec<u32>)> = const { Cell::new((Vec::new(), Vec::new())) };
+    /// Each thread's start row padded to whole tiles, kept between products.
+    static START: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
 }
 
 /// `mm` by the blocked algorithm, register tiles of `MR` rows by `NV` vectors of `V`, then its
@@ -444,16 +446,32 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
     if m == 0 || n == 0 {
         return;
     }
-    // The chains that start from a value start from it in `C`: every tile then loads its
-    // accumulators from `C`, the start or the blocks of `k` before.
+    if k == 0 {
+        // No block of `k`: every chain is its start (`MatMul::new` refuses a first term).
+        match mm.start {
+            Start::Zero => (0..m).for_each(|i| c_row(&mut mm.c, i).fill(R::ZERO)),
+            Start::Row(row) => (0..m).for_each(|i| c_row(&mut mm.c, i).copy_from_slice(row)),
+            Start::FirstTerm => {}
+        }
+        return;
+    }
+    // The chains that start from a value start from it in the registers of the first block of
+    // `k` (`start`, a row padded with zeros to whole tiles; +0 for `Start::Zero`), later blocks
+    // from `C`, where the blocks before left them. Not from `C` filled with the start first: that
+    // would write and read back all of `C` once more.
+    let (mut packed_a, mut packed_b) = PACKED.take();
+    let mut start = START.take();
+    start.clear();
     match mm.start {
-        Start::Zero => (0..m).for_each(|i| c_row(&mut mm.c, i).fill(R::ZERO)),
-        Start::Row(row) => (0..m).for_each(|i| c_row(&mut mm.c, i).copy_from_slice(row)),
+        Start::Zero => start.resize(n.next_multiple_of(nr), 0),
+        Start::Row(row) => {
+            start.extend(row.iter().map(|v| v.to_f32().to_bits()));
+            start.resize(n.next_multiple_of(nr), 0);
+        }
         Start::FirstTerm => {}
     }
-    // The buffers are taken out of the thread's slot rather than used inside a closure: the
+    // The buffers are taken out of the thread's slots rather than used inside a closure: the
     // loops below must be compiled into the caller, with its vector instructions.
-    let (mut packed_a, mut packed_b) = PACKED.take();
     for j0 in (0..n).step_by(NC) {
         let cols = j0..(j0 + NC).min(n);
         // The chains cut into blocks of equal length (at most KC): a short last block would
@@ -476,11 +494,16 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
                     pack(&mm.a, rows.clone(), depth.clone(), MR, &mut packed_a);
                     PanelsA::Packed(&packed_a)
                 };
+                let init = match mm.start {
+                    _ if p0 > 0 => Init::Load,
+                    Start::FirstTerm => Init::FirstTerm,
+                    Start::Zero | Start::Row(_) => Init::Start(&start),
+                };
                 let panels = Panels {
                     a,
                     b: &packed_b,
                     depth: depth.len(),
-                    first: p0 == 0 && matches!(mm.start, Start::FirstTerm),
+                    init,
                 };
                 // SAFETY: the caller's promise; the panels hold the blocks packed above.
                 unsafe { panels.tiles::<R, V, MR, NV>(&mut mm.c, rows, cols.clone()) };
@@ -488,6 +511,7 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
         }
     }
     PACKED.set((packed_a, packed_b));
+    START.set(start);
     recompute_nans(&mut mm);
 }
 
@@ -573,12 +597,24 @@ fn put_each<'d, R: Real>(dst: impl Iterator<Item = &'d mut u32>, src: &[R]) {
 }
 
 /// The panels of one block: `A`'s rows by `MR`, `B`'s columns by `NR` (packed), `depth` steps
-/// of the chains; `first` when the block holds the chains' first terms and they start from them.
+/// of the chains, and what the tiles' accumulators start from.
 struct Panels<'p> {
     a: PanelsA<'p>,
     b: &'p [u32],
     depth: usize,
-    first: bool,
+    init: Init<'p>,
+}
+
+/// What a block's accumulators start from.
+#[derive(Clone, Copy)]
+enum Init<'p> {
+    /// `C`: the chains' partial results from the blocks of `k` before.
+    Load,
+    /// The block holds the chains' first terms, and they start from them.
+    FirstTerm,
+    /// The block holds the chains' first terms, and column `j`'s start from `start[j]` (every
+    /// column of the tiles, padded with zeros).
+    Start(&'p [u32]),
 }
 
 /// Where a block's rows of `A` are read from.
@@ -636,21 +672,28 @@ impl Panels<'_> {
                     }
                 };
                 let a = TileA { rows: a, step };
+                // The start row's cells of the tile's columns (whole tiles: padded).
+                let start = match self.init {
+                    Init::Start(row) => row[j..j + nr].as_ptr(),
+                    Init::Load | Init::FirstTerm => core::ptr::null(),
+                };
                 if height == MR && width == nr {
                     // SAFETY: the tile's rows i..i + MR and columns j..j + nr are inside `c`
                     // (checked just above), whose rows are `ldc` cells apart.
-                    unsafe { self.tile::<V, MR, NV>(&a, b, c_ptr.add(c.index(i, j)), ldc) };
+                    unsafe { self.tile::<V, MR, NV>(&a, b, start, c_ptr.add(c.index(i, j)), ldc) };
                 } else {
                     // An edge tile: computed in a buffer of whole tiles, then its cells copied.
                     let mut buf = [0u32; MAX_TILE];
-                    for r in 0..height {
-                        let at = c.index(i + r, j);
-                        for (d, v) in buf[r * nr..][..width].iter_mut().zip(&c.data[at..]) {
-                            *d = v.to_f32().to_bits();
+                    if matches!(self.init, Init::Load) {
+                        for r in 0..height {
+                            let at = c.index(i + r, j);
+                            for (d, v) in buf[r * nr..][..width].iter_mut().zip(&c.data[at..]) {
+                                *d = v.to_f32().to_bits();
+                            }
                         }
                     }
                     // SAFETY: `buf` holds MR rows of `nr` cells (`MR * nr <= MAX_TILE`).
-                    unsafe { self.tile::<V, MR, NV>(&a, b, buf.as_mut_ptr(), nr) };
+                    unsafe { self.tile::<V, MR, NV>(&a, b, start, buf.as_mut_ptr(), nr) };
                     for r in 0..height {
                         let at = c.index(i + r, j);
                         for (d, &v) in c.data[at..at + width].iter_mut().zip(&buf[r * nr..]) {
@@ -663,16 +706,19 @@ impl Panels<'_> {
     }
 
     /// One register tile: `MR x NV` vectors of accumulators, loaded from `c` (or the first
-    /// terms), the block's `depth` steps of every chain added in order, stored back to `c`.
+    /// terms, or the start row), the block's `depth` steps of every chain added in order, stored
+    /// back to `c`.
     ///
     /// # Safety
     /// The CPU has `V`'s features; `a`'s rows hold `depth` steps and `b` holds `depth` steps of
-    /// `NV * LANES` cells; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart.
+    /// `NV * LANES` cells; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart;
+    /// with [`Init::Start`], `start` is valid for `NV * LANES` cells.
     #[inline(always)]
     unsafe fn tile<V: Vector, const MR: usize, const NV: usize>(
         &self,
         a: &TileA<MR>,
         b: &[u32],
+        start: *const u32,
         c: *mut u32,
         ldc: usize,
     ) {
@@ -684,7 +730,16 @@ impl Panels<'_> {
         // tile is MR rows of nr cells, `ldc` apart (the caller's promise).
         let mut acc = [[V::ZERO; NV]; MR];
         let mut bk = [V::ZERO; NV];
-        let from = if self.first {
+        let from = if let Init::Start(_) = self.init {
+            for (v, bv) in bk.iter_mut().enumerate() {
+                // SAFETY: the start row's tile (the caller's promise).
+                *bv = unsafe { V::load(start.add(v * V::LANES)) };
+            }
+            for acc in acc.iter_mut() {
+                *acc = bk;
+            }
+            0
+        } else if let Init::FirstTerm = self.init {
             for (v, bv) in bk.iter_mut().enumerate() {
                 // SAFETY: step 0 of `b` (see above).
                 *bv = unsafe { V::load(b.add(v * V::LANES)) };

@@ -103,25 +103,37 @@ impl Conv {
         y: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
-        let product = |c: &mut [R]| {
-            let a = Matrix::new(cols, rows * p, j);
-            let b = Matrix::new(weights, o, j).t();
-            shared(threads, c, Start::Row(bias), a, b, Order::BA);
-        };
+        let b = Matrix::new(weights, o, j).t();
         if p == 1 {
-            product(&mut y[..rows * o]);
-        } else {
-            let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * o));
-            product(scratch);
-            for s in 0..rows {
-                transpose(
-                    &scratch[s * p * o..][..p * o],
-                    p,
-                    o,
-                    &mut y[s * o * p..][..o * p],
-                );
-            }
+            let a = Matrix::new(cols, rows, j);
+            shared(
+                threads,
+                &mut y[..rows * o],
+                Start::Row(bias),
+                a,
+                b,
+                Order::BA,
+            );
+            return;
         }
+        // Sample by sample (a few at a time, so that each chunk's products are still in the
+        // cache when they are transposed): every output's chain is its own, whatever the chunk.
+        let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * o));
+        by_samples(
+            threads,
+            rows,
+            (p * j * o, p * o.max(j)),
+            (&mut scratch[..], p * o),
+            (&mut y[..rows * o * p], o * p),
+            |samples, scratch, y| {
+                let a = Matrix::new(cols, rows * p, j).rows(samples.start * p..samples.end * p);
+                let c = MatrixMut::new(scratch, samples.len() * p, o);
+                MatMul::new(c, Start::Row(bias), a, b, Order::BA).run();
+                for (from, to) in scratch.chunks_exact(p * o).zip(y.chunks_exact_mut(o * p)) {
+                    transpose(from, p, o, to);
+                }
+            },
+        );
     }
 
     /// The output gradients `g` (channels first, `rows x (out_channels * positions)`) position by
@@ -129,6 +141,7 @@ impl Conv {
     /// Dense).
     pub fn by_position<'a, R: Real>(
         &self,
+        threads: &Threads,
         g: &'a [R],
         rows: usize,
         into: &'a mut Vec<F32>,
@@ -138,14 +151,18 @@ impl Conv {
             return &g[..rows * o];
         }
         let into: &mut [R] = cells_mut(resized(into, rows * p * o));
-        for s in 0..rows {
-            transpose(
-                &g[s * o * p..][..o * p],
-                o,
-                p,
-                &mut into[s * p * o..][..p * o],
-            );
-        }
+        // Only bits move: the samples are shared out among the threads.
+        let parts = threads.parts(rows, p * o);
+        let tasks = split(&g[..rows * o * p], ranges(rows, parts), o * p).zip(split(
+            &mut into[..],
+            ranges(rows, parts),
+            p * o,
+        ));
+        threads.run(tasks, |(g, into)| {
+            for (from, to) in g.chunks_exact(o * p).zip(into.chunks_exact_mut(p * o)) {
+                transpose(from, o, p, to);
+            }
+        });
         into
     }
 
@@ -163,39 +180,47 @@ impl Conv {
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let cells = self.window.input_cells();
-        let product = |c: &mut [R]| {
-            let (a, b) = (Matrix::new(d, rows * p, o), Matrix::new(weights, o, j));
-            shared(threads, c, Start::Zero, a, b, Order::BA);
-        };
+        let b = Matrix::new(weights, o, j);
         if self.columns_are_inputs() {
             // Each cell's one term added to +0 is the term itself: the chain starts from +0, so
             // it is never -0.
-            product(&mut gx[..rows * cells]);
+            let a = Matrix::new(d, rows, o);
+            shared(
+                threads,
+                &mut gx[..rows * cells],
+                Start::Zero,
+                a,
+                b,
+                Order::BA,
+            );
             return;
         }
         let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * j));
-        product(scratch);
-        // Each cell's sum from +0 over the positions whose window holds it, in order: the
-        // table is walked position by position.
         let table = self.window.gather_table();
-        // Each sample's cells are its own: the samples are shared out among the threads.
-        let parts = threads.parts(rows, p * j);
-        let tasks = split(&mut gx[..rows * cells], ranges(rows, parts), cells).zip(split(
-            &scratch[..],
-            ranges(rows, parts),
-            p * j,
-        ));
-        threads.run(tasks, |(gx, scratch)| {
-            let _env = R::environment();
-            gx.fill(R::ZERO);
-            for (sample, h) in gx.chunks_exact_mut(cells).zip(scratch.chunks_exact(p * j)) {
-                for (&i, &h) in table.iter().zip(h) {
-                    if i != PADDING {
-                        sample[i as usize] = sample[i as usize] + h;
+        // Sample by sample (a few at a time, so that each chunk's column gradients are still in
+        // the cache when they are added up); each sample's cells are its own.
+        by_samples(
+            threads,
+            rows,
+            (p * j * o, p * j),
+            (&mut scratch[..], p * j),
+            (&mut gx[..rows * cells], cells),
+            |samples, scratch, gx| {
+                let a = Matrix::new(d, rows * p, o).rows(samples.start * p..samples.end * p);
+                let c = MatrixMut::new(scratch, samples.len() * p, j);
+                MatMul::new(c, Start::Zero, a, b, Order::BA).run();
+                // Each cell's sum from +0 over the positions whose window holds it, in order:
+                // the table is walked position by position.
+                gx.fill(R::ZERO);
+                for (sample, h) in gx.chunks_exact_mut(cells).zip(scratch.chunks_exact(p * j)) {
+                    for (&i, &h) in table.iter().zip(h) {
+                        if i != PADDING {
+                            sample[i as usize] = sample[i as usize] + h;
+                        }
                     }
                 }
-            }
-        });
+            },
+        );
     }
 
     /// The block gradients of `rows` samples: `gw[o, j]` the chain over the block's samples and
@@ -213,7 +238,7 @@ impl Conv {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let n = rows * p;
         let (a, b) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
-        shared(threads, gw, Start::FirstTerm, a, b, Order::AB);
+        shared_columns(threads, gw, a, b, Order::AB);
         gb.copy_from_slice(&d[..o]);
         for r in 1..n {
             R::add_assign(gb, &d[r * o..][..o]);
@@ -239,6 +264,72 @@ fn shared<R: Real>(
         let _env = R::environment();
         let part = MatrixMut::new(c, range.len(), cols);
         MatMul::new(part, start, a.rows(range), b, order).run();
+    });
+}
+
+/// `c = a b` from the first term with `c`'s columns shared out among `threads`, for the weight
+/// gradients: their long chains run over the block's positions, and `b` (the columns) is the
+/// large operand, which each part then packs only its own columns of (split by rows, every
+/// part would pack all of it). Every element's chain is still one thread's, in order.
+fn shared_columns<R: Real>(
+    threads: &Threads,
+    c: &mut [R],
+    a: Matrix<'_, R>,
+    b: Matrix<'_, R>,
+    order: Order,
+) {
+    let ((rows, k), (_, cols)) = (a.shape(), b.shape());
+    let parts = threads.parts(cols, k * rows);
+    if parts == 1 {
+        return shared(threads, c, Start::FirstTerm, a, b, order);
+    }
+    // Each part's columns in a buffer of its own (a part's cells of `c` are not contiguous),
+    // copied into `c` after.
+    let mut out: Vec<Vec<R>> = ranges(cols, parts)
+        .map(|r| vec![R::ZERO; rows * r.len()])
+        .collect();
+    threads.run(ranges(cols, parts).zip(out.iter_mut()), |(range, out)| {
+        let _env = R::environment();
+        let part = MatrixMut::new(out, rows, range.len());
+        MatMul::new(part, Start::FirstTerm, a, b.t().rows(range).t(), order).run();
+    });
+    for (range, out) in ranges(cols, parts).zip(&out) {
+        for (i, row) in out.chunks_exact(range.len()).enumerate() {
+            c[i * cols + range.start..][..range.len()].copy_from_slice(row);
+        }
+    }
+}
+
+/// Most cells a chunk of samples gives [`by_samples`]' task at a time: about a quarter of a
+/// core's L2 cache, so that what a product writes is still there when it is read back.
+const CHUNK_CELLS: usize = 1 << 15;
+
+/// Runs `task(samples, scratch, out)` over the `rows` samples in chunks of a few (contiguous,
+/// in order), the chunks shared out among `threads`: `scratch` and `out` are the chunk's cells
+/// of the two buffers (`width` cells per sample each). `work` is a sample's multiply-adds (how
+/// the samples are shared out) and the cells it touches (how many make a chunk). Every sample's
+/// results are its own, so neither the chunks nor the threads change a bit.
+fn by_samples<R: Real>(
+    threads: &Threads,
+    rows: usize,
+    (work, touched): (usize, usize),
+    (scratch, scratch_width): (&mut [R], usize),
+    (out, out_width): (&mut [R], usize),
+    task: impl Fn(core::ops::Range<usize>, &mut [R], &mut [R]) + Sync,
+) {
+    let chunk = (CHUNK_CELLS / touched.max(1)).max(1);
+    let parts = threads.parts(rows, work);
+    let tasks = ranges(rows, parts)
+        .zip(split(scratch, ranges(rows, parts), scratch_width))
+        .zip(split(out, ranges(rows, parts), out_width));
+    threads.run(tasks, |((range, scratch), out)| {
+        let _env = R::environment();
+        let chunks = scratch
+            .chunks_mut(chunk * scratch_width)
+            .zip(out.chunks_mut(chunk * out_width));
+        for (start, (scratch, out)) in range.clone().step_by(chunk).zip(chunks) {
+            task(start..(start + chunk).min(range.end), scratch, out);
+        }
     });
 }
 

@@ -8,6 +8,7 @@ use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
+use core::ops::Range;
 
 /// Training (batch statistics, dropout masks of this step) or evaluation mode (section 15.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +55,36 @@ pub struct Saved {
     /// A convolution's output gradients position by position.
     by_position: Vec<F32>,
     scratch: Vec<F32>,
+}
+
+/// About how many multiply-adds one cell's `exp` (Tanh, Sigmoid) or dropout mask costs: how
+/// [`by_samples`] weighs those layers' samples against a thread's worth of work.
+const EXP_WORK: usize = 16;
+const MASK_WORK: usize = 8;
+
+/// Runs `task(samples, out)` with `out` the samples' cells of `out` (`width` each), the `rows`
+/// samples shared out among `threads` (`work` multiply-adds or so each). A layer that acts on
+/// each sample alone computes every cell the same way in any part: the bits do not depend on
+/// the count.
+fn by_samples<R: Real>(
+    threads: &Threads,
+    rows: usize,
+    work: usize,
+    (out, width): (&mut [R], usize),
+    task: impl Fn(Range<usize>, &mut [R]) + Sync,
+) {
+    let parts = threads.parts(rows, work);
+    let tasks =
+        ranges(rows, parts).zip(split(&mut out[..rows * width], ranges(rows, parts), width));
+    threads.run(tasks, |(r, out)| {
+        let _env = R::environment();
+        task(r, out);
+    });
+}
+
+/// The cells of samples `r` in `v` (`width` each).
+fn of<'v, T>(v: &'v [T], r: &Range<usize>, width: usize) -> &'v [T] {
+    &v[r.start * width..r.end * width]
 }
 
 fn grow(v: &mut Vec<F32>, n: usize) -> &mut [F32] {
@@ -118,26 +149,44 @@ impl Layer {
                     pool::max_forward(w, x, range.len(), y, chosen);
                 });
             }
-            Op::AvgPool(w) => pool::avg_forward(w, x, rows, y),
+            Op::AvgPool(w) => {
+                let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
+                by_samples(threads, rows, cells_in, (y, cells_out), |r, y| {
+                    pool::avg_forward(w, of(x, &r, cells_in), r.len(), y);
+                });
+            }
             Op::Reshape => y.copy_from_slice(x),
             Op::ReLU => {
-                y.copy_from_slice(x);
-                math.zero_where_not_positive(x, y);
+                let n = self.input_cells();
+                by_samples(threads, rows, n, (y, n), |r, y| {
+                    let x = of(x, &r, n);
+                    y.copy_from_slice(x);
+                    math.zero_where_not_positive(x, y);
+                });
             }
-            Op::Tanh => pointwise::tanh(math, x, y),
-            Op::Sigmoid => pointwise::sigmoid(math, x, y),
+            Op::Tanh => {
+                let n = self.input_cells();
+                by_samples(threads, rows, n * EXP_WORK, (y, n), |r, y| {
+                    pointwise::tanh(math, of(x, &r, n), y);
+                });
+            }
+            Op::Sigmoid => {
+                let n = self.input_cells();
+                by_samples(threads, rows, n * EXP_WORK, (y, n), |r, y| {
+                    pointwise::sigmoid(math, of(x, &r, n), y);
+                });
+            }
             Op::Dropout { p } => match mode {
                 Mode::Train {
                     seed,
                     step,
                     first_sample,
                 } => {
-                    Dropout::<R>::new(*p, seed, step, self.position).forward(
-                        first_sample,
-                        self.input_cells(),
-                        x,
-                        y,
-                    );
+                    let dropout = Dropout::<R>::new(*p, seed, step, self.position);
+                    let n = self.input_cells();
+                    by_samples(threads, rows, n * MASK_WORK, (y, n), |r, y| {
+                        dropout.forward(first_sample + r.start, n, of(x, &r, n), y);
+                    });
                 }
                 Mode::Eval => y.copy_from_slice(x),
             },
@@ -203,7 +252,7 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
-                let d = conv.by_position(g, rows, &mut saved.by_position);
+                let d = conv.by_position(threads, g, rows, &mut saved.by_position);
                 if let Some((gw, gb)) = grads {
                     let cols = conv.kept_columns(x, rows, &saved.cells);
                     conv.block_gradient(threads, d, cols, rows, cells_mut(gw), cells_mut(gb));
@@ -214,12 +263,20 @@ impl Layer {
             }
             Op::MaxPool(w) => {
                 if let Some(gx) = gx {
-                    pool::max_backward(w, g, &saved.chosen, rows, gx);
+                    let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
+                    let chosen = &saved.chosen[..n_out];
+                    by_samples(threads, rows, cells_in, (gx, cells_in), |r, gx| {
+                        let (g, chosen) = (of(g, &r, cells_out), of(chosen, &r, cells_out));
+                        pool::max_backward(w, g, chosen, r.len(), gx);
+                    });
                 }
             }
             Op::AvgPool(w) => {
                 if let Some(gx) = gx {
-                    pool::avg_backward(w, g, rows, gx);
+                    let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
+                    by_samples(threads, rows, cells_in, (gx, cells_in), |r, gx| {
+                        pool::avg_backward(w, of(g, &r, cells_out), r.len(), gx);
+                    });
                 }
             }
             Op::Reshape => {
@@ -229,18 +286,27 @@ impl Layer {
             }
             Op::ReLU => {
                 if let Some(gx) = gx {
-                    gx.copy_from_slice(g);
-                    math.zero_where_not_positive(x, gx);
+                    let n = self.input_cells();
+                    by_samples(threads, rows, n, (gx, n), |r, gx| {
+                        gx.copy_from_slice(of(g, &r, n));
+                        math.zero_where_not_positive(of(x, &r, n), gx);
+                    });
                 }
             }
             Op::Tanh => {
                 if let Some(gx) = gx {
-                    pointwise::tanh_backward(g, y, gx);
+                    let n = self.input_cells();
+                    by_samples(threads, rows, n, (gx, n), |r, gx| {
+                        pointwise::tanh_backward(of(g, &r, n), of(y, &r, n), gx);
+                    });
                 }
             }
             Op::Sigmoid => {
                 if let Some(gx) = gx {
-                    pointwise::sigmoid_backward(g, y, gx);
+                    let n = self.input_cells();
+                    by_samples(threads, rows, n, (gx, n), |r, gx| {
+                        pointwise::sigmoid_backward(of(g, &r, n), of(y, &r, n), gx);
+                    });
                 }
             }
             Op::Dropout { p } => {
@@ -253,12 +319,11 @@ impl Layer {
                     },
                 ) = (gx, mode)
                 {
-                    Dropout::<R>::new(*p, seed, step, self.position).backward(
-                        first_sample,
-                        self.input_cells(),
-                        g,
-                        gx,
-                    );
+                    let dropout = Dropout::<R>::new(*p, seed, step, self.position);
+                    let n = self.input_cells();
+                    by_samples(threads, rows, n * MASK_WORK, (gx, n), |r, gx| {
+                        dropout.backward(first_sample + r.start, n, of(g, &r, n), gx);
+                    });
                 }
             }
             Op::BatchNorm(bn) => {
