@@ -39,7 +39,7 @@ def test_a_manifest_written_by_its_class_reads_back_with_every_key(tmp_path: Pat
     # Every key of docs/RUNS.md's manifest, with the values given.
     assert set(read.document) == {
         "format", "nxrs_version", "started", "updated", "state", "config", "data", "plan",
-        "progress", "events", "command",
+        "progress", "events", "command", "cwd",
     }  # fmt: skip
     assert read.document["format"] == "nxrs-run/1"
     assert read.document["state"] == "stopped"
@@ -47,6 +47,7 @@ def test_a_manifest_written_by_its_class_reads_back_with_every_key(tmp_path: Pat
                                      "file": source}  # fmt: skip
     assert read.document["plan"] == {"epochs": 3, "steps_per_epoch": 5, "steps": 15}
     assert read.document["command"] == ["nxrs", "train"]
+    assert read.document["cwd"] == os.getcwd()
     assert read.document["progress"]["checkpoint"] == "step-000000000000.nxck"
     assert [e["event"] for e in read.document["events"]] == ["start", "stop"]
     assert read.describe_end() == "stopped (SIGTERM)"
