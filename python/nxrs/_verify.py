@@ -276,6 +276,49 @@ def verify(
         notes.append(f"the manifest cannot be read: {err}")
 
     # --- 2. the checkpoints
+    checkpoints, trusted, run_config, checkpoint_failures = _check_checkpoints(
+        directory, entries, manifest
+    )
+    failures += checkpoint_failures
+
+    # --- 3. the data
+    run_data, source = _run_data(directory, manifest, x, y, validation_data, test_data, data)
+    data_report, data_failures = _check_data(entries, run_data, run_config, source)
+    failures += data_failures
+
+    # --- 4. the segments
+    pairs = _pick(len(entries), chosen_k, seed)
+    segment_results = _check_segments(
+        entries, pairs, trusted, run_config, run_data,
+        _Replays(engine, workers, per_replay, progress),
+    )  # fmt: skip
+    for r in segment_results:
+        # Segments replayed from one pruned start share what they pass on the way: a state
+        # that differs there is one failure, however many segments met it.
+        if r.status == "failed" and r.difference not in failures:
+            failures.append(r.difference or "")
+    return VerifyReport(
+        ok=not failures,
+        run_dir=str(directory),
+        entries=len(entries),
+        checkpoints=checkpoints,
+        segments=segment_results,
+        failures=failures,
+        first_failure=failures[0] if failures else None,
+        data=data_report,
+        seconds=time.perf_counter() - began,
+        chosen="all" if chosen_k is None else f"{chosen_k} at random (seed {seed}) and the last",
+        notes=notes,
+    )
+
+
+def _check_checkpoints(
+    directory: Path, entries: list[dict[str, Any]], manifest: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[int, Path], dict[str, Any] | None, list[str]]:
+    """Check 2: every checkpoint file against its entry (configuration, then state digest),
+    and the final model's file kept. Returns the rows of the report, the entries whose files
+    passed (a replay may start there), the run's configuration and the failures."""
+    failures: list[str] = []
     files = list_checkpoints(directory)
     # Each file read once, one at a time (a run's checkpoints may not all fit in memory).
     loaded: dict[str, tuple[dict[str, Any], str, str]] = {}
@@ -324,34 +367,67 @@ def verify(
                 f"the final model {last['checkpoint']} (entry {len(entries) - 1}, step "
                 f"{last['step']}) is missing"
             )
-    loaded.clear()
+    return checkpoints, trusted, run_config, failures
 
-    # --- 3. the data
+
+def _run_data(
+    directory: Path,
+    manifest: dict[str, Any] | None,
+    x: npt.ArrayLike | None,
+    y: npt.ArrayLike | None,
+    validation_data: Pair | None,
+    test_data: Pair | None,
+    data: str | os.PathLike[str] | None,
+) -> tuple[RunData, str]:
+    """The data to check and replay on, and where it came from: given (``x``, ``y``, ...), or
+    read again as the ``nxrs train`` command the manifest records did."""
     if x is not None and y is not None:
-        run_data = RunData(x, y, validation=validation_data, test=test_data)
-        source = "given"
-    else:
-        command = None if manifest is None else manifest.get("command")
-        if command is None:
-            raise MismatchError(
-                f"{directory} was not written by 'nxrs train' (its manifest records no command): "
-                "give the run's data (x, y)"
-            )
-        run_data = RunData.of_command(
-            list(command),
-            data=None if data is None else os.fspath(data),
-            cwd=manifest.get("cwd") if manifest is not None else None,
+        return RunData(x, y, validation=validation_data, test=test_data), "given"
+    command = None if manifest is None else manifest.get("command")
+    if manifest is None or command is None:
+        raise MismatchError(
+            f"{directory} was not written by 'nxrs train' (its manifest records no command): "
+            "give the run's data (x, y)"
         )
-        source = "command"
-    data_report, data_failures = _check_data(entries, run_data, run_config, source)
-    failures += data_failures
+    run_data = RunData.of_command(
+        list(command), data=None if data is None else os.fspath(data), cwd=manifest.get("cwd")
+    )
+    return run_data, "command"
 
-    # --- 4. the segments
-    n = len(entries)
+
+def _pick(n: int, chosen_k: int | None, seed: int) -> list[int]:
+    """The segments (by their first entry) of a transcript of ``n`` entries to replay: all
+    (``chosen_k`` None), or ``chosen_k`` chosen by ``seed`` among all but the last, and the
+    last."""
     pairs = list(range(n - 1))
     if chosen_k is not None and chosen_k < len(pairs) - 1:
         picked = random.Random(seed).sample(pairs[:-1], chosen_k)
         pairs = [*sorted(picked), pairs[-1]]
+    return pairs
+
+
+@dataclass(frozen=True)
+class _Replays:
+    """How the replays run: ``engine``, ``workers`` at a time, ``threads`` each, a progress
+    bar or not."""
+
+    engine: str
+    workers: int | None
+    threads: int
+    progress: bool | None
+
+
+def _check_segments(
+    entries: list[dict[str, Any]],
+    pairs: list[int],
+    trusted: dict[int, Path],
+    run_config: dict[str, Any] | None,
+    run_data: RunData,
+    how: _Replays,
+) -> list[SegmentResult]:
+    """Check 4: the segments ``pairs`` replayed from their nearest trusted state (segments
+    sharing one share its replay), each entry's digest compared on the way."""
+    n = len(entries)
     start_digest_ok = (
         n > 0
         and entries[0]["event"] == "start"
@@ -380,9 +456,10 @@ def verify(
         targets = [
             (k, entries[k]["step"], entries[k]["state_digest"]) for k in range(base + 1, end + 1)
         ]
-        jobs.append(_Job(starts, origin, base, entries[base]["state_digest"], targets, per_replay))
+        jobs.append(_Job(starts, origin, base, entries[base]["state_digest"], targets, how.threads))
 
-    for outcome in _run_jobs(jobs, run_data, engine, workers, per_replay, progress):
+    outcomes = _run_jobs(jobs, run_data, how.engine, how.workers, how.threads, how.progress)
+    for outcome in outcomes:
         for i in outcome.job.segments:
             result = results[i]
             base_step = entries[outcome.job.base_entry]["step"]
@@ -401,25 +478,7 @@ def verify(
             else:
                 result.steps = entries[outcome.mismatch]["step"] - base_step
                 result.difference = _describe_mismatch(outcome, entries, trusted)
-    segment_results = [results[i] for i in pairs]
-    for r in segment_results:
-        # Segments replayed from one pruned start share what they pass on the way: a state
-        # that differs there is one failure, however many segments met it.
-        if r.status == "failed" and r.difference not in failures:
-            failures.append(r.difference or "")
-    return VerifyReport(
-        ok=not failures,
-        run_dir=str(directory),
-        entries=n,
-        checkpoints=checkpoints,
-        segments=segment_results,
-        failures=failures,
-        first_failure=failures[0] if failures else None,
-        data=data_report,
-        seconds=time.perf_counter() - began,
-        chosen="all" if chosen_k is None else f"{chosen_k} at random (seed {seed}) and the last",
-        notes=notes,
-    )
+    return [results[i] for i in pairs]
 
 
 def _read_chain(directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
