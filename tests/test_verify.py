@@ -22,6 +22,7 @@ import nxck_edit
 import pytest
 
 import nxrs
+import nxrs._transcript
 import nxrs._verify
 from nxrs._transcript import TRANSCRIPT_NAME
 from nxrs.cli import main
@@ -398,3 +399,21 @@ def test_a_layer_model_run_verifies_and_a_flipped_running_statistic_is_named(
     middle.write_bytes(nxck_edit.flip_tensor_bit(middle.read_bytes(), "var2", 1))
     report = nxrs.verify(run, x, y, segments="all")
     assert report.first_failure == f"checkpoint {middle.name} differs from its entry 3"
+
+
+def test_a_run_written_by_another_version_verifies_with_a_note(tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((40, 6)).astype(np.float32), rng.integers(0, 2, 40)
+    nxrs.Trainer(layers=[6, 4, 2], batch_size=8).fit(x, y, 2, checkpoint=run, every=5)
+    path = run / TRANSCRIPT_NAME
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    previous = None
+    for entry in entries:  # rewritten as nxrs 0.0.9 would have written them, chain and all
+        entry.update(nxrs_version="0.0.9", prev=previous)
+        entry["digest"] = nxrs._transcript.entry_digest(entry)
+        previous = entry["digest"]
+    path.write_text("".join(nxrs._transcript.canonical(e).decode() + "\n" for e in entries))
+    report = nxrs.verify(run, x, y, segments="all")
+    assert report.ok, report.first_failure
+    assert any("written by nxrs 0.0.9" in note for note in report.notes)

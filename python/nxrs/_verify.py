@@ -35,7 +35,7 @@ from nxrs._checks import count, flag, optional_count
 from nxrs._config import config_diff
 from nxrs._fit import check_engine
 from nxrs._manager import list_checkpoints
-from nxrs._nxrs import CheckpointError, ConfigError, InputError, MismatchError
+from nxrs._nxrs import CheckpointError, ConfigError, InputError, MismatchError, __version__
 from nxrs._replay import RunData, first_difference, replay
 from nxrs._rundir import ManifestError, RunDirectory
 from nxrs._trainer import Trainer
@@ -274,6 +274,14 @@ def verify(
     except ManifestError as err:
         manifest = None
         notes.append(f"the manifest cannot be read: {err}")
+
+    others = sorted({str(e.get("nxrs_version")) for e in entries} - {__version__})
+    if others:
+        # Replays agree across versions as long as docs/TRAINING.md's definition is the same.
+        notes.append(
+            f"the run was written by nxrs {', '.join(others)}; this is nxrs {__version__}: a "
+            "version that changed the training definition replays to other states"
+        )
 
     # --- 2. the checkpoints
     checkpoints, trusted, run_config, checkpoint_failures = _check_checkpoints(
