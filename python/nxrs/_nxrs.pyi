@@ -30,6 +30,7 @@ __all__ = [
     "_Trainer",
     "__version__",
     "_config_differences",
+    "_data_digest",
     "_layer_table",
     "checkpoint_format",
     "clip",
