@@ -236,6 +236,9 @@ class _Trainer:
     def to_bytes(self) -> bytes:
         """The whole state as the bytes of an NXCK v2 file, as ``save`` writes it (no
         metadata): for pickling and sending. ``Trainer.from_bytes`` reads them back."""
+    def _snapshot(self) -> _Snapshot:
+        """A copy of the whole state (no working memory), taken with the GIL released, for a
+        save in the background (``fit(async_save=True)``)."""
     @classmethod
     def from_bytes(
         cls,
@@ -403,6 +406,26 @@ class RunChunk:
     def last_loss(self) -> float | None: ...
 
 @disjoint_base
+@final
+class _Snapshot:
+    """A copy of a trainer's configuration and state (``Trainer._snapshot``), immutable; its
+    methods release the GIL."""
+
+    def save(self, path: StrOrBytesPath, *, metadata: Sequence[tuple[str, str]]) -> None:
+        """Writes the copy as ``Trainer.save(path, metadata=...)`` would have written the
+        trainer when it was taken: the same bytes, crash-safely."""
+    def state_digest(self) -> str:
+        """``Trainer.state_digest()`` of the trainer when the copy was taken."""
+    @property
+    def steps(self) -> int:
+        """Optimiser steps taken when the copy was taken."""
+    @property
+    def epoch(self) -> int:
+        """Completed epochs when the copy was taken."""
+    @property
+    def batch(self) -> int:
+        """Batches of the current epoch done when the copy was taken."""
+
 class _Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
     """The compiled checkpoint: ``nxrs.Checkpoint`` (``python/nxrs/_checkpoint.py``, which
     documents it) subclasses it, adding no slots, and adds ``to_trainer``. A read-only mapping

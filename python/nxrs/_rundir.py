@@ -42,7 +42,7 @@ from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
-from nxrs._transcript import TRANSCRIPT_TEMP
+from nxrs._transcript import TRANSCRIPT_TEMP, SavedStateLike
 
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
@@ -471,7 +471,7 @@ class RunManifest:
             return f"failed ({last.get('error', 'error')})"
         return "unclean (no stop recorded: killed or crashed)"
 
-    def checkpointed(self, trainer: Trainer, checkpoint: Path) -> None:
+    def checkpointed(self, trainer: SavedStateLike, checkpoint: Path) -> None:
         """Records ``checkpoint`` as the newest holding the run's state (``trainer``'s)."""
         self.document["progress"] = {
             "step": trainer.steps,

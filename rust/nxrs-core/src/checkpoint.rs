@@ -4,7 +4,9 @@
 
 use crate::config::TrainerConfig;
 use crate::error::{clip, Error, Result};
+use crate::digest;
 use crate::mlp::Layer;
+use crate::model::Model;
 use crate::nxck::v2::direct::{self, Contents, Loaded};
 use crate::nxck::v2::{Checkpoint, Header, Verify};
 use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
@@ -16,10 +18,15 @@ use std::path::Path;
 
 /// What a checkpoint of `trainer` holds: its configuration, scalars and tensors (borrowed).
 pub fn record(trainer: &Trainer) -> Record<'_> {
-    let state = trainer.state();
-    let layout = TrainState::layout(trainer.model(), state.v.len() == state.params.len());
+    record_of(trainer.config(), trainer.model(), trainer.state())
+}
+
+/// What a checkpoint of `state` (of a trainer configured as `config`, whose model is `model`)
+/// holds: [`record`] of a trainer, or of a [`Snapshot`].
+fn record_of<'a>(config: &TrainerConfig, model: &Model, state: &'a TrainState) -> Record<'a> {
+    let layout = TrainState::layout(model, state.v.len() == state.params.len());
     Record {
-        config: trainer.config().to_json(),
+        config: config.to_json(),
         scalars: SCALAR_NAMES.into_iter().zip(state.scalars()).collect(),
         tensors: layout
             .into_iter()
@@ -51,6 +58,51 @@ pub fn save_with_metadata(
     match format {
         Format::V1 => v1::save(&record, path),
         Format::V2 => v2::save(&record, path),
+    }
+}
+
+/// A copy of a trainer's configuration and state, taken at a step boundary, that a save in the
+/// background writes while the trainer goes on (`fit(async_save=True)`). It holds only what a
+/// checkpoint holds (no working memory), so it costs one copy of the state; it is written by
+/// the same writer as [`save_with_metadata`] (same bytes, same crash safety) and digested as
+/// [`Trainer::state_digest`] digests the trainer it was taken from.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    config: TrainerConfig,
+    model: Model,
+    state: TrainState,
+}
+
+impl Snapshot {
+    /// The copy of `trainer`'s state (and its configuration and model, which are small).
+    pub fn of(trainer: &Trainer) -> Snapshot {
+        Snapshot {
+            config: trainer.config().clone(),
+            model: trainer.model().clone(),
+            state: trainer.state().clone(),
+        }
+    }
+
+    /// The state copied.
+    pub fn state(&self) -> &TrainState {
+        &self.state
+    }
+
+    /// Saves the copy as a v2 file with `metadata`, crash-safely: the bytes
+    /// [`save_with_metadata`] writes for the trainer it was taken from.
+    pub fn save(&self, path: &Path, metadata: Vec<(String, String)>) -> Result<()> {
+        let record = Record {
+            metadata,
+            ..record_of(&self.config, &self.model, &self.state)
+        };
+        v2::save(&record, path)
+    }
+
+    /// [`Trainer::state_digest`] of the trainer it was taken from, at that moment.
+    pub fn state_digest(&self) -> digest::Digest {
+        let second_moments = self.config.optimizer.kind.has_second_moments();
+        let layout = TrainState::layout(&self.model, second_moments);
+        digest::state_digest(&self.config, &layout, &self.state)
     }
 }
 
