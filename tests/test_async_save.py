@@ -116,7 +116,7 @@ def test_nxrs_train_async_gives_the_same_bits(tmp_path: Path) -> None:
         outputs[name] = json.loads(run.stdout)
     assert outputs["async"]["state_hash"] == outputs["sync"]["state_hash"]
     assert checkpoints(tmp_path / "async") == checkpoints(tmp_path / "sync")
-    assert len(checkpoints(tmp_path / "sync")) == 9  # 75 steps: 7, 14, ..., 70, and 75
+    assert len(checkpoints(tmp_path / "sync")) == 11  # 75 steps: 7, 14, ..., 70, and 75
     assert digests(tmp_path / "async") == digests(tmp_path / "sync")
     assert manifest(tmp_path / "async")["command"][-1] == "--async-save"
 
@@ -193,7 +193,7 @@ def test_a_kill_before_the_write_loses_only_that_checkpoint(
         time.sleep(0.2)  # training goes on to the next save point, which waits
     finally:
         child.kill()
-        child.wait()
+        child.communicate()
     assert list(checkpoints(directory)) == ["step-000000000010.nxck"]
     assert [e["step"] for e in transcript(directory)] == [0, 10]
     assert manifest(directory)["progress"]["step"] == 10
@@ -312,3 +312,54 @@ def test_threads_left_behind_none(data: tuple[np.ndarray, np.ndarray], tmp_path:
     """fit returns only once the background writer is gone (it never outlives the lock)."""
     fit(tmp_path / "run", data, async_save=True)
     assert not [t for t in threading.enumerate() if t.name == "nxrs-async-save"]
+
+
+class _HeldAfterStep10(nxrs.Trainer):
+    """A trainer whose chunks after step 10 return only once ``flagged`` is set: the stop is
+    seen at the step boundary after the save of step 10 started, while it is still in flight."""
+
+    __slots__ = ()
+    flagged = threading.Event()
+
+    def _run(self, *args: Any, **kw: Any) -> Any:
+        chunk = super()._run(*args, **kw)
+        if self.steps > EVERY:
+            assert self.flagged.wait(30)
+        return chunk
+
+
+def test_a_stop_waits_for_the_save_in_flight_then_saves_its_step(
+    data: tuple[np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    """The stop (here its flag, set while the save of step 10 is being written) waits for
+    that save, counts it, then saves the step it stopped at: both checkpoints, in order."""
+    from nxrs._signals import StopFlag
+
+    stop = StopFlag()
+    _HeldAfterStep10.flagged.clear()
+    writes: list[int] = []
+
+    def slow(path: Path) -> None:
+        if path.name == "step-000000000010.nxck":
+            deadline = time.monotonic() + 30
+            while t.steps <= EVERY and time.monotonic() < deadline:
+                time.sleep(0.001)  # the training thread is past the save point, held
+            stop.signum = signal.SIGTERM
+            _HeldAfterStep10.flagged.set()
+            time.sleep(0.5)  # still in flight when the training thread sees the stop
+        writes.append(int(path.stem.split("-")[1]))
+
+    _async_save._before_write = slow
+    directory = tmp_path / "run"
+    t = _HeldAfterStep10(layers=LAYERS, batch_size=8, lr=0.01, seed=5)
+    with pytest.raises(nxrs.RunStopped) as stopped:
+        t.fit(*data, epochs=EPOCHS, checkpoint=directory, every=EVERY, async_save=True,
+              progress=False, _stop=stop)  # fmt: skip
+    step = stopped.value.step
+    assert 10 < step <= 20 and writes == [10]
+    name = f"step-{step:012d}.nxck"
+    assert list(checkpoints(directory)) == ["step-000000000010.nxck", name]
+    assert [e["step"] for e in transcript(directory)] == [0, 10, step]
+    check_chain(directory)
+    document = manifest(directory)
+    assert (document["state"], document["progress"]["checkpoint"]) == ("stopped", name)
