@@ -85,15 +85,24 @@ class SaveInFlight:
     saved: SavedState | None = None
     warnings: list[str] = field(default_factory=list)
     thread: threading.Thread | None = None
+    #: The copy: once the writer has finished, its memory can hold the next one (``start``).
+    snapshot: _Snapshot | None = None
 
     @classmethod
     def start(
-        cls, trainer: Trainer, path: Path, metadata: Mapping[str, str], write: Write
+        cls,
+        trainer: Trainer,
+        path: Path,
+        metadata: Mapping[str, str],
+        write: Write,
+        spare: _Snapshot | None = None,
     ) -> SaveInFlight:
-        """Copies ``trainer``'s state now (the GIL released) and starts writing it to
-        ``path`` in a background thread; the trainer may change as soon as this returns."""
-        snapshot = trainer._snapshot()
+        """Copies ``trainer``'s state now (the GIL released; into ``spare``'s memory, a
+        finished save's copy, when given) and starts writing it to ``path`` in a background
+        thread; the trainer may change as soon as this returns."""
+        snapshot = trainer._snapshot(spare)
         job = cls(path, snapshot.steps, snapshot.epoch, snapshot.batch, trainer.config_digest())
+        job.snapshot = snapshot
         # Not a daemon: the interpreter waits for a write under way rather than cutting it
         # (fit itself always waits for it before returning).
         job.thread = threading.Thread(
@@ -111,8 +120,6 @@ class SaveInFlight:
             self.saved = SavedState(self.steps, self.epoch, self.batch, digest, self.config_digest)
         except BaseException as err:  # handed to the training thread, which decides
             self.error = err
-        # The copy is freed when this returns (the thread drops its arguments then), not when
-        # the training thread looks.
 
     def done(self) -> bool:
         """Whether the writer has finished (then ``error`` or ``saved`` tells how)."""

@@ -46,7 +46,7 @@ from nxrs._transcript import DataDigests, Transcript
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
-    from nxrs._nxrs import Dataset, RunChunk
+    from nxrs._nxrs import Dataset, RunChunk, _Snapshot
     from nxrs._trainer import Trainer
 
 __all__ = ["History", "NothingToTrainWarning", "fit"]
@@ -207,6 +207,8 @@ class _Session:
         self.saved_step: int | None = None
         #: The periodic save being written in the background (async_save), at most one.
         self.in_flight: SaveInFlight | None = None
+        #: The previous background save's copy, whose memory the next one reuses.
+        self.spare: _Snapshot | None = None
         self.transcript = Transcript(run.directory)
         self.data_digests = _data_digests(trainer, data, options)
 
@@ -352,9 +354,10 @@ class _Session:
         if self.saved_step == t.steps:
             return done
         if self.options.async_save and not final:
-            self.in_flight = SaveInFlight.start(
-                t, self.manager.path_for(t.steps), self.metadata, local_write(self.manager)
-            )
+            path = self.manager.path_for(t.steps)
+            write = local_write(self.manager)
+            spare, self.spare = self.spare, None
+            self.in_flight = SaveInFlight.start(t, path, self.metadata, write, spare)
             return done
         try:
             path = self.manager.save(t, t.steps, metadata=self.metadata)
@@ -402,6 +405,7 @@ class _Session:
         periodic save is."""
         job, self.in_flight = self.in_flight, None
         assert job is not None and job.done()
+        self.spare, job.snapshot = job.snapshot, None
         for message in job.warnings:
             warnings.warn(message, CorruptCheckpointWarning, stacklevel=2)
         if job.error is not None:

@@ -236,9 +236,10 @@ class _Trainer:
     def to_bytes(self) -> bytes:
         """The whole state as the bytes of an NXCK v2 file, as ``save`` writes it (no
         metadata): for pickling and sending. ``Trainer.from_bytes`` reads them back."""
-    def _snapshot(self) -> _Snapshot:
+    def _snapshot(self, into: _Snapshot | None = None) -> _Snapshot:
         """A copy of the whole state (no working memory), taken with the GIL released, for a
-        save in the background (``fit(async_save=True)``)."""
+        save in the background (``fit(async_save=True)``): a new one, or ``into`` refilled in
+        its own memory (returned; nothing may be using it)."""
     @classmethod
     def from_bytes(
         cls,

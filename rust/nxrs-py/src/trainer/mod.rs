@@ -589,9 +589,22 @@ impl PyTrainer {
     }
 
     /// A copy of the whole state (no working memory), taken with the GIL released, for a save
-    /// in the background (`fit(async_save=True)`; `nxrs._nxrs._Snapshot`).
-    fn _snapshot(&self, py: Python<'_>) -> PySnapshot {
-        PySnapshot::new(self.compute(py, Snapshot::of))
+    /// in the background (`fit(async_save=True)`; `nxrs._nxrs._Snapshot`): a new one, or
+    /// `into` refilled in its own memory (returned).
+    #[pyo3(signature = (into = None))]
+    fn _snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        into: Option<Bound<'py, PySnapshot>>,
+    ) -> PyResult<Bound<'py, PySnapshot>> {
+        match into {
+            None => Bound::new(py, PySnapshot::new(self.compute(py, Snapshot::of))),
+            Some(snapshot) => {
+                let target = snapshot.get();
+                py.detach(|| target.lock().refill(&self.read_lock()));
+                Ok(snapshot)
+            }
+        }
     }
 
     /// A trainer rebuilt from checkpoint bytes (v1 or v2), every checksum verified.
