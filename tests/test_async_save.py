@@ -104,10 +104,11 @@ def test_nxrs_train_async_gives_the_same_bits(tmp_path: Path) -> None:
     np.savez(tmp_path / "data.npz", X=x, y=np.argmax(x[:, :4], axis=1).astype(np.int64))
     outputs = {}
     for name, extra in [("sync", []), ("async", ["--async-save"])]:
+        argv = [sys.executable, "-m", "nxrs", "train", "--data", str(tmp_path / "data.npz")]
+        argv += ["--layers", "16,32,4", "--batch-size", "8", "--epochs", "3", "--json"]
+        argv += ["--ckpt-dir", str(tmp_path / name), "--every", "7", "--keep", "all"]
         run = subprocess.run(
-            [sys.executable, "-m", "nxrs", "train", "--data", str(tmp_path / "data.npz")]
-            + ["--layers", "16,32,4", "--batch-size", "8", "--epochs", "3", "--json"]
-            + ["--ckpt-dir", str(tmp_path / name), "--every", "7", "--keep", "all", *extra],
+            [*argv, *extra],
             capture_output=True,
             text=True,
             timeout=300,
@@ -233,7 +234,9 @@ def test_a_failed_final_save_raises(
     """The final save waits for the one in flight and is itself synchronous."""
     real = nxrs.CheckpointManager.save
 
-    def fail_final(self: nxrs.CheckpointManager, trainer: nxrs.Trainer, step: int, **kw: Any) -> Path:
+    def fail_final(
+        self: nxrs.CheckpointManager, trainer: nxrs.Trainer, step: int, **kw: Any
+    ) -> Path:
         if step == 75:
             raise OSError(errno.EIO, "injected")
         return real(self, trainer, step, **kw)

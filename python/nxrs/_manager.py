@@ -166,9 +166,7 @@ class CheckpointManager:
                 return entry, trainer
         return None
 
-    def _prune(
-        self, also_keep: Path | None, report: Callable[[str], None] | None = None
-    ) -> None:
+    def _prune(self, also_keep: Path | None, report: Callable[[str], None] | None = None) -> None:
         """``prune``, keeping ``also_keep``; ``report`` takes the invalid files' messages
         instead of ``CorruptCheckpointWarning`` (a background save's thread, which hands them
         to the training thread: warning filters are global, not per thread)."""

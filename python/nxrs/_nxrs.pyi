@@ -26,6 +26,7 @@ __all__ = [
     "RunChunk",
     "UnsupportedVersionError",
     "_Checkpoint",
+    "_Snapshot",
     "_Claim",
     "_Trainer",
     "__version__",
@@ -406,7 +407,6 @@ class RunChunk:
     @property
     def last_loss(self) -> float | None: ...
 
-@disjoint_base
 @final
 class _Snapshot:
     """A copy of a trainer's configuration and state (``Trainer._snapshot``), immutable; its
@@ -427,6 +427,7 @@ class _Snapshot:
     def batch(self) -> int:
         """Batches of the current epoch done when the copy was taken."""
 
+@disjoint_base
 class _Checkpoint(Mapping[str, npt.NDArray[np.float32]]):
     """The compiled checkpoint: ``nxrs.Checkpoint`` (``python/nxrs/_checkpoint.py``, which
     documents it) subclasses it, adding no slots, and adds ``to_trainer``. A read-only mapping

@@ -30,7 +30,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn, Optional
+from typing import IO, Any, NoReturn, Optional
 
 from nxrs._checks import is_count
 from nxrs._files import finite_or_null as finite_or_null
@@ -43,9 +43,6 @@ from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
 from nxrs._transcript import TRANSCRIPT_TEMP, SavedStateLike
-
-if TYPE_CHECKING:
-    from nxrs._trainer import Trainer
 
 __all__ = [
     "EVENTS_KEPT",

@@ -53,6 +53,7 @@ class SavedStateLike(Protocol):
     def state_digest(self) -> str: ...
     def config_digest(self) -> str: ...
 
+
 TRANSCRIPT_NAME = "nxrs-transcript.jsonl"
 TRANSCRIPT_TEMP = temporary_prefix(TRANSCRIPT_NAME)
 

@@ -3,8 +3,8 @@
 //! model its configuration describes before it becomes a trainer.
 
 use crate::config::TrainerConfig;
-use crate::error::{clip, Error, Result};
 use crate::digest;
+use crate::error::{clip, Error, Result};
 use crate::mlp::Layer;
 use crate::model::Model;
 use crate::nxck::v2::direct::{self, Contents, Loaded};
