@@ -366,3 +366,37 @@ def test_a_stop_waits_for_the_save_in_flight_then_saves_its_step(
     check_chain(directory)
     document = manifest(directory)
     assert (document["state"], document["progress"]["checkpoint"]) == ("stopped", name)
+
+
+def test_an_invalid_checkpoint_met_while_pruning_is_reported_by_the_training_thread(
+    data: tuple[np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    """The writer thread prunes; what it finds invalid is warned about in the training thread
+    (warning filters are global: a thread's own warnings would escape a caller's filters)."""
+    directory = tmp_path / "run"
+    threads: list[str] = []
+
+    def junk(path: Path) -> None:
+        if path.name == "step-000000000020.nxck":
+            (directory / "step-000000000005.nxck").write_bytes(b"junk")
+
+    _async_save._before_write = junk
+    original = nxrs.CheckpointManager._load
+
+    def spy(self: nxrs.CheckpointManager, entry: Any, report: Any = None) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(self, entry, report)
+
+    t = trainer()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nxrs.CheckpointManager, "_load", spy)
+        with pytest.warns(nxrs.CorruptCheckpointWarning, match="step-000000000005.nxck") as w:
+            manager = nxrs.CheckpointManager(directory, keep=2)
+            t.fit(*data, epochs=EPOCHS, checkpoint=manager, every=EVERY, async_save=True,
+                  progress=False)  # fmt: skip
+    # Every pruning from step 20 on met it: 6 in the writer thread (20, 30, ..., 70), reported
+    # by the training thread, and the final save's own.
+    assert len(w.list) == 7
+    assert "nxrs-async-save" in threads  # pruned in the writer thread
+    assert (directory / "step-000000000005.nxck").read_bytes() == b"junk"  # left in place
+    assert list(checkpoints(directory))[-1] == "step-000000000075.nxck"
