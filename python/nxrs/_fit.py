@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
+from nxrs._async_save import SavedState, SaveInFlight, local_write
 from nxrs._checkpoint import open as open_checkpoint
 from nxrs._checks import optional_count
 from nxrs._config import config_diff
-from nxrs._manager import CheckpointManager
+from nxrs._manager import CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     _CHUNK_SECONDS,
     ConfigError,
@@ -45,7 +46,7 @@ from nxrs._transcript import DataDigests, Transcript
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
-    from nxrs._nxrs import Dataset, RunChunk
+    from nxrs._nxrs import Dataset, RunChunk, _Snapshot
     from nxrs._trainer import Trainer
 
 __all__ = ["History", "NothingToTrainWarning", "fit"]
@@ -134,6 +135,8 @@ class RunOptions:
     source: dict[str, Any] | None
     #: Checkpoints the run directory keeps (None: every one); for a directory given as a path.
     keep: int | None = 3
+    #: Periodic saves written by a background thread while training goes on (_async_save).
+    async_save: bool = False
 
 
 def check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
@@ -202,6 +205,10 @@ class _Session:
         self.manifest = RunManifest(run, {})
         #: The step of the newest checkpoint known to hold this run's state.
         self.saved_step: int | None = None
+        #: The periodic save being written in the background (async_save), at most one.
+        self.in_flight: SaveInFlight | None = None
+        #: The previous background save's copy, whose memory the next one reuses.
+        self.spare: _Snapshot | None = None
         self.transcript = Transcript(run.directory)
         self.data_digests = _data_digests(trainer, data, options)
 
@@ -282,11 +289,14 @@ class _Session:
                 "use another directory"
             ) from None
 
-    def _transcribe(self, kind: str, checkpoint: str | None) -> None:
-        """Adds the trainer's state, saved as ``checkpoint``, to the transcript, unless its step
-        is recorded already (a run resumed from an older checkpoint computes the same states
-        again). A failure to write is a warning, as a failed save is: training goes on."""
-        t, last = self.trainer, self.transcript.last
+    def _transcribe(
+        self, kind: str, checkpoint: str | None, saved: SavedState | None = None
+    ) -> None:
+        """Adds the trainer's state (or ``saved``, a background save's copy), saved as
+        ``checkpoint``, to the transcript, unless its step is recorded already (a run resumed
+        from an older checkpoint computes the same states again). A failure to write is a
+        warning, as a failed save is: training goes on."""
+        t, last = saved or self.trainer, self.transcript.last
         if last is not None and isinstance(last.get("step"), int) and t.steps <= last["step"]:
             return
         try:
@@ -331,32 +341,85 @@ class _Session:
         self.manifest.record(entry, state)
 
     def save(self, final: bool) -> Path | None:
-        """Saves a checkpoint of the trainer's step unless one exists. A failure leaves the
-        previous checkpoint; it is raised (CheckpointSaveError) when ``final``, otherwise
-        reported (SaveFailedWarning) and training goes on."""
+        """Saves a checkpoint of the trainer's step unless one exists; returns the checkpoint
+        that became durable meanwhile, if any. A failure leaves the previous checkpoint; it is
+        raised (CheckpointSaveError) when ``final``, otherwise reported (SaveFailedWarning) and
+        training goes on.
+
+        With ``async_save``, a periodic save copies the state and leaves the writing to a
+        background thread (``_async_save``; ``poll`` records it once durable). A save in
+        flight is waited for first, so at most one is; a final save is always synchronous."""
+        done = self.settle()
         t = self.trainer
         if self.saved_step == t.steps:
-            return None
+            return done
+        if self.options.async_save and not final:
+            path = self.manager.path_for(t.steps)
+            write = local_write(self.manager)
+            spare, self.spare = self.spare, None
+            self.in_flight = SaveInFlight.start(t, path, self.metadata, write, spare)
+            return done
         try:
             path = self.manager.save(t, t.steps, metadata=self.metadata)
         except (OSError, NxrsError) as err:
-            newest = self.saved_step
-            kept = "none" if newest is None else f"step {newest}"
-            self.record(event("save-failed", t, error=f"{type(err).__name__}: {err}"))
-            message = (
-                f"the checkpoint of step {t.steps} could not be saved ({type(err).__name__}: "
-                f"{err}); the newest checkpoint of this run is still {kept}"
-            )
-            if final:
-                save_error = CheckpointSaveError(getattr(err, "errno", None) or errno.EIO, message)
-                raise save_error from err
-            warn_save_failed(message + "; training goes on and retries at the next save point")
-            return None
+            self._save_failed(t, err, final)
+            return done
         self.saved_step = t.steps
         self._transcribe("checkpoint", path.name)
         self.manifest.checkpointed(t, path)
         self.record(None)
         return path
+
+    def _save_failed(self, state: Any, err: OSError | NxrsError, final: bool) -> None:
+        """Records and reports that the checkpoint of ``state`` (the trainer, or a background
+        save's copy) failed: raised as CheckpointSaveError when ``final``, else a warning."""
+        newest = self.saved_step
+        kept = "none" if newest is None else f"step {newest}"
+        self.record(event("save-failed", state, error=f"{type(err).__name__}: {err}"))
+        message = (
+            f"the checkpoint of step {state.steps} could not be saved ({type(err).__name__}: "
+            f"{err}); the newest checkpoint of this run is still {kept}"
+        )
+        if final:
+            save_error = CheckpointSaveError(getattr(err, "errno", None) or errno.EIO, message)
+            raise save_error from err
+        warn_save_failed(message + "; training goes on and retries at the next save point")
+
+    def poll(self) -> Path | None:
+        """At a step boundary: records the background save if it has finished; returns its
+        checkpoint if it became durable."""
+        if self.in_flight is None or not self.in_flight.done():
+            return None
+        return self._complete()
+
+    def settle(self) -> Path | None:
+        """Waits for the background save in flight, if any, and records it (``poll``)."""
+        if self.in_flight is None:
+            return None
+        self.in_flight.wait()
+        return self._complete()
+
+    def _complete(self) -> Path | None:
+        """The finished background save counted: its transcript entry (the digest of the copy
+        it wrote), the manifest's progress; or its failure recorded and reported, as a failed
+        periodic save is."""
+        job, self.in_flight = self.in_flight, None
+        assert job is not None and job.done()
+        self.spare, job.snapshot = job.snapshot, None
+        for message in job.warnings:
+            warnings.warn(message, CorruptCheckpointWarning, stacklevel=2)
+        if job.error is not None:
+            if not isinstance(job.error, (OSError, NxrsError)):
+                raise job.error  # a defect, raised as a synchronous save would raise it
+            self._save_failed(job, job.error, final=False)
+            return None
+        saved = job.saved
+        assert saved is not None
+        self.saved_step = saved.steps
+        self._transcribe("checkpoint", job.path.name, saved)
+        self.manifest.checkpointed(saved, job.path)
+        self.record(None)
+        return job.path
 
 
 def _fit(
@@ -396,6 +459,13 @@ def _fit(
         last_save = _clock()
         if state is not None:
             path = state.save(final)
+            if path is not None:
+                history.checkpoint = path
+
+    def poll() -> None:
+        """Records a background save that has finished since the last step boundary."""
+        if state is not None:
+            path = state.poll()
             if path is not None:
                 history.checkpoint = path
 
@@ -441,6 +511,7 @@ def _fit(
                 bar.update(
                     trainer, trainer.steps - before, time.perf_counter() - start, chunk.last_loss
                 )
+            poll()
             if stop is not None and stop.signum is not None:
                 break
             if (every is not None and trainer.steps % every == 0) or (
@@ -477,6 +548,10 @@ def _fit(
     finally:
         if bar is not None:
             bar.close()
+        if state is not None:
+            # Never leave a background save behind (the lock is released after this): an
+            # error while training still waits for it and records it.
+            state.settle()
     return history
 
 

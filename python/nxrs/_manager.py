@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -166,18 +166,23 @@ class CheckpointManager:
                 return entry, trainer
         return None
 
-    def _prune(self, also_keep: Path | None) -> None:
+    def _prune(self, also_keep: Path | None, report: Callable[[str], None] | None = None) -> None:
+        """``prune``, keeping ``also_keep``; ``report`` takes the invalid files' messages
+        instead of ``CorruptCheckpointWarning`` (a background save's thread, which hands them
+        to the training thread: warning filters are global, not per thread)."""
         if self.keep is None:
             return  # keep="all": nothing to delete, and nothing to read
         valid_newer = 0
         for entry in reversed(self.list()):
-            if self._load(entry) is None:
+            if self._load(entry, report) is None:
                 continue
             if valid_newer >= self.keep and entry.path != also_keep:
                 entry.path.unlink(missing_ok=True)
             valid_newer += 1
 
-    def _load(self, entry: CheckpointEntry) -> Trainer | None:
+    def _load(
+        self, entry: CheckpointEntry, report: Callable[[str], None] | None = None
+    ) -> Trainer | None:
         """The one validity rule: the checkpoint's Trainer, or None when it is not valid.
 
         ``Trainer.load`` rather than ``nxrs.open``: it reads both versions, and it builds exactly
@@ -188,8 +193,12 @@ class CheckpointManager:
         except FileNotFoundError:
             return None  # gone since listing: absent, not corrupt
         except (CheckpointError, OSError) as err:
+            message = f"checkpoint {entry.path} is not valid, skipped and left in place: {err}"
+            if report is not None:
+                report(message)
+                return None
             warnings.warn(
-                f"checkpoint {entry.path} is not valid, skipped and left in place: {err}",
+                message,
                 CorruptCheckpointWarning,
                 stacklevel=4,  # the caller of latest, load_latest, save or prune, via one helper
             )

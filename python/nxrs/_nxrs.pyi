@@ -27,6 +27,7 @@ __all__ = [
     "UnsupportedVersionError",
     "_Checkpoint",
     "_Claim",
+    "_Snapshot",
     "_Trainer",
     "__version__",
     "_config_differences",
@@ -237,6 +238,10 @@ class _Trainer:
     def to_bytes(self) -> bytes:
         """The whole state as the bytes of an NXCK v2 file, as ``save`` writes it (no
         metadata): for pickling and sending. ``Trainer.from_bytes`` reads them back."""
+    def _snapshot(self, into: _Snapshot | None = None) -> _Snapshot:
+        """A copy of the whole state (no working memory), taken with the GIL released, for a
+        save in the background (``fit(async_save=True)``): a new one, or ``into`` refilled in
+        its own memory (returned; nothing may be using it)."""
     @classmethod
     def from_bytes(
         cls,
@@ -402,6 +407,26 @@ class RunChunk:
     def steps(self) -> int: ...
     @property
     def last_loss(self) -> float | None: ...
+
+@final
+class _Snapshot:
+    """A copy of a trainer's configuration and state (``Trainer._snapshot``), immutable; its
+    methods release the GIL."""
+
+    def save(self, path: StrOrBytesPath, *, metadata: Sequence[tuple[str, str]]) -> None:
+        """Writes the copy as ``Trainer.save(path, metadata=...)`` would have written the
+        trainer when it was taken: the same bytes, crash-safely."""
+    def state_digest(self) -> str:
+        """``Trainer.state_digest()`` of the trainer when the copy was taken."""
+    @property
+    def steps(self) -> int:
+        """Optimiser steps taken when the copy was taken."""
+    @property
+    def epoch(self) -> int:
+        """Completed epochs when the copy was taken."""
+    @property
+    def batch(self) -> int:
+        """Batches of the current epoch done when the copy was taken."""
 
 @disjoint_base
 class _Checkpoint(Mapping[str, npt.NDArray[np.float32]]):

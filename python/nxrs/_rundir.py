@@ -30,7 +30,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn, Optional
+from typing import IO, Any, NoReturn, Optional
 
 from nxrs._checks import is_count
 from nxrs._files import finite_or_null as finite_or_null
@@ -42,10 +42,7 @@ from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
-from nxrs._transcript import TRANSCRIPT_TEMP
-
-if TYPE_CHECKING:
-    from nxrs._trainer import Trainer
+from nxrs._transcript import TRANSCRIPT_TEMP, SavedStateLike
 
 __all__ = [
     "EVENTS_KEPT",
@@ -471,7 +468,7 @@ class RunManifest:
             return f"failed ({last.get('error', 'error')})"
         return "unclean (no stop recorded: killed or crashed)"
 
-    def checkpointed(self, trainer: Trainer, checkpoint: Path) -> None:
+    def checkpointed(self, trainer: SavedStateLike, checkpoint: Path) -> None:
         """Records ``checkpoint`` as the newest holding the run's state (``trainer``'s)."""
         self.document["progress"] = {
             "step": trainer.steps,

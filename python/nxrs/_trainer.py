@@ -116,6 +116,7 @@ class Trainer(_Trainer):
         engine: Literal["local", "ray"] = "local",
         workers: SupportsIndex | None = None,
         ray_address: str | None = None,
+        async_save: bool = False,
         _stop: StopFlag | None = None,
         _command: list[str] | None = None,
         _say: Callable[[str], None] | None = None,
@@ -158,6 +159,18 @@ class Trainer(_Trainer):
         is reported with ``nxrs.SaveFailedWarning`` and retried at the next save point;
         the final one (or a stop's) raises ``nxrs.CheckpointSaveError`` (an OSError). In
         either case the previous checkpoint is intact.
+
+        ``async_save=True`` (it needs a ``checkpoint``) takes the periodic saves off the
+        training thread: at a save point the state is copied in memory (one copy of the
+        parameters and optimiser moments; the GIL released), training goes on, and a background
+        thread writes the copy with the same crash-safe writer (the same bytes as a synchronous
+        save) and prunes. The checkpoint counts (its transcript entry, the manifest's
+        ``progress``) only once durable, recorded at the next step boundary after. At most one
+        save is in flight: a save point reached while one is still being written waits for it
+        first. A background save that fails is reported at the next step boundary as any
+        failed periodic save is. The final save and a stop's wait for the save in flight and
+        are themselves synchronous, so their failures raise ``CheckpointSaveError`` as above.
+        Memory: the state plus one copy while a save is in flight. See ``docs/RUNS.md``.
 
         The GIL is released while computing. Without a checkpoint (or outside the main thread)
         Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
@@ -209,6 +222,9 @@ class Trainer(_Trainer):
                 "CheckpointManager(directory, keep=...)"
             )
         progress = None if progress is None else flag("progress", progress)
+        async_save = flag("async_save", async_save)
+        if async_save and checkpoint is None:
+            raise ConfigError("async_save needs a checkpoint (a run directory to save into)")
         workers = _fit.check_engine(engine, workers, ray_address)
         if self.config["loss"] == "cross_entropy" and self.sizes[-1] < 2:
             # One output is one class: softmax gives it probability 1 whatever the weights, so
@@ -224,7 +240,7 @@ class Trainer(_Trainer):
             raise InputError("validation_data must be a tuple (x, y)")
         options = _fit.RunOptions(
             epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
-            _command, _say, None if _source is None else dict(_source), kept,
+            _command, _say, None if _source is None else dict(_source), kept, async_save,
         )  # fmt: skip
         # The whole run is one claim: no other thread changes the trainer between its chunks
         # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.

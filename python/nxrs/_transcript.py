@@ -25,15 +25,34 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from nxrs._files import temporary_prefix, write_bytes_atomically
 from nxrs._nxrs import __version__
 
-if TYPE_CHECKING:
-    from nxrs._trainer import Trainer
+__all__ = [
+    "TRANSCRIPT_NAME",
+    "DataDigests",
+    "SavedStateLike",
+    "Transcript",
+    "canonical",
+    "entry_digest",
+]
 
-__all__ = ["TRANSCRIPT_NAME", "DataDigests", "Transcript", "canonical", "entry_digest"]
+
+class SavedStateLike(Protocol):
+    """What an entry records of a state: a ``Trainer``'s counters and digests, or those of a
+    copy a background save wrote (``nxrs._async_save.SavedState``)."""
+
+    @property
+    def steps(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def batch(self) -> int: ...
+    def state_digest(self) -> str: ...
+    def config_digest(self) -> str: ...
+
 
 TRANSCRIPT_NAME = "nxrs-transcript.jsonl"
 TRANSCRIPT_TEMP = temporary_prefix(TRANSCRIPT_NAME)
@@ -117,7 +136,7 @@ class Transcript:
         return self.entries[-1] if self.entries else None
 
     def append(
-        self, trainer: Trainer, event: str, checkpoint: str | None, data: DataDigests
+        self, trainer: SavedStateLike, event: str, checkpoint: str | None, data: DataDigests
     ) -> dict[str, Any]:
         """Adds the entry of ``trainer``'s state (``event``, saved as ``checkpoint``), chained
         to the last, and writes the transcript crash-safely (OSError if it cannot: the entries

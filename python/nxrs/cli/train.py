@@ -162,6 +162,13 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default_seconds=None,
     )
     train.add_argument(
+        "--async-save",
+        action="store_true",
+        help="write the periodic checkpoints in a background thread while training goes on "
+        "(the state copied in memory at the save point; one save in flight; the final save "
+        "stays synchronous; needs --ckpt-dir; see docs/RUNS.md)",
+    )
+    train.add_argument(
         "--resume",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -194,6 +201,8 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     check_save_points(parser, args, checkpointed=args.ckpt_dir is not None)
     if args.ckpt_dir is None and args.keep is not None:
         parser.error("--keep needs --ckpt-dir")
+    if args.ckpt_dir is None and getattr(args, "async_save", False):
+        parser.error("--async-save needs --ckpt-dir")
 
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,6 +290,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         every_seconds=getattr(args, "every_seconds", None),
         resume=args.resume,
         keep=3 if args.keep is None else args.keep,
+        async_save=getattr(args, "async_save", False),
         progress=None if not args.json else False,
         _stop=stop,
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],

@@ -7,6 +7,7 @@ mod errors;
 mod inputs;
 mod options;
 mod paths;
+mod snapshot;
 mod softf32;
 mod trainer;
 
@@ -25,6 +26,8 @@ mod _nxrs {
     };
     #[pymodule_export]
     use crate::options::{_config_differences, _layer_table, config_schema};
+    #[pymodule_export]
+    use crate::snapshot::PySnapshot;
     #[pymodule_export]
     use crate::softf32::{
         f32_binary, f32_compare, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,

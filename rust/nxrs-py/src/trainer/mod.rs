@@ -24,8 +24,10 @@ use crate::errors::{to_py, BusyError, ConfigError, InputError};
 use crate::inputs::{count, AnyInt};
 use crate::options::{config_dict, trainer_options};
 use crate::paths::path_arg;
+use crate::snapshot::PySnapshot;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn};
 use nxrs_core::backend::{self, BackendChoice, Isa};
+use nxrs_core::checkpoint::Snapshot;
 use nxrs_core::config::{Family, TrainerConfig, Value};
 use nxrs_core::digest;
 use nxrs_core::state::TrainState;
@@ -586,6 +588,25 @@ impl PyTrainer {
         self.encoded(py)
     }
 
+    /// A copy of the whole state (no working memory), taken with the GIL released, for a save
+    /// in the background (`fit(async_save=True)`; `nxrs._nxrs._Snapshot`): a new one, or
+    /// `into` refilled in its own memory (returned).
+    #[pyo3(signature = (into = None))]
+    fn _snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        into: Option<Bound<'py, PySnapshot>>,
+    ) -> PyResult<Bound<'py, PySnapshot>> {
+        match into {
+            None => Bound::new(py, PySnapshot::new(self.compute(py, Snapshot::of))),
+            Some(snapshot) => {
+                let target = snapshot.get();
+                py.detach(|| target.lock().refill(&self.read_lock()));
+                Ok(snapshot)
+            }
+        }
+    }
+
     /// A trainer rebuilt from checkpoint bytes (v1 or v2), every checksum verified.
     #[classmethod]
     #[pyo3(signature = (data, *, backend = None, threads = None))]
@@ -642,7 +663,9 @@ impl PyTrainer {
     /// The SHA-256 digest (64 hex digits) of the whole state and the configuration
     /// (`docs/TRAINING.md` section 16): what a run's transcript records.
     fn state_digest(&self, py: Python<'_>) -> String {
-        digest::hex(&self.read(py, Trainer::state_digest))
+        // A pass over the whole state: computed with the GIL released, so that another
+        // thread (training, a background save) is not held up by it.
+        digest::hex(&self.compute(py, Trainer::state_digest))
     }
 
     /// The SHA-256 digest (64 hex digits) of the configuration alone.
