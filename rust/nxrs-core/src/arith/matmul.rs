@@ -21,9 +21,11 @@
 //! ([`MatMul::element`]), which gives softf32's NaN for the definition's operand order.
 //!
 //! Operands are strided views ([`Matrix`]): a transposed matrix, a block of rows or an image's
-//! patches are read where they lie. `B`'s cache blocks are copied into packed panels (the tile's
-//! operands, contiguous, padded with zeros); `A`'s rows are read in place when their cells are
-//! contiguous and packed otherwise; small products (the seed's) skip packing altogether.
+//! patches are read where they lie. `B`'s cache blocks are read in place when its rows' cells are
+//! contiguous (only a last partial panel of columns packed) and copied into packed panels
+//! otherwise (the tile's operands, contiguous, padded with zeros); `A`'s rows are read in place
+//! when their cells are contiguous and packed otherwise; small products (the seed's) skip
+//! packing altogether.
 
 use super::Real;
 use crate::softf32::F32;
@@ -420,6 +422,9 @@ const SMALL: usize = 1024;
 /// in the L1 cache while the tiles of a row of `A`'s panels pass), `MC` rows of `A` packed at a
 /// time (in L2), `NC` columns of `B` packed at a time (in L3). Multiples of every tile size.
 const KC: usize = 256;
+/// The most steps per block when `B`'s panels are read in place (each step's cells on a line of
+/// their own, or two).
+const KC_IN_PLACE: usize = 128;
 const MC: usize = 144;
 const NC: usize = 3072;
 /// Most cells of a register tile (the edge tiles' buffer).
@@ -476,10 +481,28 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
         let cols = j0..(j0 + NC).min(n);
         // The chains cut into blocks of equal length (at most KC): a short last block would
         // load and store every tile of C for a few steps.
-        let kc = k.div_ceil(k.div_ceil(KC).max(1)).max(1);
+        // B's whole panels are read where they lie when its rows' cells are contiguous (a step
+        // of a panel is `nr` cells in a row), only a last partial panel packed (padded with
+        // zeros); otherwise every panel is packed. In place, a panel's steps lie a row apart,
+        // on lines of their own: shorter blocks keep them in the L1 cache.
+        let in_place = mm.b.col_stride == 1;
+        let most = if in_place { KC_IN_PLACE } else { KC };
+        let kc = k.div_ceil(k.div_ceil(most).max(1)).max(1);
+        let whole = if in_place {
+            cols.start + (cols.len() / nr) * nr
+        } else {
+            cols.start
+        };
         for p0 in (0..k).step_by(kc) {
             let depth = p0..(p0 + kc).min(k);
-            pack(&mm.b.t(), cols.clone(), depth.clone(), nr, &mut packed_b);
+            pack(&mm.b.t(), whole..cols.end, depth.clone(), nr, &mut packed_b);
+            let b = PanelsB {
+                packed: &packed_b,
+                first_packed: whole,
+                cells: bytemuck::cast_slice(mm.b.data),
+                row_stride: mm.b.row_stride,
+                first_step: depth.start,
+            };
             for i0 in (0..m).step_by(MC) {
                 let rows = i0..(i0 + MC).min(m);
                 // A's rows are read where they lie when their cells are contiguous (the tile
@@ -501,7 +524,7 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
                 };
                 let panels = Panels {
                     a,
-                    b: &packed_b,
+                    b,
                     depth: depth.len(),
                     init,
                 };
@@ -600,7 +623,7 @@ fn put_each<'d, R: Real>(dst: impl Iterator<Item = &'d mut u32>, src: &[R]) {
 /// of the chains, and what the tiles' accumulators start from.
 struct Panels<'p> {
     a: PanelsA<'p>,
-    b: &'p [u32],
+    b: PanelsB<'p>,
     depth: usize,
     init: Init<'p>,
 }
@@ -615,6 +638,18 @@ enum Init<'p> {
     /// The block holds the chains' first terms, and column `j`'s start from `start[j]` (every
     /// column of the tiles, padded with zeros).
     Start(&'p [u32]),
+}
+
+/// Where a block's panels of `B` are read from: the columns from `first_packed` on packed by
+/// `NR` (from the block's first step), those before it in place (all of `B`'s cells, rows
+/// `row_stride` apart, each row's cells contiguous; the block's steps from row `first_step`).
+#[derive(Clone, Copy)]
+struct PanelsB<'p> {
+    packed: &'p [u32],
+    first_packed: usize,
+    cells: &'p [u32],
+    row_stride: usize,
+    first_step: usize,
 }
 
 /// Where a block's rows of `A` are read from.
@@ -646,8 +681,22 @@ impl Panels<'_> {
         let kc = self.depth;
         let ldc = c.row_stride;
         let c_ptr = c.data.as_mut_ptr().cast::<u32>();
-        for (p, j) in cols.clone().step_by(nr).enumerate() {
-            let b = &self.b[p * kc * nr..][..kc * nr];
+        for j in cols.clone().step_by(nr) {
+            // The panel's first cell and the distance between its steps.
+            let b = if j < self.b.first_packed {
+                let at = self.b.first_step * self.b.row_stride + j;
+                let len = (kc - 1) * self.b.row_stride + nr;
+                TileB {
+                    cells: self.b.cells[at..at + len].as_ptr(),
+                    step: self.b.row_stride,
+                }
+            } else {
+                let p = (j - self.b.first_packed) / nr;
+                TileB {
+                    cells: self.b.packed[p * kc * nr..][..kc * nr].as_ptr(),
+                    step: nr,
+                }
+            };
             for (q, i) in rows.clone().step_by(MR).enumerate() {
                 let (height, width) = (MR.min(rows.end - i), nr.min(cols.end - j));
                 // Each tile row's first cell in `A` and the distance between its steps. Rows
@@ -680,7 +729,7 @@ impl Panels<'_> {
                 if height == MR && width == nr {
                     // SAFETY: the tile's rows i..i + MR and columns j..j + nr are inside `c`
                     // (checked just above), whose rows are `ldc` cells apart.
-                    unsafe { self.tile::<V, MR, NV>(&a, b, start, c_ptr.add(c.index(i, j)), ldc) };
+                    unsafe { self.tile::<V, MR, NV>(&a, &b, start, c_ptr.add(c.index(i, j)), ldc) };
                 } else {
                     // An edge tile: computed in a buffer of whole tiles, then its cells copied.
                     let mut buf = [0u32; MAX_TILE];
@@ -693,7 +742,7 @@ impl Panels<'_> {
                         }
                     }
                     // SAFETY: `buf` holds MR rows of `nr` cells (`MR * nr <= MAX_TILE`).
-                    unsafe { self.tile::<V, MR, NV>(&a, b, start, buf.as_mut_ptr(), nr) };
+                    unsafe { self.tile::<V, MR, NV>(&a, &b, start, buf.as_mut_ptr(), nr) };
                     for r in 0..height {
                         let at = c.index(i + r, j);
                         for (d, &v) in c.data[at..at + width].iter_mut().zip(&buf[r * nr..]) {
@@ -710,24 +759,23 @@ impl Panels<'_> {
     /// back to `c`.
     ///
     /// # Safety
-    /// The CPU has `V`'s features; `a`'s rows hold `depth` steps and `b` holds `depth` steps of
-    /// `NV * LANES` cells; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart;
+    /// The CPU has `V`'s features; `a`'s rows hold `depth` steps and `b`'s `depth` steps hold
+    /// `NV * LANES` cells each; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart;
     /// with [`Init::Start`], `start` is valid for `NV * LANES` cells.
     #[inline(always)]
     unsafe fn tile<V: Vector, const MR: usize, const NV: usize>(
         &self,
         a: &TileA<MR>,
-        b: &[u32],
+        b: &TileB,
         start: *const u32,
         c: *mut u32,
         ldc: usize,
     ) {
-        let nr = NV * V::LANES;
-        let b = b.as_ptr();
+        let (b, ldb) = (b.cells, b.step);
         // No closures here: each would be a function of its own, compiled without the caller's
         // vector instructions. Every access below is inside the panels or the tile: step k's
-        // cells are a.rows[r] + k * a.step (r < MR) and b[k * nr..][..nr] (k < depth), and C's
-        // tile is MR rows of nr cells, `ldc` apart (the caller's promise).
+        // cells are a.rows[r] + k * a.step (r < MR) and b.cells + k * b.step + (0..nr) (k <
+        // depth), and C's tile is MR rows of nr cells, `ldc` apart (the caller's promise).
         let mut acc = [[V::ZERO; NV]; MR];
         let mut bk = [V::ZERO; NV];
         let from = if let Init::Start(_) = self.init {
@@ -764,7 +812,7 @@ impl Panels<'_> {
         for k in from..self.depth {
             for (v, bv) in bk.iter_mut().enumerate() {
                 // SAFETY: step k of `b`.
-                *bv = unsafe { V::load(b.add(k * nr + v * V::LANES)) };
+                *bv = unsafe { V::load(b.add(k * ldb + v * V::LANES)) };
             }
             for (r, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: step k of `a`.
@@ -781,6 +829,13 @@ impl Panels<'_> {
             }
         }
     }
+}
+
+/// A tile's panel of `B`: its first step's first cell, and the distance between its steps (each
+/// step's `NR` cells contiguous).
+struct TileB {
+    cells: *const u32,
+    step: usize,
 }
 
 /// A tile's rows of `A`: the first cell of each, and the distance between a row's steps.
