@@ -559,17 +559,10 @@ def _data_digests(trainer: Trainer, data: Dataset, options: RunOptions) -> DataD
     """The digests of the run's data: ``fit``'s ``(x, y)`` and validation data, or for ``nxrs
     train`` (which gives the file's test split as the validation data) the training and test
     splits."""
-    from nxrs._nxrs import _data_digest
-
     other = None if options.val is None else trainer._dataset(*options.val)
-    role = "test" if options.source is not None else "validation"
-    parts = {"validation": None, "test": None, role: other}
-    return DataDigests(
-        digest=_data_digest(data, parts["validation"], parts["test"]),
-        train=data.digest,
-        validation=None if parts["validation"] is None else parts["validation"].digest,
-        test=None if parts["test"] is None else parts["test"].digest,
-    )
+    if options.source is not None:
+        return DataDigests.of(data, test=other)
+    return DataDigests.of(data, validation=other)
 
 
 def _newest(state: _Session) -> Path:

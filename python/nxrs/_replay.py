@@ -41,18 +41,11 @@ class RunData:
 
     def digests(self, trainer: Trainer) -> DataDigests:
         """The data's digests as ``trainer`` (the run's configuration) trains on it."""
-        from nxrs._nxrs import _data_digest
-
         train = trainer._dataset(self.x, self.y)
         val, test = (
             None if p is None else trainer._dataset(*p) for p in (self.validation, self.test)
         )
-        return DataDigests(
-            digest=_data_digest(train, val, test),
-            train=train.digest,
-            validation=None if val is None else val.digest,
-            test=None if test is None else test.digest,
-        )
+        return DataDigests.of(train, val, test)
 
     @classmethod
     def of_command(

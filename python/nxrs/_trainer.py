@@ -268,10 +268,10 @@ class Trainer(_Trainer):
         >>> t.data_digest(x, y) == t.data_digest(x, y, test_data=(x, y))
         False
         """
-        from nxrs._nxrs import _data_digest
+        from nxrs._transcript import DataDigests
 
         parts = [None if d is None else self._dataset(*d) for d in (validation_data, test_data)]
-        return _data_digest(self._dataset(x, y), *parts)
+        return DataDigests.of(self._dataset(x, y), *parts).digest
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         """Pickling: ``Trainer.from_bytes(self.to_bytes())``, the state and configuration bit

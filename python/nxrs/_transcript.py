@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nxrs._files import temporary_prefix, write_bytes_atomically
-from nxrs._nxrs import __version__
+from nxrs._nxrs import Dataset, __version__
 
 __all__ = [
     "TRANSCRIPT_NAME",
@@ -97,6 +97,20 @@ class DataDigests:
     train: str
     validation: str | None = None
     test: str | None = None
+
+    @classmethod
+    def of(
+        cls, train: Dataset, validation: Dataset | None = None, test: Dataset | None = None
+    ) -> DataDigests:
+        """The digests of a run's data from its parts, converted (``Trainer._dataset``)."""
+        from nxrs._nxrs import _data_digest
+
+        return cls(
+            digest=_data_digest(train, validation, test),
+            train=train.digest,
+            validation=None if validation is None else validation.digest,
+            test=None if test is None else test.digest,
+        )
 
     def parts(self) -> dict[str, str | None]:
         return {"train": self.train, "validation": self.validation, "test": self.test}
