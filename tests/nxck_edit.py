@@ -23,6 +23,12 @@ def header(data: bytes) -> dict[str, Any]:
     return parsed
 
 
+def config_record(data: bytes) -> str:
+    """The configuration record of a v2 file's header, written again as one line, keys in file
+    order: the text the state and configuration digests cover (TRAINING.md section 16)."""
+    return json.dumps(header(data)["config"], separators=(",", ":"), ensure_ascii=False)
+
+
 def _with_header(data: bytes, edit: Callable[[dict[str, Any]], None]) -> bytearray:
     """``data`` with its header changed by ``edit``, written again in the same room (padded
     with spaces, which FORMAT.md allows), the header checksum recomputed."""

@@ -10,8 +10,6 @@ setting, and nothing else (backend, threads, the file a state was read from).
 from __future__ import annotations
 
 import importlib
-import json
-import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,13 +34,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def record_of(trainer: nxrs.Trainer) -> str:
-    """The configuration record of ``trainer``'s checkpoint bytes: the header's ``config``
-    (FORMAT.md: 32-byte preamble, ``header_len`` at byte 12, the JSON header after it),
-    written again as one line, keys in file order."""
-    data = trainer.to_bytes()
-    (header_len,) = struct.unpack_from("<I", data, 12)
-    header = json.loads(data[32 : 32 + header_len])
-    return json.dumps(header["config"], separators=(",", ":"), ensure_ascii=False)
+    """The configuration record of ``trainer``'s checkpoint bytes, parsed from them."""
+    return str(nxck_edit.config_record(trainer.to_bytes()))
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))

@@ -23,6 +23,7 @@ _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 gr = importlib.import_module("reference.general_ref")
+nxck_edit = importlib.import_module("nxck_edit")
 
 X, Y = gr.case_data(24, 5, 3, "cross_entropy")
 XV, YV = gr.case_data(6, 5, 3, "cross_entropy")
@@ -68,21 +69,13 @@ def test_one_entry_per_checkpoint_chained_with_the_states_and_the_data(tmp_path:
         saved = nxrs.Trainer.load(run / e["checkpoint"])
         assert (e["step"], e["epoch"], e["batch"]) == (saved.steps, saved.epoch, saved.batch)
         assert e["state_digest"] == saved.state_digest()
-        assert e["config_digest"] == gr.config_digest(_record(saved))
+        assert e["config_digest"] == gr.config_digest(nxck_edit.config_record(saved.to_bytes()))
     assert found[-1]["state_digest"] == t.state_digest()
     train, val = gr.data_part_digest(X, Y, 3), gr.data_part_digest(XV, YV, 3)
     for e in found:
         assert e["data"] == {"train": train, "validation": val, "test": None}
         assert e["data_digest"] == gr.data_digest(train, val)
         assert e["nxrs_version"] == nxrs.__version__
-
-
-def _record(trainer: nxrs.Trainer) -> str:
-    import struct
-
-    data = trainer.to_bytes()
-    (n,) = struct.unpack_from("<I", data, 12)
-    return json.dumps(json.loads(data[32 : 32 + n])["config"], separators=(",", ":"))
 
 
 def test_pruned_checkpoints_keep_their_entries(tmp_path: Path) -> None:
