@@ -11,8 +11,9 @@ and it is the training thread that records it, at the next step boundary after t
 finished (``done``) or when it waits for it (``wait``). At most one save is in flight: the
 caller waits for it before starting another.
 
-The writing is one function (``Write``: the copy, where it goes, its metadata); the local one is
-``local_write``. A store without rename (object storage) would plug in a ``Write`` of its own.
+The writing is one function (``Write``: the copy, where it goes, its metadata): ``manager_write``
+writes the file and makes it count as ``CheckpointManager.save`` does (on object storage: the
+upload, checked, then the pruning).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from nxrs._nxrs import _Snapshot
     from nxrs._trainer import Trainer
 
-__all__ = ["SaveInFlight", "SavedState", "Write", "local_write"]
+__all__ = ["SaveInFlight", "SavedState", "Write", "manager_write"]
 
 #: A seam for tests: called in the writer thread with the checkpoint's path just before it is
 #: written (to make the writer slow, block it, or make it fail). None in normal use.
@@ -39,14 +40,15 @@ _before_write: Callable[[Path], None] | None = None
 Write = Callable[["_Snapshot", Path, Mapping[str, str]], list[str]]
 
 
-def local_write(manager: CheckpointManager) -> Write:
+def manager_write(manager: CheckpointManager) -> Write:
     """Writes into ``manager``'s directory as ``CheckpointManager.save`` does: the file
-    (crash-safely), then the pruning (after the file is durable)."""
+    (crash-safely), then what makes it count (``CheckpointManager._commit``: the upload on
+    object storage, the pruning)."""
 
     def write(snapshot: _Snapshot, path: Path, metadata: Mapping[str, str]) -> list[str]:
         snapshot.save(path, metadata=list(metadata.items()))
         reports: list[str] = []
-        manager._prune(also_keep=path, report=reports.append)
+        manager._commit(path, report=reports.append)
         return reports
 
     return write

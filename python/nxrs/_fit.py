@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
-from nxrs._async_save import SavedState, SaveInFlight, local_write
+from nxrs._async_save import SavedState, SaveInFlight, manager_write
 from nxrs._checkpoint import open as open_checkpoint
 from nxrs._checks import optional_count
 from nxrs._config import config_diff
@@ -39,10 +39,12 @@ from nxrs._rundir import (
     RunManifest,
     RunStopped,
     event,
+    open_run_directory,
     warn_save_failed,
 )
 from nxrs._signals import StopFlag, stop_signals
-from nxrs._transcript import DataDigests, Transcript
+from nxrs._store import is_url
+from nxrs._transcript import TRANSCRIPT_NAME, DataDigests
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
@@ -139,6 +141,13 @@ class RunOptions:
     async_save: bool = False
 
 
+def on_object_storage(checkpoint: object) -> bool:
+    """Whether ``checkpoint`` (``fit``'s) is a run directory on object storage."""
+    if isinstance(checkpoint, CheckpointManager):
+        return isinstance(checkpoint.directory, str)
+    return is_url(checkpoint)
+
+
 def check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
     """The number of workers asked for (None: one per CPU of the cluster), checked with the
     engine they need."""
@@ -163,7 +172,7 @@ def _fit_with(trainer: Trainer, data: Dataset, options: RunOptions, runner: Runn
         # a stop flag (nxrs train) is obeyed all the same: RunStopped at the next chunk.
         return _fit(trainer, data, options, None, options.stop, runner)
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
-    run = RunDirectory(directory)
+    run = open_run_directory(directory)
     run.acquire()
     try:
         # The manager (which sweeps dead writers' temporary files) only under the lock.
@@ -209,7 +218,7 @@ class _Session:
         self.in_flight: SaveInFlight | None = None
         #: The previous background save's copy, whose memory the next one reuses.
         self.spare: _Snapshot | None = None
-        self.transcript = Transcript(run.directory)
+        self.transcript = run.transcript()
         self.data_digests = _data_digests(trainer, data, options)
 
     def _config(self) -> dict[str, Any]:
@@ -223,8 +232,8 @@ class _Session:
         moved = old = None
         if not resume:
             # Not read: whatever it holds (another run, a damaged manifest) is moved aside.
-            files = [e.path for e in self.manager.list()]
-            moved = self.run.move_aside([*files, self.transcript.path])
+            files = [e.path.name for e in self.manager.list()]
+            moved = self.run.move_aside([*files, TRANSCRIPT_NAME])
         else:
             old = RunManifest.read(self.run)  # ManifestError (a MismatchError) if not valid
             if old is not None:
@@ -246,7 +255,7 @@ class _Session:
         )
         where = self.run.directory
         if moved is not None:
-            self.say(f"moved the previous run in {where} aside to {moved}")
+            self.say(f"moved the previous run in {where} aside to {where}/{moved}")
         if restored:
             assert entry is not None
             self.say(
@@ -255,7 +264,7 @@ class _Session:
                 + ("" if old is None else f" (the previous process: {previous_end})")
             )
             self.saved_step = trainer.steps
-            self.manifest.checkpointed(trainer, entry.path)
+            self._checkpointed(trainer, entry.path)
             self.manifest.add_event(
                 event("resume", trainer, checkpoint=entry.path.name, previous_end=previous_end)
             )
@@ -268,8 +277,7 @@ class _Session:
                 event("resume", trainer, checkpoint=None, previous_end=previous_end)
             )
         else:
-            moved_to = None if moved is None else str(moved.relative_to(self.run.directory))
-            self.manifest.add_event(event("start", trainer, moved_aside=moved_to, resume=resume))
+            self.manifest.add_event(event("start", trainer, moved_aside=moved, resume=resume))
         if not self.transcript.entries:
             # The run's first entry: the state it starts from (a run directory written before
             # transcripts existed starts its transcript at the checkpoint it resumes from).
@@ -355,7 +363,7 @@ class _Session:
             return done
         if self.options.async_save and not final:
             path = self.manager.path_for(t.steps)
-            write = local_write(self.manager)
+            write = manager_write(self.manager)
             spare, self.spare = self.spare, None
             self.in_flight = SaveInFlight.start(t, path, self.metadata, write, spare)
             return done
@@ -366,9 +374,17 @@ class _Session:
             return done
         self.saved_step = t.steps
         self._transcribe("checkpoint", path.name)
-        self.manifest.checkpointed(t, path)
+        self._checkpointed(t, path)
         self.record(None)
         return path
+
+    def _checkpointed(self, saved: Any, path: Path) -> None:
+        """The manifest's ``progress`` set to the checkpoint ``path`` of ``saved`` (with the
+        object's size and SHA-256 when this process uploaded it), which pruning now keeps."""
+        objects = self.manager._objects
+        stored = None if objects is None else objects.uploaded.get(path.name)
+        self.manifest.checkpointed(saved, path, stored)
+        self.manager._pinned = path.name
 
     def _save_failed(self, state: Any, err: OSError | NxrsError, final: bool) -> None:
         """Records and reports that the checkpoint of ``state`` (the trainer, or a background
@@ -417,7 +433,7 @@ class _Session:
         assert saved is not None
         self.saved_step = saved.steps
         self._transcribe("checkpoint", job.path.name, saved)
-        self.manifest.checkpointed(saved, job.path)
+        self._checkpointed(saved, job.path)
         self.record(None)
         return job.path
 
@@ -512,6 +528,8 @@ def _fit(
                     trainer, trainer.steps - before, time.perf_counter() - start, chunk.last_loss
                 )
             poll()
+            if state is not None:
+                state.run.check()  # a lease taken over: stop, writing nothing more
             if stop is not None and stop.signum is not None:
                 break
             if (every is not None and trainer.steps % every == 0) or (

@@ -13,16 +13,19 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
 
 from nxrs._checks import count, keep_count
 from nxrs._nxrs import CheckpointError, ConfigError, sweep_temp_files
+from nxrs._object_checkpoints import ObjectCheckpoints
+from nxrs._store import is_url
 from nxrs._trainer import Trainer
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
@@ -37,10 +40,12 @@ class CorruptCheckpointWarning(UserWarning):
 
 @dataclass(frozen=True)
 class CheckpointEntry:
-    """One checkpoint file of a managed directory."""
+    """One checkpoint file of a managed directory. In a directory on object storage, ``path``
+    is where its local copy is (or goes: the cache) and ``url`` the object's URL."""
 
     step: int
     path: Path
+    url: Optional[str] = None  # noqa: UP045 (a dataclass field evaluated on Python 3.9)
 
 
 class CheckpointManager:
@@ -110,10 +115,22 @@ class CheckpointManager:
         self.keep: int | None = keep_count(keep)
         if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_]+", prefix):
             raise ConfigError(f"prefix must be letters, digits or '_', not {prefix!r}")
-        self.directory = Path(directory)
         self.prefix = prefix
-        self.directory.mkdir(parents=True, exist_ok=True)
-        sweep_temp_files(self.directory)
+        #: The checkpoints on object storage when ``directory`` is a URL (None: local).
+        self._objects: ObjectCheckpoints | None = None
+        #: The directory: a Path, or a URL (str) on object storage.
+        self.directory: Path | str
+        if is_url(directory):
+            self._objects = ObjectCheckpoints(str(directory))
+            self.directory = self._objects.store.url
+            #: Where the files are written and read: the directory, or the store's cache.
+            self._files = self._objects.cache
+        else:
+            self.directory = self._files = Path(directory)
+            self._files.mkdir(parents=True, exist_ok=True)
+        sweep_temp_files(self._files)
+        #: The checkpoint a run's manifest refers to (fit sets it): never pruned.
+        self._pinned: str | None = None
 
     def path_for(self, step: int) -> Path:
         """Where the checkpoint of ``step`` (a count: an int, at least 0; ConfigError
@@ -124,19 +141,28 @@ class CheckpointManager:
         'step-000000000042.nxck'
         """
         step = count("step", step, minimum=0)
-        return self.directory / checkpoint_name(self.prefix, step)
+        return self._files / checkpoint_name(self.prefix, step)
 
     def save(self, trainer: Trainer, step: int, metadata: Mapping[str, str] | None = None) -> Path:
         """Saves ``trainer`` as the checkpoint of ``step`` (v2), then prunes; returns its path.
 
         ``metadata`` (strings) goes into the file (``nxrs.open(path).metadata``); ``fit`` records
         the data's fingerprint there. The file written is never deleted by this pruning; see the
-        class for the rules.
+        class for the rules. On object storage the file is the local copy (the cache), and the
+        checkpoint counts once its object is uploaded and checked; an upload that fails raises
+        OSError and the store's newest checkpoint stays the previous one.
         """
         path = self.path_for(step)
         trainer.save(path, metadata=metadata)
-        self._prune(also_keep=path)
+        self._commit(path)
         return path
+
+    def _commit(self, path: Path, report: Callable[[str], None] | None = None) -> None:
+        """Makes the checkpoint just written to ``path`` count: uploaded (object storage), then
+        the older ones pruned (``_prune``'s ``report``)."""
+        if self._objects is not None:
+            self._objects.upload(path)
+        self._prune(also_keep=path, report=report)
 
     def prune(self) -> None:
         """Deletes the valid checkpoints older than the ``keep`` newest valid ones.
@@ -147,7 +173,15 @@ class CheckpointManager:
 
     def list(self) -> list[CheckpointEntry]:
         """The checkpoint files, oldest step first (not validated; see ``latest``)."""
-        return list_checkpoints(self.directory, self.prefix)
+        if self._objects is None:
+            return list_checkpoints(self._files, self.prefix)
+        entries = []
+        for found in self._objects.listing():
+            step = checkpoint_step(self.prefix, found.name)
+            if step is not None:
+                url = self._objects.store.url_of(found.name)
+                entries.append(CheckpointEntry(step, self._files / found.name, url))
+        return sorted(entries, key=lambda e: e.step)
 
     def latest(self) -> CheckpointEntry | None:
         """The newest checkpoint that validates, or None; invalid newer ones are warned about."""
@@ -174,11 +208,28 @@ class CheckpointManager:
             return  # keep="all": nothing to delete, and nothing to read
         valid_newer = 0
         for entry in reversed(self.list()):
-            if self._load(entry, report) is None:
+            # On object storage every listed checkpoint was written whole by one checksummed
+            # PUT: valid by construction, and not downloaded to be checked again.
+            if self._objects is None and self._load(entry, report) is None:
                 continue
-            if valid_newer >= self.keep and entry.path != also_keep:
-                entry.path.unlink(missing_ok=True)
+            keep = entry.path == also_keep or entry.path.name == self._pinned
+            if valid_newer >= self.keep and not keep:
+                if self._objects is not None:
+                    self._objects.delete(entry.path.name)
+                else:
+                    entry.path.unlink(missing_ok=True)
             valid_newer += 1
+
+    def _local_copy(self, entry: CheckpointEntry) -> Path:
+        """The file of ``entry``: itself, or on object storage its cached copy (downloaded,
+        checksum checked, unless the cache holds the listed version). FileNotFoundError if
+        it is gone."""
+        if self._objects is not None:
+            listed = next((o for o in self._objects.listing() if o.name == entry.path.name), None)
+            if listed is None:
+                raise FileNotFoundError(errno.ENOENT, "no such object", entry.url)
+            self._objects.fetch(listed)
+        return entry.path
 
     def _load(
         self, entry: CheckpointEntry, report: Callable[[str], None] | None = None
@@ -189,7 +240,7 @@ class CheckpointManager:
         what ``load_latest`` returns, so ``latest`` cannot accept a file that fails to load.
         """
         try:
-            return Trainer.load(entry.path)
+            return Trainer.load(self._local_copy(entry))
         except FileNotFoundError:
             return None  # gone since listing: absent, not corrupt
         except (CheckpointError, OSError) as err:

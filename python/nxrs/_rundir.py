@@ -42,7 +42,7 @@ from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
-from nxrs._transcript import TRANSCRIPT_TEMP, SavedStateLike
+from nxrs._transcript import TRANSCRIPT_TEMP, SavedStateLike, Transcript
 
 __all__ = [
     "EVENTS_KEPT",
@@ -61,6 +61,8 @@ __all__ = [
 
 MANIFEST_NAME = "nxrs-run.json"
 LOCK_NAME = ".nxrs-run.lock"
+#: The lease object of a run directory on object storage (``_lease``), its lock.
+LEASE_NAME = ".nxrs-run.lease"
 PREVIOUS_NAME = "previous"
 MANIFEST_FORMAT = "nxrs-run/1"
 _MANIFEST_TEMP = temporary_prefix(MANIFEST_NAME)
@@ -327,9 +329,8 @@ class RunDirectory:
     def read_manifest(self) -> dict[str, Any] | None:
         """The manifest, checked against ``MANIFEST_SCHEMA``, or None when the directory has
         none. ManifestError (a MismatchError) when it is not a valid manifest."""
-        try:
-            data = self.manifest_path.read_bytes()
-        except FileNotFoundError:
+        data = self._manifest_bytes()
+        if data is None:
             return None
         try:
             manifest = json.loads(data)
@@ -348,30 +349,165 @@ class RunDirectory:
             "(resume=False, nxrs train --restart) or use another directory"
         )
 
+    def _manifest_bytes(self) -> bytes | None:
+        """The manifest's bytes, or None when there is none."""
+        try:
+            return self.manifest_path.read_bytes()
+        except FileNotFoundError:
+            return None
+
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         manifest["updated"] = now()
         write_json_atomically(self.manifest_path, manifest)
 
-    def move_aside(self, files: list[Path]) -> Path | None:
-        """Moves ``files`` and the manifest into ``previous/<UTC time>/``; returns that folder
-        (None when there was nothing to move)."""
-        files = [p for p in files if p.exists()]
+    def check(self) -> None:
+        """Raises if this process no longer holds the directory (a lease lost on a store;
+        never for a local directory, whose lock the kernel keeps until the process ends)."""
+
+    def exists(self) -> bool:
+        return self.directory.is_dir()
+
+    def transcript(self) -> Transcript:
+        """The run's transcript, read and written where the directory is."""
+        return Transcript(self.directory)
+
+    def temporary_files(self) -> list[str]:
+        """The temporary files of interrupted writes in the directory (``nxrs status``)."""
+        return sorted(
+            c.name
+            for c in self.directory.iterdir()
+            if ".nxck-tmp." in c.name or c.name.startswith((_MANIFEST_TEMP, TRANSCRIPT_TEMP))
+        )
+
+    def move_aside(self, names: list[str]) -> str | None:
+        """Moves the files ``names`` (those that exist) and the manifest into
+        ``previous/<UTC time>/``; returns that folder relative to the directory (None when
+        there was nothing to move)."""
+        files = [self.directory / n for n in names if (self.directory / n).exists()]
         if self.manifest_path.exists():
             files.append(self.manifest_path)
         if not files:
             return None
         stamp = now().replace(":", "").replace("-", "")
-        target = self.directory / PREVIOUS_NAME / stamp
+        folder = f"{PREVIOUS_NAME}/{stamp}"
         k = 1
-        while target.exists():
+        while (self.directory / folder).exists():
             k += 1
-            target = self.directory / PREVIOUS_NAME / f"{stamp}-{k}"
+            folder = f"{PREVIOUS_NAME}/{stamp}-{k}"
+        target = self.directory / folder
         target.mkdir(parents=True)
         for p in files:
             os.replace(p, target / p.name)
         fsync_path(target)
         fsync_path(self.directory)
-        return target
+        return folder
+
+
+class ObjectRunDirectory(RunDirectory):
+    """A run directory on object storage (``s3://...``): the same manifest and transcript as
+    objects, a lease (``_lease.Lease``) for the lock, and the manifest written with
+    ``If-Match`` on the version this process last read or wrote, so a process that lost the
+    directory cannot overwrite its successor's manifest (``docs/RUNS.md``)."""
+
+    def __init__(self, url: str) -> None:
+        from nxrs._store import ObjectDirectory
+
+        self.store = ObjectDirectory(url)
+        self.directory = self.store.url  # type: ignore[assignment]  # a URL, not a Path
+        self.manifest_path = self.store.url_of(MANIFEST_NAME)  # type: ignore[assignment]
+        self.lock_path = self.store.url_of(LEASE_NAME)  # type: ignore[assignment]
+        self._lock = None
+        self._lease: Any = None
+        #: The manifest's version this process read or wrote (None: there is none yet).
+        self._manifest_etag: str | None = None
+
+    def acquire(self) -> None:
+        """Takes the directory's lease (RunLockedError while another process holds it), then
+        aborts multipart uploads left under it (nxrs writes none; a killed tool's would keep
+        their parts)."""
+        from nxrs._lease import Lease
+
+        lease = Lease(self.store, f"process {os.getpid()} on {_host()} since {now()}")
+        lease.acquire()
+        self._lease = lease
+        self.store.abort_uploads()
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    def holder(self) -> str | None:
+        from nxrs._lease import lease_holder
+
+        return lease_holder(self.store)
+
+    def check(self) -> None:
+        if self._lease is not None:
+            self._lease.check()
+
+    def exists(self) -> bool:
+        return self.store.exists()
+
+    def transcript(self) -> Transcript:
+        return Transcript(self.store.url, self.store)
+
+    def temporary_files(self) -> list[str]:
+        return []  # every object is written whole by one PUT: there are no partial ones
+
+    def _manifest_bytes(self) -> bytes | None:
+        found = self.store.get(MANIFEST_NAME)
+        self._manifest_etag = None if found is None else found.etag
+        return None if found is None else found.data
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        from nxrs._lease import LeaseLostError
+        from nxrs._store import Conflict
+
+        self.check()
+        manifest["updated"] = now()
+        data = (json_text(manifest, indent=1) + "\n").encode()
+        try:
+            if self._manifest_etag is None:
+                self._manifest_etag = self.store.put(MANIFEST_NAME, data, if_absent=True)
+            else:
+                self._manifest_etag = self.store.put(
+                    MANIFEST_NAME, data, if_match=self._manifest_etag
+                )
+        except Conflict:
+            raise LeaseLostError(
+                f"{self.manifest_path} was changed by another process since this one wrote it: "
+                "the directory is no longer this process's; it stopped without writing more"
+            ) from None
+
+    def move_aside(self, names: list[str]) -> str | None:
+        """As a local directory's: the objects are copied into ``previous/<UTC time>/`` on the
+        store, then deleted (the manifest last, so a kill midway leaves the run in place with
+        its copy aside, and a second restart moves it again)."""
+        present = {o.name for o in self.store.listing()}
+        moving = [n for n in names if n in present]
+        if MANIFEST_NAME in present:
+            moving.append(MANIFEST_NAME)
+        if not moving:
+            return None
+        stamp = now().replace(":", "").replace("-", "")
+        folder, k = stamp, 1
+        while self.store.listing(f"{PREVIOUS_NAME}/{folder}"):
+            k += 1
+            folder = f"{stamp}-{k}"
+        for name in moving:
+            self.store.copy(name, f"{PREVIOUS_NAME}/{folder}/{name}")
+        for name in moving:
+            self.store.delete(name)
+        self._manifest_etag = None
+        return f"{PREVIOUS_NAME}/{folder}"
+
+
+def open_run_directory(location: str | os.PathLike[str]) -> RunDirectory:
+    """The run directory at ``location``: a local path, or a URL on object storage."""
+    from nxrs._store import is_url
+
+    return ObjectRunDirectory(str(location)) if is_url(location) else RunDirectory(location)
 
 
 def event(kind: str, trainer: Any, **details: Any) -> dict[str, Any]:
@@ -468,8 +604,15 @@ class RunManifest:
             return f"failed ({last.get('error', 'error')})"
         return "unclean (no stop recorded: killed or crashed)"
 
-    def checkpointed(self, trainer: SavedStateLike, checkpoint: Path) -> None:
-        """Records ``checkpoint`` as the newest holding the run's state (``trainer``'s)."""
+    def checkpointed(
+        self,
+        trainer: SavedStateLike,
+        checkpoint: Path,
+        stored: tuple[int, str] | None = None,
+    ) -> None:
+        """Records ``checkpoint`` as the newest holding the run's state (``trainer``'s); on
+        object storage with the object's ``stored`` size and SHA-256 (``bytes``, ``sha256``),
+        checked when it was uploaded, before this refers to it."""
         self.document["progress"] = {
             "step": trainer.steps,
             "epoch": trainer.epoch,
@@ -477,6 +620,8 @@ class RunManifest:
             "checkpoint": checkpoint.name,
             "saved": now(),
         }
+        if stored is not None:
+            self.document["progress"].update(bytes=stored[0], sha256=stored[1])
 
     def add_event(self, entry: dict[str, Any]) -> None:
         """Appends ``entry`` (``event``) to the history, keeping it to the first event and the
@@ -521,21 +666,30 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """What ``nxrs status`` reports: the manifest, every checkpoint file with the validity of
     the newest ones (read newest first until one validates), the lock, and ``ok`` (False when
     the newest checkpoint is damaged or the directory holds no run)."""
+    from nxrs._manager import CheckpointManager
     from nxrs._trainer import Trainer
 
-    run = RunDirectory(directory)
-    if not run.directory.is_dir():
+    run = open_run_directory(directory)
+    if not run.exists():
         raise FileNotFoundError(errno.ENOENT, "no such directory", str(run.directory))
     manifest = run.read_manifest()
-    # Listed as a CheckpointManager lists them, without making one: its constructor sweeps
-    # temporary files, and status only looks.
-    entries = list_checkpoints(run.directory)
+    if isinstance(run, ObjectRunDirectory):
+        # A store's listing; the newest checkpoints are read from the local cache (downloaded
+        # into it when it does not hold them).
+        manager = CheckpointManager(run.directory)
+        entries, local_copy = manager.list(), manager._local_copy
+    else:
+        # Listed as a CheckpointManager lists them, without making one: its constructor sweeps
+        # temporary files, and status only looks.
+        entries, local_copy = list_checkpoints(run.directory), lambda entry: entry.path
     checkpoints: list[dict[str, Any]] = []
     resumable = None
-    for step, path in ((e.step, e.path) for e in reversed(entries)):
+    for entry in reversed(entries):
+        step, path = entry.step, entry.path
         row: dict[str, Any] = {"file": path.name, "step": step, "bytes": None}
         if resumable is None:
             try:
+                path = local_copy(entry)
                 row["bytes"] = path.stat().st_size
                 t = Trainer.load(path)
                 row.update(valid=True, epoch=t.epoch, batch=t.batch, error=None)
@@ -545,11 +699,7 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         else:
             row["valid"] = None  # not checked: an older file than the one a resume would use
         checkpoints.append(row)
-    temporary = sorted(
-        c.name
-        for c in run.directory.iterdir()
-        if ".nxck-tmp." in c.name or c.name.startswith((_MANIFEST_TEMP, TRANSCRIPT_TEMP))
-    )
+    temporary = run.temporary_files()
     newest_ok = not checkpoints or checkpoints[0]["valid"] is True
     plan = (manifest or {}).get("plan") or {}
     progress = (manifest or {}).get("progress") or None
@@ -575,18 +725,15 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "beyond_plan": beyond,
         "progress": progress,
         "temporary_files": temporary,
-        "transcript": _transcript_summary(run.directory),
+        "transcript": _transcript_summary(run.transcript()),
         "ok": manifest is not None and newest_ok,
     }
 
 
-def _transcript_summary(directory: Path) -> dict[str, Any] | None:
+def _transcript_summary(transcript: Transcript) -> dict[str, Any] | None:
     """The transcript's size and newest entry for ``nxrs status`` (None when there is none;
     ``error`` when it cannot be read). Its chain is ``nxrs verify``'s to check."""
-    from nxrs._transcript import Transcript
-
-    transcript = Transcript(directory)
-    if not transcript.path.is_file():
+    if not transcript.exists():
         return None
     try:
         entries = transcript.read()

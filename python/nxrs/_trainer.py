@@ -116,7 +116,7 @@ class Trainer(_Trainer):
         engine: Literal["local", "ray"] = "local",
         workers: SupportsIndex | None = None,
         ray_address: str | None = None,
-        async_save: bool = False,
+        async_save: bool | None = None,
         _stop: StopFlag | None = None,
         _command: list[str] | None = None,
         _say: Callable[[str], None] | None = None,
@@ -170,7 +170,14 @@ class Trainer(_Trainer):
         first. A background save that fails is reported at the next step boundary as any
         failed periodic save is. The final save and a stop's wait for the save in flight and
         are themselves synchronous, so their failures raise ``CheckpointSaveError`` as above.
-        Memory: the state plus one copy while a save is in flight. See ``docs/RUNS.md``.
+        Memory: the state plus one copy while a save is in flight. See ``docs/RUNS.md``. The
+        default (None) is True for a run directory on object storage and False otherwise.
+
+        ``checkpoint`` may be a URL on object storage (``"s3://bucket/run"``, with
+        ``pip install 'nxrs[s3]'``): the same run directory as objects, a lease in place of
+        the lock (a second process gets ``RunLockedError``; a process whose lease was taken
+        over stops with ``nxrs.LeaseLostError``), the newest checkpoint cached locally
+        (``NXRS_CACHE_DIR``). See ``docs/RUNS.md``, "Run directories on object storage".
 
         The GIL is released while computing. Without a checkpoint (or outside the main thread)
         Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
@@ -222,6 +229,9 @@ class Trainer(_Trainer):
                 "CheckpointManager(directory, keep=...)"
             )
         progress = None if progress is None else flag("progress", progress)
+        if async_save is None:
+            # The default: in the background on object storage, where an upload takes long.
+            async_save = _fit.on_object_storage(checkpoint)
         async_save = flag("async_save", async_save)
         if async_save and checkpoint is None:
             raise ConfigError("async_save needs a checkpoint (a run directory to save into)")

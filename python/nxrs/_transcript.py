@@ -14,9 +14,9 @@ run reached and saved (``docs/RUNS.md``, "The transcript"), which ``nxrs verify`
   removing, inserting or reordering entries breaks the chain.
 
 Entries are never changed or removed: a pruned checkpoint keeps its entry. The file is rewritten
-whole, crash-safely (temporary file, fsync, rename), after each checkpoint is saved, so it is
-always a complete old or new transcript; a checkpoint saved just before a kill gets its entry
-when the run resumes from it.
+whole, crash-safely (temporary file, fsync, rename; on object storage, one PUT), after each
+checkpoint is saved, so it is always a complete old or new transcript; a checkpoint saved just
+before a kill gets its entry when the run resumes from it.
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nxrs._files import temporary_prefix, write_bytes_atomically
 from nxrs._nxrs import Dataset, __version__
+
+if TYPE_CHECKING:
+    from nxrs._store import ObjectDirectory
 
 __all__ = [
     "TRANSCRIPT_NAME",
@@ -120,17 +123,36 @@ class Transcript:
     """The transcript of the run directory ``directory`` (its entries in ``entries``, read by
     ``read``). Only the process holding the directory's lock appends."""
 
-    def __init__(self, directory: str | Path) -> None:
-        self.path = Path(directory) / TRANSCRIPT_NAME
+    def __init__(self, directory: str | Path, store: ObjectDirectory | None = None) -> None:
+        #: Where it is: a local path, or its URL on object storage (``store``'s).
+        self.path: Path | str = (
+            Path(directory) / TRANSCRIPT_NAME if store is None else store.url_of(TRANSCRIPT_NAME)
+        )
+        self.store = store
         self.entries: list[dict[str, Any]] = []
+
+    def exists(self) -> bool:
+        if self.store is None:
+            assert isinstance(self.path, Path)
+            return self.path.is_file()
+        return self.store.get(TRANSCRIPT_NAME) is not None
+
+    def _text(self) -> str | None:
+        if self.store is None:
+            assert isinstance(self.path, Path)
+            try:
+                return self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return None
+        found = self.store.get(TRANSCRIPT_NAME)
+        return None if found is None else found.data.decode("utf-8")
 
     def read(self) -> list[dict[str, Any]]:
         """The entries as the file holds them (none when there is no file). ValueError names
         the first line that is not a JSON object: ``nxrs verify`` reports it, ``fit`` refuses
         to append to it."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = self._text()
+        if text is None:
             self.entries = []
             return self.entries
         entries = []
@@ -175,6 +197,11 @@ class Transcript:
         }
         entry["digest"] = entry_digest(entry)
         text = b"".join(canonical(e) + b"\n" for e in [*self.entries, entry])
-        write_bytes_atomically(self.path, text)
+        if self.store is None:
+            assert isinstance(self.path, Path)
+            write_bytes_atomically(self.path, text)
+        else:
+            # One PUT, whole or not at all; only the lease's holder writes it.
+            self.store.put(TRANSCRIPT_NAME, text)
         self.entries.append(entry)
         return entry

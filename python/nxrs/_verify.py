@@ -494,7 +494,7 @@ def _read_chain(directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
     entry after a break cannot be trusted to be the run's, but the later checks still look
     at every entry, so that one report names everything that differs."""
     transcript = Transcript(directory)
-    if not transcript.path.is_file():
+    if not transcript.exists():
         return [], [f"the transcript {TRANSCRIPT_NAME} is missing: nothing to verify against"]
     try:
         raw = transcript.read()

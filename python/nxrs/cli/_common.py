@@ -123,6 +123,14 @@ def nonempty_path(text: str) -> Path:
     return Path(nonempty_text(text))
 
 
+def nonempty_location(text: str) -> Path | str:
+    """A run directory option (``--ckpt-dir``, ``nxrs status DIR``, ...): a local path, or a
+    URL on object storage (``s3://bucket/run``) kept as text; refused when empty."""
+    from nxrs._store import is_url
+
+    return text if is_url(text) else nonempty_path(text)
+
+
 def _test_fraction(text: str) -> float:
     """``--test-size``'s value: a fraction strictly between 0 and 1."""
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import nxrs
 from nxrs._files import json_text
 from nxrs._rundir import MANIFEST_NAME, run_status
-from nxrs.cli._common import nonempty_path
+from nxrs.cli._common import nonempty_location
 from nxrs.data import _describe_split
 
 HELP = "print a run directory's configuration, progress, checkpoints and history"
@@ -29,7 +29,7 @@ examples:
 
 
 def add_arguments(status: argparse.ArgumentParser) -> None:
-    status.add_argument("directory", type=nonempty_path)
+    status.add_argument("directory", type=nonempty_location)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
 
 

@@ -35,6 +35,7 @@ from nxrs.cli._common import (
     layer_sizes,
     loss_for,
     model_layers,
+    nonempty_location,
     nonempty_path,
     positive_int,
 )
@@ -142,9 +143,10 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--ckpt-dir",
-        type=nonempty_path,
+        type=nonempty_location,
         default=None,
-        help="run directory: checkpoints, manifest, lock (default: none; see below)",
+        help="run directory: checkpoints, manifest, lock (default: none; see below); a local "
+        "path or a URL on object storage (s3://bucket/run, with pip install 'nxrs[s3]')",
     )
     train.add_argument(
         "--keep",
@@ -163,10 +165,12 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--async-save",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="write the periodic checkpoints in a background thread while training goes on "
         "(the state copied in memory at the save point; one save in flight; the final save "
-        "stays synchronous; needs --ckpt-dir; see docs/RUNS.md)",
+        "stays synchronous; needs --ckpt-dir; the default for an s3:// --ckpt-dir; see "
+        "docs/RUNS.md)",
     )
     train.add_argument(
         "--resume",
@@ -290,7 +294,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         every_seconds=getattr(args, "every_seconds", None),
         resume=args.resume,
         keep=3 if args.keep is None else args.keep,
-        async_save=getattr(args, "async_save", False),
+        async_save=getattr(args, "async_save", None),
         progress=None if not args.json else False,
         _stop=stop,
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
@@ -299,10 +303,13 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     )
     train_loss, train_acc = trainer.evaluate(x_train, y_train)
     test_loss, test_acc = trainer.evaluate(x_test, y_test)
-    checkpoint = history.checkpoint
+    checkpoint: Path | str | None = history.checkpoint
     if checkpoint is None and args.ckpt_dir is not None:
         latest = nxrs.CheckpointManager(args.ckpt_dir).latest()
         checkpoint = None if latest is None else latest.path
+    if checkpoint is not None and isinstance(args.ckpt_dir, str):
+        # On object storage: the object's URL, not its local cached copy.
+        checkpoint = f"{args.ckpt_dir.rstrip('/')}/{Path(checkpoint).name}"
     summary: dict[str, Any] = {
         "data": args.data,
         "layers": trainer.config["layers"],
