@@ -154,12 +154,17 @@ class CheckpointManager:
         """
         path = self.path_for(step)
         trainer.save(path, metadata=metadata)
-        self._commit(path)
+        # _commit's two steps, called from here so that the warnings of invalid files point at
+        # save's caller (their stacklevel counts the frames).
+        if self._objects is not None:
+            self._objects.upload(path)
+        self._prune(also_keep=path)
         return path
 
-    def _commit(self, path: Path, report: Callable[[str], None] | None = None) -> None:
+    def _commit(self, path: Path, report: Callable[[str], None]) -> None:
         """Makes the checkpoint just written to ``path`` count: uploaded (object storage), then
-        the older ones pruned (``_prune``'s ``report``)."""
+        the older ones pruned, invalid files reported to ``report`` (a background save's
+        writer thread, which hands them to the training thread)."""
         if self._objects is not None:
             self._objects.upload(path)
         self._prune(also_keep=path, report=report)

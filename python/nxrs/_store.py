@@ -141,6 +141,8 @@ class ObjectDirectory:
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
         """One S3 request through s3fs (its retries and error translation: OSError
         subclasses, FileNotFoundError for a missing object); a failed condition is Conflict."""
+        from botocore.exceptions import BotoCoreError
+
         try:
             result: dict[str, Any] = self.fs.call_s3(method, Bucket=self.bucket, **kwargs)
         except FileExistsError as err:  # s3fs's translation of a failed If-None-Match
@@ -149,6 +151,10 @@ class ObjectDirectory:
             if _precondition_failed(err):
                 raise Conflict(str(err)) from err
             raise
+        except BotoCoreError as err:
+            # What s3fs leaves untranslated (no credentials, an endpoint that does not answer):
+            # an OSError too, so that a save that meets it fails as any failed write does.
+            raise OSError(f"{self.url}: {err}") from err
         return result
 
     # ------------------------------------------------------------------ small objects

@@ -1,0 +1,515 @@
+"""Run directories on object storage (``docs/RUNS.md``, "Run directories on object storage"),
+against an S3 emulator (moto's standalone server, started on the loopback address by
+``s3_support``): the same bits as a local run, resume from the local cache, the lease (a second
+process refused, a lost machine's lease expiring, a process whose lease was taken over stopping),
+the manifest's conditional writes, kills at random moments (uploads included), uploads that fail
+or are slow, and ``nxrs status`` on a URL.
+
+Every claim of sameness compares full-state hashes or bytes, never a tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import numpy as np
+import pytest
+from s3_support import FAKE_CREDENTIALS, Emulator, FaultProxy, emulator, store_environment
+
+import nxrs
+from nxrs._lease import LeaseLostError, lease_holder
+from nxrs._rundir import LEASE_NAME, MANIFEST_NAME, ObjectRunDirectory, RunLockedError
+from nxrs._store import ObjectDirectory
+
+pytest.importorskip("s3fs")
+
+LAYERS = [16, 32, 4]
+#: Short leases, so that a killed holder's lease expires within the tests' patience.
+LEASE_SECONDS = "2"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[Emulator]:
+    with emulator() as server:
+        yield server
+
+
+@pytest.fixture
+def env(s3: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This process (and the children given the returned environment) pointed at the emulator,
+    with a fresh nxrs cache."""
+    environment = store_environment(s3.endpoint, str(tmp_path / "cache"))
+    environment["NXRS_LEASE_SECONDS"] = LEASE_SECONDS
+    for key in (*FAKE_CREDENTIALS, "AWS_ENDPOINT_URL", "NXRS_CACHE_DIR", "NXRS_LEASE_SECONDS"):
+        monkeypatch.setenv(key, environment[key])
+    return environment
+
+
+@pytest.fixture
+def url(s3: Emulator, env: dict[str, str]) -> str:
+    """A run directory's URL in a new bucket."""
+    return f"s3://{s3.bucket()}/runs/a"
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(96, 16)).astype(np.float32)
+    return x, np.argmax(x[:, :4], axis=1).astype(np.int64)
+
+
+def trainer() -> nxrs.Trainer:
+    return nxrs.Trainer(LAYERS, seed=5, batch_size=8, lr=0.01)
+
+
+def uninterrupted_hash(data: tuple[np.ndarray, np.ndarray], epochs: int) -> int:
+    t = trainer()
+    t.fit(*data, epochs=epochs, progress=False)
+    return t.state_hash()
+
+
+def object_bytes(object_url: str) -> bytes:
+    bucket, key = object_url.removeprefix("s3://").split("/", 1)
+    client = boto3.client("s3")
+    body: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return body
+
+
+def names(url: str) -> list[str]:
+    return [o.name for o in ObjectDirectory(url).listing()]
+
+
+def count_downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the objects downloaded from now on."""
+    seen: list[str] = []
+    original = ObjectDirectory.download
+
+    def download(self: ObjectDirectory, name: str, target: Path) -> str:
+        seen.append(name)
+        return original(self, name, target)
+
+    monkeypatch.setattr(ObjectDirectory, "download", download)
+    return seen
+
+
+# ---------------------------------------------------------------------- the same bits
+
+
+@pytest.mark.parametrize("async_save", [False, True])
+def test_a_run_on_a_store_ends_in_the_bits_and_bytes_of_a_local_run(
+    url: str, tmp_path: Path, data: tuple[np.ndarray, np.ndarray], async_save: bool
+) -> None:
+    remote, local = trainer(), trainer()
+    history = remote.fit(*data, epochs=3, checkpoint=url, every=5, async_save=async_save)
+    local.fit(*data, epochs=3, checkpoint=tmp_path / "local", every=5, async_save=async_save)
+    assert remote.state_hash() == local.state_hash() == uninterrupted_hash(data, 3)
+    # The final checkpoint object is byte for byte the local run's file.
+    assert history.checkpoint is not None
+    name = history.checkpoint.name
+    assert object_bytes(f"{url}/{name}") == (tmp_path / "local" / name).read_bytes()
+    manifest = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    assert manifest["state"] == "complete"
+    progress = manifest["progress"]
+    assert progress["checkpoint"] == name
+    assert progress["bytes"] == len(object_bytes(f"{url}/{name}"))
+    import hashlib
+
+    assert progress["sha256"] == hashlib.sha256(object_bytes(f"{url}/{name}")).hexdigest()
+    # keep=3 pruned the store as it prunes a directory.
+    assert sorted(n for n in names(url) if n.endswith(".nxck")) == sorted(
+        p.name for p in (tmp_path / "local").glob("step-*.nxck")
+    )
+
+
+def test_async_saves_are_the_default_on_a_store(
+    url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nxrs import _async_save
+
+    started: list[int] = []
+    original = _async_save.SaveInFlight.start
+
+    def start(*args: object, **kwargs: object) -> _async_save.SaveInFlight:
+        job = original(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(job.steps)
+        return job
+
+    monkeypatch.setattr(_async_save.SaveInFlight, "start", start)
+    trainer().fit(*data, epochs=2, checkpoint=url, every=6)
+    assert started, "no periodic save went to the background"
+    started.clear()
+    trainer().fit(*data, epochs=3, checkpoint=url, every=6, async_save=False)
+    assert started == []
+
+
+def test_a_resume_on_the_same_machine_reads_the_checkpoint_from_the_cache(
+    url: str,
+    data: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+) -> None:
+    trainer().fit(*data, epochs=2, checkpoint=url, every=5)
+    downloads = count_downloads(monkeypatch)
+    resumed = trainer()
+    resumed.fit(*data, epochs=4, checkpoint=url, every=5)
+    assert downloads == []
+    assert resumed.state_hash() == uninterrupted_hash(data, 4)
+    # Another machine (an empty cache) downloads the newest checkpoint, once.
+    import shutil
+
+    shutil.rmtree(env["NXRS_CACHE_DIR"])
+    again = trainer()
+    again.fit(*data, epochs=5, checkpoint=url, every=5)
+    assert downloads == ["step-000000000048.nxck"]
+    assert again.state_hash() == uninterrupted_hash(data, 5)
+
+
+def test_a_damaged_newer_object_is_skipped_never_used(
+    url: str, data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    trainer().fit(*data, epochs=2, checkpoint=url, every=5)
+    good = object_bytes(f"{url}/step-000000000024.nxck")
+    # A torn object under a newer checkpoint's name (another tool's partial upload, say).
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    boto3.client("s3").put_object(
+        Bucket=bucket, Key=f"{key}/step-000000000030.nxck", Body=good[:-9]
+    )
+    resumed = trainer()
+    with pytest.warns(nxrs.CorruptCheckpointWarning, match="step-000000000030"):
+        resumed.fit(*data, epochs=3, checkpoint=url, every=5)
+    assert resumed.state_hash() == uninterrupted_hash(data, 3)
+
+
+def test_checkpoint_manager_on_a_store(url: str) -> None:
+    manager = nxrs.CheckpointManager(url, keep=2)
+    for step in range(1, 5):
+        t = trainer()
+        t.fit(np.zeros((8, 16), np.float32), np.zeros(8, np.int64), epochs=step, progress=False)
+        manager.save(t, step=step)
+    assert [e.step for e in manager.list()] == [3, 4]
+    latest = manager.latest()
+    assert latest is not None and latest.url == f"{url}/step-000000000004.nxck"
+    loaded = manager.load_latest()
+    assert loaded is not None and loaded.epoch == 4
+    assert object_bytes(latest.url) == latest.path.read_bytes()
+
+
+@pytest.mark.parametrize("location", ["gs://bucket/run", "az://container/run", "memory://run"])
+def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
+    location: str, data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    with pytest.raises(nxrs.ConfigError, match="conditional writes"):
+        nxrs.CheckpointManager(location)
+    t = trainer()
+    with pytest.raises(nxrs.ConfigError, match="conditional writes"):
+        t.fit(*data, epochs=1, checkpoint=location)
+    assert t.steps == 0
+
+
+def test_a_bad_lease_duration_is_a_config_error(
+    url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for text in ("0", "soon", "inf", "nan"):
+        monkeypatch.setenv("NXRS_LEASE_SECONDS", text)
+        with pytest.raises(nxrs.ConfigError, match="NXRS_LEASE_SECONDS"):
+            trainer().fit(*data, epochs=1, checkpoint=url)
+
+
+# ---------------------------------------------------------------------- one writer
+
+HOLD = """
+import sys, time
+from nxrs._rundir import ObjectRunDirectory
+run = ObjectRunDirectory(sys.argv[1])
+run.acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def hold(url: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A process holding ``url``'s lease (renewing it) until killed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, url], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def wait_until_free(url: str, seconds: float = 30) -> float:
+    start = time.monotonic()
+    while lease_holder(ObjectDirectory(url)) is not None:
+        assert time.monotonic() - start < seconds, "the lease never expired"
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def test_a_second_process_is_refused_and_takes_over_once_the_lease_expires(
+    url: str, env: dict[str, str], data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    holder = hold(url, env)
+    try:
+        # Renewed while its holder lives: longer than a lease, still refused.
+        time.sleep(float(LEASE_SECONDS) * 1.5)
+        with pytest.raises(RunLockedError, match="in use by process"):
+            trainer().fit(*data, epochs=1, checkpoint=url)
+        status = subprocess.run(
+            [sys.executable, "-m", "nxrs", "status", url, "--json"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert json.loads(status.stdout)["running"].startswith(f"process {holder.pid} ")
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a lost machine: no release
+        holder.communicate()
+    waited = wait_until_free(url)
+    assert waited <= float(LEASE_SECONDS) + 3
+    t = trainer()
+    t.fit(*data, epochs=1, checkpoint=url)
+    assert t.state_hash() == uninterrupted_hash(data, 1)
+
+
+def test_of_two_processes_racing_for_a_free_lease_exactly_one_wins(url: str) -> None:
+    a, b = ObjectRunDirectory(url), ObjectRunDirectory(url)
+    a.acquire()
+    try:
+        with pytest.raises(RunLockedError):
+            b.acquire()
+    finally:
+        a.release()
+    b.acquire()  # released: free at once, no waiting for expiry
+    b.release()
+
+
+def test_a_manifest_changed_by_another_process_is_never_overwritten(url: str) -> None:
+    a, b = ObjectRunDirectory(url), ObjectRunDirectory(url)
+    document = {"written_by": "a"}
+    a.write_manifest(document)
+    b._manifest_bytes()  # b read the version a wrote
+    a.write_manifest({"written_by": "a, again"})
+    with pytest.raises(LeaseLostError, match="changed by another process"):
+        b.write_manifest({"written_by": "b"})
+    assert json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))["written_by"] == "a, again"
+
+
+def train_argv(data_file: Path, url: str, epochs: int, every: int, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "nxrs", "train", "--data", str(data_file), "--layers",
+        "16,256,256,4", "--batch-size", "8", "--lr", "0.01", "--epochs", str(epochs),
+        "--ckpt-dir", url, "--every", str(every), "--json", *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(500, 16)).astype(np.float32)
+    path = tmp_path_factory.mktemp("s3-data") / "data.npz"
+    np.savez(path, X=x, y=np.argmax(x[:, :4], axis=1).astype(np.int64))
+    return path
+
+
+def test_a_process_whose_lease_is_taken_over_stops_without_writing(
+    url: str, env: dict[str, str], data_file: Path
+) -> None:
+    proc = subprocess.Popen(
+        train_argv(data_file, url, 10_000, 50), env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        store = ObjectDirectory(url)
+        deadline = time.monotonic() + 120
+        while store.get(MANIFEST_NAME) is None:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        # Another process takes the lease over (as one would after this one failed to renew).
+        usurper = json.dumps({"holder": "the usurper", "token": "x", "seconds": 600}).encode()
+        store.put(LEASE_NAME, usurper)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 4, err
+    assert "lost its lease" in err or "changed by another process" in err
+    assert store.get(LEASE_NAME).data == usurper  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------- kills and faults
+
+
+@pytest.fixture
+def proxy(s3: Emulator) -> Iterator[FaultProxy]:
+    p = FaultProxy(s3.port).start()
+    yield p
+    p.close()
+
+
+def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bits(
+    s3: Emulator,
+    env: dict[str, str],
+    proxy: FaultProxy,
+    data_file: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SIGKILL 12 times at random instants (checkpoint uploads slowed so that many land in
+    one), restarting the same command each time (after the killed holder's lease expired):
+    the final state equals the uninterrupted run's, and no partial object is ever used."""
+    kills_wanted = 12
+    seed = random.SystemRandom().randrange(2**32)
+    rng = random.Random(seed)
+    env = {**env, "AWS_ENDPOINT_URL": proxy.endpoint, "NXRS_LEASE_SECONDS": "1"}
+    proxy.mode, proxy.delay = "slow", 0.01
+    url = f"s3://{s3.bucket()}/chaos"
+    argv = train_argv(data_file, url, 4, 25)
+    reference = subprocess.run(
+        [*argv[: argv.index("--ckpt-dir")], "--json"], env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert reference.returncode == 0, reference.stderr
+    expected = json.loads(reference.stdout.splitlines()[-1])["state_hash"]
+    start = time.monotonic()
+    first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    span = time.monotonic() - start
+    url = f"s3://{s3.bucket()}/chaos"
+    argv = train_argv(data_file, url, 4, 25)
+    kills = processes = 0
+    while True:
+        processes += 1
+        assert processes < 10 * kills_wanted, f"seed {seed}: the kills never landed"
+        proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        if kills < kills_wanted:
+            try:
+                proc.wait(timeout=rng.uniform(0, span))
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+        if proc.returncode == -signal.SIGKILL:
+            kills += 1
+            wait_until_free(url)
+            continue
+        if proc.returncode == 4:  # the previous holder's lease had not quite expired
+            time.sleep(0.5)
+            continue
+        assert proc.returncode == 0, err
+        if kills < kills_wanted:
+            continue  # it completed before the kill: the next process finds it complete
+        break
+    final = json.loads(out.splitlines()[-1])
+    assert final["state_hash"] == expected
+    assert final["checkpoint"].startswith(url + "/")
+    # Every checkpoint object is whole: each loads with every checksum verified.
+    for name in names(url):
+        if name.endswith(".nxck"):
+            manager = nxrs.CheckpointManager(url)
+            entry = next(e for e in manager.list() if e.path.name == name)
+            nxrs.Trainer.load(manager._local_copy(entry))
+    with capsys.disabled():
+        print(f"\n[s3 chaos] seed {seed}: {kills} kills in {processes} processes", flush=True)
+
+
+def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
+    s3: Emulator,
+    env: dict[str, str],
+    proxy: FaultProxy,
+    data: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    # Give up soon: one botocore attempt (AWS_MAX_ATTEMPTS, as a user would set it) per s3fs
+    # try, two s3fs tries (its class attribute).
+    import s3fs
+
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 2)
+    url = f"s3://{s3.bucket()}/faults"
+    trainer().fit(*data, epochs=1, checkpoint=url, every=6)
+    assert "step-000000000012.nxck" in names(url)
+    proxy.mode = "fail"
+    t = trainer()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(nxrs.CheckpointSaveError, match="newest checkpoint of this run is"):
+            t.fit(*data, epochs=2, checkpoint=url, every=6, async_save=True)
+    failed = [w for w in caught if issubclass(w.category, nxrs.SaveFailedWarning)]
+    assert failed, "a failed periodic upload was not reported"
+    assert t.steps == 24  # training went on to the end despite the failed uploads
+    # The store's newest checkpoint is still the last one uploaded whole.
+    assert max(n for n in names(url) if n.endswith(".nxck")) == "step-000000000012.nxck"
+    manifest = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    assert manifest["progress"]["checkpoint"] == "step-000000000012.nxck"
+    assert manifest["state"] == "failed"
+    # The store back: the run resumes from that checkpoint and ends in the same bits.
+    proxy.mode = None
+    resumed = trainer()
+    resumed.fit(*data, epochs=2, checkpoint=url, every=6)
+    assert resumed.state_hash() == uninterrupted_hash(data, 2)
+
+
+def test_slow_uploads_do_not_hold_training_and_change_no_bit(
+    s3: Emulator,
+    env: dict[str, str],
+    proxy: FaultProxy,
+    data: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    proxy.mode, proxy.delay = "slow", 0.2
+    url = f"s3://{s3.bucket()}/slow"
+    t = trainer()
+    t.fit(*data, epochs=3, checkpoint=url, every=4)
+    assert proxy.uploads > 0
+    assert t.state_hash() == uninterrupted_hash(data, 3)
+
+
+# ---------------------------------------------------------------------- nxrs status
+
+
+def test_nxrs_status_on_a_url(url: str, env: dict[str, str], data_file: Path) -> None:
+    run = subprocess.run(
+        train_argv(data_file, url, 1, 20), env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.splitlines()[-1])
+    status = subprocess.run(
+        [sys.executable, "-m", "nxrs", "status", url, "--json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["directory"] == url
+    assert report["ok"] is True and report["running"] is None
+    assert report["manifest"]["state"] == "complete"
+    assert report["resume_from"] == summary["checkpoint"].rsplit("/", 1)[1]
+    assert report["checkpoints"][0]["valid"] is True
+    assert report["transcript"]["last_step"] == summary["steps"]
+    text = subprocess.run(
+        [sys.executable, "-m", "nxrs", "status", url],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert text.returncode == 0 and f"run directory {url}" in text.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "nxrs", "status", url + "-nothing"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode != 0 and "no such directory" in missing.stderr
+
+
+def test_nothing_in_the_directory_names_a_credential(url: str, data_file: Path) -> None:
+    """Credentials and endpoints stay the backend's (the environment here): nxrs writes none
+    into the run's objects."""
+    trainer().fit(np.zeros((8, 16), np.float32), np.zeros(8, np.int64), epochs=1, checkpoint=url)
+    for name in names(url):
+        content = object_bytes(f"{url}/{name}")
+        for secret in (os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_ENDPOINT_URL"]):
+            assert secret.encode() not in content, name
