@@ -98,8 +98,10 @@ class FaultProxy:
     mode: str | None = None
     delay: float = 0.02
     port: int = 0
-    #: Checkpoint uploads the proxy has seen (any mode).
+    #: Checkpoint uploads the proxy has seen (any mode), and those under way now (a request
+    #: ends when its connection starts the next one or closes).
     uploads: int = 0
+    uploading_now: int = 0
     _server: socket.socket | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -139,8 +141,10 @@ class FaultProxy:
         try:
             while piece := client.recv(65536):
                 if piece[:8].split(b" ", 1)[0] in (b"GET", b"PUT", b"HEAD", b"POST", b"DELETE"):
+                    self.uploading_now -= uploading
                     uploading = piece.startswith(b"PUT ") and b"/step-" in piece.split(b"\r\n")[0]
                     self.uploads += uploading
+                    self.uploading_now += uploading
                 if uploading and self.mode == "fail":
                     return
                 if uploading and self.mode == "slow":
@@ -149,6 +153,7 @@ class FaultProxy:
         except OSError:
             pass
         finally:
+            self.uploading_now -= uploading
             _close(client, upstream)
 
     @staticmethod
