@@ -520,3 +520,35 @@ def test_nothing_in_the_directory_names_a_credential(url: str, data_file: Path) 
         content = object_bytes(f"{url}/{name}")
         for secret in (os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_ENDPOINT_URL"]):
             assert secret.encode() not in content, name
+
+
+# ---------------------------------------------------------------------- nxrs verify, nxrs diff
+
+
+def test_nxrs_verify_and_diff_on_a_url(url: str, env: dict[str, str], data_file: Path) -> None:
+    run = subprocess.run(
+        train_argv(data_file, url, 2, 20, "--keep", "all"),
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    verified = subprocess.run(
+        [sys.executable, "-m", "nxrs", "verify", url, "--all", "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stderr
+    report = json.loads(verified.stdout)
+    assert report["ok"] is True and report["run_dir"] == url
+    assert report["segments"] and all(s["status"] == "ok" for s in report["segments"])
+    same = subprocess.run(
+        [sys.executable, "-m", "nxrs", "diff", url, url, "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["identical"] is True
+    # A checkpoint flipped by one bit on the store is caught.
+    name = "step-000000000040.nxck"
+    content = bytearray(object_bytes(f"{url}/{name}"))
+    content[-5] ^= 1
+    ObjectDirectory(url).put(name, bytes(content))
+    tampered = nxrs.verify(url, segments=0)
+    assert not tampered.ok and name in (tampered.first_failure or "")

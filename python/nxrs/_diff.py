@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from nxrs._config import config_diff
 from nxrs._nxrs import CheckpointError, InputError, MismatchError
+from nxrs._object_checkpoints import local_copy
 from nxrs._replay import RunData, first_difference, replay, replay_step
 from nxrs._rundir import RunDirectory
 from nxrs._transcript import TRANSCRIPT_NAME, Transcript
@@ -173,7 +174,8 @@ def diff(
     InputError for a path that is neither a run directory nor a file, or a file and a
     directory.
     """
-    pa, pb = Path(a), Path(b)
+    # On object storage: local copies of the run directories' or checkpoints' objects.
+    pa, pb = local_copy(a), local_copy(b)
     if pa.is_dir() and pb.is_dir():
         given_a = None if x is None or y is None else RunData(x, y)
         xb, yb = (x, y) if x_b is None and y_b is None else (x_b, y_b)

@@ -15,13 +15,14 @@ in the listing equal to the cached one and reads the file, not the network.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from pathlib import Path
 
-from nxrs._store import Listed, ObjectDirectory
+from nxrs._store import Listed, ObjectDirectory, is_url
 
-__all__ = ["ObjectCheckpoints", "cache_root"]
+__all__ = ["ObjectCheckpoints", "cache_root", "local_copy"]
 
 _ETAG_SUFFIX = ".etag"
 
@@ -61,17 +62,27 @@ class ObjectCheckpoints:
 
     def fetch(self, listed: Listed) -> Path:
         """The cached file of the object ``listed``: downloaded (checksum checked) unless the
-        cache holds it at the listed ETag. FileNotFoundError if the object is gone."""
-        path = self.cache / listed.name
-        etag_file = path.with_name(path.name + _ETAG_SUFFIX)
-        try:
-            cached = etag_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            cached = None
-        if cached != listed.etag or not path.is_file():
-            etag = self.store.download(listed.name, path)
-            self._remember(path, etag)
+        cache holds it at the listed ETag, then the only checkpoint in the cache.
+        FileNotFoundError if the object is gone."""
+        path = _fetch_into(self.store, self.cache, listed)
+        self._remember(path, listed.etag)
         return path
+
+    def mirror(self) -> Path:
+        """A local copy of the whole directory (the manifest, the transcript, the checkpoints:
+        every object but the hidden ones, ``.nxrs-run.lease``), for the readers that read a
+        whole run directory (``nxrs verify``, ``nxrs diff``); kept in the cache's ``mirror/``,
+        where only what changed is downloaded again."""
+        target = self.cache / "mirror"
+        target.mkdir(exist_ok=True)
+        present = [o for o in self.store.listing() if not o.name.startswith(".")]
+        for listed in present:
+            _fetch_into(self.store, target, listed)
+        wanted = {n for o in present for n in (o.name, o.name + _ETAG_SUFFIX)}
+        for child in target.iterdir():
+            if child.name not in wanted:
+                child.unlink(missing_ok=True)  # gone from the store since the last copy
+        return target
 
     def delete(self, name: str) -> None:
         self.store.delete(name)
@@ -84,3 +95,36 @@ class ObjectCheckpoints:
         for child in self.cache.iterdir():
             if child.name not in keep and child.name.endswith((".nxck", _ETAG_SUFFIX)):
                 child.unlink(missing_ok=True)
+
+
+def _fetch_into(store: ObjectDirectory, directory: Path, listed: Listed) -> Path:
+    """The object ``listed`` as a file of ``directory``: downloaded (its checksum checked)
+    unless the file there is already that version (its ``.etag`` beside it)."""
+    path = directory / listed.name
+    etag_file = path.with_name(path.name + _ETAG_SUFFIX)
+    try:
+        cached = etag_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        cached = None
+    if cached != listed.etag or not path.is_file():
+        etag = store.download(listed.name, path)
+        etag_file.write_text(etag, encoding="utf-8")
+    return path
+
+
+def local_copy(location: str | os.PathLike[str]) -> Path:
+    """``location`` as a local path: itself, or for a URL on object storage a local copy of
+    the run directory it names (``ObjectCheckpoints.mirror``) or of the one object it names
+    (a checkpoint's URL). FileNotFoundError when the URL names nothing."""
+    if not is_url(location):
+        return Path(location)
+    url = str(location).rstrip("/")
+    directory = ObjectCheckpoints(url)
+    if directory.store.exists():
+        return directory.mirror()
+    parent, _, name = url.rpartition("/")
+    objects = ObjectCheckpoints(parent)
+    listed = next((o for o in objects.store.listing() if o.name == name), None)
+    if listed is None:
+        raise FileNotFoundError(errno.ENOENT, "no such run directory or object", url)
+    return _fetch_into(objects.store, objects.cache / "mirror", listed)

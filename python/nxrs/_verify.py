@@ -36,6 +36,7 @@ from nxrs._config import config_diff
 from nxrs._fit import check_engine
 from nxrs._manager import list_checkpoints
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, MismatchError, __version__
+from nxrs._object_checkpoints import local_copy
 from nxrs._replay import RunData, first_difference, replay
 from nxrs._rundir import ManifestError, RunDirectory
 from nxrs._trainer import Trainer
@@ -259,9 +260,10 @@ def verify(
         raise InputError(
             "data (a file replacing the run's --data) is for a run's own data, not x and y"
         )
-    directory = Path(run_dir)
+    # A run directory on object storage is verified from a local copy of its objects.
+    directory = local_copy(run_dir)
     if not directory.is_dir():
-        raise FileNotFoundError(f"{directory}: no such run directory")
+        raise FileNotFoundError(f"{run_dir}: no such run directory")
 
     failures: list[str] = []
     notes: list[str] = []
@@ -307,7 +309,7 @@ def verify(
             failures.append(r.difference or "")
     return VerifyReport(
         ok=not failures,
-        run_dir=str(directory),
+        run_dir=str(run_dir),
         entries=len(entries),
         checkpoints=checkpoints,
         segments=segment_results,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import nxrs
 from nxrs._diff import diff
-from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, nonempty_path
+from nxrs._object_checkpoints import local_copy
+from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, nonempty_location
 
 HELP = "find the first step at which two runs (or checkpoints) of one configuration differ"
 DESCRIPTION = (
@@ -40,8 +40,13 @@ exit status:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", type=nonempty_path, help="a run directory or checkpoint")
-    parser.add_argument("b", metavar="B", type=nonempty_path, help="the other one")
+    parser.add_argument(
+        "a",
+        metavar="A",
+        type=nonempty_location,
+        help="a run directory or checkpoint (a path, or a URL on object storage)",
+    )
+    parser.add_argument("b", metavar="B", type=nonempty_location, help="the other one")
     parser.add_argument(
         "--data",
         metavar="FILE",
@@ -55,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if Path(args.a).is_dir() or Path(args.b).is_dir():
+        if local_copy(args.a).is_dir() or local_copy(args.b).is_dir():
             report = diff(args.a, args.b, data=args.data, data_b=args.data_b)
         else:
             x = y = None

@@ -8,7 +8,13 @@ import sys
 
 from nxrs._files import json_text
 from nxrs._verify import verify
-from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, nonempty_path, nonempty_text, positive_int
+from nxrs.cli._common import (
+    EXIT_DONE,
+    EXIT_FAILED,
+    nonempty_location,
+    nonempty_text,
+    positive_int,
+)
 
 HELP = "check that a run directory's model came from its data and configuration, bit for bit"
 DESCRIPTION = (
@@ -45,7 +51,7 @@ exit status:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", type=nonempty_path)
+    parser.add_argument("directory", type=nonempty_location)
     parser.add_argument(
         "--data",
         type=nonempty_text,
