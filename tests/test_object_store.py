@@ -359,8 +359,9 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
     data_file: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """SIGKILL 12 times at random instants (checkpoint uploads slowed so that many land in
-    one), restarting the same command each time (after the killed holder's lease expired):
+    """SIGKILL 12 times, at random instants of a process's life and of a checkpoint's upload
+    (uploads slowed through the proxy), restarting the same command each time (after the
+    killed holder's lease expired):
     the final state equals the uninterrupted run's, and no partial object is ever used."""
     kills_wanted = 12
     seed = random.SystemRandom().randrange(2**32)
@@ -388,10 +389,19 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
         proc = subprocess.Popen(
             argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        if kills < kills_wanted:
+        if kills < kills_wanted and kills % 2 == 0:
+            # A random instant of the process's life.
             try:
                 proc.wait(timeout=rng.uniform(0, span))
             except subprocess.TimeoutExpired:
+                kills_in_uploads += proxy.uploading_now > 0
+                proc.send_signal(signal.SIGKILL)
+        elif kills < kills_wanted:
+            # A random instant of a checkpoint's upload.
+            while proc.poll() is None and proxy.uploading_now == 0:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0, 0.1))
+            if proc.poll() is None:
                 kills_in_uploads += proxy.uploading_now > 0
                 proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
@@ -403,13 +413,15 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
             time.sleep(0.5)
             continue
         assert proc.returncode == 0, err
-        if kills < kills_wanted:
-            continue  # it completed before the kill: the next process finds it complete
-        break
-    final = json.loads(out.splitlines()[-1])
-    assert final["state_hash"] == expected
-    # Uploads are about half of each process's time: some kills landed in one.
-    assert kills_in_uploads >= 1, f"seed {seed}: no kill landed during an upload"
+        final = json.loads(out.splitlines()[-1])
+        assert final["state_hash"] == expected
+        if kills >= kills_wanted:
+            break
+        # The run completed before enough kills: another round, in a new directory.
+        url = f"s3://{s3.bucket()}/chaos"
+        argv = train_argv(data_file, url, 4, 25)
+    # Half the kills aimed at uploads (each upload takes about 0.4 s): most landed in one.
+    assert kills_in_uploads >= kills_wanted // 4, f"seed {seed}: {kills_in_uploads} in uploads"
     assert final["checkpoint"].startswith(url + "/")
     # Every checkpoint object is whole: each loads with every checksum verified.
     for name in names(url):
@@ -552,3 +564,33 @@ def test_nxrs_verify_and_diff_on_a_url(url: str, env: dict[str, str], data_file:
     ObjectDirectory(url).put(name, bytes(content))
     tampered = nxrs.verify(url, segments=0)
     assert not tampered.ok and name in (tampered.first_failure or "")
+
+
+def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bits(
+    s3: Emulator, env: dict[str, str], proxy: FaultProxy, data_file: Path
+) -> None:
+    env = {**env, "AWS_ENDPOINT_URL": proxy.endpoint}
+    proxy.mode, proxy.delay = "slow", 0.05
+    url = f"s3://{s3.bucket()}/term"
+    argv = train_argv(data_file, url, 3, 25)
+    reference = subprocess.run(
+        [*argv[: argv.index("--ckpt-dir")], "--json"], env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    proc = subprocess.Popen(argv, env=env, **pipes)  # type: ignore[call-overload]
+    while proc.poll() is None and proxy.uploading_now == 0:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    stop = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    assert stop["state"] == "stopped"
+    # The stop's checkpoint is the step reached, uploaded whole, and the lease was released:
+    # the same command resumes at once.
+    assert stop["progress"]["step"] == stop["events"][-1]["step"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming {url} from" in done.stderr
+    final = json.loads(done.stdout.splitlines()[-1])["state_hash"]
+    assert final == json.loads(reference.stdout.splitlines()[-1])["state_hash"]

@@ -56,6 +56,7 @@ from nxrs._nxrs import (
     seed_dataset,
     sweep_temp_files,
 )
+from nxrs._lease import LeaseLostError
 from nxrs._rundir import (
     CheckpointSaveError,
     ManifestError,
@@ -87,6 +88,7 @@ __all__ = [
     "HeaderError",
     "History",
     "InputError",
+    "LeaseLostError",
     "LengthError",
     "ManifestError",
     "MismatchError",

@@ -1,0 +1,111 @@
+"""Run directories on object storage (issue 23): checkpoints of a ~1 GB state saved to an S3
+store, against s3fs's own upload of the same bytes and against synchronous saves.
+
+Run from the repository root (needs the test extra's moto[server] and s3fs)::
+
+    python bench/bench_object_store.py            # 4096-10240-4096 MLP, Adam: ~1 GB of state
+    python bench/bench_object_store.py --quick    # 1024-4096-1024: ~100 MB
+
+The store is an S3 emulator, moto's standalone server, started on the loopback address
+(``tests/s3_support.py``): it measures nxrs's side of the work (the local write, the checksum,
+the request), not a network; a real store's bandwidth bounds both sides the same way.
+
+1. **Throughput of the background writer** on a store: what its thread runs for one
+   checkpoint (``_Snapshot.save`` into the cache, crash-safe, then the upload in one PUT with
+   its SHA-256 and the size and checksum read back) against s3fs's ``pipe`` of the same number
+   of bytes from memory (what a user of fsspec would otherwise do; s3fs splits it into a
+   multipart upload above 100 MB), best of 3; MB/s of the file's bytes. Also the upload alone.
+2. **Training blocked per checkpoint**: the same ``fit`` on the store with synchronous and with
+   background saves (the default there); the training thread's time inside the run directory's
+   save calls per checkpoint (``bench_async_save.blocked_time``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from bench_async_save import MB, SIZES, blocked_time, data, state_bytes
+from s3_support import FAKE_CREDENTIALS, emulator
+
+import nxrs
+from nxrs._object_checkpoints import ObjectCheckpoints
+
+
+def writer_against_pipe(layers: list[int], url: str, runs: int = 3) -> dict[str, float]:
+    import s3fs
+
+    t = nxrs.Trainer(layers=layers, batch_size=1, lr=1e-4, seed=0)
+    x, y = data(layers, 4)
+    t.train_steps(x, y, 1)
+    snapshot = t._snapshot()
+    del t
+    objects = ObjectCheckpoints(url)
+    path = objects.cache / "step-000000000001.nxck"
+    snapshot.save(path, metadata=[])
+    size = path.stat().st_size
+    payload = np.ones(size, dtype=np.uint8).tobytes()
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    best = {"writer": float("inf"), "upload": float("inf"), "pipe": float("inf")}
+    for run in range(runs + 1):  # the first of each untimed
+        for kind in best:
+            path.unlink(missing_ok=True)
+            start = time.perf_counter()
+            if kind == "pipe":
+                fs.pipe(f"{url}/raw.bin", payload)
+            else:
+                snapshot.save(path, metadata=[("data_fingerprint", "0" * 16)])
+                if kind == "upload":
+                    start = time.perf_counter()  # the upload alone
+                objects.upload(path)
+            seconds = time.perf_counter() - start
+            if run > 0:
+                best[kind] = min(best[kind], seconds)
+    return {kind: size / seconds / MB for kind, seconds in best.items()} | {"bytes": size}
+
+
+def blocked(layers: list[int], url: str, every: int, saves: int, async_save: bool) -> float:
+    x, y = data(layers, every * (saves + 1) - 1)
+    with blocked_time() as spent:
+        t = nxrs.Trainer(layers=layers, batch_size=1, lr=1e-4, seed=0)
+        t.fit(x, y, epochs=1, checkpoint=url, every=every, async_save=async_save, progress=False)
+    return sum(sum(times) for times in spent.values()) / saves
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="~100 MB of state, not ~1 GB")
+    parser.add_argument("--every", type=int, default=6, help="steps between saves (default 6)")
+    parser.add_argument("--saves", type=int, default=3, help="periodic saves timed (default 3)")
+    args = parser.parse_args()
+    layers = SIZES["100MB" if args.quick else "1GB"]
+    print(f"nxrs {nxrs.__version__}, {platform.platform()}, {os.cpu_count()} CPUs, load average "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")  # fmt: skip
+    print(f"state: MLP {'-'.join(map(str, layers))}, Adam: {state_bytes(layers) / MB:.1f} MB")
+    with emulator() as server, tempfile.TemporaryDirectory() as cache:
+        os.environ.update(FAKE_CREDENTIALS, AWS_ENDPOINT_URL=server.endpoint, NXRS_CACHE_DIR=cache)
+        rates = writer_against_pipe(layers, f"s3://{server.bucket()}/writer")
+        print(f"1. one checkpoint of {rates['bytes'] / MB:.1f} MB to the emulator (best of 3):")
+        print(f"   background writer (local write + upload + check): {rates['writer']:.0f} MB/s")
+        print(f"   its upload alone (one PUT with SHA-256, checked): {rates['upload']:.0f} MB/s")
+        print(f"   s3fs pipe of the same bytes from memory:          {rates['pipe']:.0f} MB/s")
+        print(f"   ratio writer / pipe: {rates['writer'] / rates['pipe']:.2f}x (goal >= 0.8x); "
+              f"upload / pipe: {rates['upload'] / rates['pipe']:.2f}x")  # fmt: skip
+        sync = blocked(layers, f"s3://{server.bucket()}/sync", args.every, args.saves, False)
+        background = blocked(layers, f"s3://{server.bucket()}/async", args.every, args.saves, True)
+        print(f"2. training blocked per checkpoint on the store ({args.saves} periodic saves):")
+        print(f"   synchronous: {sync * 1e3:.0f} ms; background (the default): "
+              f"{background * 1e3:.0f} ms; ratio {background / sync:.3f}x")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
