@@ -92,7 +92,8 @@ class FaultProxy:
     """A TCP proxy to ``upstream`` on the loopback address. ``mode`` applies to connections
     while they carry a PUT of a checkpoint object (``/step-``): None passes everything,
     ``"slow"`` delays each piece of the upload by ``delay`` seconds, ``"fail"`` cuts the
-    connection (the client sees a reset, retries, and gives up)."""
+    connection (the client sees a reset, retries, and gives up), ``"stall"`` stops forwarding
+    (no answer ever comes: the client's read timeout decides)."""
 
     upstream: int
     mode: str | None = None
@@ -147,6 +148,8 @@ class FaultProxy:
                     self.uploading_now += uploading
                 if uploading and self.mode == "fail":
                     return
+                if uploading and self.mode == "stall":
+                    continue  # swallowed: the server never sees the request
                 if uploading and self.mode == "slow":
                     time.sleep(self.delay)
                 upstream.sendall(piece)

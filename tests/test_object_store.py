@@ -475,6 +475,30 @@ def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
     assert resumed.state_hash() == uninterrupted_hash(data, 2)
 
 
+def test_uploads_that_time_out_are_failed_saves(
+    s3: Emulator,
+    env: dict[str, str],
+    proxy: FaultProxy,
+    data: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store that takes an upload and never answers: nxrs's deadline (``NXRS_STORE_TIMEOUT``
+    plus a second per MB) cancels the request, and the save fails as any failed save does."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    monkeypatch.setenv("NXRS_STORE_TIMEOUT", "2")
+    url = f"s3://{s3.bucket()}/stalls"
+    trainer().fit(*data, epochs=1, checkpoint=url, every=12)
+    proxy.mode = "stall"
+    t = trainer()
+    start = time.monotonic()
+    with pytest.warns(nxrs.SaveFailedWarning), pytest.raises(nxrs.CheckpointSaveError):
+        t.fit(*data, epochs=2, checkpoint=url, every=6)
+    assert time.monotonic() - start < 60
+    assert t.steps == 24
+    proxy.mode = None
+    assert max(n for n in names(url) if n.endswith(".nxck")) == "step-000000000012.nxck"
+
+
 def test_slow_uploads_do_not_hold_training_and_change_no_bit(
     s3: Emulator,
     env: dict[str, str],

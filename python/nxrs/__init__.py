@@ -35,6 +35,7 @@ from nxrs import _renamed, layers, softf32
 from nxrs._checkpoint import Checkpoint, open
 from nxrs._diff import DiffReport, diff
 from nxrs._fit import History, NothingToTrainWarning
+from nxrs._lease import LeaseLostError
 from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     BadMagicError,
@@ -56,7 +57,6 @@ from nxrs._nxrs import (
     seed_dataset,
     sweep_temp_files,
 )
-from nxrs._lease import LeaseLostError
 from nxrs._rundir import (
     CheckpointSaveError,
     ManifestError,

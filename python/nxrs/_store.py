@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import errno
 import hashlib
 import os
 import re
@@ -138,13 +139,24 @@ class ObjectDirectory:
     def _key(self, name: str) -> str:
         return self.prefix + name
 
-    def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+    def _call(self, method: str, *, size: int = 0, **kwargs: Any) -> dict[str, Any]:
         """One S3 request through s3fs (its retries and error translation: OSError
-        subclasses, FileNotFoundError for a missing object); a failed condition is Conflict."""
+        subclasses, FileNotFoundError for a missing object); a failed condition is Conflict.
+        A request of ``size`` bytes that has not finished by its deadline (``deadline``) is
+        cancelled: OSError (ETIMEDOUT)."""
         from botocore.exceptions import BotoCoreError
+        from fsspec.exceptions import FSTimeoutError
 
         try:
-            result: dict[str, Any] = self.fs.call_s3(method, Bucket=self.bucket, **kwargs)
+            result: dict[str, Any] = self.fs.call_s3(
+                method, Bucket=self.bucket, timeout=deadline(size), **kwargs
+            )
+        except FSTimeoutError:
+            raise OSError(
+                errno.ETIMEDOUT,
+                f"{method} did not finish within {deadline(size):.0f} s (NXRS_STORE_TIMEOUT)",
+                self.url,
+            ) from None
         except FileExistsError as err:  # s3fs's translation of a failed If-None-Match
             raise Conflict(str(err)) from err
         except OSError as err:
@@ -178,7 +190,9 @@ class ObjectDirectory:
             conditions["IfNoneMatch"] = "*"
         if if_match is not None:
             conditions["IfMatch"] = if_match
-        response = self._call("put_object", Key=self._key(name), Body=data, **conditions)
+        response = self._call(
+            "put_object", size=len(data), Key=self._key(name), Body=data, **conditions
+        )
         return str(response["ETag"])
 
     def delete(self, name: str, *, if_match: str | None = None) -> None:
@@ -258,6 +272,7 @@ class ObjectDirectory:
         with open(source, "rb") as body:
             self._call(
                 "put_object",
+                size=size,
                 Key=self._key(name),
                 Body=body,
                 ContentLength=size,
@@ -300,6 +315,22 @@ class ObjectDirectory:
         return str(response["ETag"])
 
 
+def deadline(size: int) -> float:
+    """How long one request moving ``size`` bytes may take before nxrs cancels it: the
+    seconds of ``NXRS_STORE_TIMEOUT`` (default 60), plus a second per MB (a store slower than
+    1 MB/s is taken for a stalled one). The backend's own timeouts do not cover every wait (a
+    PUT whose answer never comes can wait forever), and a writer that never returns would hold
+    the next save, and the stop, forever."""
+    text = os.environ.get("NXRS_STORE_TIMEOUT", "60")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"NXRS_STORE_TIMEOUT must be a number of seconds > 0, not {text!r}")
+    return seconds + size / 1e6
+
+
 def _precondition_failed(err: OSError) -> bool:
     """Whether s3fs's OSError is S3's 412 Precondition Failed (s3fs maps it to EINVAL; the
     botocore error it came from says which)."""
@@ -319,10 +350,14 @@ def _read_body(fs: Any, body: Any) -> bytes:
 def _pieces(fs: Any, body: Any) -> Iterator[bytes]:
     """The pieces of a streaming response body (aiobotocore's, read on s3fs's event loop)."""
     from fsspec.asyn import sync
+    from fsspec.exceptions import FSTimeoutError
 
     try:
         while True:
-            piece = sync(fs.loop, body.read, _PIECE)
+            try:
+                piece = sync(fs.loop, body.read, _PIECE, timeout=deadline(_PIECE))
+            except FSTimeoutError:
+                raise OSError(errno.ETIMEDOUT, "a download stalled (NXRS_STORE_TIMEOUT)") from None
             if not piece:
                 return
             yield piece
