@@ -185,7 +185,7 @@ class ObjectDirectory:
     ) -> str:
         """Writes the object ``name`` (one PUT) and returns its ETag: only if it is absent
         (``if_absent``) or still the version ``if_match``, else Conflict."""
-        conditions: dict[str, str] = {}
+        conditions: dict[str, Any] = {}
         if if_absent:
             conditions["IfNoneMatch"] = "*"
         if if_match is not None:
@@ -197,7 +197,7 @@ class ObjectDirectory:
 
     def delete(self, name: str, *, if_match: str | None = None) -> None:
         """Deletes ``name`` (nothing when absent); with ``if_match``, only that version."""
-        conditions = {} if if_match is None else {"IfMatch": if_match}
+        conditions: dict[str, Any] = {} if if_match is None else {"IfMatch": if_match}
         with contextlib.suppress(FileNotFoundError):
             self._call("delete_object", Key=self._key(name), **conditions)
 
@@ -220,7 +220,7 @@ class ObjectDirectory:
         """The objects directly in this directory (or in its folder ``under``), by name."""
         prefix = self._key(under.rstrip("/") + "/" if under else "")
         found = []
-        token: dict[str, str] = {}
+        token: dict[str, Any] = {}
         while True:
             response = self._call("list_objects_v2", Prefix=prefix, Delimiter="/", **token)
             for item in response.get("Contents", []):
