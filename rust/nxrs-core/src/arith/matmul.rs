@@ -414,6 +414,11 @@ impl<R: Real, const N: usize> Vector for Lanes<R, N> {
     }
 }
 
+/// Columns of `B` every path reads in place when its rows' cells are contiguous and its columns
+/// a multiple of this (the widest register tile's, AVX-512's 2 x 16; AVX2's 16 and the portable
+/// 8 divide it): otherwise a last partial panel of columns is packed, for every block of `k`.
+pub const PANEL: usize = 32;
+
 /// Most multiply-adds of a product computed element by element (the seed's 6-10-4 layers one
 /// sample at a time, for instance): below this, packing and tiles cost more than they save.
 const SMALL: usize = 1024;

@@ -4,7 +4,7 @@
 //! whose column is the sample itself.
 
 use super::window::{Window, PADDING};
-use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
+use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
@@ -238,8 +238,25 @@ impl Conv {
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let n = rows * p;
-        let (a, b) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
-        shared_columns(threads, gw, a, b, Order::AB);
+        let (d_t, cols) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
+        if j.is_multiple_of(PANEL) || !o.is_multiple_of(PANEL) {
+            shared_columns(threads, gw, d_t, cols, Order::AB);
+        } else {
+            // A column of a width no tile divides (27 for a 3 x 3 kernel over RGB) would be
+            // packed in the product for every block of the chains; the channels (32) are not:
+            // gwᵀ = colsᵀ δ reads both operands where they lie. The same chains, the operands
+            // of each product swapped back by the order (a NaN's payload is the definition's).
+            let mut gw_t = vec![R::ZERO; j * o];
+            shared(
+                threads,
+                &mut gw_t,
+                Start::FirstTerm,
+                cols.t(),
+                Matrix::new(d, n, o),
+                Order::BA,
+            );
+            transpose(&gw_t, j, o, gw);
+        }
         gb.copy_from_slice(&d[..o]);
         // One vectorised pass over the rows, not a call per row (2^17 rows of 32 cells for the
         // first layer over a block of 128 32 x 32 images): lanes over the channels, each

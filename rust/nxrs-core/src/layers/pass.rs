@@ -160,8 +160,7 @@ impl Layer {
                 let n = self.input_cells();
                 by_samples(threads, rows, n, (y, n), |r, y| {
                     let x = of(x, &r, n);
-                    y.copy_from_slice(x);
-                    math.zero_where_not_positive(x, y);
+                    math.copy_where_positive(x, x, y);
                 });
             }
             Op::Tanh => {
@@ -288,8 +287,7 @@ impl Layer {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
                     by_samples(threads, rows, n, (gx, n), |r, gx| {
-                        gx.copy_from_slice(of(g, &r, n));
-                        math.zero_where_not_positive(of(x, &r, n), gx);
+                        math.copy_where_positive(of(x, &r, n), of(g, &r, n), gx);
                     });
                 }
             }
