@@ -121,16 +121,8 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
-                let cols = conv.columns(threads, x, rows, &mut saved.cells);
-                conv.forward(
-                    threads,
-                    cells(w),
-                    cells(b),
-                    cols,
-                    rows,
-                    &mut saved.scratch,
-                    y,
-                );
+                let buffers = (&mut saved.cells, &mut saved.scratch);
+                conv.forward(threads, (cells(w), cells(b)), x, rows, buffers, y);
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
