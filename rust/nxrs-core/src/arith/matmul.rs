@@ -559,6 +559,8 @@ fn c_row<'c, R: Copy>(c: &'c mut MatrixMut<'_, R>, i: usize) -> &'c mut [R] {
 }
 
 /// Recomputes in `R` the elements whose chain gave a NaN (see the module's documentation).
+/// Inlined, so that the scan is compiled with the caller's vector instructions.
+#[inline(always)]
 fn recompute_nans<R: Real>(mm: &mut MatMul<'_, R>) {
     for i in 0..mm.c.rows {
         // Rows without a NaN (nearly all) are passed over by a scan without a branch, which

@@ -108,9 +108,10 @@ fn takes_over<R: Real>(v: R, m: R) -> bool {
 /// chosen cell.
 pub fn max_backward<R: Real>(w: &Window, g: &[R], chosen: &[u32], rows: usize, gx: &mut [R]) {
     let (cells, outputs) = (w.input_cells(), w.channels * w.positions());
-    gx[..rows * cells].fill(R::ZERO);
     for s in 0..rows {
         let sample = &mut gx[s * cells..][..cells];
+        // Cleared sample by sample, just before its sums (in the cache), not all at first.
+        sample.fill(R::ZERO);
         for out in s * outputs..(s + 1) * outputs {
             let i = chosen[out] as usize;
             sample[i] = sample[i] + g[out];
