@@ -64,15 +64,38 @@ impl Math {
             Math::Ieee => zero_where(z, x, |z| z.ieee_le(R::ZERO)),
         }
     }
+
+    /// [`Math::zero_where_not_positive`] of a copy of `from` into `to`, in one pass over the
+    /// cells (a layer's ReLU and its derivative: a copy first would be one more pass).
+    pub fn copy_where_positive<R: Real>(self, z: &[R], from: &[R], to: &mut [R]) {
+        match self {
+            Math::Seed => copy_where(z, from, to, |z| seed_le(z, R::ZERO)),
+            Math::Ieee => copy_where(z, from, to, |z| z.ieee_le(R::ZERO)),
+        }
+    }
 }
 
 /// `x[i] = +0` where `not_positive(z[i])`.
 #[inline(always)]
 fn zero_where<R: Real>(z: &[R], x: &mut [R], not_positive: impl Fn(R) -> bool) {
     for (x, &z) in x.iter_mut().zip(z) {
-        let keep = u32::from(!not_positive(z)).wrapping_neg();
-        *x = R::from_f32(F32::from_bits(x.to_f32().to_bits() & keep));
+        *x = masked(*x, z, &not_positive);
     }
+}
+
+/// `to[i] = from[i]`, or `+0` where `not_positive(z[i])`.
+#[inline(always)]
+fn copy_where<R: Real>(z: &[R], from: &[R], to: &mut [R], not_positive: impl Fn(R) -> bool) {
+    for ((to, &from), &z) in to.iter_mut().zip(from).zip(z) {
+        *to = masked(from, z, &not_positive);
+    }
+}
+
+/// `x`, or `+0` if `not_positive(z)`: a mask on the bits (see [`Math::zero_where_not_positive`]).
+#[inline(always)]
+fn masked<R: Real>(x: R, z: R, not_positive: impl Fn(R) -> bool) -> R {
+    let keep = u32::from(!not_positive(z)).wrapping_neg();
+    R::from_f32(F32::from_bits(x.to_f32().to_bits() & keep))
 }
 
 /// The seed builds its constants with divisions at run time; they are computed once here.

@@ -23,9 +23,9 @@
 //! Operands are strided views ([`Matrix`]): a transposed matrix, a block of rows or an image's
 //! patches are read where they lie. `B`'s cache blocks are read in place when its rows' cells are
 //! contiguous (only a last partial panel of columns packed) and copied into packed panels
-//! otherwise (the tile's operands, contiguous, padded with zeros); `A`'s rows are read in place
-//! when their cells are contiguous and packed otherwise; small products (the seed's) skip
-//! packing altogether.
+//! otherwise (the tile's operands, contiguous, padded with zeros); `A` is read in place when its
+//! rows' cells or its columns' cells are contiguous and packed otherwise; small products (the
+//! seed's) skip packing altogether.
 
 use super::Real;
 use crate::softf32::F32;
@@ -414,6 +414,11 @@ impl<R: Real, const N: usize> Vector for Lanes<R, N> {
     }
 }
 
+/// Columns of `B` every path reads in place when its rows' cells are contiguous and its columns
+/// a multiple of this (the widest register tile's, AVX-512's 2 x 16; AVX2's 16 and the portable
+/// 8 divide it): otherwise a last partial panel of columns is packed, for every block of `k`.
+pub const PANEL: usize = 32;
+
 /// Most multiply-adds of a product computed element by element (the seed's 6-10-4 layers one
 /// sample at a time, for instance): below this, packing and tiles cost more than they save.
 const SMALL: usize = 1024;
@@ -505,12 +510,21 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
             };
             for i0 in (0..m).step_by(MC) {
                 let rows = i0..(i0 + MC).min(m);
-                // A's rows are read where they lie when their cells are contiguous (the tile
-                // broadcasts one cell of each of its rows per step); otherwise packed.
+                // A's cells are read where they lie when its rows' cells are contiguous (the
+                // tile broadcasts one cell of each of its rows per step) or its columns' are
+                // (a transposed matrix, such as the output gradients of a weight gradient: a
+                // tile's step is then `MR` cells in a row, the packed panel's layout with
+                // another stride); otherwise packed.
                 let a = if mm.a.col_stride == 1 {
                     PanelsA::Rows {
                         cells: bytemuck::cast_slice(mm.a.data),
                         row_stride: mm.a.row_stride,
+                        first_step: depth.start,
+                    }
+                } else if mm.a.row_stride == 1 {
+                    PanelsA::Columns {
+                        cells: bytemuck::cast_slice(mm.a.data),
+                        col_stride: mm.a.col_stride,
                         first_step: depth.start,
                     }
                 } else {
@@ -545,8 +559,18 @@ fn c_row<'c, R: Copy>(c: &'c mut MatrixMut<'_, R>, i: usize) -> &'c mut [R] {
 }
 
 /// Recomputes in `R` the elements whose chain gave a NaN (see the module's documentation).
+/// Inlined, so that the scan is compiled with the caller's vector instructions.
+#[inline(always)]
 fn recompute_nans<R: Real>(mm: &mut MatMul<'_, R>) {
     for i in 0..mm.c.rows {
+        // Rows without a NaN (nearly all) are passed over by a scan without a branch, which
+        // the compiler vectorises: a branch per cell would cost as much as a short chain.
+        let nan = c_row(&mut mm.c, i)
+            .iter()
+            .fold(false, |nan, x| nan | x.is_nan());
+        if !nan {
+            continue;
+        }
         for j in 0..mm.c.cols {
             let at = mm.c.index(i, j);
             if mm.c.data[at].is_nan() {
@@ -663,6 +687,13 @@ enum PanelsA<'p> {
         row_stride: usize,
         first_step: usize,
     },
+    /// All of `A`'s cells, columns `col_stride` apart, each column's cells contiguous; the
+    /// block's steps start at column `first_step`.
+    Columns {
+        cells: &'p [u32],
+        col_stride: usize,
+        first_step: usize,
+    },
 }
 
 impl Panels<'_> {
@@ -718,6 +749,18 @@ impl Panels<'_> {
                             cells[at..at + kc].as_ptr()
                         };
                         (core::array::from_fn(row), 1)
+                    }
+                    PanelsA::Columns {
+                        cells,
+                        col_stride,
+                        first_step,
+                    } => {
+                        let at = first_step * col_stride + i;
+                        let len = (kc - 1) * col_stride + height;
+                        let first = cells[at..at + len].as_ptr();
+                        // SAFETY: r.min(height - 1) < height is inside each step's cells.
+                        let row = |r: usize| unsafe { first.add(r.min(height - 1)) };
+                        (core::array::from_fn(row), col_stride)
                     }
                 };
                 let a = TileA { rows: a, step };

@@ -4,7 +4,7 @@
 //! whose column is the sample itself.
 
 use super::window::{Window, PADDING};
-use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
+use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
@@ -65,19 +65,26 @@ impl Conv {
             ranges(rows, parts),
             p * j,
         ));
-        threads.run(tasks, |(x, cols)| {
-            let last = cells - 1;
-            for (sample, cols) in x.chunks_exact(cells).zip(cols.chunks_exact_mut(p * j)) {
-                for (col, &i) in cols.iter_mut().zip(&table) {
-                    // Without a branch (padding lies all around the edges): padding reads the
-                    // last cell and keeps none of its bits (+0).
-                    let bits = sample[(i as usize).min(last)].to_f32().to_bits();
-                    let keep = u32::from(i != PADDING).wrapping_neg();
-                    *col = R::from_f32(F32::from_bits(bits & keep));
-                }
-            }
-        });
+        threads.run(tasks, |(x, cols)| self.gather(&table, x, cols));
         cols
+    }
+
+    /// The columns of the samples `x` into `cols`, by the window's gather table.
+    fn gather<R: Real>(&self, table: &[u32], x: &[R], cols: &mut [R]) {
+        let (cells, width) = (
+            self.window.input_cells(),
+            self.positions() * self.window.column(),
+        );
+        let last = cells - 1;
+        for (sample, cols) in x.chunks_exact(cells).zip(cols.chunks_exact_mut(width)) {
+            for (col, &i) in cols.iter_mut().zip(table) {
+                // Without a branch (padding lies all around the edges): padding reads the
+                // last cell and keeps none of its bits (+0).
+                let bits = sample[(i as usize).min(last)].to_f32().to_bits();
+                let keep = u32::from(i != PADDING).wrapping_neg();
+                *col = R::from_f32(F32::from_bits(bits & keep));
+            }
+        }
     }
 
     /// The columns [`Conv::columns`] gave for `x`, with `cols` as it left them.
@@ -89,23 +96,23 @@ impl Conv {
         }
     }
 
-    /// The outputs of `rows` samples, channels first (`rows x (out_channels * positions)`):
+    /// The outputs of `rows` samples `x`, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
-    /// `out_channels x column`). `scratch` holds the product position by position.
-    #[allow(clippy::too_many_arguments)] // the threads, the weights, the columns, the outputs
+    /// `out_channels x column`). The columns are left in `cols` ([`Conv::kept_columns`], for
+    /// the weight gradient); `scratch` holds the product position by position.
     pub fn forward<R: Real>(
         &self,
         threads: &Threads,
-        weights: &[R],
-        bias: &[R],
-        cols: &[R],
+        (weights, bias): (&[R], &[R]),
+        x: &[R],
         rows: usize,
-        scratch: &mut Vec<F32>,
+        (cols, scratch): (&mut Vec<F32>, &mut Vec<F32>),
         y: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let b = Matrix::new(weights, o, j).t();
         if p == 1 {
+            let cols = self.columns(threads, x, rows, cols);
             let a = Matrix::new(cols, rows, j);
             shared(
                 threads,
@@ -117,17 +124,26 @@ impl Conv {
             );
             return;
         }
-        // Sample by sample (a few at a time, so that each chunk's products are still in the
-        // cache when they are transposed): every output's chain is its own, whatever the chunk.
+        // Sample by sample (a few at a time, so that each chunk's columns are still in the
+        // cache when the product reads them, and its products when they are transposed): every
+        // output's chain is its own, whatever the chunk. The columns of the whole block are
+        // kept all the same, for the weight gradient.
+        let cells = self.window.input_cells();
+        let table = self.window.gather_table();
+        let cols: &mut [R] = cells_mut(resized(cols, rows * p * j));
         let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * o));
         by_samples(
             threads,
             rows,
-            (p * j * o, p * o.max(j)),
-            (&mut scratch[..], p * o),
-            (&mut y[..rows * o * p], o * p),
-            |samples, scratch, y| {
-                let a = Matrix::new(cols, rows * p, j).rows(samples.start * p..samples.end * p);
+            (p * j * o, p * (j + o)),
+            [
+                (&mut cols[..], p * j),
+                (&mut scratch[..], p * o),
+                (&mut y[..rows * o * p], o * p),
+            ],
+            |samples, [cols, scratch, y]| {
+                self.gather(&table, &x[samples.start * cells..samples.end * cells], cols);
+                let a = Matrix::new(cols, samples.len() * p, j);
                 let c = MatrixMut::new(scratch, samples.len() * p, o);
                 MatMul::new(c, Start::Row(bias), a, b, Order::BA).run();
                 for (from, to) in scratch.chunks_exact(p * o).zip(y.chunks_exact_mut(o * p)) {
@@ -204,9 +220,8 @@ impl Conv {
             threads,
             rows,
             (p * j * o, p * j),
-            (&mut scratch[..], p * j),
-            (&mut gx[..rows * cells], cells),
-            |samples, scratch, gx| {
+            [(&mut scratch[..], p * j), (&mut gx[..rows * cells], cells)],
+            |samples, [scratch, gx]| {
                 let a = Matrix::new(d, rows * p, o).rows(samples.start * p..samples.end * p);
                 let c = MatrixMut::new(scratch, samples.len() * p, j);
                 MatMul::new(c, Start::Zero, a, b, Order::BA).run();
@@ -238,8 +253,25 @@ impl Conv {
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let n = rows * p;
-        let (a, b) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
-        shared_columns(threads, gw, a, b, Order::AB);
+        let (d_t, cols) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
+        if j.is_multiple_of(PANEL) || !o.is_multiple_of(PANEL) {
+            shared_columns(threads, gw, d_t, cols, Order::AB);
+        } else {
+            // A column of a width no tile divides (27 for a 3 x 3 kernel over RGB) would be
+            // packed in the product for every block of the chains; the channels (32) are not:
+            // gwᵀ = colsᵀ δ reads both operands where they lie. The same chains, the operands
+            // of each product swapped back by the order (a NaN's payload is the definition's).
+            let mut gw_t = vec![R::ZERO; j * o];
+            shared(
+                threads,
+                &mut gw_t,
+                Start::FirstTerm,
+                cols.t(),
+                Matrix::new(d, n, o),
+                Order::BA,
+            );
+            transpose(&gw_t, j, o, gw);
+        }
         gb.copy_from_slice(&d[..o]);
         // One vectorised pass over the rows, not a call per row (2^17 rows of 32 cells for the
         // first layer over a block of 128 32 x 32 images): lanes over the channels, each
@@ -315,31 +347,40 @@ fn shared_columns<R: Real>(
 /// core's L2 cache, so that what a product writes is still there when it is read back.
 const CHUNK_CELLS: usize = 1 << 15;
 
-/// Runs `task(samples, scratch, out)` over the `rows` samples in chunks of a few (contiguous,
-/// in order), the chunks shared out among `threads`: `scratch` and `out` are the chunk's cells
-/// of the two buffers (`width` cells per sample each). `work` is a sample's multiply-adds (how
-/// the samples are shared out) and the cells it touches (how many make a chunk). Every sample's
-/// results are its own, so neither the chunks nor the threads change a bit.
-fn by_samples<R: Real>(
+/// Runs `task(samples, buffers)` over the `rows` samples in chunks of a few (contiguous, in
+/// order), the chunks shared out among `threads`: `buffers` are the chunk's cells of each buffer
+/// (its width cells per sample). `work` is a sample's multiply-adds (how the samples are shared
+/// out) and the cells it touches (how many make a chunk). Every sample's results are its own,
+/// so neither the chunks nor the threads change a bit.
+fn by_samples<R: Real, const N: usize>(
     threads: &Threads,
     rows: usize,
     (work, touched): (usize, usize),
-    (scratch, scratch_width): (&mut [R], usize),
-    (out, out_width): (&mut [R], usize),
-    task: impl Fn(core::ops::Range<usize>, &mut [R], &mut [R]) + Sync,
+    buffers: [(&mut [R], usize); N],
+    task: impl Fn(core::ops::Range<usize>, [&mut [R]; N]) + Sync,
 ) {
     let chunk = (CHUNK_CELLS / touched.max(1)).max(1);
     let parts = threads.parts(rows, work);
-    let tasks = ranges(rows, parts)
-        .zip(split(scratch, ranges(rows, parts), scratch_width))
-        .zip(split(out, ranges(rows, parts), out_width));
-    threads.run(tasks, |((range, scratch), out)| {
+    let widths = buffers.each_ref().map(|&(_, width)| width);
+    let mut parts_of = buffers.map(|(cells, width)| split(cells, ranges(rows, parts), width));
+    let tasks = ranges(rows, parts).map(move |range| {
+        let cells = parts_of
+            .each_mut()
+            .map(|part| part.next().unwrap_or_default());
+        (range, cells)
+    });
+    threads.run(tasks, |(range, mut cells)| {
         let _env = R::environment();
-        let chunks = scratch
-            .chunks_mut(chunk * scratch_width)
-            .zip(out.chunks_mut(chunk * out_width));
-        for (start, (scratch, out)) in range.clone().step_by(chunk).zip(chunks) {
-            task(start..(start + chunk).min(range.end), scratch, out);
+        for start in range.clone().step_by(chunk) {
+            let samples = start..(start + chunk).min(range.end);
+            // Each buffer's cells of the chunk, cut off its part's front.
+            let now = core::array::from_fn(|b| {
+                let (now, rest) =
+                    core::mem::take(&mut cells[b]).split_at_mut(samples.len() * widths[b]);
+                cells[b] = rest;
+                now
+            });
+            task(samples, now);
         }
     });
 }

@@ -121,16 +121,8 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
-                let cols = conv.columns(threads, x, rows, &mut saved.cells);
-                conv.forward(
-                    threads,
-                    cells(w),
-                    cells(b),
-                    cols,
-                    rows,
-                    &mut saved.scratch,
-                    y,
-                );
+                let buffers = (&mut saved.cells, &mut saved.scratch);
+                conv.forward(threads, (cells(w), cells(b)), x, rows, buffers, y);
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
@@ -160,8 +152,7 @@ impl Layer {
                 let n = self.input_cells();
                 by_samples(threads, rows, n, (y, n), |r, y| {
                     let x = of(x, &r, n);
-                    y.copy_from_slice(x);
-                    math.zero_where_not_positive(x, y);
+                    math.copy_where_positive(x, x, y);
                 });
             }
             Op::Tanh => {
@@ -288,8 +279,7 @@ impl Layer {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
                     by_samples(threads, rows, n, (gx, n), |r, gx| {
-                        gx.copy_from_slice(of(g, &r, n));
-                        math.zero_where_not_positive(of(x, &r, n), gx);
+                        math.copy_where_positive(of(x, &r, n), of(g, &r, n), gx);
                     });
                 }
             }

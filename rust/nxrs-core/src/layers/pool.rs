@@ -11,62 +11,67 @@ use crate::softf32::F32;
 pub fn max_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R], chosen: &mut [u32]) {
     debug_assert_eq!(w.padding, [0, 0], "pooling has no padding");
     let (cells, p) = (w.input_cells(), w.positions());
-    let ([height, width], [_, out_w]) = (w.input, w.output);
+    let ([height, width], [out_h, out_w]) = (w.input, w.output);
     let ([kh, kw], [sh, sw]) = (w.kernel, w.stride);
+    // Each window's first cell in its plane (row-major windows); a sample has at most 2^24
+    // cells, so indices fit in u32.
+    let first: Vec<u32> = (0..out_h)
+        .flat_map(|th| (0..out_w).map(move |tw| (th * sh * width + tw * sw) as u32))
+        .collect();
+    // One cell of every window of a plane, gathered so that the comparisons run on contiguous
+    // lanes.
+    let mut gathered = vec![R::ZERO; p];
     // The windows are walked where they lie (no padding: every cell of a window is in the
-    // input), cells in row-major order from the window's first.
+    // input), cells in row-major order from the window's first: a whole plane's windows at a
+    // time, lanes over the windows (long runs of lanes, not one output row's few), each
+    // window's comparisons in its cells' order.
     for (sample, (y, chosen)) in x[..rows * cells].chunks_exact(cells).zip(
         y.chunks_exact_mut(w.channels * p)
             .zip(chosen.chunks_exact_mut(w.channels * p)),
     ) {
         let planes = sample.chunks_exact(height * width).enumerate();
-        for ((c, plane), (y, chosen)) in
+        for ((c, plane), (m, best)) in
             planes.zip(y.chunks_exact_mut(p).zip(chosen.chunks_exact_mut(p)))
         {
-            // The chosen cell's index in the sample (a sample has at most 2^24 cells).
-            let offset = c * height * width;
-            let mut row = vec![R::ZERO; out_w];
-            // An output row at a time, each window cell (row-major) compared across the row's
-            // windows: lanes over the windows, each window's comparisons in its cells' order.
-            for (th, (m, best)) in y
-                .chunks_exact_mut(out_w)
-                .zip(chosen.chunks_exact_mut(out_w))
-                .enumerate()
-            {
-                let top = th * sh * width;
-                R::vectorized(
-                    #[inline(always)]
-                    || {
-                        for (tw, (m, best)) in m.iter_mut().zip(best.iter_mut()).enumerate() {
-                            *m = plane[top + tw * sw];
-                            *best = (offset + top + tw * sw) as u32;
-                        }
-                        for a in 0..kh {
-                            for b in usize::from(a == 0)..kw {
-                                let first = top + a * width + b;
-                                // The row's cells at this place of their windows, gathered
-                                // first so that the comparisons below run on contiguous lanes.
-                                let cells = plane[first..].iter().step_by(sw);
-                                for (v, &x) in row.iter_mut().zip(cells) {
+            // The chosen cell's index in the sample.
+            let offset = (c * height * width) as u32;
+            R::vectorized(
+                #[inline(always)]
+                || {
+                    for a in 0..kh {
+                        for b in 0..kw {
+                            let shift = a * width + b;
+                            for (th, v) in gathered.chunks_exact_mut(out_w).enumerate() {
+                                let cells = plane[th * sh * width + shift..].iter().step_by(sw);
+                                for (v, &x) in v.iter_mut().zip(cells) {
                                     *v = x;
                                 }
-                                for (tw, ((m, best), &v)) in
-                                    m.iter_mut().zip(best.iter_mut()).zip(&row).enumerate()
-                                {
-                                    // Selected with masks, not a branch: on real data which
-                                    // cell wins is as good as random.
-                                    let keep = u32::from(takes_over(v, *m)).wrapping_neg();
-                                    let at = (offset + first + tw * sw) as u32;
-                                    *best = (*best & !keep) | (at & keep);
-                                    let bits = |x: R| x.to_f32().to_bits();
-                                    let m_bits = (bits(*m) & !keep) | (bits(v) & keep);
-                                    *m = R::from_f32(F32::from_bits(m_bits));
+                            }
+                            let shift = offset + shift as u32;
+                            if a == 0 && b == 0 {
+                                m.copy_from_slice(&gathered);
+                                for (best, &f) in best.iter_mut().zip(&first) {
+                                    *best = f + shift;
                                 }
+                                continue;
+                            }
+                            for ((m, best), (&v, &f)) in m
+                                .iter_mut()
+                                .zip(best.iter_mut())
+                                .zip(gathered.iter().zip(&first))
+                            {
+                                // Selected with masks, not a branch: on real data which cell
+                                // wins is as good as random.
+                                let keep = u32::from(takes_over(v, *m)).wrapping_neg();
+                                *best = (*best & !keep) | ((f + shift) & keep);
+                                let bits = |x: R| x.to_f32().to_bits();
+                                let m_bits = (bits(*m) & !keep) | (bits(v) & keep);
+                                *m = R::from_f32(F32::from_bits(m_bits));
                             }
                         }
-                    },
-                );
-            }
+                    }
+                },
+            );
         }
     }
 }
@@ -103,9 +108,10 @@ fn takes_over<R: Real>(v: R, m: R) -> bool {
 /// chosen cell.
 pub fn max_backward<R: Real>(w: &Window, g: &[R], chosen: &[u32], rows: usize, gx: &mut [R]) {
     let (cells, outputs) = (w.input_cells(), w.channels * w.positions());
-    gx[..rows * cells].fill(R::ZERO);
     for s in 0..rows {
         let sample = &mut gx[s * cells..][..cells];
+        // Cleared sample by sample, just before its sums (in the cache), not all at first.
+        sample.fill(R::ZERO);
         for out in s * outputs..(s + 1) * outputs {
             let i = chosen[out] as usize;
             sample[i] = sample[i] + g[out];
