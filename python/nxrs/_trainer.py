@@ -177,7 +177,8 @@ class Trainer(_Trainer):
         ``pip install 'nxrs[s3]'``): the same run directory as objects, a lease in place of
         the lock (a second process gets ``RunLockedError``; a process whose lease was taken
         over stops with ``nxrs.LeaseLostError``), the newest checkpoint cached locally
-        (``NXRS_CACHE_DIR``). See ``docs/RUNS.md``, "Run directories on object storage".
+        (``NXRS_CACHE_DIR``; ``History.checkpoint`` is that local copy of the object). See
+        ``docs/RUNS.md``, "Run directories on object storage".
 
         The GIL is released while computing. Without a checkpoint (or outside the main thread)
         Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and
