@@ -174,17 +174,24 @@ def peak_growth(layers: list[int], async_save: bool) -> tuple[int, int]:
     return after - before, after - resident
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str) -> tuple[argparse.Namespace, list[int]]:
+    """The save benchmarks' command line (``--quick``, ``--every``, ``--saves``) and the
+    state's layers; prints the machine and the state."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="~100 MB of state, not ~1 GB")
     parser.add_argument("--every", type=int, default=6, help="steps between saves (default 6)")
     parser.add_argument("--saves", type=int, default=3, help="periodic saves timed (default 3)")
     args = parser.parse_args()
     layers = SIZES["100MB" if args.quick else "1GB"]
-    size = state_bytes(layers)
     print(f"nxrs {nxrs.__version__}, {platform.platform()}, {os.cpu_count()} CPUs, load average "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")  # fmt: skip
-    print(f"state: MLP {'-'.join(map(str, layers))}, Adam: {size / MB:.1f} MB")
+    print(f"state: MLP {'-'.join(map(str, layers))}, Adam: {state_bytes(layers) / MB:.1f} MB")
+    return args, layers
+
+
+def main() -> None:
+    args, layers = arguments(__doc__)
+    size = state_bytes(layers)
 
     sync = blocked_per_checkpoint(layers, args.every, args.saves, async_save=False)
     background = blocked_per_checkpoint(layers, args.every, args.saves, async_save=True)

@@ -22,9 +22,7 @@ the request), not a network; a real store's bandwidth bounds both sides the same
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -34,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from bench_async_save import MB, SIZES, blocked_time, data, state_bytes
+from bench_async_save import MB, arguments, blocked_time, data
 from s3_support import FAKE_CREDENTIALS, emulator
 
 import nxrs
@@ -82,15 +80,7 @@ def blocked(layers: list[int], url: str, every: int, saves: int, async_save: boo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="~100 MB of state, not ~1 GB")
-    parser.add_argument("--every", type=int, default=6, help="steps between saves (default 6)")
-    parser.add_argument("--saves", type=int, default=3, help="periodic saves timed (default 3)")
-    args = parser.parse_args()
-    layers = SIZES["100MB" if args.quick else "1GB"]
-    print(f"nxrs {nxrs.__version__}, {platform.platform()}, {os.cpu_count()} CPUs, load average "
-          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")  # fmt: skip
-    print(f"state: MLP {'-'.join(map(str, layers))}, Adam: {state_bytes(layers) / MB:.1f} MB")
+    args, layers = arguments(__doc__)
     with emulator() as server, tempfile.TemporaryDirectory() as cache:
         os.environ.update(FAKE_CREDENTIALS, AWS_ENDPOINT_URL=server.endpoint, NXRS_CACHE_DIR=cache)
         rates = writer_against_pipe(layers, f"s3://{server.bucket()}/writer")

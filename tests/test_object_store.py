@@ -309,6 +309,17 @@ def train_argv(data_file: Path, url: str, epochs: int, every: int, *extra: str) 
     ]  # fmt: skip
 
 
+def uninterrupted_command(argv: list[str], env: dict[str, str]) -> str:
+    """The full-state hash ``nxrs train`` ends on without its run directory (uninterrupted)."""
+    reference = subprocess.run(
+        [*argv[: argv.index("--ckpt-dir")], "--json"], env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert reference.returncode == 0, reference.stderr
+    state_hash: str = json.loads(reference.stdout.splitlines()[-1])["state_hash"]
+    return state_hash
+
+
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = np.random.default_rng(11)
@@ -352,6 +363,15 @@ def proxy(s3: Emulator) -> Iterator[FaultProxy]:
     p.close()
 
 
+@pytest.fixture
+def via_proxy(
+    proxy: FaultProxy, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> FaultProxy:
+    """This process's requests to the store go through ``proxy``."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    return proxy
+
+
 def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bits(
     s3: Emulator,
     env: dict[str, str],
@@ -370,12 +390,7 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
     proxy.mode, proxy.delay = "slow", 0.03
     url = f"s3://{s3.bucket()}/chaos"
     argv = train_argv(data_file, url, 4, 25)
-    reference = subprocess.run(
-        [*argv[: argv.index("--ckpt-dir")], "--json"], env=env, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
-    assert reference.returncode == 0, reference.stderr
-    expected = json.loads(reference.stdout.splitlines()[-1])["state_hash"]
+    expected = uninterrupted_command(argv, env)
     start = time.monotonic()
     first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
@@ -439,12 +454,11 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
 
 def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
     s3: Emulator,
-    env: dict[str, str],
-    proxy: FaultProxy,
+    via_proxy: FaultProxy,
     data: tuple[np.ndarray, np.ndarray],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    proxy = via_proxy
     # Give up soon: one botocore attempt (AWS_MAX_ATTEMPTS, as a user would set it) per s3fs
     # try, two s3fs tries (its class attribute).
     import s3fs
@@ -477,14 +491,13 @@ def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
 
 def test_uploads_that_time_out_are_failed_saves(
     s3: Emulator,
-    env: dict[str, str],
-    proxy: FaultProxy,
+    via_proxy: FaultProxy,
     data: tuple[np.ndarray, np.ndarray],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A store that takes an upload and never answers: nxrs's deadline (``NXRS_STORE_TIMEOUT``
     plus a second per MB) cancels the request, and the save fails as any failed save does."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    proxy = via_proxy
     monkeypatch.setenv("NXRS_STORE_TIMEOUT", "2")
     url = f"s3://{s3.bucket()}/stalls"
     trainer().fit(*data, epochs=1, checkpoint=url, every=12)
@@ -501,12 +514,10 @@ def test_uploads_that_time_out_are_failed_saves(
 
 def test_slow_uploads_do_not_hold_training_and_change_no_bit(
     s3: Emulator,
-    env: dict[str, str],
-    proxy: FaultProxy,
+    via_proxy: FaultProxy,
     data: tuple[np.ndarray, np.ndarray],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    proxy = via_proxy
     proxy.mode, proxy.delay = "slow", 0.2
     url = f"s3://{s3.bucket()}/slow"
     t = trainer()
@@ -597,10 +608,7 @@ def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bit
     proxy.mode, proxy.delay = "slow", 0.05
     url = f"s3://{s3.bucket()}/term"
     argv = train_argv(data_file, url, 3, 25)
-    reference = subprocess.run(
-        [*argv[: argv.index("--ckpt-dir")], "--json"], env=env, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
+    expected = uninterrupted_command(argv, env)
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     proc = subprocess.Popen(argv, env=env, **pipes)  # type: ignore[call-overload]
     while proc.poll() is None and proxy.uploading_now == 0:
@@ -616,5 +624,4 @@ def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bit
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"resuming {url} from" in done.stderr
-    final = json.loads(done.stdout.splitlines()[-1])["state_hash"]
-    assert final == json.loads(reference.stdout.splitlines()[-1])["state_hash"]
+    assert json.loads(done.stdout.splitlines()[-1])["state_hash"] == expected
