@@ -129,6 +129,9 @@ class Transcript:
             Path(directory) / TRANSCRIPT_NAME if store is None else store.url_of(TRANSCRIPT_NAME)
         )
         self.store = store
+        #: On object storage: the version of the transcript this process read or wrote (None:
+        #: there was none), the condition of its next write.
+        self._etag: str | None = None
         self.entries: list[dict[str, Any]] = []
 
     def exists(self) -> bool:
@@ -145,6 +148,7 @@ class Transcript:
             except FileNotFoundError:
                 return None
         found = self.store.get(TRANSCRIPT_NAME)
+        self._etag = None if found is None else found.etag
         return None if found is None else found.data.decode("utf-8")
 
     def read(self) -> list[dict[str, Any]]:
@@ -166,6 +170,25 @@ class Transcript:
             entries.append(entry)
         self.entries = entries
         return entries
+
+    def _put(self, text: bytes) -> None:
+        """Writes the transcript to the store: one PUT, whole or not at all, on the condition
+        that it is still the version this process read or wrote (a process that lost the run
+        directory's lease cannot overwrite its successor's: LeaseLostError)."""
+        from nxrs._lease import LeaseLostError
+        from nxrs._store import Conflict
+
+        assert self.store is not None
+        try:
+            if self._etag is None:
+                self._etag = self.store.put(TRANSCRIPT_NAME, text, if_absent=True)
+            else:
+                self._etag = self.store.put(TRANSCRIPT_NAME, text, if_match=self._etag)
+        except Conflict:
+            raise LeaseLostError(
+                f"{self.path} was changed by another process since this one wrote it: the run "
+                "directory is no longer this process's; it stopped without writing more"
+            ) from None
 
     @property
     def last(self) -> dict[str, Any] | None:
@@ -201,7 +224,6 @@ class Transcript:
             assert isinstance(self.path, Path)
             write_bytes_atomically(self.path, text)
         else:
-            # One PUT, whole or not at all; only the lease's holder writes it.
-            self.store.put(TRANSCRIPT_NAME, text)
+            self._put(text)
         self.entries.append(entry)
         return entry
