@@ -627,3 +627,24 @@ def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bit
     assert done.returncode == 0, done.stderr
     assert f"resuming {url} from" in done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["state_hash"] == expected
+
+
+def test_a_restart_moves_the_run_aside_on_the_store(
+    url: str, data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    trainer().fit(*data, epochs=1, checkpoint=url, every=6)
+    before = {n: object_bytes(f"{url}/{n}") for n in names(url) if not n.startswith(".")}
+    restarted = trainer()
+    restarted.fit(*data, epochs=2, checkpoint=url, every=6, resume=False)
+    assert restarted.state_hash() == uninterrupted_hash(data, 2)
+    folders = {o.name.split("/")[0] for o in ObjectDirectory(f"{url}/previous").listing()}
+    assert folders == set(), "previous/ holds a folder per restart, not objects"
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{key}/previous/")
+    moved = {item["Key"].rsplit("/", 1)[1]: item["Key"] for item in listed["Contents"]}
+    assert set(moved) == set(before)
+    for name, content in before.items():
+        assert object_bytes(f"s3://{bucket}/{moved[name]}") == content
+    manifest = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    assert manifest["events"][0]["moved_aside"].startswith("previous/")
+    assert manifest["state"] == "complete"
