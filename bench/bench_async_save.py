@@ -174,12 +174,14 @@ def peak_growth(layers: list[int], async_save: bool) -> tuple[int, int]:
     return after - before, after - resident
 
 
-def arguments(doc: str) -> tuple[argparse.Namespace, list[int]]:
-    """The save benchmarks' command line (``--quick``, ``--every``, ``--saves``) and the
-    state's layers; prints the machine and the state."""
+def arguments(doc: str, every: int = 6) -> tuple[argparse.Namespace, list[int]]:
+    """The save benchmarks' command line (``--quick``, ``--every``, default ``every``,
+    ``--saves``) and the state's layers; prints the machine and the state."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="~100 MB of state, not ~1 GB")
-    parser.add_argument("--every", type=int, default=6, help="steps between saves (default 6)")
+    parser.add_argument(
+        "--every", type=int, default=every, help=f"steps between saves (default {every})"
+    )
     parser.add_argument("--saves", type=int, default=3, help="periodic saves timed (default 3)")
     args = parser.parse_args()
     layers = SIZES["100MB" if args.quick else "1GB"]

@@ -16,8 +16,9 @@ the request), not a network; a real store's bandwidth bounds both sides the same
    of bytes from memory (what a user of fsspec would otherwise do; s3fs splits it into a
    multipart upload above 100 MB), best of 3; MB/s of the file's bytes. Also the upload alone.
 2. **Training blocked per checkpoint**: the same ``fit`` on the store with synchronous and with
-   background saves (the default there); the training thread's time inside the run directory's
-   save calls per checkpoint (``bench_async_save.blocked_time``).
+   background saves (the default there), saving every 60 steps (so that an upload finishes
+   before the next save point); the training thread's time inside the run directory's save
+   calls per checkpoint (``bench_async_save.blocked_time``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ def blocked(layers: list[int], url: str, every: int, saves: int, async_save: boo
 
 
 def main() -> None:
-    args, layers = arguments(__doc__)
+    # Saves far enough apart that an upload (slower than a local write) finishes between two:
+    # otherwise the second save point waits for the first, as documented, and that wait is
+    # what would be measured.
+    args, layers = arguments(__doc__, every=60)
     with emulator() as server, tempfile.TemporaryDirectory() as cache:
         os.environ.update(FAKE_CREDENTIALS, AWS_ENDPOINT_URL=server.endpoint, NXRS_CACHE_DIR=cache)
         rates = writer_against_pipe(layers, f"s3://{server.bucket()}/writer")
