@@ -7,6 +7,14 @@ use crate::softf32::F32;
 /// Side of the square tiles moved at once.
 const TILE: usize = 8;
 
+/// Rows of the source taken at a time (a multiple of `TILE`): the band's tiles go column of
+/// tiles by column of tiles, so that a tile's eight stores continue the eight rows of the
+/// destination the one before wrote (eight streams, not one per column of the source, which
+/// for 1024-cell rows of the destination all fall in the same sets of the L1 cache), and the
+/// source's cells the next column of tiles reads are still in the L1 cache. Three to four
+/// times faster on a convolution's 1024 x 32 and 32 x 1024 planes.
+const BAND: usize = 128;
+
 /// `dst[j * rows + i] = src[i * columns + j]`: the `rows x columns` matrix `src`, row-major,
 /// transposed into `dst`.
 ///
@@ -26,11 +34,14 @@ fn transpose_by(src: &[F32], rows: usize, columns: usize, dst: &mut [F32], vecto
         tiled_columns: columns / TILE * TILE,
     };
     if !(vectors && vector_tiles(src, dst, shape)) {
-        for i0 in (0..shape.tiled_rows).step_by(TILE) {
+        // The tiles in the order `vector_tiles` takes them (see `BAND`).
+        for band in (0..shape.tiled_rows).step_by(BAND) {
             for j0 in (0..shape.tiled_columns).step_by(TILE) {
-                for i in i0..i0 + TILE {
-                    for j in j0..j0 + TILE {
-                        dst[j * rows + i] = src[i * columns + j];
+                for i0 in (band..shape.tiled_rows.min(band + BAND)).step_by(TILE) {
+                    for i in i0..i0 + TILE {
+                        for j in j0..j0 + TILE {
+                            dst[j * rows + i] = src[i * columns + j];
+                        }
                     }
                 }
             }
@@ -73,7 +84,7 @@ fn vector_tiles(src: &[F32], dst: &mut [F32], shape: Shape) -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod avx {
-    use super::{Shape, TILE};
+    use super::{Shape, BAND, TILE};
     use crate::softf32::F32;
     use std::arch::x86_64::*;
 
@@ -83,8 +94,12 @@ mod avx {
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn tiles(src: &[F32], dst: &mut [F32], shape: Shape) {
         let Shape { rows, columns, .. } = shape;
-        for i0 in (0..shape.tiled_rows).step_by(TILE) {
-            for j0 in (0..shape.tiled_columns).step_by(TILE) {
+        for (band, j0) in (0..shape.tiled_rows).step_by(BAND).flat_map(|band| {
+            (0..shape.tiled_columns)
+                .step_by(TILE)
+                .map(move |j0| (band, j0))
+        }) {
+            for i0 in (band..shape.tiled_rows.min(band + BAND)).step_by(TILE) {
                 let r: [__m256; TILE] = std::array::from_fn(|k| {
                     let row = &src[(i0 + k) * columns + j0..][..TILE];
                     // SAFETY: `row` holds 8 cells of 4 bytes; unaligned load.
@@ -132,27 +147,32 @@ mod tests {
 
     #[test]
     fn equals_the_definition_for_every_shape() {
-        for rows in 0..=19 {
-            for columns in 0..=19 {
-                // Distinct bit patterns, NaNs among them (shuffles must not touch payloads).
-                let src: Vec<F32> = (0..rows * columns)
-                    .map(|k| {
-                        F32::from_bits(
-                            0x7F80_0001u32.wrapping_add((k as u32).wrapping_mul(0x0101_0101)),
-                        )
-                    })
-                    .collect();
-                for vectors in [false, true] {
-                    let mut dst = vec![F32::ZERO; rows * columns];
-                    transpose_by(&src, rows, columns, &mut dst, vectors);
-                    for i in 0..rows {
-                        for j in 0..columns {
-                            assert_eq!(
-                                dst[j * rows + i].to_bits(),
-                                src[i * columns + j].to_bits(),
-                                "{rows} x {columns} at ({i}, {j}), vectors: {vectors}"
-                            );
-                        }
+        // Every shape up to 19 x 19, and some over several bands of rows (`BAND`).
+        let bands = [127, 128, 129, 263].into_iter().flat_map(|rows| {
+            [1, 8, 13, 24]
+                .into_iter()
+                .flat_map(move |columns| [(rows, columns), (columns, rows)])
+        });
+        let shapes = (0..=19).flat_map(|rows| (0..=19).map(move |columns| (rows, columns)));
+        for (rows, columns) in shapes.chain(bands) {
+            // Distinct bit patterns, NaNs among them (shuffles must not touch payloads).
+            let src: Vec<F32> = (0..rows * columns)
+                .map(|k| {
+                    F32::from_bits(
+                        0x7F80_0001u32.wrapping_add((k as u32).wrapping_mul(0x0101_0101)),
+                    )
+                })
+                .collect();
+            for vectors in [false, true] {
+                let mut dst = vec![F32::ZERO; rows * columns];
+                transpose_by(&src, rows, columns, &mut dst, vectors);
+                for i in 0..rows {
+                    for j in 0..columns {
+                        assert_eq!(
+                            dst[j * rows + i].to_bits(),
+                            src[i * columns + j].to_bits(),
+                            "{rows} x {columns} at ({i}, {j}), vectors: {vectors}"
+                        );
                     }
                 }
             }
