@@ -32,7 +32,7 @@ from nxrs._nxrs import ConfigError
 from nxrs._rundir import LEASE_NAME, RunLockedError
 from nxrs._store import Conflict, ObjectDirectory
 
-__all__ = ["Lease", "LeaseLostError", "lease_holder", "lease_seconds"]
+__all__ = ["Lease", "LeaseLostError", "lease_holder", "lease_seconds", "write_unchanged"]
 
 #: How long a lease lasts without renewal when ``NXRS_LEASE_SECONDS`` is not set.
 DEFAULT_LEASE_SECONDS = 60.0
@@ -148,6 +148,22 @@ class Lease:
                 with contextlib.suppress(Conflict, OSError):
                     self.store.put(LEASE_NAME, self._document(released=True), if_match=self.etag)
             self.etag = None
+
+
+def write_unchanged(store: ObjectDirectory, name: str, data: bytes, version: str | None) -> str:
+    """Writes the object ``name`` on the condition that it is still ``version`` (the ETag this
+    process last read or wrote; None: absent), and returns its new version. The manifest and
+    the transcript are written so: a process that lost the lease cannot overwrite its
+    successor's (LeaseLostError, naming the object)."""
+    try:
+        if version is None:
+            return store.put(name, data, if_absent=True)
+        return store.put(name, data, if_match=version)
+    except Conflict:
+        raise LeaseLostError(
+            f"{store.url_of(name)} was changed by another process since this one wrote it: the "
+            "run directory is no longer this process's; it stopped without writing more"
+        ) from None
 
 
 def read_lease(store: ObjectDirectory) -> dict[str, Any] | None:

@@ -461,24 +461,12 @@ class ObjectRunDirectory(RunDirectory):
         return None if found is None else found.data
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        from nxrs._lease import LeaseLostError
-        from nxrs._store import Conflict
+        from nxrs._lease import write_unchanged
 
         self.check()
         manifest["updated"] = now()
         data = (json_text(manifest, indent=1) + "\n").encode()
-        try:
-            if self._manifest_etag is None:
-                self._manifest_etag = self.store.put(MANIFEST_NAME, data, if_absent=True)
-            else:
-                self._manifest_etag = self.store.put(
-                    MANIFEST_NAME, data, if_match=self._manifest_etag
-                )
-        except Conflict:
-            raise LeaseLostError(
-                f"{self.manifest_path} was changed by another process since this one wrote it: "
-                "the directory is no longer this process's; it stopped without writing more"
-            ) from None
+        self._manifest_etag = write_unchanged(self.store, MANIFEST_NAME, data, self._manifest_etag)
 
     def move_aside(self, names: list[str]) -> str | None:
         """As a local directory's: the objects are copied into ``previous/<UTC time>/`` on the

@@ -171,25 +171,6 @@ class Transcript:
         self.entries = entries
         return entries
 
-    def _put(self, text: bytes) -> None:
-        """Writes the transcript to the store: one PUT, whole or not at all, on the condition
-        that it is still the version this process read or wrote (a process that lost the run
-        directory's lease cannot overwrite its successor's: LeaseLostError)."""
-        from nxrs._lease import LeaseLostError
-        from nxrs._store import Conflict
-
-        assert self.store is not None
-        try:
-            if self._etag is None:
-                self._etag = self.store.put(TRANSCRIPT_NAME, text, if_absent=True)
-            else:
-                self._etag = self.store.put(TRANSCRIPT_NAME, text, if_match=self._etag)
-        except Conflict:
-            raise LeaseLostError(
-                f"{self.path} was changed by another process since this one wrote it: the run "
-                "directory is no longer this process's; it stopped without writing more"
-            ) from None
-
     @property
     def last(self) -> dict[str, Any] | None:
         return self.entries[-1] if self.entries else None
@@ -224,6 +205,10 @@ class Transcript:
             assert isinstance(self.path, Path)
             write_bytes_atomically(self.path, text)
         else:
-            self._put(text)
+            from nxrs._lease import write_unchanged
+
+            # One PUT, on the condition that it is still the version this process read or
+            # wrote (LeaseLostError if another process changed it).
+            self._etag = write_unchanged(self.store, TRANSCRIPT_NAME, text, self._etag)
         self.entries.append(entry)
         return entry
