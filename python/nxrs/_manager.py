@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import warnings
@@ -230,10 +229,7 @@ class CheckpointManager:
         checksum checked, unless the cache holds the listed version). FileNotFoundError if
         it is gone."""
         if self._objects is not None:
-            listed = next((o for o in self._objects.listing() if o.name == entry.path.name), None)
-            if listed is None:
-                raise FileNotFoundError(errno.ENOENT, "no such object", entry.url)
-            self._objects.fetch(listed)
+            self._objects.fetch(entry.path.name)
         return entry.path
 
     def _load(

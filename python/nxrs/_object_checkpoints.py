@@ -54,18 +54,19 @@ class ObjectCheckpoints:
     def upload(self, path: Path) -> None:
         """Uploads the cached file ``path`` as its object (OSError if it is not stored
         exactly), then makes it the only checkpoint in the cache."""
-        size, sha256 = self.store.upload(path.name, path)
-        etag = next((o.etag for o in self.store.listing() if o.name == path.name), None)
-        if etag is not None:
-            self._remember(path, etag)
+        size, sha256, etag = self.store.upload(path.name, path)
+        self._remember(path, etag)
         self.uploaded[path.name] = (size, sha256)
 
-    def fetch(self, listed: Listed) -> Path:
-        """The cached file of the object ``listed``: downloaded (checksum checked) unless the
-        cache holds it at the listed ETag, then the only checkpoint in the cache.
+    def fetch(self, name: str) -> Path:
+        """The cached file of the object ``name``: downloaded (checksum checked) unless the
+        cache holds its current version, then the only checkpoint in the cache.
         FileNotFoundError if the object is gone."""
-        path = _fetch_into(self.store, self.cache, listed)
-        self._remember(path, listed.etag)
+        etag = self.store.version(name)
+        if etag is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.store.url_of(name))
+        path = _fetch_into(self.store, self.cache, name, etag)
+        self._remember(path, etag)
         return path
 
     def mirror(self) -> Path:
@@ -77,7 +78,7 @@ class ObjectCheckpoints:
         target.mkdir(exist_ok=True)
         present = [o for o in self.store.listing() if not o.name.startswith(".")]
         for listed in present:
-            _fetch_into(self.store, target, listed)
+            _fetch_into(self.store, target, listed.name, listed.etag)
         wanted = {n for o in present for n in (o.name, o.name + _ETAG_SUFFIX)}
         for child in target.iterdir():
             if child.name not in wanted:
@@ -97,18 +98,17 @@ class ObjectCheckpoints:
                 child.unlink(missing_ok=True)
 
 
-def _fetch_into(store: ObjectDirectory, directory: Path, listed: Listed) -> Path:
-    """The object ``listed`` as a file of ``directory``: downloaded (its checksum checked)
-    unless the file there is already that version (its ``.etag`` beside it)."""
-    path = directory / listed.name
+def _fetch_into(store: ObjectDirectory, directory: Path, name: str, etag: str) -> Path:
+    """The object ``name`` as a file of ``directory``: downloaded (its checksum checked)
+    unless the file there is already the version ``etag`` (its ``.etag`` beside it)."""
+    path = directory / name
     etag_file = path.with_name(path.name + _ETAG_SUFFIX)
     try:
         cached = etag_file.read_text(encoding="utf-8")
     except FileNotFoundError:
         cached = None
-    if cached != listed.etag or not path.is_file():
-        etag = store.download(listed.name, path)
-        etag_file.write_text(etag, encoding="utf-8")
+    if cached != etag or not path.is_file():
+        etag_file.write_text(store.download(name, path), encoding="utf-8")
     return path
 
 
@@ -124,7 +124,7 @@ def local_copy(location: str | os.PathLike[str]) -> Path:
         return directory.mirror()
     parent, _, name = url.rpartition("/")
     objects = ObjectCheckpoints(parent)
-    listed = next((o for o in objects.store.listing() if o.name == name), None)
-    if listed is None:
+    etag = objects.store.version(name)
+    if etag is None:
         raise FileNotFoundError(errno.ENOENT, "no such run directory or object", url)
-    return _fetch_into(objects.store, objects.cache / "mirror", listed)
+    return _fetch_into(objects.store, objects.cache / "mirror", name, etag)

@@ -201,6 +201,14 @@ class ObjectDirectory:
         with contextlib.suppress(FileNotFoundError):
             self._call("delete_object", Key=self._key(name), **conditions)
 
+    def version(self, name: str) -> str | None:
+        """The ETag of the object ``name`` (one HEAD request), or None when there is none."""
+        try:
+            response = self._call("head_object", Key=self._key(name))
+        except FileNotFoundError:
+            return None
+        return str(response["ETag"])
+
     def clock(self, name: str) -> tuple[datetime.datetime, datetime.datetime, str] | None:
         """The store's current time, the object's ``Last-Modified`` time and ETag (all from
         one HEAD request, so both times are the store's clock), or None when absent."""
@@ -256,11 +264,11 @@ class ObjectDirectory:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def upload(self, name: str, source: Path) -> tuple[int, str]:
+    def upload(self, name: str, source: Path) -> tuple[int, str, str]:
         """Writes the file ``source`` as the object ``name`` in one PUT that carries its
         SHA-256 (the store refuses bytes that do not match it), then reads the object's size
-        and stored checksum back; returns them (size, hex SHA-256). OSError if the object is
-        not exactly the file."""
+        and stored checksum back; returns them (size, hex SHA-256) and the object's ETag.
+        OSError if the object is not exactly the file."""
         size = source.stat().st_size
         if size > MAX_OBJECT_BYTES:
             raise OSError(
@@ -286,7 +294,7 @@ class ObjectDirectory:
                 f"{self.url_of(name)}: the store holds {head['ContentLength']} bytes with "
                 f"SHA-256 {stored}, not the {size} bytes with SHA-256 {checksum} written"
             )
-        return size, digest.hex()
+        return size, digest.hex(), str(head["ETag"])
 
     def download(self, name: str, target: Path) -> str:
         """Copies the object ``name`` into the file ``target`` (a temporary file beside it,

@@ -138,7 +138,7 @@ class Transcript:
         if self.store is None:
             assert isinstance(self.path, Path)
             return self.path.is_file()
-        return self.store.get(TRANSCRIPT_NAME) is not None
+        return self.store.version(TRANSCRIPT_NAME) is not None
 
     def _text(self) -> str | None:
         if self.store is None:

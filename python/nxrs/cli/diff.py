@@ -60,8 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if local_copy(args.a).is_dir() or local_copy(args.b).is_dir():
-            report = diff(args.a, args.b, data=args.data, data_b=args.data_b)
+        # On object storage, local copies of the objects (made once, here).
+        a, b = local_copy(args.a), local_copy(args.b)
+        if a.is_dir() or b.is_dir():
+            report = diff(a, b, data=args.data, data_b=args.data_b)
         else:
             x = y = None
             if args.data is not None:
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                 x, y = load(args.data)
             if args.data_b is not None:
                 raise nxrs.InputError("--data-b is for run directories")
-            report = diff(args.a, args.b, x, y)
+            report = diff(a, b, x, y)
     except BrokenPipeError:
         raise
     except (nxrs.NxrsError, OSError, ValueError) as err:
