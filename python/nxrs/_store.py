@@ -81,10 +81,9 @@ class StoredObject:
 
 @dataclass(frozen=True)
 class Listed:
-    """An object of a listing: its name in the directory, size and ETag."""
+    """An object of a listing: its name in the directory and its ETag."""
 
     name: str
-    size: int
     etag: str
 
 
@@ -195,11 +194,10 @@ class ObjectDirectory:
         )
         return str(response["ETag"])
 
-    def delete(self, name: str, *, if_match: str | None = None) -> None:
-        """Deletes ``name`` (nothing when absent); with ``if_match``, only that version."""
-        conditions: dict[str, Any] = {} if if_match is None else {"IfMatch": if_match}
+    def delete(self, name: str) -> None:
+        """Deletes ``name`` (nothing when absent)."""
         with contextlib.suppress(FileNotFoundError):
-            self._call("delete_object", Key=self._key(name), **conditions)
+            self._call("delete_object", Key=self._key(name))
 
     def version(self, name: str) -> str | None:
         """The ETag of the object ``name`` (one HEAD request), or None when there is none."""
@@ -233,7 +231,7 @@ class ObjectDirectory:
             response = self._call("list_objects_v2", Prefix=prefix, Delimiter="/", **token)
             for item in response.get("Contents", []):
                 name = item["Key"][len(prefix) :]
-                found.append(Listed(name, int(item["Size"]), str(item["ETag"])))
+                found.append(Listed(name, str(item["ETag"])))
             if not response.get("IsTruncated"):
                 return found
             token = {"ContinuationToken": response["NextContinuationToken"]}
@@ -243,16 +241,12 @@ class ObjectDirectory:
         response = self._call("list_objects_v2", Prefix=self.prefix, MaxKeys=1)
         return bool(response.get("KeyCount"))
 
-    def abort_uploads(self) -> list[str]:
+    def abort_uploads(self) -> None:
         """Aborts the multipart uploads left under this directory (nxrs starts none; another
-        tool's killed upload would keep its parts, and their cost, forever); returns their
-        keys."""
+        tool's killed upload would keep its parts, and their cost, forever)."""
         response = self._call("list_multipart_uploads", Prefix=self.prefix)
-        aborted = []
         for upload in response.get("Uploads", []):
             self._call("abort_multipart_upload", Key=upload["Key"], UploadId=upload["UploadId"])
-            aborted.append(upload["Key"])
-        return aborted
 
     def copy(self, name: str, to: str) -> None:
         """A server-side copy of ``name`` to ``to`` (both in this directory)."""
