@@ -1,6 +1,7 @@
 """Run directories on object storage (``docs/RUNS.md``, "Run directories on object storage"),
-against an S3 emulator (moto's standalone server, started on the loopback address by
-``s3_support``): the same bits as a local run, resume from the local cache, the lease (a second
+against each store's emulator started on the loopback address (S3: moto's standalone server,
+``s3_support``; GCS: gcp-storage-emulator with generation preconditions, ``gcs_support``), every
+test once per store: the same bits as a local run, resume from the local cache, the lease (a second
 process refused, a lost machine's lease expiring, a process whose lease was taken over stopping),
 the manifest's conditional writes, kills at random moments (uploads included), uploads that fail
 or are slow, and ``nxrs status`` on a URL.
@@ -10,8 +11,8 @@ Every claim of sameness compares full-state hashes or bytes, never a tolerance.
 
 from __future__ import annotations
 
+import copy
 import json
-import os
 import random
 import signal
 import subprocess
@@ -21,44 +22,60 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import numpy as np
 import pytest
-from s3_support import FAKE_CREDENTIALS, Emulator, FaultProxy, emulator, store_environment
+from store_support import Emulator, FaultProxy, store_environment
 
 import nxrs
 from nxrs._lease import LeaseLostError, lease_holder
 from nxrs._rundir import LEASE_NAME, MANIFEST_NAME, ObjectRunDirectory, RunLockedError
-from nxrs._store import ObjectDirectory
-
-pytest.importorskip("s3fs")
+from nxrs._store import ObjectDirectory, open_store
 
 LAYERS = [16, 32, 4]
 #: Short leases, so that a killed holder's lease expires within the tests' patience.
 LEASE_SECONDS = "2"
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[Emulator]:
-    with emulator() as server:
-        yield server
+#: Each store: its backend package, its emulator's package, and the emulator's starter.
+STORES = {
+    "s3": ("s3fs", "moto", "s3_support"),
+    "gs": ("gcsfs", "gcp_storage_emulator", "gcs_support"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(STORES))
+def store(request: pytest.FixtureRequest) -> Iterator[Emulator]:
+    """The store's emulator (every test of this module runs once per store)."""
+    import importlib
+
+    backend, server, starter = STORES[request.param]
+    pytest.importorskip(backend)
+    pytest.importorskip(server)
+    with importlib.import_module(starter).emulator() as emulator:
+        yield emulator
 
 
 @pytest.fixture
-def env(s3: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def env(store: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """This process (and the children given the returned environment) pointed at the emulator,
     with a fresh nxrs cache."""
-    environment = store_environment(s3.endpoint, str(tmp_path / "cache"))
+    environment = store_environment(store, store.endpoint, str(tmp_path / "cache"))
     environment["NXRS_LEASE_SECONDS"] = LEASE_SECONDS
-    for key in (*FAKE_CREDENTIALS, "AWS_ENDPOINT_URL", "NXRS_CACHE_DIR", "NXRS_LEASE_SECONDS"):
+    for key in (*store.environment(store.endpoint), "NXRS_CACHE_DIR", "NXRS_LEASE_SECONDS"):
         monkeypatch.setenv(key, environment[key])
+    # fsspec read its FSSPEC_* variables when it was imported, before these were set.
+    import fsspec.config
+
+    conf = copy.deepcopy(fsspec.config.conf)
+    fsspec.config.set_conf_env(conf, environment)
+    monkeypatch.setattr(fsspec.config, "conf", conf)
     return environment
 
 
 @pytest.fixture
-def url(s3: Emulator, env: dict[str, str]) -> str:
+def url(store: Emulator, env: dict[str, str]) -> str:
     """A run directory's URL in a new bucket."""
-    return f"s3://{s3.bucket()}/runs/a"
+    return store.url("runs/a")
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +95,8 @@ def uninterrupted_hash(data: tuple[np.ndarray, np.ndarray], epochs: int) -> int:
     return t.state_hash()
 
 
-def object_bytes(object_url: str) -> bytes:
-    bucket, key = object_url.removeprefix("s3://").split("/", 1)
-    client = boto3.client("s3")
-    body: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-    return body
-
-
 def names(url: str) -> list[str]:
-    return [o.name for o in ObjectDirectory(url).listing()]
+    return [o.name for o in open_store(url).listing()]
 
 
 def count_downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -107,7 +117,7 @@ def count_downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("async_save", [False, True])
 def test_a_run_on_a_store_ends_in_the_bits_and_bytes_of_a_local_run(
-    url: str, tmp_path: Path, data: tuple[np.ndarray, np.ndarray], async_save: bool
+    store: Emulator, url: str, tmp_path: Path, data: tuple[np.ndarray, np.ndarray], async_save: bool
 ) -> None:
     remote, local = trainer(), trainer()
     history = remote.fit(*data, epochs=3, checkpoint=url, every=5, async_save=async_save)
@@ -116,15 +126,15 @@ def test_a_run_on_a_store_ends_in_the_bits_and_bytes_of_a_local_run(
     # The final checkpoint object is byte for byte the local run's file.
     assert history.checkpoint is not None
     name = history.checkpoint.name
-    assert object_bytes(f"{url}/{name}") == (tmp_path / "local" / name).read_bytes()
-    manifest = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    assert store.read(f"{url}/{name}") == (tmp_path / "local" / name).read_bytes()
+    manifest = json.loads(store.read(f"{url}/{MANIFEST_NAME}"))
     assert manifest["state"] == "complete"
     progress = manifest["progress"]
     assert progress["checkpoint"] == name
-    assert progress["bytes"] == len(object_bytes(f"{url}/{name}"))
+    assert progress["bytes"] == len(store.read(f"{url}/{name}"))
     import hashlib
 
-    assert progress["sha256"] == hashlib.sha256(object_bytes(f"{url}/{name}")).hexdigest()
+    assert progress["sha256"] == hashlib.sha256(store.read(f"{url}/{name}")).hexdigest()
     # keep=3 pruned the store as it prunes a directory.
     assert sorted(n for n in names(url) if n.endswith(".nxck")) == sorted(
         p.name for p in (tmp_path / "local").glob("step-*.nxck")
@@ -175,22 +185,41 @@ def test_a_resume_on_the_same_machine_reads_the_checkpoint_from_the_cache(
 
 
 def test_a_damaged_newer_object_is_skipped_never_used(
-    url: str, data: tuple[np.ndarray, np.ndarray]
+    store: Emulator, url: str, data: tuple[np.ndarray, np.ndarray]
 ) -> None:
     trainer().fit(*data, epochs=2, checkpoint=url, every=5)
-    good = object_bytes(f"{url}/step-000000000024.nxck")
+    good = store.read(f"{url}/step-000000000024.nxck")
     # A torn object under a newer checkpoint's name (another tool's partial upload, say).
-    bucket, key = url.removeprefix("s3://").split("/", 1)
-    boto3.client("s3").put_object(
-        Bucket=bucket, Key=f"{key}/step-000000000030.nxck", Body=good[:-9]
-    )
+    store.write(f"{url}/step-000000000030.nxck", good[:-9])
     resumed = trainer()
     with pytest.warns(nxrs.CorruptCheckpointWarning, match="step-000000000030"):
         resumed.fit(*data, epochs=3, checkpoint=url, every=5)
     assert resumed.state_hash() == uninterrupted_hash(data, 3)
 
 
-def test_checkpoint_manager_on_a_store(url: str) -> None:
+def test_an_upload_whose_bytes_do_not_match_its_checksum_is_never_stored(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store checks a checkpoint's bytes against the checksum sent with them: bytes that
+    changed after their checksum was taken (a failing disk, say) are refused, not stored."""
+    from nxrs import _store
+
+    path = tmp_path / "step-000000000001.nxck"
+    path.write_bytes(b"x" * 100_000)
+    original = _store.file_digests
+
+    def digests_then_change(source: Path, algorithms: tuple[str, ...]) -> dict[str, bytes]:
+        found = original(source, algorithms)
+        source.write_bytes(b"y" * 100_000)
+        return found
+
+    monkeypatch.setattr(_store, "file_digests", digests_then_change)
+    with pytest.raises(OSError):
+        open_store(url).upload(path.name, path)
+    assert path.name not in names(url)
+
+
+def test_checkpoint_manager_on_a_store(store: Emulator, url: str) -> None:
     manager = nxrs.CheckpointManager(url, keep=2)
     for step in range(1, 5):
         t = trainer()
@@ -201,10 +230,10 @@ def test_checkpoint_manager_on_a_store(url: str) -> None:
     assert latest is not None and latest.url == f"{url}/step-000000000004.nxck"
     loaded = manager.load_latest()
     assert loaded is not None and loaded.epoch == 4
-    assert object_bytes(latest.url) == latest.path.read_bytes()
+    assert store.read(latest.url) == latest.path.read_bytes()
 
 
-@pytest.mark.parametrize("location", ["gs://bucket/run", "az://container/run", "memory://run"])
+@pytest.mark.parametrize("location", ["az://container/run", "memory://run"])
 def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
     location: str, data: tuple[np.ndarray, np.ndarray]
 ) -> None:
@@ -248,7 +277,7 @@ def hold(url: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 def wait_until_free(url: str, seconds: float = 30) -> float:
     start = time.monotonic()
-    while lease_holder(ObjectDirectory(url)) is not None:
+    while lease_holder(open_store(url)) is not None:
         assert time.monotonic() - start < seconds, "the lease never expired"
         time.sleep(0.2)
     return time.monotonic() - start
@@ -290,7 +319,9 @@ def test_of_two_processes_racing_for_a_free_lease_exactly_one_wins(url: str) -> 
     b.release()
 
 
-def test_a_manifest_changed_by_another_process_is_never_overwritten(url: str) -> None:
+def test_a_manifest_changed_by_another_process_is_never_overwritten(
+    store: Emulator, url: str
+) -> None:
     a, b = ObjectRunDirectory(url), ObjectRunDirectory(url)
     document = {"written_by": "a"}
     a.write_manifest(document)
@@ -298,7 +329,7 @@ def test_a_manifest_changed_by_another_process_is_never_overwritten(url: str) ->
     a.write_manifest({"written_by": "a, again"})
     with pytest.raises(LeaseLostError, match="changed by another process"):
         b.write_manifest({"written_by": "b"})
-    assert json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))["written_by"] == "a, again"
+    assert json.loads(store.read(f"{url}/{MANIFEST_NAME}"))["written_by"] == "a, again"
 
 
 def train_argv(data_file: Path, url: str, epochs: int, every: int, *extra: str) -> list[str]:
@@ -330,50 +361,50 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_process_whose_lease_is_taken_over_stops_without_writing(
-    url: str, env: dict[str, str], data_file: Path
+    store: Emulator, url: str, env: dict[str, str], data_file: Path
 ) -> None:
     proc = subprocess.Popen(
         train_argv(data_file, url, 10_000, 50), env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        store = ObjectDirectory(url)
+        directory = open_store(url)
         deadline = time.monotonic() + 120
-        while store.get(MANIFEST_NAME) is None:
+        while directory.get(MANIFEST_NAME) is None:
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         # Another process takes the lease over (as one would after this one failed to renew).
         usurper = json.dumps({"holder": "the usurper", "token": "x", "seconds": 600}).encode()
-        store.put(LEASE_NAME, usurper)
+        directory.put(LEASE_NAME, usurper)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 4, err
     assert "lost its lease" in err or "changed by another process" in err
-    assert store.get(LEASE_NAME).data == usurper  # type: ignore[union-attr]
+    assert directory.get(LEASE_NAME).data == usurper  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------- kills and faults
 
 
 @pytest.fixture
-def proxy(s3: Emulator) -> Iterator[FaultProxy]:
-    p = FaultProxy(s3.port).start()
+def proxy(store: Emulator) -> Iterator[FaultProxy]:
+    p = FaultProxy(store.port).start()
     yield p
     p.close()
 
 
 @pytest.fixture
 def via_proxy(
-    proxy: FaultProxy, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    store: Emulator, proxy: FaultProxy, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> FaultProxy:
     """This process's requests to the store go through ``proxy``."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    monkeypatch.setenv(store.endpoint_variable, proxy.endpoint)
     return proxy
 
 
 def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bits(
-    s3: Emulator,
+    store: Emulator,
     env: dict[str, str],
     proxy: FaultProxy,
     data_file: Path,
@@ -386,16 +417,16 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
     kills_wanted = 12
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
-    env = {**env, "AWS_ENDPOINT_URL": proxy.endpoint, "NXRS_LEASE_SECONDS": "1"}
+    env = {**env, store.endpoint_variable: proxy.endpoint, "NXRS_LEASE_SECONDS": "1"}
     proxy.mode, proxy.delay = "slow", 0.03
-    url = f"s3://{s3.bucket()}/chaos"
+    url = store.url("chaos")
     argv = train_argv(data_file, url, 4, 25)
     expected = uninterrupted_command(argv, env)
     start = time.monotonic()
     first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     span = time.monotonic() - start
-    url = f"s3://{s3.bucket()}/chaos"
+    url = store.url("chaos")
     argv = train_argv(data_file, url, 4, 25)
     kills = processes = kills_in_uploads = 0
     while True:
@@ -433,7 +464,7 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
         if kills >= kills_wanted:
             break
         # The run completed before enough kills: another round, in a new directory.
-        url = f"s3://{s3.bucket()}/chaos"
+        url = store.url("chaos")
         argv = train_argv(data_file, url, 4, 25)
     # Half the kills aimed at uploads (each upload takes about 0.4 s): most landed in one.
     assert kills_in_uploads >= kills_wanted // 4, f"seed {seed}: {kills_in_uploads} in uploads"
@@ -446,26 +477,27 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
             nxrs.Trainer.load(manager._local_copy(entry))
     with capsys.disabled():
         print(
-            f"\n[s3 chaos] seed {seed}: {kills} kills ({kills_in_uploads} during an upload) in "
-            f"{processes} processes",
+            f"\n[{store.scheme} chaos] seed {seed}: {kills} kills ({kills_in_uploads} during an "
+            f"upload) in {processes} processes",
             flush=True,
         )
 
 
 def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
-    s3: Emulator,
+    store: Emulator,
     via_proxy: FaultProxy,
     data: tuple[np.ndarray, np.ndarray],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proxy = via_proxy
-    # Give up soon: one botocore attempt (AWS_MAX_ATTEMPTS, as a user would set it) per s3fs
-    # try, two s3fs tries (its class attribute).
-    import s3fs
+    if store.scheme == "s3":
+        # Give up soon: one botocore attempt (AWS_MAX_ATTEMPTS, as a user would set it) per
+        # s3fs try, two s3fs tries (its class attribute). (A GCS upload is one attempt.)
+        import s3fs
 
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 2)
-    url = f"s3://{s3.bucket()}/faults"
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+        monkeypatch.setattr(s3fs.S3FileSystem, "retries", 2)
+    url = store.url("faults")
     trainer().fit(*data, epochs=1, checkpoint=url, every=6)
     assert "step-000000000012.nxck" in names(url)
     proxy.mode = "fail"
@@ -479,7 +511,7 @@ def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
     assert t.steps == 24  # training went on to the end despite the failed uploads
     # The store's newest checkpoint is still the last one uploaded whole.
     assert max(n for n in names(url) if n.endswith(".nxck")) == "step-000000000012.nxck"
-    manifest = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    manifest = json.loads(store.read(f"{url}/{MANIFEST_NAME}"))
     assert manifest["progress"]["checkpoint"] == "step-000000000012.nxck"
     assert manifest["state"] == "failed"
     # The store back: the run resumes from that checkpoint and ends in the same bits.
@@ -490,7 +522,7 @@ def test_failed_uploads_keep_the_previous_checkpoint_and_training_goes_on(
 
 
 def test_uploads_that_time_out_are_failed_saves(
-    s3: Emulator,
+    store: Emulator,
     via_proxy: FaultProxy,
     data: tuple[np.ndarray, np.ndarray],
     monkeypatch: pytest.MonkeyPatch,
@@ -498,7 +530,7 @@ def test_uploads_that_time_out_are_failed_saves(
     """A store that takes an upload and never answers: nxrs's deadline (``NXRS_STORE_TIMEOUT``
     plus a second per MB) cancels the request, and the save fails as any failed save does."""
     proxy = via_proxy
-    url = f"s3://{s3.bucket()}/stalls"
+    url = store.url("stalls")
     trainer().fit(*data, epochs=1, checkpoint=url, every=12)
     # Short, but not so short that a loaded machine's first request (which sets up the
     # backend's session) misses it.
@@ -515,13 +547,13 @@ def test_uploads_that_time_out_are_failed_saves(
 
 
 def test_slow_uploads_do_not_hold_training_and_change_no_bit(
-    s3: Emulator,
+    store: Emulator,
     via_proxy: FaultProxy,
     data: tuple[np.ndarray, np.ndarray],
 ) -> None:
     proxy = via_proxy
     proxy.mode, proxy.delay = "slow", 0.2
-    url = f"s3://{s3.bucket()}/slow"
+    url = store.url("slow")
     t = trainer()
     t.fit(*data, epochs=3, checkpoint=url, every=4)
     assert proxy.uploads > 0
@@ -561,20 +593,24 @@ def test_nxrs_status_on_a_url(url: str, env: dict[str, str], data_file: Path) ->
     assert missing.returncode != 0 and "no such directory" in missing.stderr
 
 
-def test_nothing_in_the_directory_names_a_credential(url: str, data_file: Path) -> None:
+def test_nothing_in_the_directory_names_a_credential(
+    store: Emulator, url: str, data_file: Path
+) -> None:
     """Credentials and endpoints stay the backend's (the environment here): nxrs writes none
     into the run's objects."""
     trainer().fit(np.zeros((8, 16), np.float32), np.zeros(8, np.int64), epochs=1, checkpoint=url)
     for name in names(url):
-        content = object_bytes(f"{url}/{name}")
-        for secret in (os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_ENDPOINT_URL"]):
+        content = store.read(f"{url}/{name}")
+        for secret in store.secrets():
             assert secret.encode() not in content, name
 
 
 # ---------------------------------------------------------------------- nxrs verify, nxrs diff
 
 
-def test_nxrs_verify_and_diff_on_a_url(url: str, env: dict[str, str], data_file: Path) -> None:
+def test_nxrs_verify_and_diff_on_a_url(
+    store: Emulator, url: str, env: dict[str, str], data_file: Path
+) -> None:
     run = subprocess.run(
         train_argv(data_file, url, 2, 20, "--keep", "all"),
         env=env, capture_output=True, text=True, timeout=300,
@@ -596,19 +632,19 @@ def test_nxrs_verify_and_diff_on_a_url(url: str, env: dict[str, str], data_file:
     assert json.loads(same.stdout)["identical"] is True
     # A checkpoint flipped by one bit on the store is caught.
     name = "step-000000000040.nxck"
-    content = bytearray(object_bytes(f"{url}/{name}"))
+    content = bytearray(store.read(f"{url}/{name}"))
     content[-5] ^= 1
-    ObjectDirectory(url).put(name, bytes(content))
+    store.write(f"{url}/{name}", bytes(content))
     tampered = nxrs.verify(url, segments=0)
     assert not tampered.ok and name in (tampered.first_failure or "")
 
 
 def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bits(
-    s3: Emulator, env: dict[str, str], proxy: FaultProxy, data_file: Path
+    store: Emulator, env: dict[str, str], proxy: FaultProxy, data_file: Path
 ) -> None:
-    env = {**env, "AWS_ENDPOINT_URL": proxy.endpoint}
+    env = {**env, store.endpoint_variable: proxy.endpoint}
     proxy.mode, proxy.delay = "slow", 0.05
-    url = f"s3://{s3.bucket()}/term"
+    url = store.url("term")
     argv = train_argv(data_file, url, 3, 25)
     expected = uninterrupted_command(argv, env)
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
@@ -618,7 +654,7 @@ def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bit
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, err
-    stop = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+    stop = json.loads(store.read(f"{url}/{MANIFEST_NAME}"))
     assert stop["state"] == "stopped"
     # The stop's checkpoint is the step reached, uploaded whole, and the lease was released:
     # the same command resumes at once.
@@ -630,21 +666,19 @@ def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bit
 
 
 def test_a_restart_moves_the_run_aside_on_the_store(
-    url: str, data: tuple[np.ndarray, np.ndarray]
+    store: Emulator, url: str, data: tuple[np.ndarray, np.ndarray]
 ) -> None:
     trainer().fit(*data, epochs=1, checkpoint=url, every=6)
-    before = {n: object_bytes(f"{url}/{n}") for n in names(url) if not n.startswith(".")}
+    before = {n: store.read(f"{url}/{n}") for n in names(url) if not n.startswith(".")}
     restarted = trainer()
     restarted.fit(*data, epochs=2, checkpoint=url, every=6, resume=False)
     assert restarted.state_hash() == uninterrupted_hash(data, 2)
-    folders = {o.name.split("/")[0] for o in ObjectDirectory(f"{url}/previous").listing()}
+    folders = {o.name.split("/")[0] for o in open_store(f"{url}/previous").listing()}
     assert folders == set(), "previous/ holds a folder per restart, not objects"
-    bucket, key = url.removeprefix("s3://").split("/", 1)
-    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{key}/previous/")
-    moved = {item["Key"].rsplit("/", 1)[1]: item["Key"] for item in listed["Contents"]}
+    moved = {key.rsplit("/", 1)[1]: key for key in store.keys(f"{url}/previous")}
     assert set(moved) == set(before)
     for name, content in before.items():
-        assert object_bytes(f"s3://{bucket}/{moved[name]}") == content
-    manifest = json.loads(object_bytes(f"{url}/{MANIFEST_NAME}"))
+        assert store.read(moved[name]) == content
+    manifest = json.loads(store.read(f"{url}/{MANIFEST_NAME}"))
     assert manifest["events"][0]["moved_aside"].startswith("previous/")
     assert manifest["state"] == "complete"

@@ -20,7 +20,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from nxrs._store import Listed, ObjectDirectory, is_url
+from nxrs._store import Listed, ObjectDirectory, is_url, open_store
 
 __all__ = ["ObjectCheckpoints", "cache_root", "local_copy"]
 
@@ -40,7 +40,7 @@ class ObjectCheckpoints:
     """The checkpoint objects of the directory ``url`` and their local cache ``cache``."""
 
     def __init__(self, url: str) -> None:
-        self.store = ObjectDirectory(url)
+        self.store = open_store(url)
         key = hashlib.sha256(self.store.url.encode()).hexdigest()[:16]
         self.cache = cache_root() / "runs" / key
         self.cache.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,7 @@ class ObjectCheckpoints:
         target.mkdir(exist_ok=True)
         present = [o for o in self.store.listing() if not o.name.startswith(".")]
         for listed in present:
-            _fetch_into(self.store, target, listed.name, listed.etag)
+            _fetch_into(self.store, target, listed.name, listed.version)
         wanted = {n for o in present for n in (o.name, o.name + _ETAG_SUFFIX)}
         for child in target.iterdir():
             if child.name not in wanted:

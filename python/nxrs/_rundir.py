@@ -410,9 +410,9 @@ class ObjectRunDirectory(RunDirectory):
     directory cannot overwrite its successor's manifest (``docs/RUNS.md``)."""
 
     def __init__(self, url: str) -> None:
-        from nxrs._store import ObjectDirectory
+        from nxrs._store import open_store
 
-        self.store = ObjectDirectory(url)
+        self.store = open_store(url)
         self.directory = self.store.url  # type: ignore[assignment]  # a URL, not a Path
         self.manifest_path = self.store.url_of(MANIFEST_NAME)  # type: ignore[assignment]
         self.lock_path = self.store.url_of(LEASE_NAME)  # type: ignore[assignment]
@@ -457,7 +457,7 @@ class ObjectRunDirectory(RunDirectory):
 
     def _manifest_bytes(self) -> bytes | None:
         found = self.store.get(MANIFEST_NAME)
-        self._manifest_etag = None if found is None else found.etag
+        self._manifest_etag = None if found is None else found.version
         return None if found is None else found.data
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

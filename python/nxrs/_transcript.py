@@ -148,7 +148,7 @@ class Transcript:
             except FileNotFoundError:
                 return None
         found = self.store.get(TRANSCRIPT_NAME)
-        self._etag = None if found is None else found.etag
+        self._etag = None if found is None else found.version
         return None if found is None else found.data.decode("utf-8")
 
     def read(self) -> list[dict[str, Any]]:

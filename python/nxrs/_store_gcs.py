@@ -1,0 +1,286 @@
+"""The Google Cloud Storage backend of run directories on object storage (``gs://``,
+``gcs://``; the ``nxrs[gcs]`` extra: gcsfs), on the JSON API: conditional writes with the
+``ifGenerationMatch`` precondition (0: only if absent; a generation: only if still that
+version), an object's version being its generation; checkpoints checked by the MD5 the store
+keeps (given with the upload, which the store refuses if the bytes differ) and read back by
+generation, so a download is the very version whose checksum it is compared with. gcsfs reads
+credentials and the endpoint as Google's libraries do (``GOOGLE_APPLICATION_CREDENTIALS``,
+gcloud's login, the metadata server, ``STORAGE_EMULATOR_HOST``; ``FSSPEC_GCS_TOKEN`` et al.).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+from collections.abc import Callable, Coroutine
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nxrs._nxrs import ConfigError
+from nxrs._store import (
+    Conflict,
+    Listed,
+    ObjectDirectory,
+    Reading,
+    StoredObject,
+    b64,
+    deadline,
+    pieces,
+    timed_out,
+)
+
+__all__ = ["GCSDirectory"]
+
+T = TypeVar("T")
+
+#: How often a read starts again when the object was replaced between reading its metadata
+#: and its bytes (each read is of one generation, so it never mixes two versions).
+_READ_ATTEMPTS = 5
+
+
+class GCSDirectory(ObjectDirectory):
+    """A directory in a Google Cloud Storage bucket."""
+
+    upload_checksums = ("md5",)
+
+    def __init__(self, url: str) -> None:
+        try:
+            import gcsfs
+        except ImportError:
+            raise ConfigError(
+                f"{url}: a gs:// directory needs gcsfs: pip install 'nxrs[gcs]'"
+            ) from None
+        super().__init__(url)
+        self.fs: Any = gcsfs.GCSFileSystem(skip_instance_cache=True)
+
+    def _sync(
+        self,
+        what: str,
+        size: int,
+        call: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> T:
+        """Runs a request (``call``, a coroutine function) on gcsfs's event loop within its
+        deadline; translates its failures as the S3 backend does: 412 Precondition Failed
+        (gcsfs's FileExistsError) is Conflict, 404 stays FileNotFoundError, anything else the
+        store or the network answers is OSError, and a request past its deadline is
+        cancelled (OSError, ETIMEDOUT)."""
+        import aiohttp
+        from fsspec.asyn import sync
+        from fsspec.exceptions import FSTimeoutError
+        from gcsfs.retry import HttpError
+
+        try:
+            result: T = sync(self.fs.loop, call, *args, timeout=deadline(size), **kwargs)
+            return result
+        except FSTimeoutError:
+            raise timed_out(what, size, self.url) from None
+        except FileExistsError as err:
+            raise Conflict(str(err)) from err
+        except OSError:
+            raise
+        except (HttpError, ValueError, aiohttp.ClientError) as err:
+            # gcsfs's HttpError (an answer of the store), ValueError ("Bad Request": a
+            # checksum that does not match, among others), aiohttp's (no answer).
+            raise OSError(f"{self.url}: {what}: {err}") from err
+
+    def _json(self, what: str, method: str, path: str, *args: str, **params: Any) -> Any:
+        return self._sync(what, 0, self.fs._call, method, path, *args, json_out=True, **params)
+
+    def _metadata(self, name: str) -> tuple[dict[str, Any], Any] | None:
+        """The object's resource (JSON) and the response's headers, or None when absent."""
+        try:
+            headers, content = self._sync(
+                "metadata", 0, self.fs._call, "GET", "b/{}/o/{}", self.bucket, self.key(name)
+            )
+        except FileNotFoundError:
+            return None
+        return json.loads(content), headers
+
+    def get(self, name: str) -> StoredObject | None:
+        for _ in range(_READ_ATTEMPTS):
+            found = self._metadata(name)
+            if found is None:
+                return None
+            generation = found[0]["generation"]
+            try:
+                _, data = self._sync(
+                    "get",
+                    int(found[0]["size"]),
+                    self.fs._call,
+                    "GET",
+                    "b/{}/o/{}",
+                    self.bucket,
+                    self.key(name),
+                    alt="media",
+                    generation=generation,
+                )
+            except FileNotFoundError:
+                continue  # replaced since its metadata was read: read the new one
+            return StoredObject(data, str(generation))
+        raise OSError(f"{self.url_of(name)}: changed under every read")
+
+    def put(
+        self, name: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
+        conditions: dict[str, str] = {}
+        if if_absent:
+            conditions["ifGenerationMatch"] = "0"
+        if if_match is not None:
+            conditions["ifGenerationMatch"] = if_match
+        resource = self._sync(
+            "put",
+            len(data),
+            self.fs._call,
+            "POST",
+            f"{self.fs._location}/upload/storage/v1/b/{{}}/o",
+            self.bucket,
+            uploadType="media",
+            name=self.key(name),
+            data=data,
+            json_out=True,
+            **conditions,
+        )
+        return str(resource["generation"])
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._sync(
+                "delete", 0, self.fs._call, "DELETE", "b/{}/o/{}", self.bucket, self.key(name)
+            )
+
+    def version(self, name: str) -> str | None:
+        found = self._metadata(name)
+        return None if found is None else str(found[0]["generation"])
+
+    def clock(self, name: str) -> tuple[datetime.datetime, datetime.datetime, str] | None:
+        found = self._metadata(name)
+        if found is None:
+            return None
+        resource, headers = found
+        store_now = parsedate_to_datetime(headers["Date"])
+        updated = datetime.datetime.fromisoformat(resource["updated"].replace("Z", "+00:00"))
+        return store_now, updated, str(resource["generation"])
+
+    def listing(self, under: str = "") -> list[Listed]:
+        prefix = self.key(under.rstrip("/") + "/" if under else "")
+        found = []
+        token: dict[str, str] = {}
+        while True:
+            page = self._json(
+                "listing", "GET", "b/{}/o", self.bucket, prefix=prefix, delimiter="/", **token
+            )
+            for item in page.get("items", []):
+                found.append(Listed(item["name"][len(prefix) :], str(item["generation"])))
+            if "nextPageToken" not in page:
+                return found
+            token = {"pageToken": page["nextPageToken"]}
+
+    def exists(self) -> bool:
+        page = self._json("listing", "GET", "b/{}/o", self.bucket, prefix=self.prefix, maxResults=1)
+        return bool(page.get("items"))
+
+    def abort_uploads(self) -> None:
+        """Nothing: GCS keeps no parts of an unfinished upload as objects or bills them (a
+        resumable upload's session expires after a week by itself)."""
+
+    def copy(self, name: str, to: str) -> None:
+        # A rewrite may take several calls for a large object; each continues the last.
+        token: dict[str, str] = {}
+        while True:
+            answer = self._json(
+                "copy",
+                "POST",
+                "b/{}/o/{}/rewriteTo/b/{}/o/{}",
+                self.bucket,
+                self.key(name),
+                self.bucket,
+                self.key(to),
+                **token,
+            )
+            if answer.get("done"):
+                return
+            token = {"rewriteToken": answer["rewriteToken"]}
+
+    def _upload_checked(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> str:
+        md5 = b64(digests["md5"])
+        # The object's resource, with the MD5 the store checks the bytes against, and the
+        # SHA-256 kept for readers (the store does not check that one).
+        resource = {"md5Hash": md5, "metadata": {"sha256": digests["sha256"].hex()}}
+        self._sync("upload", size, self._post_multipart, self.key(name), source, resource)
+        found = self._metadata(name)
+        stored = None if found is None else found[0]
+        if stored is None or int(stored["size"]) != size or stored.get("md5Hash") != md5:
+            held = (
+                "nothing"
+                if stored is None
+                else f"{stored['size']} bytes with MD5 {stored.get('md5Hash')}"
+            )
+            raise OSError(
+                f"{self.url_of(name)}: the store holds {held}, not the {size} bytes with MD5 "
+                f"{md5} written"
+            )
+        return str(stored["generation"])
+
+    async def _post_multipart(self, key: str, source: Path, resource: dict[str, Any]) -> None:
+        """One multipart upload (the resource, then the file's bytes streamed from disk, not
+        held in memory), as gcsfs's own uploads are made but with the resource's checksum;
+        not retried here: a retry would need the file again, and a failed save is retried by
+        the next one."""
+        import aiohttp
+        from gcsfs.core import quote
+        from gcsfs.retry import validate_response
+
+        await self.fs._set_session()
+        url = f"{self.fs._location}/upload/storage/v1/b/{quote(self.bucket)}/o"
+        with open(source, "rb") as file, aiohttp.MultipartWriter("related") as body:
+            body.append_json(resource)
+            body.append(file, {"Content-Type": "application/octet-stream"})
+            async with self.fs.session.post(
+                url,
+                params={"uploadType": "multipart", "name": key},
+                data=body,
+                headers=self.fs._get_headers(None),
+            ) as response:
+                validate_response(response.status, await response.read(), url)
+
+    def _read(self, name: str) -> Reading:
+        for _ in range(_READ_ATTEMPTS):
+            found = self._metadata(name)
+            if found is None:
+                raise FileNotFoundError(self.url_of(name))
+            resource = found[0]
+            try:
+                response = self._sync(
+                    "download", 0, self._open_media, self.key(name), resource["generation"]
+                )
+            except FileNotFoundError:
+                continue  # replaced since its metadata was read: read the new one
+            return Reading(
+                pieces(self.fs.loop, response.content.read, response.release),
+                str(resource["generation"]),
+                "md5",
+                resource.get("md5Hash"),  # composite objects have none
+            )
+        raise OSError(f"{self.url_of(name)}: changed under every read")
+
+    async def _open_media(self, key: str, generation: str) -> Any:
+        """The response whose body is the bytes of the generation ``generation`` (read piece
+        by piece after)."""
+        from gcsfs.retry import validate_response
+
+        await self.fs._set_session()
+        url = self.fs._format_path("b/{}/o/{}", (self.bucket, key))
+        response = await self.fs.session.get(
+            url,
+            params={"alt": "media", "generation": generation},
+            headers=self.fs._get_headers(None),
+        )
+        if response.status >= 400:
+            content = await response.read()
+            response.release()
+            validate_response(response.status, content, url)
+        return response
