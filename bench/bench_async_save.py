@@ -174,10 +174,15 @@ def peak_growth(layers: list[int], async_save: bool) -> tuple[int, int]:
     return after - before, after - resident
 
 
-def arguments(doc: str, every: int = 6) -> tuple[argparse.Namespace, list[int]]:
+def arguments(
+    doc: str, every: int = 6, more: Callable[[argparse.ArgumentParser], object] | None = None
+) -> tuple[argparse.Namespace, list[int]]:
     """The save benchmarks' command line (``--quick``, ``--every``, default ``every``,
-    ``--saves``) and the state's layers; prints the machine and the state."""
+    ``--saves``, and what ``more`` adds) and the state's layers; prints the machine and the
+    state."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if more is not None:
+        more(parser)
     parser.add_argument("--quick", action="store_true", help="~100 MB of state, not ~1 GB")
     parser.add_argument(
         "--every", type=int, default=every, help=f"steps between saves (default {every})"

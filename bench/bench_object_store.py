@@ -1,20 +1,24 @@
-"""Run directories on object storage (issue 23): checkpoints of a ~1 GB state saved to an S3
-store, against s3fs's own upload of the same bytes and against synchronous saves.
+"""Run directories on object storage (issue 23): checkpoints of a ~1 GB state saved to a
+store, against the fsspec backend's own upload of the same bytes and against synchronous saves.
 
-Run from the repository root (needs the test extra's moto[server] and s3fs)::
+Run from the repository root (needs the test extra: moto[server] and s3fs; for ``--store gs``
+gcp-storage-emulator and gcsfs)::
 
     python bench/bench_object_store.py            # 4096-10240-4096 MLP, Adam: ~1 GB of state
     python bench/bench_object_store.py --quick    # 1024-4096-1024: ~100 MB
+    python bench/bench_object_store.py --store gs --quick
 
-The store is an S3 emulator, moto's standalone server, started on the loopback address
-(``tests/s3_support.py``): it measures nxrs's side of the work (the local write, the checksum,
-the request), not a network; a real store's bandwidth bounds both sides the same way.
+The store is an emulator started on the loopback address (S3: moto's standalone server,
+``tests/s3_support.py``; GCS: gcp-storage-emulator, ``tests/gcs_support.py``): it measures
+nxrs's side of the work (the local write, the checksum, the request) and the emulator's, not a
+network; a real store's bandwidth bounds both sides the same way.
 
 1. **Throughput of the background writer** on a store: what its thread runs for one
    checkpoint (``_Snapshot.save`` into the cache, crash-safe, then the upload in one PUT with
-   its SHA-256 and the size and checksum read back) against s3fs's ``pipe`` of the same number
-   of bytes from memory (what a user of fsspec would otherwise do; s3fs splits it into a
-   multipart upload above 100 MB), best of 3; MB/s of the file's bytes. Also the upload alone.
+   its checksum and the size and checksum read back) against the backend's ``pipe`` of the
+   same number of bytes from memory (what a user of fsspec would otherwise do; s3fs splits it
+   into a multipart upload above 100 MB), best of 3; MB/s of the file's bytes. Also the upload
+   alone.
 2. **Training blocked per checkpoint**: the same ``fit`` on the store with synchronous and with
    background saves (the default there), saving every 60 steps (so that an upload finishes
    before the next save point); the training thread's time inside the run directory's save
@@ -23,6 +27,8 @@ the request), not a network; a real store's bandwidth bounds both sides the same
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -34,14 +40,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from bench_async_save import MB, arguments, blocked_time, data
-from s3_support import FAKE_CREDENTIALS, emulator
 
 import nxrs
 from nxrs._object_checkpoints import ObjectCheckpoints
 
 
 def writer_against_pipe(layers: list[int], url: str, runs: int = 3) -> dict[str, float]:
-    import s3fs
+    import fsspec
 
     t = nxrs.Trainer(layers=layers, batch_size=1, lr=1e-4, seed=0)
     x, y = data(layers, 4)
@@ -53,7 +58,7 @@ def writer_against_pipe(layers: list[int], url: str, runs: int = 3) -> dict[str,
     snapshot.save(path, metadata=[])
     size = path.stat().st_size
     payload = np.ones(size, dtype=np.uint8).tobytes()
-    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    fs = fsspec.filesystem(url.split("://")[0], skip_instance_cache=True)
     best = {"writer": float("inf"), "upload": float("inf"), "pipe": float("inf")}
     for run in range(runs + 1):  # the first of each untimed
         for kind in best:
@@ -84,18 +89,26 @@ def main() -> None:
     # Saves far enough apart that an upload (slower than a local write) finishes between two:
     # otherwise the second save point waits for the first, as documented, and that wait is
     # what would be measured.
-    args, layers = arguments(__doc__, every=60)
-    with emulator() as server, tempfile.TemporaryDirectory() as cache:
-        os.environ.update(FAKE_CREDENTIALS, AWS_ENDPOINT_URL=server.endpoint, NXRS_CACHE_DIR=cache)
-        rates = writer_against_pipe(layers, f"s3://{server.bucket()}/writer")
+    def store_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--store", choices=("s3", "gs"), default="s3", help="default s3")
+
+    args, layers = arguments(__doc__, every=60, more=store_option)
+    starter = importlib.import_module({"s3": "s3_support", "gs": "gcs_support"}[args.store])
+    with starter.emulator() as server, tempfile.TemporaryDirectory() as cache:
+        os.environ.update(server.environment(server.endpoint), NXRS_CACHE_DIR=cache)
+        import fsspec.config
+
+        fsspec.config.set_conf_env(fsspec.config.conf)  # the FSSPEC_* variables just set
+        print(f"store: {args.store}:// ({type(server).__name__})")
+        rates = writer_against_pipe(layers, server.url("writer"))
         print(f"1. one checkpoint of {rates['bytes'] / MB:.1f} MB to the emulator (best of 3):")
         print(f"   background writer (local write + upload + check): {rates['writer']:.0f} MB/s")
-        print(f"   its upload alone (one PUT with SHA-256, checked): {rates['upload']:.0f} MB/s")
-        print(f"   s3fs pipe of the same bytes from memory:          {rates['pipe']:.0f} MB/s")
+        print(f"   its upload alone (one request, checksum, checked): {rates['upload']:.0f} MB/s")
+        print(f"   the backend's pipe of the same bytes from memory: {rates['pipe']:.0f} MB/s")
         print(f"   ratio writer / pipe: {rates['writer'] / rates['pipe']:.2f}x (goal >= 0.8x); "
               f"upload / pipe: {rates['upload'] / rates['pipe']:.2f}x")  # fmt: skip
-        sync = blocked(layers, f"s3://{server.bucket()}/sync", args.every, args.saves, False)
-        background = blocked(layers, f"s3://{server.bucket()}/async", args.every, args.saves, True)
+        sync = blocked(layers, server.url("sync"), args.every, args.saves, False)
+        background = blocked(layers, server.url("async"), args.every, args.saves, True)
         print(f"2. training blocked per checkpoint on the store ({args.saves} periodic saves):")
         print(f"   synchronous: {sync * 1e3:.0f} ms; background (the default): "
               f"{background * 1e3:.0f} ms; ratio {background / sync:.3f}x")  # fmt: skip

@@ -254,6 +254,19 @@ def test_a_bad_lease_duration_is_a_config_error(
             trainer().fit(*data, epochs=1, checkpoint=url)
 
 
+def test_a_bad_store_timeout_is_a_config_error(
+    url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for text in ("0", "-1", "soon", "inf", "nan"):
+        monkeypatch.setenv("NXRS_STORE_TIMEOUT", text)
+        t = trainer()
+        with pytest.raises(nxrs.ConfigError, match="NXRS_STORE_TIMEOUT"):
+            t.fit(*data, epochs=1, checkpoint=url)
+        assert t.steps == 0
+    monkeypatch.setenv("NXRS_STORE_TIMEOUT", "30")
+    assert names(url) == [], "a refused run wrote to the store"
+
+
 # ---------------------------------------------------------------------- one writer
 
 HOLD = """

@@ -404,9 +404,9 @@ class RunDirectory:
 
 
 class ObjectRunDirectory(RunDirectory):
-    """A run directory on object storage (``s3://...``): the same manifest and transcript as
-    objects, a lease (``_lease.Lease``) for the lock, and the manifest written with
-    ``If-Match`` on the version this process last read or wrote, so a process that lost the
+    """A run directory on object storage (``s3://...``, ``gs://...``): the same manifest and
+    transcript as objects, a lease (``_lease.Lease``) for the lock, and the manifest written
+    on the condition of the version this process last read or wrote, so a process that lost the
     directory cannot overwrite its successor's manifest (``docs/RUNS.md``)."""
 
     def __init__(self, url: str) -> None:

@@ -73,8 +73,9 @@ class GCSDirectory(ObjectDirectory):
         from fsspec.exceptions import FSTimeoutError
         from gcsfs.retry import HttpError
 
+        seconds = deadline(size)  # a ConfigError of its own, never a request's failure
         try:
-            result: T = sync(self.fs.loop, call, *args, timeout=deadline(size), **kwargs)
+            result: T = sync(self.fs.loop, call, *args, timeout=seconds, **kwargs)
             return result
         except FSTimeoutError:
             raise timed_out(what, size, self.url) from None

@@ -56,9 +56,10 @@ class S3Directory(ObjectDirectory):
         from botocore.exceptions import BotoCoreError
         from fsspec.exceptions import FSTimeoutError
 
+        seconds = deadline(size)  # a ConfigError of its own, never a request's failure
         try:
             result: dict[str, Any] = self.fs.call_s3(
-                method, Bucket=self.bucket, timeout=deadline(size), **kwargs
+                method, Bucket=self.bucket, timeout=seconds, **kwargs
             )
         except FSTimeoutError:
             raise timed_out(method, size, self.url) from None

@@ -174,11 +174,12 @@ class Trainer(_Trainer):
         default (None) is True for a run directory on object storage and False otherwise.
 
         ``checkpoint`` may be a URL on object storage (``"s3://bucket/run"``, with
-        ``pip install 'nxrs[s3]'``): the same run directory as objects, a lease in place of
-        the lock (a second process gets ``RunLockedError``; a process whose lease was taken
-        over stops with ``nxrs.LeaseLostError``), the newest checkpoint cached locally
-        (``NXRS_CACHE_DIR``; ``History.checkpoint`` is that local copy of the object). See
-        ``docs/RUNS.md``, "Run directories on object storage".
+        ``pip install 'nxrs[s3]'``; ``"gs://bucket/run"``, with ``'nxrs[gcs]'``): the same
+        run directory as objects, a lease in place of the lock (a second process gets
+        ``RunLockedError``; a process whose lease was taken over stops with
+        ``nxrs.LeaseLostError``), the newest checkpoint cached locally (``NXRS_CACHE_DIR``;
+        ``History.checkpoint`` is that local copy of the object). See ``docs/RUNS.md``, "Run
+        directories on object storage".
 
         The GIL is released while computing. Without a checkpoint (or outside the main thread)
         Ctrl-C stops at a step boundary, saves a checkpoint when one is configured, and

@@ -125,7 +125,7 @@ def nonempty_path(text: str) -> Path:
 
 def nonempty_location(text: str) -> Path | str:
     """A run directory option (``--ckpt-dir``, ``nxrs status DIR``, ...): a local path, or a
-    URL on object storage (``s3://bucket/run``) kept as text; refused when empty."""
+    URL on object storage (``s3://bucket/run``, ``gs://...``) kept as text; refused when empty."""
     from nxrs._store import is_url
 
     return text if is_url(text) else nonempty_path(text)

@@ -146,7 +146,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         type=nonempty_location,
         default=None,
         help="run directory: checkpoints, manifest, lock (default: none; see below); a local "
-        "path or a URL on object storage (s3://bucket/run, with pip install 'nxrs[s3]')",
+        "path or a URL on object storage (s3://bucket/run or gs://bucket/run, with pip install "
+        "'nxrs[s3]' or 'nxrs[gcs]')",
     )
     train.add_argument(
         "--keep",
@@ -169,7 +170,7 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="write the periodic checkpoints in a background thread while training goes on "
         "(the state copied in memory at the save point; one save in flight; the final save "
-        "stays synchronous; needs --ckpt-dir; the default for an s3:// --ckpt-dir; see "
+        "stays synchronous; needs --ckpt-dir; the default for an s3:// or gs:// --ckpt-dir; see "
         "docs/RUNS.md)",
     )
     train.add_argument(
