@@ -3,9 +3,10 @@
 ``ifGenerationMatch`` precondition (0: only if absent; a generation: only if still that
 version), an object's version being its generation; checkpoints checked by the MD5 the store
 keeps (given when the upload's session opens; the store refuses the completed upload if the
-bytes differ) and read back by generation, so a download is the very version whose checksum it is compared with. gcsfs reads
-credentials and the endpoint as Google's libraries do (``GOOGLE_APPLICATION_CREDENTIALS``,
-gcloud's login, the metadata server, ``STORAGE_EMULATOR_HOST``; ``FSSPEC_GCS_TOKEN`` et al.).
+bytes differ) and read back by generation, so a download is the very version whose checksum
+it is compared with. gcsfs reads credentials and the endpoint as Google's libraries do
+(``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's login, the metadata server,
+``STORAGE_EMULATOR_HOST``; ``FSSPEC_GCS_TOKEN`` et al.).
 """
 
 from __future__ import annotations
