@@ -245,6 +245,18 @@ def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
     assert t.steps == 0
 
 
+@pytest.mark.parametrize(
+    ("location", "package", "extra"),
+    [("s3://bucket/run", "s3fs", "s3"), ("gs://bucket/run", "gcsfs", "gcs")],
+)
+def test_a_store_whose_backend_is_not_installed_names_the_extra(
+    location: str, package: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # import fails as if not installed
+    with pytest.raises(nxrs.ConfigError, match=rf"pip install 'nxrs\[{extra}\]'"):
+        nxrs.CheckpointManager(location)
+
+
 def test_a_bad_lease_duration_is_a_config_error(
     url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:

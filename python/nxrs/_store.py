@@ -46,12 +46,13 @@ __all__ = ["Conflict", "Listed", "ObjectDirectory", "StoredObject", "is_url", "o
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
-#: The backend of each protocol nxrs implements: (module, class).
+#: The backend of each protocol nxrs implements: its module and class, the fsspec package it
+#: runs on, and the nxrs extra that installs that package.
 _BACKENDS = {
-    "s3": ("nxrs._store_s3", "S3Directory"),
-    "s3a": ("nxrs._store_s3", "S3Directory"),
-    "gs": ("nxrs._store_gcs", "GCSDirectory"),
-    "gcs": ("nxrs._store_gcs", "GCSDirectory"),
+    "s3": ("nxrs._store_s3", "S3Directory", "s3fs", "s3"),
+    "s3a": ("nxrs._store_s3", "S3Directory", "s3fs", "s3"),
+    "gs": ("nxrs._store_gcs", "GCSDirectory", "gcsfs", "gcs"),
+    "gcs": ("nxrs._store_gcs", "GCSDirectory", "gcsfs", "gcs"),
 }
 
 #: The largest checkpoint nxrs writes as one object in one request (S3's largest single PUT;
@@ -89,7 +90,13 @@ def open_store(url: str) -> ObjectDirectory:
             "lease and the manifest), which nxrs implements for s3:// (S3 and S3-compatible "
             f"stores) and gs:// (Google Cloud Storage); {protocol}:// is not supported yet"
         )
-    module, name = _BACKENDS[protocol]
+    module, name, package, extra = _BACKENDS[protocol]
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        raise ConfigError(
+            f"{url}: a {protocol}:// directory needs {package}: pip install 'nxrs[{extra}]'"
+        ) from None
     backend: type[ObjectDirectory] = getattr(importlib.import_module(module), name)
     return backend(url)
 

@@ -19,7 +19,6 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nxrs._nxrs import ConfigError
 from nxrs._store import (
     Conflict,
     Listed,
@@ -47,12 +46,8 @@ class GCSDirectory(ObjectDirectory):
     upload_checksums = ("md5",)
 
     def __init__(self, url: str) -> None:
-        try:
-            import gcsfs
-        except ImportError:
-            raise ConfigError(
-                f"{url}: a gs:// directory needs gcsfs: pip install 'nxrs[gcs]'"
-            ) from None
+        import gcsfs  # installed: open_store checked
+
         super().__init__(url)
         self.fs: Any = gcsfs.GCSFileSystem(skip_instance_cache=True)
 

@@ -15,7 +15,6 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from nxrs._nxrs import ConfigError
 from nxrs._store import (
     Conflict,
     Listed,
@@ -37,12 +36,8 @@ class S3Directory(ObjectDirectory):
     upload_checksums = ("sha256",)
 
     def __init__(self, url: str) -> None:
-        try:
-            import s3fs
-        except ImportError:
-            raise ConfigError(
-                f"{url}: an s3:// directory needs s3fs: pip install 'nxrs[s3]'"
-            ) from None
+        import s3fs  # installed: open_store checked
+
         super().__init__(url)
         # No instance cache and no listings cache: another process changes the directory, and
         # every listing must be the store's now.
