@@ -1,7 +1,8 @@
 """Run directories on object storage (``docs/RUNS.md``, "Run directories on object storage"),
 against each store's emulator started on the loopback address (S3: moto's standalone server,
-``s3_support``; GCS: gcp-storage-emulator with generation preconditions, ``gcs_support``), every
-test once per store: the same bits as a local run, resume from the local cache, the lease (a second
+``s3_support``; GCS: gcp-storage-emulator with generation preconditions, ``gcs_support``; Azure:
+the tests' own emulator of the Blob service's REST API, ``azure_support``), every test once per
+store: the same bits as a local run, resume from the local cache, the lease (a second
 process refused, a lost machine's lease expiring, a process whose lease was taken over stopping),
 the manifest's conditional writes, kills at random moments (uploads included), uploads that fail
 or are slow, and ``nxrs status`` on a URL.
@@ -40,6 +41,8 @@ LEASE_SECONDS = "2"
 STORES = {
     "s3": ("s3fs", "moto", "s3_support"),
     "gs": ("gcsfs", "gcp_storage_emulator", "gcs_support"),
+    # The tests' own emulator (Azurite cannot be installed here): it needs no package.
+    "az": ("adlfs", "azure_support", "azure_support"),
 }
 
 
@@ -233,7 +236,7 @@ def test_checkpoint_manager_on_a_store(store: Emulator, url: str) -> None:
     assert store.read(latest.url) == latest.path.read_bytes()
 
 
-@pytest.mark.parametrize("location", ["az://container/run", "memory://run"])
+@pytest.mark.parametrize("location", ["memory://run", "hdfs://namenode/run"])
 def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
     location: str, data: tuple[np.ndarray, np.ndarray]
 ) -> None:
@@ -412,7 +415,8 @@ def via_proxy(
     store: Emulator, proxy: FaultProxy, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> FaultProxy:
     """This process's requests to the store go through ``proxy``."""
-    monkeypatch.setenv(store.endpoint_variable, proxy.endpoint)
+    for key, value in store.environment(proxy.endpoint).items():
+        monkeypatch.setenv(key, value)
     return proxy
 
 
@@ -430,7 +434,7 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
     kills_wanted = 12
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
-    env = {**env, store.endpoint_variable: proxy.endpoint, "NXRS_LEASE_SECONDS": "1"}
+    env = {**env, **store.environment(proxy.endpoint), "NXRS_LEASE_SECONDS": "1"}
     proxy.mode, proxy.delay = "slow", 0.03
     url = store.url("chaos")
     argv = train_argv(data_file, url, 4, 25)
@@ -655,7 +659,7 @@ def test_nxrs_verify_and_diff_on_a_url(
 def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bits(
     store: Emulator, env: dict[str, str], proxy: FaultProxy, data_file: Path
 ) -> None:
-    env = {**env, store.endpoint_variable: proxy.endpoint}
+    env = {**env, **store.environment(proxy.endpoint)}
     proxy.mode, proxy.delay = "slow", 0.05
     url = store.url("term")
     argv = train_argv(data_file, url, 3, 25)
