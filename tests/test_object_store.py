@@ -248,6 +248,27 @@ def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
     assert t.steps == 0
 
 
+def test_azure_urls_abfs_names_the_same_directory_and_the_account_comes_from_the_environment(
+    store: Emulator, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``abfs://`` and ``abfss://`` are adlfs's other names of ``az://``; the account is the
+    environment's, never the URL's (nxrs stores no credential, and reads none from a URL)."""
+    if store.scheme != "az":
+        pytest.skip("Azure's URL forms")
+    open_store(url).put("x", b"1")
+    for scheme in ("abfs", "abfss", "AZ"):
+        assert [o.name for o in open_store(scheme + url[2:]).listing()] == ["x"]
+    with pytest.raises(nxrs.ConfigError, match="az://container/path"):
+        open_store("abfs://container@account.dfs.core.windows.net/run")
+    for variable in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_NAME"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(nxrs.ConfigError, match="connection_string or account_name"):
+        open_store(url)
+    monkeypatch.setitem(sys.modules, "adlfs", None)  # import fails as if not installed
+    with pytest.raises(nxrs.ConfigError, match=r"pip install 'nxrs\[azure\]'"):
+        open_store(url)
+
+
 def test_a_bad_lease_duration_is_a_config_error(
     url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
