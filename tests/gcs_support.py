@@ -54,8 +54,15 @@ class GCSEmulator(Emulator):
 
     def environment(self, endpoint: str) -> dict[str, str]:
         # gcsfs reads the endpoint from STORAGE_EMULATOR_HOST, and its ``token`` (here: no
-        # credentials) from fsspec's configuration variable.
-        return {"STORAGE_EMULATOR_HOST": endpoint, "FSSPEC_GCS_TOKEN": "anon"}
+        # credentials) from fsspec's configuration variable. Its default file system looks
+        # each bucket's type up over gRPC (the storage control API, which the emulator does
+        # not serve: a minute's timeout per lookup, for its own operations such as ``pipe``;
+        # nxrs's requests never look it up): off.
+        return {
+            "STORAGE_EMULATOR_HOST": endpoint,
+            "FSSPEC_GCS_TOKEN": "anon",
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        }
 
     def secrets(self) -> list[str]:
         return [self.endpoint]

@@ -2,10 +2,11 @@
 ``gcs://``; the ``nxrs[gcs]`` extra: gcsfs), on the JSON API: conditional writes with the
 ``ifGenerationMatch`` precondition (0: only if absent; a generation: only if still that
 version), an object's version being its generation; checkpoints checked by the MD5 the store
-keeps (given with the upload, which the store refuses if the bytes differ) and read back by
-generation, so a download is the very version whose checksum it is compared with. gcsfs reads
-credentials and the endpoint as Google's libraries do (``GOOGLE_APPLICATION_CREDENTIALS``,
-gcloud's login, the metadata server, ``STORAGE_EMULATOR_HOST``; ``FSSPEC_GCS_TOKEN`` et al.).
+keeps (given when the upload's session opens; the store refuses the completed upload if the
+bytes differ) and read back by generation, so a download is the very version whose checksum
+it is compared with. gcsfs reads credentials and the endpoint as Google's libraries do
+(``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's login, the metadata server,
+``STORAGE_EMULATOR_HOST``; ``FSSPEC_GCS_TOKEN`` et al.).
 """
 
 from __future__ import annotations
@@ -211,14 +212,14 @@ class GCSDirectory(ObjectDirectory):
         # The object's resource, with the MD5 the store checks the bytes against, and the
         # SHA-256 kept for readers (the store does not check that one).
         resource = {"md5Hash": md5, "metadata": {"sha256": digests["sha256"].hex()}}
-        self._sync("upload", size, self._post_multipart, self.key(name), source, resource)
+        self._sync("upload", size, self._upload, self.key(name), source, size, resource)
         found = self._metadata(name)
         stored = None if found is None else found[0]
         if stored is None or int(stored["size"]) != size or stored.get("md5Hash") != md5:
             held = (
                 "nothing"
                 if stored is None
-                else f"{stored['size']} bytes with MD5 {stored.get('md5Hash')}"
+                else f"{stored['size']} bytes, MD5 {stored.get('md5Hash')}"
             )
             raise OSError(
                 f"{self.url_of(name)}: the store holds {held}, not the {size} bytes with MD5 "
@@ -226,25 +227,36 @@ class GCSDirectory(ObjectDirectory):
             )
         return str(stored["generation"])
 
-    async def _post_multipart(self, key: str, source: Path, resource: dict[str, Any]) -> None:
-        """One multipart upload (the resource, then the file's bytes streamed from disk, not
-        held in memory), as gcsfs's own uploads are made but with the resource's checksum;
-        not retried here: a retry would need the file again, and a failed save is retried by
-        the next one."""
-        import aiohttp
+    async def _upload(self, key: str, source: Path, size: int, resource: dict[str, Any]) -> None:
+        """A resumable upload sent in one request: the session is opened with the object's
+        resource (its MD5, which the store checks when the bytes are complete), then the
+        file's bytes are streamed from disk (never held in memory) in one PUT. The object
+        exists only once that PUT completes; a killed writer leaves an unfinished session,
+        no object. Not retried here: a retry would need the file again, and a failed save is
+        retried by the next one."""
         from gcsfs.core import quote
         from gcsfs.retry import validate_response
 
         await self.fs._set_session()
         url = f"{self.fs._location}/upload/storage/v1/b/{quote(self.bucket)}/o"
-        with open(source, "rb") as file, aiohttp.MultipartWriter("related") as body:
-            body.append_json(resource)
-            body.append(file, {"Content-Type": "application/octet-stream"})
-            async with self.fs.session.post(
-                url,
-                params={"uploadType": "multipart", "name": key},
-                data=body,
-                headers=self.fs._get_headers(None),
+        opening = {
+            "Content-Type": "application/json",
+            "X-Upload-Content-Type": "application/octet-stream",
+            "X-Upload-Content-Length": str(size),
+        }
+        async with self.fs.session.post(
+            url,
+            params={"uploadType": "resumable", "name": key},
+            data=json.dumps(resource),
+            headers=self.fs._get_headers(opening),
+        ) as response:
+            validate_response(response.status, await response.read(), url)
+            session = response.headers["Location"]
+        with open(source, "rb") as file:
+            async with self.fs.session.put(
+                session,
+                data=file,
+                headers=self.fs._get_headers({"Content-Length": str(size)}),
             ) as response:
                 validate_response(response.status, await response.read(), url)
 
