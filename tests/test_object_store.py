@@ -269,6 +269,28 @@ def test_azure_urls_abfs_names_the_same_directory_and_the_account_comes_from_the
         open_store(url)
 
 
+def test_an_azure_download_reads_one_version_only(
+    store: Emulator, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ranged read of a download is conditional on the ETag read first: a blob replaced
+    between two of them fails the download (OSError) rather than mixing two versions."""
+    if store.scheme != "az":
+        pytest.skip("Azure's ranged downloads")
+    from nxrs import _store
+
+    monkeypatch.setattr(_store, "PIECE", 1000)  # three pieces
+    directory = open_store(url)
+    first = b"a" * 2500
+    directory.put("blob", first)
+    reading = directory._read("blob")
+    assert next(reading.pieces) == first[:1000]
+    directory.put("blob", b"b" * len(first))
+    with pytest.raises(OSError, match="replaced during the download"):
+        next(reading.pieces)
+    assert directory.download("blob", tmp_path / "blob") == directory.version("blob")
+    assert (tmp_path / "blob").read_bytes() == b"b" * len(first)
+
+
 def test_a_bad_lease_duration_is_a_config_error(
     url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -295,7 +295,10 @@ class AzureDirectory(ObjectDirectory):
                 )
                 piece: bytes = await downloader.readall()
             except Exception as err:
-                raise self._translated("download", err) from err
+                error = self._translated("download", err)
+                if isinstance(error, Conflict):  # 412: the blob was replaced meanwhile
+                    error = OSError(f"{self.url_of(name)}: replaced during the download")
+                raise error from err
             offset += len(piece)
             if not piece:
                 raise OSError(f"{self.url_of(name)}: the download ended before {size} bytes")
