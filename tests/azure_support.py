@@ -186,7 +186,11 @@ class Service(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         self.query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
         parts = urllib.parse.unquote(url.path).lstrip("/").split("/", 2)
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        if len(body) < length:  # the client went away mid-request: nothing is written
+            self.close_connection = True
+            return
         container = parts[1] if len(parts) > 1 else ""
         key = parts[2] if len(parts) > 2 else ""
         try:
