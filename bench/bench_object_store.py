@@ -2,14 +2,15 @@
 store, against the fsspec backend's own upload of the same bytes and against synchronous saves.
 
 Run from the repository root (needs the test extra: moto[server] and s3fs; for ``--store gs``
-gcp-storage-emulator and gcsfs)::
+gcp-storage-emulator and gcsfs; for ``--store az`` adlfs)::
 
     python bench/bench_object_store.py            # 4096-10240-4096 MLP, Adam: ~1 GB of state
     python bench/bench_object_store.py --quick    # 1024-4096-1024: ~100 MB
     python bench/bench_object_store.py --store gs --quick
 
 The store is an emulator started on the loopback address (S3: moto's standalone server,
-``tests/s3_support.py``; GCS: gcp-storage-emulator, ``tests/gcs_support.py``): it measures
+``tests/s3_support.py``; GCS: gcp-storage-emulator, ``tests/gcs_support.py``; Azure: the
+tests' own Blob service emulator, ``tests/azure_support.py``): it measures
 nxrs's side of the work (the local write, the checksum, the request) and the emulator's, not a
 network; a real store's bandwidth bounds both sides the same way.
 
@@ -90,10 +91,11 @@ def main() -> None:
     # otherwise the second save point waits for the first, as documented, and that wait is
     # what would be measured.
     def store_option(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--store", choices=("s3", "gs"), default="s3", help="default s3")
+        parser.add_argument("--store", choices=("s3", "gs", "az"), default="s3", help="default s3")
 
     args, layers = arguments(__doc__, every=60, more=store_option)
-    starter = importlib.import_module({"s3": "s3_support", "gs": "gcs_support"}[args.store])
+    starters = {"s3": "s3_support", "gs": "gcs_support", "az": "azure_support"}
+    starter = importlib.import_module(starters[args.store])
     with starter.emulator() as server, tempfile.TemporaryDirectory() as cache:
         os.environ.update(server.environment(server.endpoint), NXRS_CACHE_DIR=cache)
         import fsspec.config

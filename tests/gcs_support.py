@@ -30,7 +30,6 @@ class GCSEmulator(Emulator):
     """gcp-storage-emulator's server process, with generation preconditions."""
 
     scheme = "gs"
-    endpoint_variable = "STORAGE_EMULATOR_HOST"
 
     def _request(self, method: str, path: str, data: bytes | None = None, **query: str) -> bytes:
         """One request of the JSON API, by urllib (not gcsfs, which nxrs uses)."""

@@ -23,7 +23,6 @@ class S3Emulator(Emulator):
     """moto's server process."""
 
     scheme = "s3"
-    endpoint_variable = "AWS_ENDPOINT_URL"
 
     def _client(self) -> Any:
         import boto3

@@ -34,7 +34,7 @@ class Emulator(ABC):
 
     port: int
     process: subprocess.Popen[bytes]
-    #: The URL scheme of the store (``s3``, ``gs``).
+    #: The URL scheme of the store (``s3``, ``gs``, ``az``).
     scheme = ""
 
     @property
@@ -52,12 +52,8 @@ class Emulator(ABC):
     @abstractmethod
     def environment(self, endpoint: str) -> dict[str, str]:
         """The variables that point a process's backend at ``endpoint`` (the emulator's, or a
-        proxy's in front of it), with the emulator's credentials."""
-
-    @property
-    @abstractmethod
-    def endpoint_variable(self) -> str:
-        """Which of ``environment``'s variables holds the endpoint."""
+        proxy's in front of it), with the emulator's credentials: the one place that says
+        where the endpoint goes (a variable of its own, or inside a connection string)."""
 
     @abstractmethod
     def secrets(self) -> list[str]:
@@ -158,7 +154,8 @@ class FaultProxy:
                 if piece[:8].split(b" ", 1)[0] in (b"GET", b"PUT", b"HEAD", b"POST", b"DELETE"):
                     self.uploading_now -= uploading
                     line = piece.split(b"\r\n", 1)[0]
-                    # S3 names the object in the path (PUT), GCS in the query (POST).
+                    # S3 and Azure name the object in the path (PUT), GCS in the query
+                    # (POST).
                     uploading = line.startswith((b"PUT ", b"POST ")) and b"step-" in line
                     self.uploads += uploading
                     self.uploading_now += uploading

@@ -1,7 +1,8 @@
 """Run directories on object storage (``docs/RUNS.md``, "Run directories on object storage"),
 against each store's emulator started on the loopback address (S3: moto's standalone server,
-``s3_support``; GCS: gcp-storage-emulator with generation preconditions, ``gcs_support``), every
-test once per store: the same bits as a local run, resume from the local cache, the lease (a second
+``s3_support``; GCS: gcp-storage-emulator with generation preconditions, ``gcs_support``; Azure:
+the tests' own emulator of the Blob service's REST API, ``azure_support``), every test once per
+store: the same bits as a local run, resume from the local cache, the lease (a second
 process refused, a lost machine's lease expiring, a process whose lease was taken over stopping),
 the manifest's conditional writes, kills at random moments (uploads included), uploads that fail
 or are slow, and ``nxrs status`` on a URL.
@@ -40,6 +41,8 @@ LEASE_SECONDS = "2"
 STORES = {
     "s3": ("s3fs", "moto", "s3_support"),
     "gs": ("gcsfs", "gcp_storage_emulator", "gcs_support"),
+    # The tests' own emulator (Azurite cannot be installed here): it needs no package.
+    "az": ("adlfs", "azure_support", "azure_support"),
 }
 
 
@@ -233,7 +236,7 @@ def test_checkpoint_manager_on_a_store(store: Emulator, url: str) -> None:
     assert store.read(latest.url) == latest.path.read_bytes()
 
 
-@pytest.mark.parametrize("location", ["az://container/run", "memory://run"])
+@pytest.mark.parametrize("location", ["memory://run", "hdfs://namenode/run"])
 def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
     location: str, data: tuple[np.ndarray, np.ndarray]
 ) -> None:
@@ -247,7 +250,11 @@ def test_stores_without_the_conditional_writes_nxrs_implements_are_refused(
 
 @pytest.mark.parametrize(
     ("location", "package", "extra"),
-    [("s3://bucket/run", "s3fs", "s3"), ("gs://bucket/run", "gcsfs", "gcs")],
+    [
+        ("s3://bucket/run", "s3fs", "s3"),
+        ("gs://bucket/run", "gcsfs", "gcs"),
+        ("az://container/run", "adlfs", "azure"),
+    ],
 )
 def test_a_store_whose_backend_is_not_installed_names_the_extra(
     location: str, package: str, extra: str, monkeypatch: pytest.MonkeyPatch
@@ -255,6 +262,46 @@ def test_a_store_whose_backend_is_not_installed_names_the_extra(
     monkeypatch.setitem(sys.modules, package, None)  # import fails as if not installed
     with pytest.raises(nxrs.ConfigError, match=rf"pip install 'nxrs\[{extra}\]'"):
         nxrs.CheckpointManager(location)
+
+
+def test_azure_urls_abfs_names_the_same_directory_and_the_account_comes_from_the_environment(
+    store: Emulator, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``abfs://`` and ``abfss://`` are adlfs's other names of ``az://``; the account is the
+    environment's, never the URL's (nxrs stores no credential, and reads none from a URL)."""
+    if store.scheme != "az":
+        pytest.skip("Azure's URL forms")
+    open_store(url).put("x", b"1")
+    for scheme in ("abfs", "abfss", "AZ"):
+        assert [o.name for o in open_store(scheme + url[2:]).listing()] == ["x"]
+    with pytest.raises(nxrs.ConfigError, match="az://container/path"):
+        open_store("abfs://container@account.dfs.core.windows.net/run")
+    for variable in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_NAME"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(nxrs.ConfigError, match="connection_string or account_name"):
+        open_store(url)
+
+
+def test_an_azure_download_reads_one_version_only(
+    store: Emulator, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ranged read of a download is conditional on the ETag read first: a blob replaced
+    between two of them fails the download (OSError) rather than mixing two versions."""
+    if store.scheme != "az":
+        pytest.skip("Azure's ranged downloads")
+    from nxrs import _store
+
+    monkeypatch.setattr(_store, "PIECE", 1000)  # three pieces
+    directory = open_store(url)
+    first = b"a" * 2500
+    directory.put("blob", first)
+    reading = directory._read("blob")
+    assert next(reading.pieces) == first[:1000]
+    directory.put("blob", b"b" * len(first))
+    with pytest.raises(OSError, match="replaced during the download"):
+        next(reading.pieces)
+    assert directory.download("blob", tmp_path / "blob") == directory.version("blob")
+    assert (tmp_path / "blob").read_bytes() == b"b" * len(first)
 
 
 def test_a_bad_lease_duration_is_a_config_error(
@@ -424,7 +471,8 @@ def via_proxy(
     store: Emulator, proxy: FaultProxy, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> FaultProxy:
     """This process's requests to the store go through ``proxy``."""
-    monkeypatch.setenv(store.endpoint_variable, proxy.endpoint)
+    for key, value in store.environment(proxy.endpoint).items():
+        monkeypatch.setenv(key, value)
     return proxy
 
 
@@ -442,7 +490,7 @@ def test_killed_at_random_moments_including_uploads_the_run_ends_in_the_same_bit
     kills_wanted = 12
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
-    env = {**env, store.endpoint_variable: proxy.endpoint, "NXRS_LEASE_SECONDS": "1"}
+    env = {**env, **store.environment(proxy.endpoint), "NXRS_LEASE_SECONDS": "1"}
     proxy.mode, proxy.delay = "slow", 0.03
     url = store.url("chaos")
     argv = train_argv(data_file, url, 4, 25)
@@ -667,7 +715,7 @@ def test_nxrs_verify_and_diff_on_a_url(
 def test_sigterm_during_an_upload_waits_for_it_saves_and_resumes_to_the_same_bits(
     store: Emulator, env: dict[str, str], proxy: FaultProxy, data_file: Path
 ) -> None:
-    env = {**env, store.endpoint_variable: proxy.endpoint}
+    env = {**env, **store.environment(proxy.endpoint)}
     proxy.mode, proxy.delay = "slow", 0.05
     url = store.url("term")
     argv = train_argv(data_file, url, 3, 25)

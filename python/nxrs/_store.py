@@ -1,27 +1,29 @@
 """Run directories on object storage: a directory named by a URL (``s3://bucket/run``,
-``gs://bucket/run``), its objects, and the conditional writes nxrs's promises rest on there
-(``docs/RUNS.md``, "Run directories on object storage").
+``gs://bucket/run``, ``az://container/run``), its objects, and the conditional writes nxrs's
+promises rest on there (``docs/RUNS.md``, "Run directories on object storage").
 
 An object store has no rename, no append and no ``flock``. What replaces them:
 
 - **Whole-object writes.** Every object nxrs writes (a checkpoint, the manifest, the transcript,
   the lease) is written by one request, which the store applies whole or not at all: a reader
   sees the complete old or the complete new object, never a part. A checkpoint's request
-  carries its checksum (S3: SHA-256; GCS: MD5), which the store checks against the bytes it
-  received and keeps; the object's size and checksum are read back before anything refers to
-  it, and checked again whenever it is downloaded.
+  carries its checksum (S3: SHA-256; GCS and Azure: MD5), which the store checks against the
+  bytes it received and keeps; the object's size and checksum are read back before anything
+  refers to it, and checked again whenever it is downloaded.
 - **Conditional writes**, so that of two writers racing, one wins and the other learns it
-  (``Conflict``): "only if absent" and "only if still the version read" (S3's
+  (``Conflict``): "only if absent" and "only if still the version read" (S3's and Azure's
   ``If-None-Match: *`` and ``If-Match: <ETag>``; GCS's ``ifGenerationMatch`` of 0 and of the
-  generation read). An object's *version* is its ETag on S3 and its generation on GCS.
+  generation read). An object's *version* is its ETag on S3 and Azure and its generation on
+  GCS.
 - **The store's clock** for leases: a lease is judged expired from its object's last
   modification time and the store's ``Date`` header, both the store's, so no machine's clock
   skew can shorten or stretch it.
 
-Each backend is fsspec's (``s3fs``: the ``nxrs[s3]`` extra; ``gcsfs``: ``nxrs[gcs]``), which
-reads credentials and the endpoint as that cloud's own tools do; nxrs stores none of them.
-Protocols without an implementation of these conditional writes (``az://``, ``memory://``, ...)
-are refused with a ConfigError rather than run without one writer guaranteed.
+Each backend is fsspec's (``s3fs``: the ``nxrs[s3]`` extra; ``gcsfs``: ``nxrs[gcs]``; ``adlfs``:
+``nxrs[azure]``), which reads credentials and the endpoint as that cloud's own tools do; nxrs
+stores none of them. Protocols without an implementation of these conditional writes
+(``memory://``, ``hdfs://``, ...) are refused with a ConfigError rather than run without one
+writer guaranteed.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ import datetime
 import errno
 import hashlib
 import importlib
+import io
 import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from nxrs._nxrs import ConfigError
 
@@ -53,6 +56,9 @@ _BACKENDS = {
     "s3a": ("nxrs._store_s3", "S3Directory", "s3fs", "s3"),
     "gs": ("nxrs._store_gcs", "GCSDirectory", "gcsfs", "gcs"),
     "gcs": ("nxrs._store_gcs", "GCSDirectory", "gcsfs", "gcs"),
+    "az": ("nxrs._store_azure", "AzureDirectory", "adlfs", "azure"),
+    "abfs": ("nxrs._store_azure", "AzureDirectory", "adlfs", "azure"),
+    "abfss": ("nxrs._store_azure", "AzureDirectory", "adlfs", "azure"),
 }
 
 #: The largest checkpoint nxrs writes as one object in one request (S3's largest single PUT;
@@ -88,7 +94,8 @@ def open_store(url: str) -> ObjectDirectory:
         raise ConfigError(
             f"{url}: run directories on object storage need conditional writes (for the "
             "lease and the manifest), which nxrs implements for s3:// (S3 and S3-compatible "
-            f"stores) and gs:// (Google Cloud Storage); {protocol}:// is not supported yet"
+            "stores), gs:// (Google Cloud Storage) and az:// (Azure Blob Storage); "
+            f"{protocol}:// is not supported yet"
         )
     module, name, package, extra = _BACKENDS[protocol]
     try:
@@ -155,6 +162,8 @@ class ObjectDirectory(ABC):
 
     #: The checksums (hashlib names) the store checks a checkpoint's upload against.
     upload_checksums: tuple[str, ...] = ("sha256",)
+    #: The largest object this store takes in one request (at most ``MAX_OBJECT_BYTES``).
+    max_object_bytes = MAX_OBJECT_BYTES
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
@@ -227,10 +236,10 @@ class ObjectDirectory(ABC):
         and checksum back; returns the size, the file's SHA-256 (hex) and the object's
         version. OSError if the object is not exactly the file."""
         size = source.stat().st_size
-        if size > MAX_OBJECT_BYTES:
+        if size > self.max_object_bytes:
             raise OSError(
-                f"{source} is {size} bytes, more than the {MAX_OBJECT_BYTES} bytes of one "
-                "request to an object store"
+                f"{source} is {size} bytes, more than the {self.max_object_bytes} bytes of one "
+                "request to this object store"
             )
         digests = file_digests(source, tuple({"sha256", *self.upload_checksums}))
         version = self._upload_checked(name, source, size, digests)
@@ -268,6 +277,45 @@ class ObjectDirectory(ABC):
     @abstractmethod
     def _read(self, name: str) -> Reading:
         """``download``'s request: the object's pieces, version and stored checksum."""
+
+
+class HashingReader(io.RawIOBase):
+    """A file as an upload's body that hashes (``algorithm``, a hashlib name) the bytes the
+    upload reads from it, so that what was sent can be compared with the checksum the request
+    carried (taken of the file before); a rewind (a retried request) starts the hash again."""
+
+    def __init__(self, file: BinaryIO, algorithm: str) -> None:
+        super().__init__()
+        self._file = file
+        self._algorithm = algorithm
+        self.digest = hashlib.new(algorithm)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        piece = self._file.read(size)
+        self.digest.update(piece)
+        return piece
+
+    def readinto(self, buffer: Any) -> int:
+        piece = self.read(len(buffer))
+        buffer[: len(piece)] = piece
+        return len(piece)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        # Only a rewind is expected (a retry, or a length taken at the end first); reads
+        # resumed elsewhere would hash bytes twice and fail the comparison: the safe side.
+        position = self._file.seek(offset, whence)
+        if position == 0:
+            self.digest = hashlib.new(self._algorithm)
+        return position
+
+    def tell(self) -> int:
+        return self._file.tell()
 
 
 def deadline(size: int) -> float:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import hashlib
-import io
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from nxrs._store import (
     Conflict,
+    HashingReader,
     Listed,
     ObjectDirectory,
     Reading,
@@ -144,7 +143,7 @@ class S3Directory(ObjectDirectory):
     def _upload_checked(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> str:
         checksum = b64(digests["sha256"])
         with open(source, "rb") as file:
-            body = _HashingReader(file)
+            body = HashingReader(file, "sha256")
             self._call(
                 "put_object",
                 size=size,
@@ -180,44 +179,6 @@ class S3Directory(ObjectDirectory):
             "sha256",
             response.get("ChecksumSHA256"),
         )
-
-
-class _HashingReader(io.RawIOBase):
-    """A file as an upload's body that hashes (SHA-256) the bytes the upload reads from it, so
-    that what was sent can be compared with the checksum the request carried; a rewind (a
-    retried request) starts the hash again."""
-
-    def __init__(self, file: BinaryIO) -> None:
-        super().__init__()
-        self._file = file
-        self.digest = hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        piece = self._file.read(size)
-        self.digest.update(piece)
-        return piece
-
-    def readinto(self, buffer: Any) -> int:
-        piece = self.read(len(buffer))
-        buffer[: len(piece)] = piece
-        return len(piece)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        # Only a rewind is expected (a retry, or a length taken at the end first); reads
-        # resumed elsewhere would hash bytes twice and fail the comparison: the safe side.
-        position = self._file.seek(offset, whence)
-        if position == 0:
-            self.digest = hashlib.sha256()
-        return position
-
-    def tell(self) -> int:
-        return self._file.tell()
 
 
 def _precondition_failed(err: OSError) -> bool:

@@ -174,7 +174,8 @@ class Trainer(_Trainer):
         default (None) is True for a run directory on object storage and False otherwise.
 
         ``checkpoint`` may be a URL on object storage (``"s3://bucket/run"``, with
-        ``pip install 'nxrs[s3]'``; ``"gs://bucket/run"``, with ``'nxrs[gcs]'``): the same
+        ``pip install 'nxrs[s3]'``; ``"gs://bucket/run"``, with ``'nxrs[gcs]'``;
+        ``"az://container/run"``, with ``'nxrs[azure]'``): the same
         run directory as objects, a lease in place of the lock (a second process gets
         ``RunLockedError``; a process whose lease was taken over stops with
         ``nxrs.LeaseLostError``), the newest checkpoint cached locally (``NXRS_CACHE_DIR``;

@@ -146,8 +146,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         type=nonempty_location,
         default=None,
         help="run directory: checkpoints, manifest, lock (default: none; see below); a local "
-        "path or a URL on object storage (s3://bucket/run or gs://bucket/run, with pip install "
-        "'nxrs[s3]' or 'nxrs[gcs]')",
+        "path or a URL on object storage (s3://bucket/run, gs://bucket/run or "
+        "az://container/run, with pip install 'nxrs[s3]', 'nxrs[gcs]' or 'nxrs[azure]')",
     )
     train.add_argument(
         "--keep",
@@ -170,8 +170,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="write the periodic checkpoints in a background thread while training goes on "
         "(the state copied in memory at the save point; one save in flight; the final save "
-        "stays synchronous; needs --ckpt-dir; the default for an s3:// or gs:// --ckpt-dir; see "
-        "docs/RUNS.md)",
+        "stays synchronous; needs --ckpt-dir; the default for an s3://, gs:// or az:// "
+        "--ckpt-dir; see docs/RUNS.md)",
     )
     train.add_argument(
         "--resume",
