@@ -41,11 +41,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from nxrs._nxrs import ConfigError
 
 __all__ = ["Conflict", "Listed", "ObjectDirectory", "StoredObject", "is_url", "open_store"]
+
+T = TypeVar("T")
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -316,6 +318,46 @@ class HashingReader(io.RawIOBase):
 
     def tell(self) -> int:
         return self._file.tell()
+
+
+class AsyncObjectDirectory(ObjectDirectory):
+    """A directory whose backend is an asynchronous fsspec file system (``self.fs``: gcsfs,
+    adlfs), whose event loop runs its requests."""
+
+    fs: Any
+
+    def _sync(
+        self,
+        what: str,
+        size: int,
+        call: Callable[..., Awaitable[T]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> T:
+        """Runs the request ``call(*args, **kwargs)`` (a coroutine function) on the backend's
+        event loop within its deadline (``deadline(size)``; cancelled after it: OSError,
+        ETIMEDOUT); a failure is raised as ``_translated`` says."""
+        from fsspec.asyn import sync
+        from fsspec.exceptions import FSTimeoutError
+
+        seconds = deadline(size)  # a ConfigError of its own, never a request's failure
+        try:
+            result: T = sync(self.fs.loop, call, *args, timeout=seconds, **kwargs)
+            return result
+        except FSTimeoutError:
+            raise timed_out(what, size, self.url) from None
+        except Exception as err:
+            error = self._translated(what, err)
+            if error is err:
+                raise
+            raise error from err
+
+    @abstractmethod
+    def _translated(self, what: str, err: Exception) -> Exception:
+        """The error nxrs raises for the backend's ``err`` from the request ``what``:
+        Conflict for a failed condition, FileNotFoundError for a missing object, OSError for
+        anything else the store or the network answers; ``err`` itself for anything that is
+        neither's."""
 
 
 def deadline(size: int) -> float:

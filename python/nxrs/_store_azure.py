@@ -17,28 +17,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-from collections.abc import Callable, Coroutine
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nxrs._nxrs import ConfigError
 from nxrs._store import (
+    AsyncObjectDirectory,
     Conflict,
     HashingReader,
     Listed,
-    ObjectDirectory,
     Reading,
     StoredObject,
     b64,
-    deadline,
     pieces,
-    timed_out,
 )
 
 __all__ = ["AzureDirectory"]
-
-T = TypeVar("T")
 
 #: Put Blob's largest body (service version 2019-12-12 on): a little less than the 5 GiB of
 #: ``MAX_OBJECT_BYTES``. Larger would need staged blocks (Put Block, Put Block List).
@@ -48,7 +43,7 @@ _PUT_BLOB_BYTES = 5000 * 2**20
 _COPY_POLL_SECONDS = 0.5
 
 
-class AzureDirectory(ObjectDirectory):
+class AzureDirectory(AsyncObjectDirectory):
     """A directory in an Azure Blob Storage container (``az://container/path``)."""
 
     upload_checksums = ("md5",)
@@ -75,29 +70,6 @@ class AzureDirectory(ObjectDirectory):
 
     def _blob(self, name: str) -> Any:
         return self.container.get_blob_client(self.key(name))
-
-    def _sync(
-        self,
-        what: str,
-        size: int,
-        call: Callable[..., Coroutine[Any, Any, T]],
-        *args: Any,
-        **kwargs: Any,
-    ) -> T:
-        """Runs a request (``call``, a coroutine function) on adlfs's event loop within its
-        deadline; translates its failures as the other backends do (``_translated``), and a
-        request past its deadline is cancelled (OSError, ETIMEDOUT)."""
-        from fsspec.asyn import sync
-        from fsspec.exceptions import FSTimeoutError
-
-        seconds = deadline(size)  # a ConfigError of its own, never a request's failure
-        try:
-            result: T = sync(self.fs.loop, call, *args, timeout=seconds, **kwargs)
-            return result
-        except FSTimeoutError:
-            raise timed_out(what, size, self.url) from None
-        except Exception as err:
-            raise self._translated(what, err) from err
 
     def _translated(self, what: str, err: Exception) -> Exception:
         """The error nxrs raises for the SDK's ``err``: a failed condition (409

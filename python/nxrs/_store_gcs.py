@@ -14,33 +14,28 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-from collections.abc import Callable, Coroutine
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nxrs._store import (
+    AsyncObjectDirectory,
     Conflict,
     Listed,
-    ObjectDirectory,
     Reading,
     StoredObject,
     b64,
-    deadline,
     pieces,
-    timed_out,
 )
 
 __all__ = ["GCSDirectory"]
-
-T = TypeVar("T")
 
 #: How often a read starts again when the object was replaced between reading its metadata
 #: and its bytes (each read is of one generation, so it never mixes two versions).
 _READ_ATTEMPTS = 5
 
 
-class GCSDirectory(ObjectDirectory):
+class GCSDirectory(AsyncObjectDirectory):
     """A directory in a Google Cloud Storage bucket."""
 
     upload_checksums = ("md5",)
@@ -51,38 +46,22 @@ class GCSDirectory(ObjectDirectory):
         super().__init__(url)
         self.fs: Any = gcsfs.GCSFileSystem(skip_instance_cache=True)
 
-    def _sync(
-        self,
-        what: str,
-        size: int,
-        call: Callable[..., Coroutine[Any, Any, T]],
-        *args: Any,
-        **kwargs: Any,
-    ) -> T:
-        """Runs a request (``call``, a coroutine function) on gcsfs's event loop within its
-        deadline; translates its failures as the S3 backend does: 412 Precondition Failed
-        (gcsfs's FileExistsError) is Conflict, 404 stays FileNotFoundError, anything else the
-        store or the network answers is OSError, and a request past its deadline is
-        cancelled (OSError, ETIMEDOUT)."""
+    def _translated(self, what: str, err: Exception) -> Exception:
+        """The error nxrs raises for gcsfs's ``err``: 412 Precondition Failed (gcsfs's
+        FileExistsError) is Conflict, 404 stays FileNotFoundError, anything else the store or
+        the network answers is OSError."""
         import aiohttp
-        from fsspec.asyn import sync
-        from fsspec.exceptions import FSTimeoutError
         from gcsfs.retry import HttpError
 
-        seconds = deadline(size)  # a ConfigError of its own, never a request's failure
-        try:
-            result: T = sync(self.fs.loop, call, *args, timeout=seconds, **kwargs)
-            return result
-        except FSTimeoutError:
-            raise timed_out(what, size, self.url) from None
-        except FileExistsError as err:
-            raise Conflict(str(err)) from err
-        except OSError:
-            raise
-        except (HttpError, ValueError, aiohttp.ClientError) as err:
+        if isinstance(err, FileExistsError):
+            return Conflict(str(err))
+        if isinstance(err, (HttpError, ValueError, aiohttp.ClientError)) and not isinstance(
+            err, OSError
+        ):
             # gcsfs's HttpError (an answer of the store), ValueError ("Bad Request": a
             # checksum that does not match, among others), aiohttp's (no answer).
-            raise OSError(f"{self.url}: {what}: {err}") from err
+            return OSError(f"{self.url}: {what}: {err}")
+        return err
 
     def _json(self, what: str, method: str, path: str, *args: str, **params: Any) -> Any:
         return self._sync(what, 0, self.fs._call, method, path, *args, json_out=True, **params)
