@@ -34,14 +34,13 @@ import datetime
 import errno
 import hashlib
 import importlib
-import io
 import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 from nxrs._nxrs import ConfigError
 
@@ -134,13 +133,22 @@ class Listed:
 @dataclass(frozen=True)
 class Reading:
     """An object being read: its pieces, the version they are, and the checksum the store
-    keeps for them (``algorithm``: a hashlib name; ``checksum``: base64; None when the store
-    keeps none)."""
+    keeps for them (base64, of the store's ``ObjectDirectory.checksum``; None when it keeps
+    none)."""
 
     pieces: Iterator[bytes]
     version: str
-    algorithm: str
     checksum: str | None
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the store holds under a name, as read back after an upload: its size, the
+    checksum it keeps (base64; None if none) and its version."""
+
+    size: int
+    checksum: str | None
+    version: str
 
 
 def file_digests(path: Path, algorithms: tuple[str, ...]) -> dict[str, bytes]:
@@ -162,8 +170,8 @@ class ObjectDirectory(ABC):
     ``open_store`` picks the backend; each implements the requests below with the store's
     own API."""
 
-    #: The checksums (hashlib names) the store checks a checkpoint's upload against.
-    upload_checksums: tuple[str, ...] = ("sha256",)
+    #: The checksum (a hashlib name) the store checks a checkpoint's upload against and keeps.
+    checksum = "sha256"
     #: The largest object this store takes in one request (at most ``MAX_OBJECT_BYTES``).
     max_object_bytes = MAX_OBJECT_BYTES
 
@@ -243,13 +251,28 @@ class ObjectDirectory(ABC):
                 f"{source} is {size} bytes, more than the {self.max_object_bytes} bytes of one "
                 "request to this object store"
             )
-        digests = file_digests(source, tuple({"sha256", *self.upload_checksums}))
-        version = self._upload_checked(name, source, size, digests)
-        return size, digests["sha256"].hex(), version
+        digests = file_digests(source, tuple({"sha256", self.checksum}))
+        self._send(name, source, size, digests)
+        held = self._held(name)
+        expected = b64(digests[self.checksum])
+        if held is None or held.size != size or held.checksum != expected:
+            what = self.checksum.upper()
+            holds = "nothing" if held is None else f"{held.size} bytes with {what} {held.checksum}"
+            raise OSError(
+                f"{self.url_of(name)}: the store holds {holds}, not the {size} bytes with "
+                f"{what} {expected} written"
+            )
+        return size, digests["sha256"].hex(), held.version
 
     @abstractmethod
-    def _upload_checked(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> str:
-        """``upload``'s request and read-back: returns the object's version."""
+    def _send(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> None:
+        """``upload``'s request: the file ``source`` (``size`` bytes, whose ``digests`` by
+        hashlib name include the store's ``checksum``) as the object ``name``, with that
+        checksum for the store to check."""
+
+    @abstractmethod
+    def _held(self, name: str) -> Held | None:
+        """What the store holds under ``name`` (one request), or None when nothing."""
 
     def download(self, name: str, target: Path) -> str:
         """Copies the object ``name`` into the file ``target`` (a temporary file beside it,
@@ -257,7 +280,7 @@ class ObjectDirectory(ABC):
         checksum the store keeps (when it keeps one); returns the object's version."""
         reading = self._read(name)
         temp = target.with_name(f".{target.name}.download.{os.getpid()}")
-        digest = hashlib.new(reading.algorithm)
+        digest = hashlib.new(self.checksum)
         try:
             with open(temp, "wb") as f:
                 for piece in reading.pieces:
@@ -268,7 +291,7 @@ class ObjectDirectory(ABC):
             if reading.checksum is not None and b64(digest.digest()) != reading.checksum:
                 raise OSError(
                     f"{self.url_of(name)}: the bytes read do not match the "
-                    f"{reading.algorithm.upper()} the store keeps for the object"
+                    f"{self.checksum.upper()} the store keeps for the object"
                 )
             os.replace(temp, target)
         except BaseException:
@@ -279,45 +302,6 @@ class ObjectDirectory(ABC):
     @abstractmethod
     def _read(self, name: str) -> Reading:
         """``download``'s request: the object's pieces, version and stored checksum."""
-
-
-class HashingReader(io.RawIOBase):
-    """A file as an upload's body that hashes (``algorithm``, a hashlib name) the bytes the
-    upload reads from it, so that what was sent can be compared with the checksum the request
-    carried (taken of the file before); a rewind (a retried request) starts the hash again."""
-
-    def __init__(self, file: BinaryIO, algorithm: str) -> None:
-        super().__init__()
-        self._file = file
-        self._algorithm = algorithm
-        self.digest = hashlib.new(algorithm)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        piece = self._file.read(size)
-        self.digest.update(piece)
-        return piece
-
-    def readinto(self, buffer: Any) -> int:
-        piece = self.read(len(buffer))
-        buffer[: len(piece)] = piece
-        return len(piece)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        # Only a rewind is expected (a retry, or a length taken at the end first); reads
-        # resumed elsewhere would hash bytes twice and fail the comparison: the safe side.
-        position = self._file.seek(offset, whence)
-        if position == 0:
-            self.digest = hashlib.new(self._algorithm)
-        return position
-
-    def tell(self) -> int:
-        return self._file.tell()
 
 
 class AsyncObjectDirectory(ObjectDirectory):

@@ -25,10 +25,10 @@ from nxrs._nxrs import ConfigError
 from nxrs._store import (
     AsyncObjectDirectory,
     Conflict,
+    Held,
     Listed,
     Reading,
     StoredObject,
-    b64,
     pieces,
 )
 
@@ -45,7 +45,7 @@ _COPY_POLL_SECONDS = 0.5
 class AzureDirectory(AsyncObjectDirectory):
     """A directory in an Azure Blob Storage container (``az://container/path``)."""
 
-    upload_checksums = ("md5",)
+    checksum = "md5"
     max_object_bytes = _PUT_BLOB_BYTES
 
     def __init__(self, url: str) -> None:
@@ -194,21 +194,18 @@ class AzureDirectory(AsyncObjectDirectory):
         if status != "success":
             raise OSError(f"{self.url_of(to)}: the copy of {name} ended as {status}")
 
-    def _upload_checked(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> str:
-        md5 = b64(digests["md5"])
+    def _send(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> None:
         # The service checks the bytes it receives against this MD5 (400 Md5Mismatch), so
         # bytes that changed after it was taken are refused, not stored.
         with open(source, "rb") as file:
             self._sync("upload", size, self._put_blob, self.key(name), file, size, digests["md5"])
+
+    def _held(self, name: str) -> Held | None:
         headers = self._head(name)
-        stored = None if headers is None else headers.get("content-md5")
-        length = None if headers is None else int(headers["content-length"])
-        if headers is None or length != size or stored != md5:
-            raise OSError(
-                f"{self.url_of(name)}: the store holds {length} bytes with MD5 {stored}, not "
-                f"the {size} bytes with MD5 {md5} written"
-            )
-        return _quoted(headers["etag"])
+        if headers is None:
+            return None
+        size = int(headers["content-length"])
+        return Held(size, headers.get("content-md5"), _quoted(headers["etag"]))
 
     async def _put_blob(self, key: str, body: BinaryIO, size: int, md5: bytes) -> None:
         """One Put Blob of ``size`` bytes read from ``body`` as they are sent (never held in
@@ -267,7 +264,6 @@ class AzureDirectory(AsyncObjectDirectory):
         return Reading(
             pieces(self.fs.loop, read, lambda: None),
             _quoted(etag),
-            "md5",
             headers.get("content-md5"),  # None when none was set (a blob of staged blocks)
         )
 

@@ -21,6 +21,7 @@ from typing import Any
 from nxrs._store import (
     AsyncObjectDirectory,
     Conflict,
+    Held,
     Listed,
     Reading,
     StoredObject,
@@ -38,7 +39,7 @@ _READ_ATTEMPTS = 5
 class GCSDirectory(AsyncObjectDirectory):
     """A directory in a Google Cloud Storage bucket."""
 
-    upload_checksums = ("md5",)
+    checksum = "md5"
 
     def __init__(self, url: str) -> None:
         import gcsfs  # installed: open_store checked
@@ -181,25 +182,18 @@ class GCSDirectory(AsyncObjectDirectory):
                 return
             token = {"rewriteToken": answer["rewriteToken"]}
 
-    def _upload_checked(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> str:
-        md5 = b64(digests["md5"])
+    def _send(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> None:
         # The object's resource, with the MD5 the store checks the bytes against, and the
         # SHA-256 kept for readers (the store does not check that one).
-        resource = {"md5Hash": md5, "metadata": {"sha256": digests["sha256"].hex()}}
+        resource = {"md5Hash": b64(digests["md5"]), "metadata": {"sha256": digests["sha256"].hex()}}
         self._sync("upload", size, self._upload, self.key(name), source, size, resource)
+
+    def _held(self, name: str) -> Held | None:
         found = self._metadata(name)
-        stored = None if found is None else found[0]
-        if stored is None or int(stored["size"]) != size or stored.get("md5Hash") != md5:
-            held = (
-                "nothing"
-                if stored is None
-                else f"{stored['size']} bytes, MD5 {stored.get('md5Hash')}"
-            )
-            raise OSError(
-                f"{self.url_of(name)}: the store holds {held}, not the {size} bytes with MD5 "
-                f"{md5} written"
-            )
-        return str(stored["generation"])
+        if found is None:
+            return None
+        resource = found[0]
+        return Held(int(resource["size"]), resource.get("md5Hash"), str(resource["generation"]))
 
     async def _upload(self, key: str, source: Path, size: int, resource: dict[str, Any]) -> None:
         """A resumable upload sent in one request: the session is opened with the object's
@@ -249,7 +243,6 @@ class GCSDirectory(AsyncObjectDirectory):
             return Reading(
                 pieces(self.fs.loop, response.content.read, response.release),
                 str(resource["generation"]),
-                "md5",
                 resource.get("md5Hash"),  # composite objects have none
             )
         raise OSError(f"{self.url_of(name)}: changed under every read")

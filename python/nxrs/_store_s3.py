@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
+import io
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from nxrs._store import (
     Conflict,
-    HashingReader,
+    Held,
     Listed,
     ObjectDirectory,
     Reading,
@@ -32,7 +34,7 @@ __all__ = ["S3Directory"]
 class S3Directory(ObjectDirectory):
     """A directory on an S3 store."""
 
-    upload_checksums = ("sha256",)
+    checksum = "sha256"
 
     def __init__(self, url: str) -> None:
         import s3fs  # installed: open_store checked
@@ -140,10 +142,10 @@ class S3Directory(ObjectDirectory):
             CopySource={"Bucket": self.bucket, "Key": self.key(name)},
         )
 
-    def _upload_checked(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> str:
+    def _send(self, name: str, source: Path, size: int, digests: dict[str, bytes]) -> None:
         checksum = b64(digests["sha256"])
         with open(source, "rb") as file:
-            body = HashingReader(file, "sha256")
+            body = _HashingReader(file)
             self._call(
                 "put_object",
                 size=size,
@@ -161,14 +163,13 @@ class S3Directory(ObjectDirectory):
                 f"{self.url_of(name)}: the bytes sent do not match the SHA-256 taken of "
                 f"{source} before the upload (the file changed); the object was deleted"
             )
-        head = self._call("head_object", Key=self.key(name), ChecksumMode="ENABLED")
-        stored = head.get("ChecksumSHA256")
-        if head["ContentLength"] != size or stored != checksum:
-            raise OSError(
-                f"{self.url_of(name)}: the store holds {head['ContentLength']} bytes with "
-                f"SHA-256 {stored}, not the {size} bytes with SHA-256 {checksum} written"
-            )
-        return str(head["ETag"])
+
+    def _held(self, name: str) -> Held | None:
+        try:
+            head = self._call("head_object", Key=self.key(name), ChecksumMode="ENABLED")
+        except FileNotFoundError:
+            return None
+        return Held(head["ContentLength"], head.get("ChecksumSHA256"), str(head["ETag"]))
 
     def _read(self, name: str) -> Reading:
         response = self._call("get_object", Key=self.key(name), ChecksumMode="ENABLED")
@@ -176,9 +177,46 @@ class S3Directory(ObjectDirectory):
         return Reading(
             pieces(self.fs.loop, body.read, body.close),
             str(response["ETag"]),
-            "sha256",
             response.get("ChecksumSHA256"),
         )
+
+
+class _HashingReader(io.RawIOBase):
+    """A file as an upload's body that hashes (SHA-256) the bytes the upload reads from it, so
+    that what was sent can be compared with the checksum the request carried (taken of the file
+    before); a rewind (a retried request) starts the hash again."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        super().__init__()
+        self._file = file
+        self.digest = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        piece = self._file.read(size)
+        self.digest.update(piece)
+        return piece
+
+    def readinto(self, buffer: Any) -> int:
+        piece = self.read(len(buffer))
+        buffer[: len(piece)] = piece
+        return len(piece)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        # Only a rewind is expected (a retry, or a length taken at the end first); reads
+        # resumed elsewhere would hash bytes twice and fail the comparison: the safe side.
+        position = self._file.seek(offset, whence)
+        if position == 0:
+            self.digest = hashlib.sha256()
+        return position
+
+    def tell(self) -> int:
+        return self._file.tell()
 
 
 def _precondition_failed(err: OSError) -> bool:
