@@ -154,8 +154,8 @@ impl Conv {
     }
 
     /// The output gradients `g` (channels first, `rows x (out_channels * positions)`) position by
-    /// position: `(rows * positions) x out_channels`, what both gradients read (`g` itself for
-    /// Dense).
+    /// position: `(rows * positions) x out_channels`, what the block gradients read (`g` itself
+    /// for Dense).
     pub fn by_position<'a, R: Real>(
         &self,
         threads: &Threads,
@@ -183,25 +183,26 @@ impl Conv {
         into
     }
 
-    /// The input gradient of `rows` samples from their output gradients `d` by position
-    /// ([`Conv::by_position`]): column gradients `h_t[j] = Σ_o W[o, j] * δ[o, t]` from +0, then
-    /// each input cell's sum from +0 over the positions whose window holds it, in order.
+    /// The input gradient of `rows` samples from their output gradients `g`, channels first
+    /// (`rows x (out_channels * positions)`, as the layer above gives them): column gradients
+    /// `h_t[j] = Σ_o W[o, j] * δ[o, t]` from +0, then each input cell's sum from +0 over the
+    /// positions whose window holds it, in order.
     pub fn input_gradient<R: Real>(
         &self,
         threads: &Threads,
         weights: &[R],
-        d: &[R],
+        g: &[R],
         rows: usize,
         scratch: &mut Vec<F32>,
         gx: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let cells = self.window.input_cells();
-        let b = Matrix::new(weights, o, j);
         if self.columns_are_inputs() {
             // Each cell's one term added to +0 is the term itself: the chain starts from +0, so
             // it is never -0.
-            let a = Matrix::new(d, rows, o);
+            let a = Matrix::new(g, rows, o);
+            let b = Matrix::new(weights, o, j);
             shared(
                 threads,
                 &mut gx[..rows * cells],
@@ -212,31 +213,72 @@ impl Conv {
             );
             return;
         }
-        let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * j));
-        let table = self.window.gather_table();
+        // Column by column (`hᵀ = Wᵀ δ`, `column x positions` per sample): both operands are
+        // read where they lie (`Wᵀ`'s columns and `δ`'s rows are contiguous), so the output
+        // gradients need no transposing, and each column's gradients are contiguous for the
+        // additions into the cells.
+        let w_t = Matrix::new(weights, o, j).t();
+        let scratch: &mut [R] = cells_mut(resized(scratch, rows * j * p));
         // Sample by sample (a few at a time, so that each chunk's column gradients are still in
         // the cache when they are added up); each sample's cells are its own.
         by_samples(
             threads,
             rows,
             (p * j * o, p * j),
-            [(&mut scratch[..], p * j), (&mut gx[..rows * cells], cells)],
+            [(&mut scratch[..], j * p), (&mut gx[..rows * cells], cells)],
             |samples, [scratch, gx]| {
-                let a = Matrix::new(d, rows * p, o).rows(samples.start * p..samples.end * p);
-                let c = MatrixMut::new(scratch, samples.len() * p, j);
-                MatMul::new(c, Start::Zero, a, b, Order::BA).run();
-                // Each cell's sum from +0 over the positions whose window holds it, in order:
-                // the table is walked position by position.
-                gx.fill(R::ZERO);
-                for (sample, h) in gx.chunks_exact_mut(cells).zip(scratch.chunks_exact(p * j)) {
-                    for (&i, &h) in table.iter().zip(h) {
-                        if i != PADDING {
-                            sample[i as usize] = sample[i as usize] + h;
-                        }
-                    }
+                for ((s, h), gx) in samples
+                    .zip(scratch.chunks_exact_mut(j * p))
+                    .zip(gx.chunks_exact_mut(cells))
+                {
+                    let d = Matrix::new(&g[s * o * p..(s + 1) * o * p], o, p);
+                    let c = MatrixMut::new(h, j, p);
+                    MatMul::new(c, Start::Zero, w_t, d, Order::AB).run();
+                    self.add_columns(h, gx);
                 }
             },
         );
+    }
+
+    /// One sample's input gradient `gx` from its column gradients `h` (`column x positions`):
+    /// each cell's sum from +0 over the positions `t` whose window holds it, `t` in row-major
+    /// order. A column index `j = (c, a, b)` (channel, kernel row, kernel column) sends each
+    /// position's gradient to a different cell, and for a given cell a later position `t` is
+    /// an earlier `(a, b)` (its window starts further on): so the columns are taken in reverse
+    /// order, and each one's positions are added in runs along the output rows (contiguous
+    /// cells for a stride of 1, added with vector instructions).
+    fn add_columns<R: Real>(&self, h: &[R], gx: &mut [R]) {
+        let w = &self.window;
+        let ([height, width], [_, out_w]) = (w.input, w.output);
+        let ([kh, kw], [sh, sw], [ph, pw]) = (w.kernel, w.stride, w.padding);
+        gx.fill(R::ZERO);
+        for (jj, h) in h.chunks_exact(w.positions()).enumerate().rev() {
+            let (c, a, b) = (jj / (kh * kw), jj / kw % kh, jj % kw);
+            // The output columns whose cell is inside the input: `0 <= tw * sw + b - pw <
+            // width`.
+            let first = pw.saturating_sub(b).div_ceil(sw);
+            let end = (width + pw)
+                .checked_sub(b)
+                .map_or(0, |n| n.div_ceil(sw))
+                .min(out_w);
+            if first >= end {
+                continue;
+            }
+            for (th, h) in h.chunks_exact(out_w).enumerate() {
+                let Some(r) = (th * sh + a).checked_sub(ph).filter(|&r| r < height) else {
+                    continue;
+                };
+                let at = (c * height + r) * width + first * sw + b - pw;
+                let h = &h[first..end];
+                if sw == 1 {
+                    R::add_assign(&mut gx[at..at + h.len()], h);
+                } else {
+                    for (cell, &h) in gx[at..].iter_mut().step_by(sw).zip(h) {
+                        *cell = *cell + h;
+                    }
+                }
+            }
+        }
     }
 
     /// The block gradients of `rows` samples: `gw[o, j]` the chain over the block's samples and

@@ -243,13 +243,13 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
-                let d = conv.by_position(threads, g, rows, &mut saved.by_position);
                 if let Some((gw, gb)) = grads {
+                    let d = conv.by_position(threads, g, rows, &mut saved.by_position);
                     let cols = conv.kept_columns(x, rows, &saved.cells);
                     conv.block_gradient(threads, d, cols, rows, cells_mut(gw), cells_mut(gb));
                 }
                 if let Some(gx) = gx.as_deref_mut() {
-                    conv.input_gradient(threads, cells(w), d, rows, &mut saved.scratch, gx);
+                    conv.input_gradient(threads, cells(w), g, rows, &mut saved.scratch, gx);
                 }
             }
             Op::MaxPool(w) => {
