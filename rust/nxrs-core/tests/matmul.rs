@@ -72,6 +72,8 @@ struct Case {
     a: Vec<u32>,
     b: Vec<u32>,
     row: Vec<u32>,
+    column: Vec<u32>,
+    matrix: Vec<u32>,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -92,7 +94,7 @@ fn case() -> impl Strategy<Value = Case> {
                 },
             );
             let special = prop_oneof![3 => Just(2u32), 1 => Just(150u32), 1 => Just(1000u32)];
-            (Just((m, n, k)), layout, 0u8..3, any::<bool>(), special)
+            (Just((m, n, k)), layout, 0u8..5, any::<bool>(), special)
         })
         .prop_flat_map(|((m, n, k), layout, start, ab, special)| {
             // Cells for the operands as stored (transposed or not), with their offset and padding.
@@ -109,19 +111,25 @@ fn case() -> impl Strategy<Value = Case> {
                 prop::collection::vec(cell(special), a_len),
                 prop::collection::vec(cell(special), b_len),
                 prop::collection::vec(cell(special), n),
+                prop::collection::vec(cell(special), m),
+                prop::collection::vec(cell(special), m * n),
             )
         })
-        .prop_map(|((m, n, k, layout, start, ab), a, b, row)| Case {
-            m,
-            n,
-            k,
-            layout,
-            start: if k == 0 { start % 2 } else { start },
-            order: if ab { Order::AB } else { Order::BA },
-            a,
-            b,
-            row,
-        })
+        .prop_map(
+            |((m, n, k, layout, start, ab), a, b, row, column, matrix)| Case {
+                m,
+                n,
+                k,
+                layout,
+                start: if k == 0 { start % 4 } else { start },
+                order: if ab { Order::AB } else { Order::BA },
+                a,
+                b,
+                row,
+                column,
+                matrix,
+            },
+        )
 }
 
 impl Case {
@@ -158,11 +166,14 @@ impl Case {
                 .collect()
         };
         let (a, b, row) = (cells(&self.a), cells(&self.b), cells(&self.row));
+        let (column, matrix) = (cells(&self.column), cells(&self.matrix));
         let stride = self.n + self.layout.padding;
         let mut c = vec![R::from_f32(F32::from_bits(0x7FC0_0ACE)); self.m * stride];
         let start = match self.start {
             0 => Start::Zero,
             1 => Start::Row(&row),
+            2 => Start::Column(&column),
+            3 => Start::Matrix(&matrix),
             _ => Start::FirstTerm,
         };
         compute(MatMul::new(

@@ -2,7 +2,8 @@
 //! `C` a chain of products and sums over `k` in order (`docs/TRAINING.md`, section 5):
 //!
 //! ```text
-//! C[i][j] = ((start[i][j] + t(i, 0)) + t(i, 1)) + ...      (start: +0 or a row, such as a bias)
+//! C[i][j] = ((start[i][j] + t(i, 0)) + t(i, 1)) + ...      (start: +0, a row or column such
+//!                                                           as a bias, or a matrix)
 //! C[i][j] = (t(i, 0) + t(i, 1)) + ...                       (from the first term)
 //! t(i, k) = A[i][k] * B[k][j]   or   B[k][j] * A[i][k]      (the definition's operand order)
 //! ```
@@ -184,8 +185,13 @@ impl<'a, R: Copy> MatrixMut<'a, R> {
 pub enum Start<'a, R> {
     /// `+0`: the chain is `((+0 + t0) + t1) + ...` (so a lone `-0` term gives `+0`).
     Zero,
-    /// `row[j]` for every element of column `j` (a layer's biases).
+    /// `row[j]` for every element of column `j` (a layer's biases, outputs by row).
     Row(&'a [R]),
+    /// `column[i]` for every element of row `i` (a layer's biases, outputs by column).
+    Column(&'a [R]),
+    /// `matrix[i * cols + j]` (`C`'s shape, row-major): chains continued from where an earlier
+    /// product left them (a weight gradient's chains over a block's samples, sample by sample).
+    Matrix(&'a [R]),
     /// The first term: `(t0 + t1) + ...`.
     FirstTerm,
 }
@@ -232,6 +238,8 @@ impl<'a, R: Real> MatMul<'a, R> {
         );
         match start {
             Start::Row(row) => assert_eq!(row.len(), c.cols, "start row length"),
+            Start::Column(column) => assert_eq!(column.len(), c.rows, "start column length"),
+            Start::Matrix(m) => assert_eq!(m.len(), c.rows * c.cols, "start matrix size"),
             Start::FirstTerm => assert!(a.cols > 0, "a chain from its first term needs a term"),
             Start::Zero => {}
         }
@@ -278,6 +286,16 @@ impl<'a, R: Real> MatMul<'a, R> {
                             }
                             0
                         }
+                        Start::Column(start) => {
+                            row.fill(fast(start[i]));
+                            0
+                        }
+                        Start::Matrix(start) => {
+                            for (c, &x) in row.iter_mut().zip(&start[i * n..]) {
+                                *c = fast(x);
+                            }
+                            0
+                        }
                         Start::FirstTerm => {
                             let x = fast(a.at(i, 0));
                             for (j, c) in row.iter_mut().enumerate() {
@@ -318,6 +336,8 @@ impl<'a, R: Real> MatMul<'a, R> {
         let (init, first) = match self.start {
             Start::Zero => (R::ZERO, 0),
             Start::Row(row) => (row[j], 0),
+            Start::Column(column) => (column[i], 0),
+            Start::Matrix(m) => (m[i * self.c.cols + j], 0),
             Start::FirstTerm => (term(0), 1),
         };
         (first..self.a.cols).fold(init, |acc, k| acc + term(k))
@@ -461,6 +481,10 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
         match mm.start {
             Start::Zero => (0..m).for_each(|i| c_row(&mut mm.c, i).fill(R::ZERO)),
             Start::Row(row) => (0..m).for_each(|i| c_row(&mut mm.c, i).copy_from_slice(row)),
+            Start::Column(column) => (0..m).for_each(|i| c_row(&mut mm.c, i).fill(column[i])),
+            Start::Matrix(start) => {
+                (0..m).for_each(|i| c_row(&mut mm.c, i).copy_from_slice(&start[i * n..][..n]));
+            }
             Start::FirstTerm => {}
         }
         return;
@@ -477,6 +501,17 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
         Start::Row(row) => {
             start.extend(row.iter().map(|v| v.to_f32().to_bits()));
             start.resize(n.next_multiple_of(nr), 0);
+        }
+        // Padded to whole tiles of rows (an edge tile's rows past `C` start from +0 too).
+        Start::Column(column) => {
+            start.extend(column.iter().map(|v| v.to_f32().to_bits()));
+            start.resize(m.next_multiple_of(MR), 0);
+        }
+        // The matrix is `C`'s first contents: every block then continues the chains from `C`.
+        Start::Matrix(matrix) => {
+            for i in 0..m {
+                c_row(&mut mm.c, i).copy_from_slice(&matrix[i * n..][..n]);
+            }
         }
         Start::FirstTerm => {}
     }
@@ -533,8 +568,10 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
                 };
                 let init = match mm.start {
                     _ if p0 > 0 => Init::Load,
+                    Start::Matrix(_) => Init::Load,
                     Start::FirstTerm => Init::FirstTerm,
                     Start::Zero | Start::Row(_) => Init::Start(&start),
+                    Start::Column(_) => Init::Column(&start),
                 };
                 let panels = Panels {
                     a,
@@ -662,6 +699,9 @@ enum Init<'p> {
     /// The block holds the chains' first terms, and column `j`'s start from `start[j]` (every
     /// column of the tiles, padded with zeros).
     Start(&'p [u32]),
+    /// The block holds the chains' first terms, and row `i`'s start from `start[i]` (every row
+    /// of the tiles, padded with zeros).
+    Column(&'p [u32]),
 }
 
 /// Where a block's panels of `B` are read from: the columns from `first_packed` on packed by
@@ -767,6 +807,7 @@ impl Panels<'_> {
                 // The start row's cells of the tile's columns (whole tiles: padded).
                 let start = match self.init {
                     Init::Start(row) => row[j..j + nr].as_ptr(),
+                    Init::Column(column) => column[i..i + MR].as_ptr(),
                     Init::Load | Init::FirstTerm => core::ptr::null(),
                 };
                 if height == MR && width == nr {
@@ -804,7 +845,8 @@ impl Panels<'_> {
     /// # Safety
     /// The CPU has `V`'s features; `a`'s rows hold `depth` steps and `b`'s `depth` steps hold
     /// `NV * LANES` cells each; `c` is valid for `MR` rows of `NV * LANES` cells, `ldc` cells apart;
-    /// with [`Init::Start`], `start` is valid for `NV * LANES` cells.
+    /// with [`Init::Start`], `start` is valid for `NV * LANES` cells, with [`Init::Column`] for
+    /// `MR`.
     #[inline(always)]
     unsafe fn tile<V: Vector, const MR: usize, const NV: usize>(
         &self,
@@ -828,6 +870,12 @@ impl Panels<'_> {
             }
             for acc in acc.iter_mut() {
                 *acc = bk;
+            }
+            0
+        } else if let Init::Column(_) = self.init {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: the start column's tile (the caller's promise).
+                *acc = [unsafe { V::splat(start.add(r)) }; NV];
             }
             0
         } else if let Init::FirstTerm = self.init {

@@ -183,11 +183,15 @@ pub struct ProductCase {
 }
 
 /// What [`ProductCase::outputs`] computes, in order (for messages).
-pub const PRODUCT_OUTPUTS: [&str; 7] = [
+pub const PRODUCT_OUTPUTS: [&str; 11] = [
     "+0 + A*B",
     "+0 + B*A",
     "row + A*B",
     "row + B*A",
+    "column + A*B",
+    "column + B*A",
+    "matrix + A*B",
+    "matrix + B*A",
     "A*B from the first term",
     "B*A from the first term",
     "row += B's first row",
@@ -207,8 +211,19 @@ impl ProductCase {
             |cells: &[R]| -> Vec<u32> { cells.iter().map(|c| c.to_f32().to_bits()).collect() };
         let (a, b, row) = (cells(&self.a), cells(&self.b), cells(&self.row));
         let (m, n, k) = (self.m, self.n, self.k);
+        // A start column and matrix from the row's cells (each row of the matrix shifted by one
+        // more).
+        let column: Vec<R> = (0..m).map(|i| row[i % n]).collect();
+        let matrix: Vec<R> = (0..m * n).map(|e| row[(e + e / n) % n]).collect();
         let mut results = Vec::with_capacity(PRODUCT_OUTPUTS.len());
-        for start in [Start::Zero, Start::Row(&row), Start::FirstTerm] {
+        let starts = [
+            Start::Zero,
+            Start::Row(&row),
+            Start::Column(&column),
+            Start::Matrix(&matrix),
+            Start::FirstTerm,
+        ];
+        for start in starts {
             if matches!(start, Start::FirstTerm) && k == 0 {
                 continue;
             }

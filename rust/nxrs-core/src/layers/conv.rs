@@ -42,8 +42,9 @@ impl Conv {
         self.window.positions()
     }
 
-    /// The columns of `rows` samples (`rows x input cells`): `(rows * positions) x column`,
-    /// sample after sample, positions in row-major order, padding as +0.
+    /// The columns of `rows` samples (`rows x input cells`), column by column: `rows x (column
+    /// x positions)`, for each sample row `j` holding `col_t[j]` for the positions `t` in
+    /// row-major order, padding as +0 (for one position, the columns one after the other).
     pub fn columns<'a, R: Real>(
         &self,
         threads: &Threads,
@@ -56,27 +57,39 @@ impl Conv {
         }
         let (p, j) = (self.positions(), self.window.column());
         let cells = self.window.input_cells();
-        let table = self.window.gather_table();
-        let cols: &mut [R] = cells_mut(resized(cols, rows * p * j));
+        let table = self.column_table();
+        let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         // Only bits move: the samples are shared out among the threads.
-        let parts = threads.parts(rows, p * j);
+        let parts = threads.parts(rows, j * p);
         let tasks = split(&x[..rows * cells], ranges(rows, parts), cells).zip(split(
             &mut cols[..],
             ranges(rows, parts),
-            p * j,
+            j * p,
         ));
         threads.run(tasks, |(x, cols)| self.gather(&table, x, cols));
         cols
     }
 
-    /// The columns of the samples `x` into `cols`, by the window's gather table.
+    /// The window's gather table column by column (`column x positions`, each row the cells
+    /// one index of the columns takes at every position): the layout of [`Conv::columns`],
+    /// which the forward product reads as its right operand in place, and whose rows are runs
+    /// of neighbouring cells (the gather reads and writes them in order).
+    fn column_table(&self) -> Vec<u32> {
+        let (p, j) = (self.positions(), self.window.column());
+        let by_position = self.window.gather_table();
+        (0..j)
+            .flat_map(|jj| by_position[jj..].iter().step_by(j).take(p).copied())
+            .collect()
+    }
+
+    /// The columns of the samples `x` into `cols`, by the table.
     fn gather<R: Real>(&self, table: &[u32], x: &[R], cols: &mut [R]) {
-        let (cells, width) = (
-            self.window.input_cells(),
-            self.positions() * self.window.column(),
-        );
+        let cells = self.window.input_cells();
         let last = cells - 1;
-        for (sample, cols) in x.chunks_exact(cells).zip(cols.chunks_exact_mut(width)) {
+        for (sample, cols) in x
+            .chunks_exact(cells)
+            .zip(cols.chunks_exact_mut(table.len()))
+        {
             for (col, &i) in cols.iter_mut().zip(table) {
                 // Without a branch (padding lies all around the edges): padding reads the
                 // last cell and keeps none of its bits (+0).
@@ -99,21 +112,21 @@ impl Conv {
     /// The outputs of `rows` samples `x`, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
     /// `out_channels x column`). The columns are left in `cols` ([`Conv::kept_columns`], for
-    /// the weight gradient); `scratch` holds the product position by position.
+    /// the weight gradient).
     pub fn forward<R: Real>(
         &self,
         threads: &Threads,
         (weights, bias): (&[R], &[R]),
         x: &[R],
         rows: usize,
-        (cols, scratch): (&mut Vec<F32>, &mut Vec<F32>),
+        cols: &mut Vec<F32>,
         y: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
-        let b = Matrix::new(weights, o, j).t();
         if p == 1 {
             let cols = self.columns(threads, x, rows, cols);
             let a = Matrix::new(cols, rows, j);
+            let b = Matrix::new(weights, o, j).t();
             shared(
                 threads,
                 &mut y[..rows * o],
@@ -124,63 +137,29 @@ impl Conv {
             );
             return;
         }
-        // Sample by sample (a few at a time, so that each chunk's columns are still in the
-        // cache when the product reads them, and its products when they are transposed): every
-        // output's chain is its own, whatever the chunk. The columns of the whole block are
-        // kept all the same, for the weight gradient.
+        // Sample by sample, `z = b + W cols` with the columns column by column: both operands
+        // read in place, and the outputs come channels first as the layer gives them, with no
+        // transposing. A few samples at a time, so that each chunk's columns are still in the
+        // cache when the product reads them; every output's chain is its own, whatever the
+        // chunk. The columns of the whole block are kept all the same, for the weight gradient.
         let cells = self.window.input_cells();
-        let table = self.window.gather_table();
-        let cols: &mut [R] = cells_mut(resized(cols, rows * p * j));
-        let scratch: &mut [R] = cells_mut(resized(scratch, rows * p * o));
+        let table = self.column_table();
+        let w = Matrix::new(weights, o, j);
+        let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         by_samples(
             threads,
             rows,
             (p * j * o, p * (j + o)),
-            [
-                (&mut cols[..], p * j),
-                (&mut scratch[..], p * o),
-                (&mut y[..rows * o * p], o * p),
-            ],
-            |samples, [cols, scratch, y]| {
+            [(&mut cols[..], j * p), (&mut y[..rows * o * p], o * p)],
+            |samples, [cols, y]| {
                 self.gather(&table, &x[samples.start * cells..samples.end * cells], cols);
-                let a = Matrix::new(cols, samples.len() * p, j);
-                let c = MatrixMut::new(scratch, samples.len() * p, o);
-                MatMul::new(c, Start::Row(bias), a, b, Order::BA).run();
-                for (from, to) in scratch.chunks_exact(p * o).zip(y.chunks_exact_mut(o * p)) {
-                    transpose(from, p, o, to);
+                for (cols, y) in cols.chunks_exact(j * p).zip(y.chunks_exact_mut(o * p)) {
+                    let c = MatrixMut::new(y, o, p);
+                    let b = Matrix::new(cols, j, p);
+                    MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
                 }
             },
         );
-    }
-
-    /// The output gradients `g` (channels first, `rows x (out_channels * positions)`) position by
-    /// position: `(rows * positions) x out_channels`, what the block gradients read (`g` itself
-    /// for Dense).
-    pub fn by_position<'a, R: Real>(
-        &self,
-        threads: &Threads,
-        g: &'a [R],
-        rows: usize,
-        into: &'a mut Vec<F32>,
-    ) -> &'a [R] {
-        let (p, o) = (self.positions(), self.out_channels);
-        if p == 1 {
-            return &g[..rows * o];
-        }
-        let into: &mut [R] = cells_mut(resized(into, rows * p * o));
-        // Only bits move: the samples are shared out among the threads.
-        let parts = threads.parts(rows, p * o);
-        let tasks = split(&g[..rows * o * p], ranges(rows, parts), o * p).zip(split(
-            &mut into[..],
-            ranges(rows, parts),
-            p * o,
-        ));
-        threads.run(tasks, |(g, into)| {
-            for (from, to) in g.chunks_exact(o * p).zip(into.chunks_exact_mut(p * o)) {
-                transpose(from, o, p, to);
-            }
-        });
-        into
     }
 
     /// The input gradient of `rows` samples from their output gradients `g`, channels first
@@ -281,54 +260,115 @@ impl Conv {
         }
     }
 
-    /// The block gradients of `rows` samples: `gw[o, j]` the chain over the block's samples and
-    /// positions in order of `δ[o, t] * col_t[j]` from the first term, `gb[o]` that of `δ[o, t]`.
+    /// The block gradients of `rows` samples from their output gradients `g` (channels first)
+    /// and columns `cols` ([`Conv::kept_columns`]): `gw[o, j]` the chain over the block's
+    /// samples and positions in order of `δ[o, t] * col_t[j]` from the first term, `gb[o]` that
+    /// of `δ[o, t]`.
     #[allow(clippy::too_many_arguments)] // the threads, both operands, both results
     pub fn block_gradient<R: Real>(
         &self,
         threads: &Threads,
-        d: &[R],
+        g: &[R],
         cols: &[R],
         rows: usize,
         gw: &mut [R],
         gb: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
-        let n = rows * p;
-        let (d_t, cols) = (Matrix::new(d, n, o).t(), Matrix::new(cols, n, j));
+        if p > 1 {
+            return self.block_gradient_by_samples(threads, g, cols, rows, gw, gb);
+        }
+        // One position (Dense): the gradients and columns are `rows x out_channels` and `rows
+        // x column`, row-major; the chains run over the rows.
+        let (d_t, cols) = (Matrix::new(g, rows, o).t(), Matrix::new(cols, rows, j));
         if j.is_multiple_of(PANEL) || !o.is_multiple_of(PANEL) {
             shared_columns(threads, gw, d_t, cols, Order::AB);
         } else {
-            // A column of a width no tile divides (27 for a 3 x 3 kernel over RGB) would be
-            // packed in the product for every block of the chains; the channels (32) are not:
-            // gwᵀ = colsᵀ δ reads both operands where they lie. The same chains, the operands
-            // of each product swapped back by the order (a NaN's payload is the definition's).
+            // A column of a width no tile divides would be packed in the product for every
+            // block of the chains; the channels are not: gwᵀ = colsᵀ δ reads both operands
+            // where they lie. The same chains, the operands of each product swapped back by
+            // the order (a NaN's payload is the definition's).
             let mut gw_t = vec![R::ZERO; j * o];
             shared(
                 threads,
                 &mut gw_t,
                 Start::FirstTerm,
                 cols.t(),
-                Matrix::new(d, n, o),
+                Matrix::new(g, rows, o),
                 Order::BA,
             );
             transpose(&gw_t, j, o, gw);
         }
-        gb.copy_from_slice(&d[..o]);
-        // One vectorised pass over the rows, not a call per row (2^17 rows of 32 cells for the
-        // first layer over a block of 128 32 x 32 images): lanes over the channels, each
-        // channel's chain over the rows in order.
-        R::vectorized(
-            #[inline(always)]
-            || {
-                for row in d[o..n * o].chunks_exact(o) {
-                    for (acc, &x) in gb.iter_mut().zip(row) {
-                        *acc = *acc + x;
-                    }
-                }
-            },
-        );
+        gb.copy_from_slice(&g[..o]);
+        add_rows(&g[o..rows * o], gb);
     }
+
+    /// [`Conv::block_gradient`] over several positions, sample by sample: `gwᵀ` (`column x
+    /// out_channels`) continued by `colsᵀ δᵀ` of each sample (its columns in place, its
+    /// gradients transposed by position while they are in the cache), each chain starting
+    /// where the sample before left it. The channels are shared out among the threads, each
+    /// channel's chains one thread's.
+    #[allow(clippy::too_many_arguments)] // the threads, both operands, both results
+    fn block_gradient_by_samples<R: Real>(
+        &self,
+        threads: &Threads,
+        g: &[R],
+        cols: &[R],
+        rows: usize,
+        gw: &mut [R],
+        gb: &mut [R],
+    ) {
+        let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
+        let parts = threads.parts(o, rows * p * j);
+        let tasks = ranges(o, parts)
+            .zip(split(gw, ranges(o, parts), j))
+            .zip(split(gb, ranges(o, parts), 1));
+        threads.run(tasks, |((channels, gw), gb)| {
+            let _env = R::environment();
+            let q = channels.len();
+            // One sample's gradients of these channels by position, and `gwᵀ`'s chains so far
+            // and after the sample (the product reads the one and writes the other).
+            let mut d = vec![R::ZERO; p * q];
+            let (mut now, mut next) = (vec![R::ZERO; j * q], vec![R::ZERO; j * q]);
+            for s in 0..rows {
+                let g = &g[s * o * p..(s + 1) * o * p];
+                transpose(&g[channels.start * p..channels.end * p], q, p, &mut d);
+                let a = Matrix::new(&cols[s * j * p..(s + 1) * j * p], j, p);
+                let start = if s == 0 {
+                    Start::FirstTerm
+                } else {
+                    Start::Matrix(&now)
+                };
+                let c = MatrixMut::new(&mut next, j, q);
+                MatMul::new(c, start, a, Matrix::new(&d, p, q), Order::BA).run();
+                core::mem::swap(&mut now, &mut next);
+                if s == 0 {
+                    gb.copy_from_slice(&d[..q]);
+                    add_rows(&d[q..], gb);
+                } else {
+                    add_rows(&d, gb);
+                }
+            }
+            transpose(&now, j, q, gw);
+        });
+    }
+}
+
+/// `acc[c] = acc[c] + row[c]` for each row of `rows` (rows of `acc.len()` cells) in order: one
+/// vectorised pass, lanes over the columns (the channels of a bias gradient), each column's
+/// chain over the rows in order — not a call per row (2^17 rows of 32 cells for a first
+/// convolution over a block of 128 32 x 32 images).
+fn add_rows<R: Real>(rows: &[R], acc: &mut [R]) {
+    R::vectorized(
+        #[inline(always)]
+        || {
+            for row in rows.chunks_exact(acc.len()) {
+                for (acc, &x) in acc.iter_mut().zip(row) {
+                    *acc = *acc + x;
+                }
+            }
+        },
+    );
 }
 
 /// `c = start + a b` (`c` row-major, `a`'s rows by `b`'s columns) with `c`'s rows shared out

@@ -52,8 +52,6 @@ pub struct Saved {
     r: Vec<F32>,
     /// BatchNorm's block statistics for the running averages.
     statistics: Vec<F32>,
-    /// A convolution's output gradients position by position.
-    by_position: Vec<F32>,
     scratch: Vec<F32>,
 }
 
@@ -121,8 +119,7 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
-                let buffers = (&mut saved.cells, &mut saved.scratch);
-                conv.forward(threads, (cells(w), cells(b)), x, rows, buffers, y);
+                conv.forward(threads, (cells(w), cells(b)), x, rows, &mut saved.cells, y);
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
@@ -244,9 +241,8 @@ impl Layer {
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
                 if let Some((gw, gb)) = grads {
-                    let d = conv.by_position(threads, g, rows, &mut saved.by_position);
                     let cols = conv.kept_columns(x, rows, &saved.cells);
-                    conv.block_gradient(threads, d, cols, rows, cells_mut(gw), cells_mut(gb));
+                    conv.block_gradient(threads, g, cols, rows, cells_mut(gw), cells_mut(gb));
                 }
                 if let Some(gx) = gx.as_deref_mut() {
                     conv.input_gradient(threads, cells(w), g, rows, &mut saved.scratch, gx);
