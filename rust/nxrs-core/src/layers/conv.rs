@@ -206,6 +206,10 @@ impl Conv {
             (p * j * o, p * j),
             [(&mut scratch[..], j * p), (&mut gx[..rows * cells], cells)],
             |samples, [scratch, gx]| {
+                let [height, width] = self.window.input;
+                let [ph, pw] = self.window.padding;
+                let channels = self.window.channels;
+                let mut padded = vec![R::ZERO; channels * (height + 2 * ph) * (width + 2 * pw)];
                 for ((s, h), gx) in samples
                     .zip(scratch.chunks_exact_mut(j * p))
                     .zip(gx.chunks_exact_mut(cells))
@@ -213,7 +217,7 @@ impl Conv {
                     let d = Matrix::new(&g[s * o * p..(s + 1) * o * p], o, p);
                     let c = MatrixMut::new(h, j, p);
                     MatMul::new(c, Start::Zero, w_t, d, Order::AB).run();
-                    self.add_columns(h, gx);
+                    self.add_columns(h, &mut padded, gx);
                 }
             },
         );
@@ -224,39 +228,33 @@ impl Conv {
     /// order. A column index `j = (c, a, b)` (channel, kernel row, kernel column) sends each
     /// position's gradient to a different cell, and for a given cell a later position `t` is
     /// an earlier `(a, b)` (its window starts further on): so the columns are taken in reverse
-    /// order, and each one's positions are added in runs along the output rows (contiguous
-    /// cells for a stride of 1, added with vector instructions).
-    fn add_columns<R: Real>(&self, h: &[R], gx: &mut [R]) {
+    /// order. Their gradients are added into the padded input (`padded`, its cells), where
+    /// every window lies whole: each output row's gradients are one run of cells (contiguous
+    /// for a stride of 1, added with vector instructions, not cut short at the edges); the
+    /// padding's sums are then dropped.
+    fn add_columns<R: Real>(&self, h: &[R], padded: &mut [R], gx: &mut [R]) {
         let w = &self.window;
         let ([height, width], [_, out_w]) = (w.input, w.output);
         let ([kh, kw], [sh, sw], [ph, pw]) = (w.kernel, w.stride, w.padding);
-        gx.fill(R::ZERO);
+        let (padded_h, padded_w) = (height + 2 * ph, width + 2 * pw);
+        padded.fill(R::ZERO);
         for (jj, h) in h.chunks_exact(w.positions()).enumerate().rev() {
             let (c, a, b) = (jj / (kh * kw), jj / kw % kh, jj % kw);
-            // The output columns whose cell is inside the input: `0 <= tw * sw + b - pw <
-            // width`.
-            let first = pw.saturating_sub(b).div_ceil(sw);
-            let end = (width + pw)
-                .checked_sub(b)
-                .map_or(0, |n| n.div_ceil(sw))
-                .min(out_w);
-            if first >= end {
-                continue;
-            }
             for (th, h) in h.chunks_exact(out_w).enumerate() {
-                let Some(r) = (th * sh + a).checked_sub(ph).filter(|&r| r < height) else {
-                    continue;
-                };
-                let at = (c * height + r) * width + first * sw + b - pw;
-                let h = &h[first..end];
+                let at = (c * padded_h + th * sh + a) * padded_w + b;
                 if sw == 1 {
-                    R::add_assign(&mut gx[at..at + h.len()], h);
+                    R::add_assign(&mut padded[at..at + out_w], h);
                 } else {
-                    for (cell, &h) in gx[at..].iter_mut().step_by(sw).zip(h) {
+                    for (cell, &h) in padded[at..].iter_mut().step_by(sw).zip(h) {
                         *cell = *cell + h;
                     }
                 }
             }
+        }
+        for (r, gx) in gx.chunks_exact_mut(width).enumerate() {
+            let (c, r) = (r / height, r % height);
+            let at = (c * padded_h + r + ph) * padded_w + pw;
+            gx.copy_from_slice(&padded[at..at + width]);
         }
     }
 
