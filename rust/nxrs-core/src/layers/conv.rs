@@ -3,7 +3,7 @@
 //! its columns (im2col) and its gradients two more. Dense is the convolution with one position
 //! whose column is the sample itself.
 
-use super::window::{Window, PADDING};
+use super::window::Window;
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
 use crate::softf32::F32;
@@ -57,7 +57,6 @@ impl Conv {
         }
         let (p, j) = (self.positions(), self.window.column());
         let cells = self.window.input_cells();
-        let table = self.column_table();
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         // Only bits move: the samples are shared out among the threads.
         let parts = threads.parts(rows, j * p);
@@ -66,36 +65,63 @@ impl Conv {
             ranges(rows, parts),
             j * p,
         ));
-        threads.run(tasks, |(x, cols)| self.gather(&table, x, cols));
+        threads.run(tasks, |(x, cols)| {
+            self.gather(x, &mut vec![R::ZERO; self.padded_cells()], cols);
+        });
         cols
     }
 
-    /// The window's gather table column by column (`column x positions`, each row the cells
-    /// one index of the columns takes at every position): the layout of [`Conv::columns`],
-    /// which the forward product reads as its right operand in place, and whose rows are runs
-    /// of neighbouring cells (the gather reads and writes them in order).
-    fn column_table(&self) -> Vec<u32> {
-        let (p, j) = (self.positions(), self.window.column());
-        let by_position = self.window.gather_table();
-        (0..j)
-            .flat_map(|jj| by_position[jj..].iter().step_by(j).take(p).copied())
-            .collect()
+    /// Cells of one sample's padded input (`channels x (height + 2 * padding[0]) x (width + 2 *
+    /// padding[1])`), where every window lies whole: the columns are gathered from it and their
+    /// gradients added up in it, each output row's cells of a column one run (contiguous for a
+    /// stride of 1), with no edge to cut it short.
+    fn padded_cells(&self) -> usize {
+        let w = &self.window;
+        w.channels * (w.input[0] + 2 * w.padding[0]) * (w.input[1] + 2 * w.padding[1])
     }
 
-    /// The columns of the samples `x` into `cols`, by the table.
-    fn gather<R: Real>(&self, table: &[u32], x: &[R], cols: &mut [R]) {
-        let cells = self.window.input_cells();
-        let last = cells - 1;
+    /// Where input row `r` (rows of all channels in order) starts in the padded input.
+    fn padded_row(&self, r: usize) -> usize {
+        let w = &self.window;
+        let (c, r) = (r / w.input[0], r % w.input[0]);
+        let (padded_h, padded_w) = (w.input[0] + 2 * w.padding[0], w.input[1] + 2 * w.padding[1]);
+        (c * padded_h + r + w.padding[0]) * padded_w + w.padding[1]
+    }
+
+    /// Where the run of column index `jj`'s cells for output row `th` starts in the padded
+    /// input: `output[1]` cells, `stride[1]` apart.
+    fn run_start(&self, jj: usize, th: usize) -> usize {
+        let w = &self.window;
+        let [kh, kw] = w.kernel;
+        let (c, a, b) = (jj / (kh * kw), jj / kw % kh, jj % kw);
+        let (padded_h, padded_w) = (w.input[0] + 2 * w.padding[0], w.input[1] + 2 * w.padding[1]);
+        (c * padded_h + th * w.stride[0] + a) * padded_w + b
+    }
+
+    /// The columns of the samples `x` into `cols` (column by column), through the padded input
+    /// (`padded`, its cells, their padding +0).
+    fn gather<R: Real>(&self, x: &[R], padded: &mut [R], cols: &mut [R]) {
+        let w = &self.window;
+        let (cells, p, sw, out_w) = (w.input_cells(), w.positions(), w.stride[1], w.output[1]);
         for (sample, cols) in x
             .chunks_exact(cells)
-            .zip(cols.chunks_exact_mut(table.len()))
+            .zip(cols.chunks_exact_mut(w.column() * p))
         {
-            for (col, &i) in cols.iter_mut().zip(table) {
-                // Without a branch (padding lies all around the edges): padding reads the
-                // last cell and keeps none of its bits (+0).
-                let bits = sample[(i as usize).min(last)].to_f32().to_bits();
-                let keep = u32::from(i != PADDING).wrapping_neg();
-                *col = R::from_f32(F32::from_bits(bits & keep));
+            for (r, row) in sample.chunks_exact(w.input[1]).enumerate() {
+                let at = self.padded_row(r);
+                padded[at..at + row.len()].copy_from_slice(row);
+            }
+            for (jj, col) in cols.chunks_exact_mut(p).enumerate() {
+                for (th, col) in col.chunks_exact_mut(out_w).enumerate() {
+                    let at = self.run_start(jj, th);
+                    if sw == 1 {
+                        col.copy_from_slice(&padded[at..at + out_w]);
+                    } else {
+                        for (col, &x) in col.iter_mut().zip(padded[at..].iter().step_by(sw)) {
+                            *col = x;
+                        }
+                    }
+                }
             }
         }
     }
@@ -143,7 +169,6 @@ impl Conv {
         // cache when the product reads them; every output's chain is its own, whatever the
         // chunk. The columns of the whole block are kept all the same, for the weight gradient.
         let cells = self.window.input_cells();
-        let table = self.column_table();
         let w = Matrix::new(weights, o, j);
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         by_samples(
@@ -152,7 +177,12 @@ impl Conv {
             (p * j * o, p * (j + o)),
             [(&mut cols[..], j * p), (&mut y[..rows * o * p], o * p)],
             |samples, [cols, y]| {
-                self.gather(&table, &x[samples.start * cells..samples.end * cells], cols);
+                let mut padded = vec![R::ZERO; self.padded_cells()];
+                self.gather(
+                    &x[samples.start * cells..samples.end * cells],
+                    &mut padded,
+                    cols,
+                );
                 for (cols, y) in cols.chunks_exact(j * p).zip(y.chunks_exact_mut(o * p)) {
                     let c = MatrixMut::new(y, o, p);
                     let b = Matrix::new(cols, j, p);
@@ -206,10 +236,7 @@ impl Conv {
             (p * j * o, p * j),
             [(&mut scratch[..], j * p), (&mut gx[..rows * cells], cells)],
             |samples, [scratch, gx]| {
-                let [height, width] = self.window.input;
-                let [ph, pw] = self.window.padding;
-                let channels = self.window.channels;
-                let mut padded = vec![R::ZERO; channels * (height + 2 * ph) * (width + 2 * pw)];
+                let mut padded = vec![R::ZERO; self.padded_cells()];
                 for ((s, h), gx) in samples
                     .zip(scratch.chunks_exact_mut(j * p))
                     .zip(gx.chunks_exact_mut(cells))
@@ -228,20 +255,16 @@ impl Conv {
     /// order. A column index `j = (c, a, b)` (channel, kernel row, kernel column) sends each
     /// position's gradient to a different cell, and for a given cell a later position `t` is
     /// an earlier `(a, b)` (its window starts further on): so the columns are taken in reverse
-    /// order. Their gradients are added into the padded input (`padded`, its cells), where
-    /// every window lies whole: each output row's gradients are one run of cells (contiguous
-    /// for a stride of 1, added with vector instructions, not cut short at the edges); the
-    /// padding's sums are then dropped.
+    /// order. Their gradients are added into the padded input (`padded`, its cells; see
+    /// [`Conv::padded_cells`]), the runs contiguous for a stride of 1 and added with vector
+    /// instructions; the padding's sums are then dropped.
     fn add_columns<R: Real>(&self, h: &[R], padded: &mut [R], gx: &mut [R]) {
         let w = &self.window;
-        let ([height, width], [_, out_w]) = (w.input, w.output);
-        let ([kh, kw], [sh, sw], [ph, pw]) = (w.kernel, w.stride, w.padding);
-        let (padded_h, padded_w) = (height + 2 * ph, width + 2 * pw);
+        let (sw, out_w) = (w.stride[1], w.output[1]);
         padded.fill(R::ZERO);
         for (jj, h) in h.chunks_exact(w.positions()).enumerate().rev() {
-            let (c, a, b) = (jj / (kh * kw), jj / kw % kh, jj % kw);
             for (th, h) in h.chunks_exact(out_w).enumerate() {
-                let at = (c * padded_h + th * sh + a) * padded_w + b;
+                let at = self.run_start(jj, th);
                 if sw == 1 {
                     R::add_assign(&mut padded[at..at + out_w], h);
                 } else {
@@ -251,10 +274,9 @@ impl Conv {
                 }
             }
         }
-        for (r, gx) in gx.chunks_exact_mut(width).enumerate() {
-            let (c, r) = (r / height, r % height);
-            let at = (c * padded_h + r + ph) * padded_w + pw;
-            gx.copy_from_slice(&padded[at..at + width]);
+        for (r, gx) in gx.chunks_exact_mut(w.input[1]).enumerate() {
+            let at = self.padded_row(r);
+            gx.copy_from_slice(&padded[at..at + gx.len()]);
         }
     }
 
