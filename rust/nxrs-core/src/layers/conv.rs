@@ -42,9 +42,22 @@ impl Conv {
         self.window.positions()
     }
 
-    /// The columns of `rows` samples (`rows x input cells`), column by column: `rows x (column
-    /// x positions)`, for each sample row `j` holding `col_t[j]` for the positions `t` in
-    /// row-major order, padding as +0 (for one position, the columns one after the other).
+    /// Samples whose columns are laid out and multiplied together (see [`Conv::columns`]): one
+    /// for large images, enough for products of some [`GROUP_POSITIONS`] positions for small
+    /// ones (a product per sample of a few positions costs more to set up than to run), and
+    /// one for a single position (the columns are then the samples' rows, as Dense's).
+    fn group(&self) -> usize {
+        match self.positions() {
+            1 => 1,
+            p => (GROUP_POSITIONS / p).max(1),
+        }
+    }
+
+    /// The columns of `rows` samples (`rows x input cells`), column by column, in groups of
+    /// [`Conv::group`] samples (the last group may have fewer): each group `column x (samples *
+    /// positions)`, row `j` holding `col_t[j]` for the group's samples in order and their
+    /// positions `t` in row-major order, padding as +0 (for one position, the columns one after
+    /// the other).
     pub fn columns<'a, R: Real>(
         &self,
         threads: &Threads,
@@ -59,15 +72,16 @@ impl Conv {
         let cells = self.window.input_cells();
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         // Only bits move: the samples are shared out among the threads.
-        let parts = threads.parts(rows, j * p);
-        let tasks = split(&x[..rows * cells], ranges(rows, parts), cells).zip(split(
-            &mut cols[..],
-            ranges(rows, parts),
-            j * p,
-        ));
-        threads.run(tasks, |(x, cols)| {
-            self.gather(x, &mut vec![R::ZERO; self.padded_cells()], cols);
-        });
+        by_samples(
+            threads,
+            (rows, self.group()),
+            (j * p, j * p),
+            [(&mut cols[..], j * p)],
+            |samples, [cols]| {
+                let x = &x[samples.start * cells..samples.end * cells];
+                self.gather(x, &mut vec![R::ZERO; self.padded_cells()], cols);
+            },
+        );
         cols
     }
 
@@ -98,27 +112,28 @@ impl Conv {
         (c * padded_h + th * w.stride[0] + a) * padded_w + b
     }
 
-    /// The columns of the samples `x` into `cols` (column by column), through the padded input
-    /// (`padded`, its cells, their padding +0).
+    /// The columns of the samples `x` (whole groups, the last perhaps short) into `cols` (see
+    /// [`Conv::columns`]), through the padded input (`padded`, its cells, their padding +0).
     fn gather<R: Real>(&self, x: &[R], padded: &mut [R], cols: &mut [R]) {
         let w = &self.window;
         let (cells, p, sw, out_w) = (w.input_cells(), w.positions(), w.stride[1], w.output[1]);
-        for (sample, cols) in x
-            .chunks_exact(cells)
-            .zip(cols.chunks_exact_mut(w.column() * p))
-        {
-            for (r, row) in sample.chunks_exact(w.input[1]).enumerate() {
-                let at = self.padded_row(r);
-                padded[at..at + row.len()].copy_from_slice(row);
-            }
-            for (jj, col) in cols.chunks_exact_mut(p).enumerate() {
-                for (th, col) in col.chunks_exact_mut(out_w).enumerate() {
-                    let at = self.run_start(jj, th);
-                    if sw == 1 {
-                        col.copy_from_slice(&padded[at..at + out_w]);
-                    } else {
-                        for (col, &x) in col.iter_mut().zip(padded[at..].iter().step_by(sw)) {
-                            *col = x;
+        let width = self.group() * w.column() * p;
+        for (x, cols) in x.chunks(self.group() * cells).zip(cols.chunks_mut(width)) {
+            let n = x.len() / cells;
+            for (s, sample) in x.chunks_exact(cells).enumerate() {
+                for (r, row) in sample.chunks_exact(w.input[1]).enumerate() {
+                    let at = self.padded_row(r);
+                    padded[at..at + row.len()].copy_from_slice(row);
+                }
+                for (jj, col) in cols.chunks_exact_mut(n * p).enumerate() {
+                    for (th, col) in col[s * p..(s + 1) * p].chunks_exact_mut(out_w).enumerate() {
+                        let at = self.run_start(jj, th);
+                        if sw == 1 {
+                            col.copy_from_slice(&padded[at..at + out_w]);
+                        } else {
+                            for (col, &x) in col.iter_mut().zip(padded[at..].iter().step_by(sw)) {
+                                *col = x;
+                            }
                         }
                     }
                 }
@@ -163,30 +178,43 @@ impl Conv {
             );
             return;
         }
-        // Sample by sample, `z = b + W cols` with the columns column by column: both operands
-        // read in place, and the outputs come channels first as the layer gives them, with no
-        // transposing. A few samples at a time, so that each chunk's columns are still in the
-        // cache when the product reads them; every output's chain is its own, whatever the
-        // chunk. The columns of the whole block are kept all the same, for the weight gradient.
+        // Group by group, `z = b + W cols` with the columns column by column: both operands read
+        // in place, and for one sample a group (large images) the outputs come channels first
+        // as the layer gives them, with no transposing (a group of several is one product,
+        // its outputs' runs of positions then copied to their samples). A few groups at a time,
+        // so that each chunk's columns are still in the cache when the product reads them;
+        // every output's chain is its own, whatever the group or chunk. The columns of the
+        // whole block are kept all the same, for the weight gradient.
         let cells = self.window.input_cells();
         let w = Matrix::new(weights, o, j);
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         by_samples(
             threads,
-            rows,
+            (rows, self.group()),
             (p * j * o, p * (j + o)),
             [(&mut cols[..], j * p), (&mut y[..rows * o * p], o * p)],
             |samples, [cols, y]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
-                self.gather(
-                    &x[samples.start * cells..samples.end * cells],
-                    &mut padded,
-                    cols,
-                );
-                for (cols, y) in cols.chunks_exact(j * p).zip(y.chunks_exact_mut(o * p)) {
-                    let c = MatrixMut::new(y, o, p);
-                    let b = Matrix::new(cols, j, p);
+                let x = &x[samples.start * cells..samples.end * cells];
+                self.gather(x, &mut padded, cols);
+                let group = self.group();
+                let mut z = vec![R::ZERO; if group > 1 { group * o * p } else { 0 }];
+                for (cols, y) in cols.chunks(group * j * p).zip(y.chunks_mut(group * o * p)) {
+                    let n = cols.len() / j;
+                    let b = Matrix::new(cols, j, n);
+                    if group == 1 {
+                        let c = MatrixMut::new(y, o, n);
+                        MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
+                        continue;
+                    }
+                    let c = MatrixMut::new(&mut z[..o * n], o, n);
                     MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
+                    // Row `o` of the product holds channel `o` of each sample in turn.
+                    for (c, z) in z[..o * n].chunks_exact(n).enumerate() {
+                        for (s, z) in z.chunks_exact(p).enumerate() {
+                            y[(s * o + c) * p..][..p].copy_from_slice(z);
+                        }
+                    }
                 }
             },
         );
@@ -222,35 +250,54 @@ impl Conv {
             );
             return;
         }
-        // Column by column (`hᵀ = Wᵀ δ`, `column x positions` per sample): both operands are
-        // read where they lie (`Wᵀ`'s columns and `δ`'s rows are contiguous), so the output
-        // gradients need no transposing, and each column's gradients are contiguous for the
-        // additions into the cells.
+        // Column by column (`hᵀ = Wᵀ δ`, `column x positions` per sample, per group of
+        // [`Conv::group`] samples): both operands are read where they lie (`Wᵀ`'s columns and
+        // `δ`'s rows are contiguous; a group of several samples has its gradients' runs copied
+        // together first), so the output gradients need no transposing, and each column's
+        // gradients are contiguous for the additions into the cells.
         let w_t = Matrix::new(weights, o, j).t();
         let scratch: &mut [R] = cells_mut(resized(scratch, rows * j * p));
-        // Sample by sample (a few at a time, so that each chunk's column gradients are still in
-        // the cache when they are added up); each sample's cells are its own.
+        // A few groups at a time, so that each chunk's column gradients are still in the cache
+        // when they are added up; each sample's cells are its own.
         by_samples(
             threads,
-            rows,
+            (rows, self.group()),
             (p * j * o, p * j),
             [(&mut scratch[..], j * p), (&mut gx[..rows * cells], cells)],
             |samples, [scratch, gx]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
-                for ((s, h), gx) in samples
-                    .zip(scratch.chunks_exact_mut(j * p))
-                    .zip(gx.chunks_exact_mut(cells))
+                let group = self.group();
+                let mut d = vec![R::ZERO; if group > 1 { group * o * p } else { 0 }];
+                let g = &g[samples.start * o * p..samples.end * o * p];
+                for ((g, h), gx) in g
+                    .chunks(group * o * p)
+                    .zip(scratch.chunks_mut(group * j * p))
+                    .zip(gx.chunks_mut(group * cells))
                 {
-                    let d = Matrix::new(&g[s * o * p..(s + 1) * o * p], o, p);
-                    let c = MatrixMut::new(h, j, p);
-                    MatMul::new(c, Start::Zero, w_t, d, Order::AB).run();
-                    self.add_columns(h, &mut padded, gx);
+                    let n = g.len() / o;
+                    let d = if group == 1 {
+                        g
+                    } else {
+                        // Row `o`: channel `o` of each sample in turn.
+                        for (c, d) in d[..o * n].chunks_exact_mut(n).enumerate() {
+                            for (s, d) in d.chunks_exact_mut(p).enumerate() {
+                                d.copy_from_slice(&g[(s * o + c) * p..][..p]);
+                            }
+                        }
+                        &d[..o * n]
+                    };
+                    let c = MatrixMut::new(h, j, n);
+                    MatMul::new(c, Start::Zero, w_t, Matrix::new(d, o, n), Order::AB).run();
+                    for (s, gx) in gx.chunks_exact_mut(cells).enumerate() {
+                        self.add_columns((h, n, s * p), &mut padded, gx);
+                    }
                 }
             },
         );
     }
 
-    /// One sample's input gradient `gx` from its column gradients `h` (`column x positions`):
+    /// One sample's input gradient `gx` from its column gradients (`h`'s rows of `width`
+    /// cells, the sample's `positions` of each from cell `first`):
     /// each cell's sum from +0 over the positions `t` whose window holds it, `t` in row-major
     /// order. A column index `j = (c, a, b)` (channel, kernel row, kernel column) sends each
     /// position's gradient to a different cell, and for a given cell a later position `t` is
@@ -258,11 +305,17 @@ impl Conv {
     /// order. Their gradients are added into the padded input (`padded`, its cells; see
     /// [`Conv::padded_cells`]), the runs contiguous for a stride of 1 and added with vector
     /// instructions; the padding's sums are then dropped.
-    fn add_columns<R: Real>(&self, h: &[R], padded: &mut [R], gx: &mut [R]) {
+    fn add_columns<R: Real>(
+        &self,
+        (h, width, first): (&[R], usize, usize),
+        padded: &mut [R],
+        gx: &mut [R],
+    ) {
         let w = &self.window;
-        let (sw, out_w) = (w.stride[1], w.output[1]);
+        let (p, sw, out_w) = (w.positions(), w.stride[1], w.output[1]);
         padded.fill(R::ZERO);
-        for (jj, h) in h.chunks_exact(w.positions()).enumerate().rev() {
+        for (jj, h) in h.chunks_exact(width).enumerate().rev() {
+            let h = &h[first..first + p];
             for (th, h) in h.chunks_exact(out_w).enumerate() {
                 let at = self.run_start(jj, th);
                 if sw == 1 {
@@ -323,10 +376,10 @@ impl Conv {
         add_rows(&g[o..rows * o], gb);
     }
 
-    /// [`Conv::block_gradient`] over several positions, sample by sample: `gwᵀ` (`column x
-    /// out_channels`) continued by `colsᵀ δᵀ` of each sample (its columns in place, its
-    /// gradients transposed by position while they are in the cache), each chain starting
-    /// where the sample before left it. The channels are shared out among the threads, each
+    /// [`Conv::block_gradient`] over several positions, group by group ([`Conv::group`]):
+    /// `gwᵀ` (`column x out_channels`) continued by `colsᵀ δᵀ` of each group (its columns in
+    /// place, its gradients transposed by position while they are in the cache), each chain
+    /// starting where the group before left it. The channels are shared out among the threads, each
     /// channel's chains one thread's.
     #[allow(clippy::too_many_arguments)] // the threads, both operands, both results
     fn block_gradient_by_samples<R: Real>(
@@ -346,27 +399,35 @@ impl Conv {
         threads.run(tasks, |((channels, gw), gb)| {
             let _env = R::environment();
             let q = channels.len();
-            // One sample's gradients of these channels by position, and `gwᵀ`'s chains so far
-            // and after the sample (the product reads the one and writes the other).
-            let mut d = vec![R::ZERO; p * q];
+            // One group's gradients of these channels by position (sample after sample), and
+            // `gwᵀ`'s chains so far and after the group (the product reads the one and writes
+            // the other).
+            let group = self.group();
+            let mut d = vec![R::ZERO; group * p * q];
             let (mut now, mut next) = (vec![R::ZERO; j * q], vec![R::ZERO; j * q]);
-            for s in 0..rows {
-                let g = &g[s * o * p..(s + 1) * o * p];
-                transpose(&g[channels.start * p..channels.end * p], q, p, &mut d);
-                let a = Matrix::new(&cols[s * j * p..(s + 1) * j * p], j, p);
-                let start = if s == 0 {
+            let groups = g[..rows * o * p]
+                .chunks(group * o * p)
+                .zip(cols[..rows * j * p].chunks(group * j * p));
+            for (k, (g, cols)) in groups.enumerate() {
+                let n = cols.len() / j;
+                for (g, d) in g.chunks_exact(o * p).zip(d.chunks_exact_mut(p * q)) {
+                    transpose(&g[channels.start * p..channels.end * p], q, p, d);
+                }
+                let d = &d[..n * q];
+                let start = if k == 0 {
                     Start::FirstTerm
                 } else {
                     Start::Matrix(&now)
                 };
                 let c = MatrixMut::new(&mut next, j, q);
-                MatMul::new(c, start, a, Matrix::new(&d, p, q), Order::BA).run();
+                let a = Matrix::new(cols, j, n);
+                MatMul::new(c, start, a, Matrix::new(d, n, q), Order::BA).run();
                 core::mem::swap(&mut now, &mut next);
-                if s == 0 {
+                if k == 0 {
                     gb.copy_from_slice(&d[..q]);
                     add_rows(&d[q..], gb);
                 } else {
-                    add_rows(&d, gb);
+                    add_rows(d, gb);
                 }
             }
             transpose(&now, j, q, gw);
@@ -445,27 +506,37 @@ fn shared_columns<R: Real>(
     }
 }
 
+/// Positions a product of [`Conv::group`]'s samples gets at least, where a sample has fewer.
+const GROUP_POSITIONS: usize = 128;
+
 /// Most cells a chunk of samples gives [`by_samples`]' task at a time: about a quarter of a
 /// core's L2 cache, so that what a product writes is still there when it is read back.
 const CHUNK_CELLS: usize = 1 << 15;
 
-/// Runs `task(samples, buffers)` over the `rows` samples in chunks of a few (contiguous, in
-/// order), the chunks shared out among `threads`: `buffers` are the chunk's cells of each buffer
-/// (its width cells per sample). `work` is a sample's multiply-adds (how the samples are shared
-/// out) and the cells it touches (how many make a chunk). Every sample's results are its own,
-/// so neither the chunks nor the threads change a bit.
+/// Runs `task(samples, buffers)` over the `rows` samples in chunks of a few whole groups of
+/// `group` samples (contiguous, in order; the last group may be short), the chunks shared out
+/// among `threads`: `buffers` are the chunk's cells of each buffer (its width cells per
+/// sample). `work` is a sample's multiply-adds (how the samples are shared out) and the cells
+/// it touches (how many make a chunk). Every sample's results are its own, and the groups do
+/// not depend on the threads, so neither the chunks nor the threads change a bit.
 fn by_samples<R: Real, const N: usize>(
     threads: &Threads,
-    rows: usize,
+    (rows, group): (usize, usize),
     (work, touched): (usize, usize),
     buffers: [(&mut [R], usize); N],
     task: impl Fn(core::ops::Range<usize>, [&mut [R]; N]) + Sync,
 ) {
-    let chunk = (CHUNK_CELLS / touched.max(1)).max(1);
-    let parts = threads.parts(rows, work);
+    let chunk = (CHUNK_CELLS / touched.max(1))
+        .max(1)
+        .next_multiple_of(group);
+    let parts = threads.parts(rows.div_ceil(group), work * group);
+    // The parts' samples: whole groups (the last group may be short).
+    let samples = move || {
+        ranges(rows.div_ceil(group), parts).map(move |r| r.start * group..(r.end * group).min(rows))
+    };
     let widths = buffers.each_ref().map(|&(_, width)| width);
-    let mut parts_of = buffers.map(|(cells, width)| split(cells, ranges(rows, parts), width));
-    let tasks = ranges(rows, parts).map(move |range| {
+    let mut parts_of = buffers.map(|(cells, width)| split(cells, samples(), width));
+    let tasks = samples().map(move |range| {
         let cells = parts_of
             .each_mut()
             .map(|part| part.next().unwrap_or_default());
