@@ -59,19 +59,37 @@ impl Math {
     /// The choice is a mask on the bits, not a branch: the signs of pre-activations are as good
     /// as random, and a loop without branches vectorises.
     pub fn zero_where_not_positive<R: Real>(self, z: &[R], x: &mut [R]) {
-        match self {
-            Math::Seed => zero_where(z, x, |z| seed_le(z, R::ZERO)),
-            Math::Ieee => zero_where(z, x, |z| z.ieee_le(R::ZERO)),
-        }
+        R::vectorized(
+            #[inline(always)]
+            || match self {
+                Math::Seed => zero_where(z, x, |z| seed_le(z, R::ZERO)),
+                Math::Ieee => zero_where(z, x, |z| z.ieee_le(R::ZERO)),
+            },
+        );
+    }
+
+    /// ReLU in place: `x[i] = +0` where `x[i] <= 0` by [`Math::le`] (a layer's outputs rectified
+    /// where it writes them, while they are in the cache: the same bits as ReLU's own pass).
+    pub fn rectify<R: Real>(self, x: &mut [R]) {
+        R::vectorized(
+            #[inline(always)]
+            || match self {
+                Math::Seed => rectify(x, |z| seed_le(z, R::ZERO)),
+                Math::Ieee => rectify(x, |z| z.ieee_le(R::ZERO)),
+            },
+        );
     }
 
     /// [`Math::zero_where_not_positive`] of a copy of `from` into `to`, in one pass over the
     /// cells (a layer's ReLU and its derivative: a copy first would be one more pass).
     pub fn copy_where_positive<R: Real>(self, z: &[R], from: &[R], to: &mut [R]) {
-        match self {
-            Math::Seed => copy_where(z, from, to, |z| seed_le(z, R::ZERO)),
-            Math::Ieee => copy_where(z, from, to, |z| z.ieee_le(R::ZERO)),
-        }
+        R::vectorized(
+            #[inline(always)]
+            || match self {
+                Math::Seed => copy_where(z, from, to, |z| seed_le(z, R::ZERO)),
+                Math::Ieee => copy_where(z, from, to, |z| z.ieee_le(R::ZERO)),
+            },
+        );
     }
 }
 
@@ -80,6 +98,14 @@ impl Math {
 fn zero_where<R: Real>(z: &[R], x: &mut [R], not_positive: impl Fn(R) -> bool) {
     for (x, &z) in x.iter_mut().zip(z) {
         *x = masked(*x, z, &not_positive);
+    }
+}
+
+/// `x[i] = +0` where `not_positive(x[i])`.
+#[inline(always)]
+fn rectify<R: Real>(x: &mut [R], not_positive: impl Fn(R) -> bool) {
+    for x in x {
+        *x = masked(*x, *x, &not_positive);
     }
 }
 

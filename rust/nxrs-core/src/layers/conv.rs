@@ -6,6 +6,7 @@
 use super::window::Window;
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
+use crate::math::Math;
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
 
@@ -153,7 +154,9 @@ impl Conv {
     /// The outputs of `rows` samples `x`, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
     /// `out_channels x column`). The columns are left in `cols` ([`Conv::kept_columns`], for
-    /// the weight gradient).
+    /// the weight gradient). With `rectify`, a ReLU above the layer is applied to the outputs
+    /// as they are written, while they are in the cache ([`Math::rectify`]).
+    #[allow(clippy::too_many_arguments)] // the threads, the tensors, the inputs and outputs
     pub fn forward<R: Real>(
         &self,
         threads: &Threads,
@@ -162,7 +165,13 @@ impl Conv {
         rows: usize,
         cols: &mut Vec<F32>,
         y: &mut [R],
+        rectify: Option<Math>,
     ) {
+        let rectify = |y: &mut [R]| {
+            if let Some(math) = rectify {
+                math.rectify(y);
+            }
+        };
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         if p == 1 {
             let cols = self.columns(threads, x, rows, cols);
@@ -176,6 +185,7 @@ impl Conv {
                 b,
                 Order::BA,
             );
+            rectify(&mut y[..rows * o]);
             return;
         }
         // Group by group, `z = b + W cols` with the columns column by column: both operands read
@@ -205,10 +215,12 @@ impl Conv {
                     if group == 1 {
                         let c = MatrixMut::new(y, o, n);
                         MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
+                        rectify(y);
                         continue;
                     }
                     let c = MatrixMut::new(&mut z[..o * n], o, n);
                     MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
+                    rectify(&mut z[..o * n]);
                     // Row `o` of the product holds channel `o` of each sample in turn.
                     for (c, z) in z[..o * n].chunks_exact(n).enumerate() {
                         for (s, z) in z.chunks_exact(p).enumerate() {

@@ -3,7 +3,7 @@
 //! (`docs/TRAINING.md` sections 15.2-15.3).
 
 use super::pass::{Context, Saved, Tensors};
-use super::{Network, Op};
+use super::{Layer, Network, Op};
 use crate::arith::Real;
 use crate::mlp::Layer as Params;
 use crate::softf32::F32;
@@ -26,6 +26,24 @@ struct Slots {
 }
 
 impl Network {
+    /// Whether layer `i` is a ReLU whose forward pass the layer below it applies
+    /// ([`Layer::forward_then`]): the ReLU's pass is then only its outputs taking the place of
+    /// the layer below's (which no backward pass reads: a ReLU's derivative reads its outputs).
+    fn relu_applied_below(&self, i: usize) -> bool {
+        i > 0 && matches!(self.layers[i].op, Op::ReLU) && self.layers[i - 1].rectifies_outputs()
+    }
+
+    /// Whether layer `i` is a ReLU whose backward pass the layer above it applies
+    /// ([`Layer::backward_then`]): the ReLU's pass is then only its output gradients taking
+    /// the place of its input gradients.
+    fn relu_applied_above(&self, i: usize) -> bool {
+        matches!(self.layers[i].op, Op::ReLU)
+            && self
+                .layers
+                .get(i + 1)
+                .is_some_and(Layer::rectifies_input_gradients)
+    }
+
     fn slots(&self) -> Vec<Slots> {
         let (mut p, mut b) = (0, 0);
         self.layers
@@ -64,10 +82,16 @@ impl Network {
                     .map(|k| (&buffers[k][..], &buffers[k + 1][..])),
             };
             let (below, this) = cells.outputs.split_at_mut(i);
+            if self.relu_applied_below(i) {
+                core::mem::swap(&mut below[i - 1], &mut this[0]);
+                continue;
+            }
             let input = if i == 0 { x } else { &below[i - 1][..] };
             let y = &mut this[0];
             y.resize(rows * layer.output.iter().product::<usize>(), F32::ZERO);
-            layer.forward::<R>(context, tensors, input, rows, y, &mut cells.saved[i]);
+            let rectify = i + 1 < n && self.relu_applied_below(i + 1);
+            let saved = &mut cells.saved[i];
+            layer.forward_then::<R>(context, tensors, input, rows, y, saved, rectify);
         }
         cells
             .outputs
@@ -94,6 +118,12 @@ impl Network {
         for i in (0..n).rev() {
             let layer = &self.layers[i];
             let (below, this) = cells.gradients.split_at_mut(i);
+            if self.relu_applied_above(i) {
+                if i > 0 {
+                    core::mem::swap(&mut below[i - 1], &mut this[0]);
+                }
+                continue;
+            }
             let g = if i + 1 == n { delta } else { &this[0][..] };
             // The first layer's input gradient is not needed (nothing below it learns).
             let gx = (i > 0).then(|| {
@@ -108,7 +138,8 @@ impl Network {
                 let g = &mut grads[k];
                 (&mut g.w[..], &mut g.b[..])
             });
-            layer.backward::<R>(
+            let rectify = i > 0 && self.relu_applied_above(i - 1);
+            layer.backward_then::<R>(
                 context,
                 own,
                 (input, &cells.outputs[i], g),
@@ -116,6 +147,7 @@ impl Network {
                 &mut cells.saved[i],
                 gx,
                 grad,
+                rectify,
             );
         }
     }

@@ -102,6 +102,34 @@ impl Layer {
     /// The outputs `y` of `rows` samples `x` (both channels first, sample after sample).
     pub fn forward<R: Real>(
         &self,
+        context: Context<'_>,
+        tensors: Tensors<'_>,
+        x: &[F32],
+        rows: usize,
+        y: &mut [F32],
+        saved: &mut Saved,
+    ) {
+        self.forward_then::<R>(context, tensors, x, rows, y, saved, false);
+    }
+
+    /// Whether this layer's forward pass can apply a ReLU above it to its outputs
+    /// ([`Layer::forward_then`]).
+    pub(super) fn rectifies_outputs(&self) -> bool {
+        matches!(self.op, Op::Conv(_))
+    }
+
+    /// Whether this layer's backward pass can apply the derivative of a ReLU below it to its
+    /// input gradients ([`Layer::backward_then`]).
+    pub(super) fn rectifies_input_gradients(&self) -> bool {
+        matches!(self.op, Op::MaxPool(_))
+    }
+
+    /// [`Layer::forward`], and with `rectify` (a layer that [`Layer::rectifies_outputs`]) the
+    /// ReLU above it too, on each part of the outputs while it is in the cache: the ReLU's
+    /// outputs, bit for bit, written in place of this layer's.
+    #[allow(clippy::too_many_arguments)] // what `forward` takes, and the ReLU
+    pub(super) fn forward_then<R: Real>(
+        &self,
         Context {
             math,
             mode,
@@ -112,14 +140,18 @@ impl Layer {
         rows: usize,
         y: &mut [F32],
         saved: &mut Saved,
+        rectify: bool,
     ) {
+        debug_assert!(!rectify || self.rectifies_outputs());
         let (n_in, n_out) = (rows * self.input_cells(), rows * self.output_cells());
         let x: &[R] = cells(&x[..n_in]);
         let y: &mut [R] = cells_mut(&mut y[..n_out]);
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
-                conv.forward(threads, (cells(w), cells(b)), x, rows, &mut saved.cells, y);
+                let params = (cells(w), cells(b));
+                let rectify = rectify.then_some(math);
+                conv.forward(threads, params, x, rows, &mut saved.cells, y, rectify);
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
@@ -221,6 +253,25 @@ impl Layer {
     #[allow(clippy::too_many_arguments)] // what the forward pass saw and kept, and both results
     pub fn backward<R: Real>(
         &self,
+        context: Context<'_>,
+        params: Option<(&[F32], &[F32])>,
+        xyg: (&[F32], &[F32], &[F32]),
+        rows: usize,
+        saved: &mut Saved,
+        gx: Option<&mut [F32]>,
+        grads: Option<(&mut [F32], &mut [F32])>,
+    ) {
+        self.backward_then::<R>(context, params, xyg, rows, saved, gx, grads, false);
+    }
+
+    /// [`Layer::backward`], and with `rectify` (a layer that
+    /// [`Layer::rectifies_input_gradients`]) the derivative of the ReLU below it too, sample by
+    /// sample while the input gradients are in the cache: the ReLU's input gradients, bit for
+    /// bit, written in place of this layer's (the ReLU's outputs, which decide, are this layer's
+    /// inputs `x`).
+    #[allow(clippy::too_many_arguments)] // what `backward` takes, and the ReLU
+    pub(super) fn backward_then<R: Real>(
+        &self,
         Context {
             math,
             mode,
@@ -232,16 +283,23 @@ impl Layer {
         saved: &mut Saved,
         gx: Option<&mut [F32]>,
         grads: Option<(&mut [F32], &mut [F32])>,
+        rectify: bool,
     ) {
+        debug_assert!(!rectify || self.rectifies_input_gradients());
         let (n_in, n_out) = (rows * self.input_cells(), rows * self.output_cells());
-        let (x, y, g): (&[R], &[R], &[R]) =
-            (cells(&x[..n_in]), cells(&y[..n_out]), cells(&g[..n_out]));
+        let g: &[R] = cells(&g[..n_out]);
+        // Read only by the layers that need them: a ReLU's derivative is written with its
+        // outputs, so the network keeps no outputs for a layer whose ReLU above took them over.
+        let (x, y) = (
+            || -> &[R] { cells(&x[..n_in]) },
+            || -> &[R] { cells(&y[..n_out]) },
+        );
         let mut gx = gx.map(|gx| cells_mut::<R>(&mut gx[..n_in]));
         match &self.op {
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
                 if let Some((gw, gb)) = grads {
-                    let cols = conv.kept_columns(x, rows, &saved.cells);
+                    let cols = conv.kept_columns(x(), rows, &saved.cells);
                     conv.block_gradient(threads, g, cols, rows, cells_mut(gw), cells_mut(gb));
                 }
                 if let Some(gx) = gx.as_deref_mut() {
@@ -254,7 +312,8 @@ impl Layer {
                     let chosen = &saved.chosen[..n_out];
                     by_samples(threads, rows, cells_in, (gx, cells_in), |r, gx| {
                         let (g, chosen) = (of(g, &r, cells_out), of(chosen, &r, cells_out));
-                        pool::max_backward(w, g, chosen, r.len(), gx);
+                        let rectify = rectify.then(|| (math, of(x(), &r, cells_in)));
+                        pool::max_backward(w, g, chosen, r.len(), gx, rectify);
                     });
                 }
             }
@@ -275,7 +334,10 @@ impl Layer {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
                     by_samples(threads, rows, n, (gx, n), |r, gx| {
-                        math.copy_where_positive(of(x, &r, n), of(g, &r, n), gx);
+                        // The outputs decide as the inputs would: `y` is positive where `x` is
+                        // (section 15.3), and a ReLU whose forward pass its layer below applied
+                        // has only its outputs.
+                        math.copy_where_positive(of(y(), &r, n), of(g, &r, n), gx);
                     });
                 }
             }
@@ -283,7 +345,7 @@ impl Layer {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
                     by_samples(threads, rows, n, (gx, n), |r, gx| {
-                        pointwise::tanh_backward(of(g, &r, n), of(y, &r, n), gx);
+                        pointwise::tanh_backward(of(g, &r, n), of(y(), &r, n), gx);
                     });
                 }
             }
@@ -291,7 +353,7 @@ impl Layer {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
                     by_samples(threads, rows, n, (gx, n), |r, gx| {
-                        pointwise::sigmoid_backward(of(g, &r, n), of(y, &r, n), gx);
+                        pointwise::sigmoid_backward(of(g, &r, n), of(y(), &r, n), gx);
                     });
                 }
             }

@@ -3,6 +3,7 @@
 
 use super::window::Window;
 use crate::arith::Real;
+use crate::math::Math;
 use crate::softf32::F32;
 
 /// The outputs of max pooling `rows` samples (channels first), and each output's chosen cell
@@ -105,8 +106,16 @@ fn takes_over<R: Real>(v: R, m: R) -> bool {
 }
 
 /// The input gradient of max pooling: each window's `g` added (from +0, windows in order) to its
-/// chosen cell.
-pub fn max_backward<R: Real>(w: &Window, g: &[R], chosen: &[u32], rows: usize, gx: &mut [R]) {
+/// chosen cell. With `rectify`, `(math, x)` with `x` the inputs, then a ReLU's derivative below:
+/// `+0` where `x` is not positive ([`Math::zero_where_not_positive`]), sample by sample.
+pub fn max_backward<R: Real>(
+    w: &Window,
+    g: &[R],
+    chosen: &[u32],
+    rows: usize,
+    gx: &mut [R],
+    rectify: Option<(Math, &[R])>,
+) {
     let (cells, outputs) = (w.input_cells(), w.channels * w.positions());
     for s in 0..rows {
         let sample = &mut gx[s * cells..][..cells];
@@ -115,6 +124,9 @@ pub fn max_backward<R: Real>(w: &Window, g: &[R], chosen: &[u32], rows: usize, g
         for out in s * outputs..(s + 1) * outputs {
             let i = chosen[out] as usize;
             sample[i] = sample[i] + g[out];
+        }
+        if let Some((math, x)) = rectify {
+            math.zero_where_not_positive(&x[s * cells..][..cells], sample);
         }
     }
 }
