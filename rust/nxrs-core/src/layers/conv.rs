@@ -72,6 +72,7 @@ impl Conv {
         let (p, j) = (self.positions(), self.window.column());
         let cells = self.window.input_cells();
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
+        let runs = self.runs();
         // Only bits move: the samples are shared out among the threads.
         by_samples(
             threads,
@@ -80,7 +81,7 @@ impl Conv {
             [(&mut cols[..], j * p)],
             |samples, [cols]| {
                 let x = &x[samples.start * cells..samples.end * cells];
-                self.gather(x, &mut vec![R::ZERO; self.padded_cells()], cols);
+                self.gather(x, &runs, &mut vec![R::ZERO; self.padded_cells()], cols);
             },
         );
         cols
@@ -95,51 +96,57 @@ impl Conv {
         w.channels * (w.input[0] + 2 * w.padding[0]) * (w.input[1] + 2 * w.padding[1])
     }
 
-    /// Where input row `r` (rows of all channels in order) starts in the padded input.
-    fn padded_row(&self, r: usize) -> usize {
-        let w = &self.window;
-        let (c, r) = (r / w.input[0], r % w.input[0]);
-        let (padded_h, padded_w) = (w.input[0] + 2 * w.padding[0], w.input[1] + 2 * w.padding[1]);
-        (c * padded_h + r + w.padding[0]) * padded_w + w.padding[1]
-    }
-
-    /// Where the run of column index `jj`'s cells for output row `th` starts in the padded
-    /// input: `output[1]` cells, `stride[1]` apart.
-    fn run_start(&self, jj: usize, th: usize) -> usize {
+    /// Where the runs of cells lie in the padded input, worked out once per pass rather than
+    /// once per run (a run is a few cells: 5 to 32 in the benchmarks' layers).
+    fn runs(&self) -> Runs {
         let w = &self.window;
         let [kh, kw] = w.kernel;
-        let (c, a, b) = (jj / (kh * kw), jj / kw % kh, jj % kw);
         let (padded_h, padded_w) = (w.input[0] + 2 * w.padding[0], w.input[1] + 2 * w.padding[1]);
-        (c * padded_h + th * w.stride[0] + a) * padded_w + b
+        let rows = (0..w.channels * w.input[0])
+            .map(|r| {
+                let (c, r) = (r / w.input[0], r % w.input[0]);
+                (c * padded_h + r + w.padding[0]) * padded_w + w.padding[1]
+            })
+            .collect();
+        let columns = (0..w.column())
+            .map(|jj| {
+                let (c, a, b) = (jj / (kh * kw), jj / kw % kh, jj % kw);
+                (c * padded_h + a) * padded_w + b
+            })
+            .collect();
+        Runs {
+            rows,
+            columns,
+            row_step: w.stride[0] * padded_w,
+        }
     }
 
     /// The columns of the samples `x` (whole groups, the last perhaps short) into `cols` (see
     /// [`Conv::columns`]), through the padded input (`padded`, its cells, their padding +0).
-    fn gather<R: Real>(&self, x: &[R], padded: &mut [R], cols: &mut [R]) {
+    fn gather<R: Real>(&self, x: &[R], runs: &Runs, padded: &mut [R], cols: &mut [R]) {
         let w = &self.window;
         let (cells, p, sw, out_w) = (w.input_cells(), w.positions(), w.stride[1], w.output[1]);
         let width = self.group() * w.column() * p;
-        for (x, cols) in x.chunks(self.group() * cells).zip(cols.chunks_mut(width)) {
-            let n = x.len() / cells;
-            for (s, sample) in x.chunks_exact(cells).enumerate() {
-                for (r, row) in sample.chunks_exact(w.input[1]).enumerate() {
-                    let at = self.padded_row(r);
-                    padded[at..at + row.len()].copy_from_slice(row);
-                }
-                for (jj, col) in cols.chunks_exact_mut(n * p).enumerate() {
-                    for (th, col) in col[s * p..(s + 1) * p].chunks_exact_mut(out_w).enumerate() {
-                        let at = self.run_start(jj, th);
-                        if sw == 1 {
-                            col.copy_from_slice(&padded[at..at + out_w]);
-                        } else {
-                            for (col, &x) in col.iter_mut().zip(padded[at..].iter().step_by(sw)) {
-                                *col = x;
+        R::vectorized(
+            #[inline(always)]
+            || {
+                for (x, cols) in x.chunks(self.group() * cells).zip(cols.chunks_mut(width)) {
+                    let n = x.len() / cells;
+                    for (s, sample) in x.chunks_exact(cells).enumerate() {
+                        for (row, &at) in sample.chunks_exact(w.input[1]).zip(&runs.rows) {
+                            copy_from(&mut padded[at..at + row.len()], row, 1);
+                        }
+                        for (col, &first) in cols.chunks_exact_mut(n * p).zip(&runs.columns) {
+                            let col = col[s * p..(s + 1) * p].chunks_exact_mut(out_w);
+                            for (th, col) in col.enumerate() {
+                                let at = first + th * runs.row_step;
+                                copy_from(col, &padded[at..], sw);
                             }
                         }
                     }
                 }
-            }
-        }
+            },
+        );
     }
 
     /// The columns [`Conv::columns`] gave for `x`, with `cols` as it left them.
@@ -198,6 +205,7 @@ impl Conv {
         let cells = self.window.input_cells();
         let w = Matrix::new(weights, o, j);
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
+        let runs = self.runs();
         by_samples(
             threads,
             (rows, self.group()),
@@ -206,7 +214,7 @@ impl Conv {
             |samples, [cols, y]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
                 let x = &x[samples.start * cells..samples.end * cells];
-                self.gather(x, &mut padded, cols);
+                self.gather(x, &runs, &mut padded, cols);
                 let group = self.group();
                 let mut z = vec![R::ZERO; if group > 1 { group * o * p } else { 0 }];
                 for (cols, y) in cols.chunks(group * j * p).zip(y.chunks_mut(group * o * p)) {
@@ -269,6 +277,7 @@ impl Conv {
         // gradients are contiguous for the additions into the cells.
         let w_t = Matrix::new(weights, o, j).t();
         let scratch: &mut [R] = cells_mut(resized(scratch, rows * j * p));
+        let runs = self.runs();
         // A few groups at a time, so that each chunk's column gradients are still in the cache
         // when they are added up; each sample's cells are its own.
         by_samples(
@@ -301,7 +310,7 @@ impl Conv {
                     let c = MatrixMut::new(h, j, n);
                     MatMul::new(c, Start::Zero, w_t, Matrix::new(d, o, n), Order::AB).run();
                     for (s, gx) in gx.chunks_exact_mut(cells).enumerate() {
-                        self.add_columns((h, n, s * p), &mut padded, gx);
+                        self.add_columns((h, n, s * p), &runs, &mut padded, gx);
                     }
                 }
             },
@@ -320,29 +329,29 @@ impl Conv {
     fn add_columns<R: Real>(
         &self,
         (h, width, first): (&[R], usize, usize),
+        runs: &Runs,
         padded: &mut [R],
         gx: &mut [R],
     ) {
         let w = &self.window;
         let (p, sw, out_w) = (w.positions(), w.stride[1], w.output[1]);
-        padded.fill(R::ZERO);
-        for (jj, h) in h.chunks_exact(width).enumerate().rev() {
-            let h = &h[first..first + p];
-            for (th, h) in h.chunks_exact(out_w).enumerate() {
-                let at = self.run_start(jj, th);
-                if sw == 1 {
-                    R::add_assign(&mut padded[at..at + out_w], h);
-                } else {
-                    for (cell, &h) in padded[at..].iter_mut().step_by(sw).zip(h) {
-                        *cell = *cell + h;
+        R::vectorized(
+            #[inline(always)]
+            || {
+                padded.fill(R::ZERO);
+                let columns = h.chunks_exact(width).zip(&runs.columns);
+                for (h, &start) in columns.rev() {
+                    let h = &h[first..first + p];
+                    for (th, h) in h.chunks_exact(out_w).enumerate() {
+                        let at = start + th * runs.row_step;
+                        add_into(&mut padded[at..], sw, h);
                     }
                 }
-            }
-        }
-        for (r, gx) in gx.chunks_exact_mut(w.input[1]).enumerate() {
-            let at = self.padded_row(r);
-            gx.copy_from_slice(&padded[at..at + gx.len()]);
-        }
+                for (gx, &at) in gx.chunks_exact_mut(w.input[1]).zip(&runs.rows) {
+                    copy_from(gx, &padded[at..], 1);
+                }
+            },
+        );
     }
 
     /// The block gradients of `rows` samples from their output gradients `g` (channels first)
@@ -586,4 +595,44 @@ fn transpose<R: Real>(from: &[R], rows: usize, cols: usize, to: &mut [R]) {
         cols,
         bytemuck::cast_slice_mut(to),
     );
+}
+
+/// Where the runs of a convolution's cells lie in its padded input ([`Conv::runs`]).
+struct Runs {
+    /// Each input row's first cell (rows of all channels in order).
+    rows: Vec<usize>,
+    /// Each column index's first cell for output row 0: `output[1]` cells, `stride[1]` apart.
+    columns: Vec<usize>,
+    /// How much further each next output row's run starts.
+    row_step: usize,
+}
+
+/// `to[i] = from[i * stride]` for every cell of `to`: a loop the compiler vectorises, not a call
+/// to `memcpy` per run (the runs are a few cells).
+#[inline(always)]
+fn copy_from<R: Copy>(to: &mut [R], from: &[R], stride: usize) {
+    if stride == 1 {
+        for (to, &from) in to.iter_mut().zip(from) {
+            *to = from;
+        }
+    } else {
+        for (to, &from) in to.iter_mut().zip(from.iter().step_by(stride)) {
+            *to = from;
+        }
+    }
+}
+
+/// `to[i * stride] = to[i * stride] + from[i]` for every cell of `from` (a loop, as
+/// [`copy_from`]).
+#[inline(always)]
+fn add_into<R: Real>(to: &mut [R], stride: usize, from: &[R]) {
+    if stride == 1 {
+        for (to, &from) in to.iter_mut().zip(from) {
+            *to = *to + from;
+        }
+    } else {
+        for (to, &from) in to.iter_mut().step_by(stride).zip(from) {
+            *to = *to + from;
+        }
+    }
 }
