@@ -3,7 +3,7 @@
 //! its columns (im2col) and its gradients two more. Dense is the convolution with one position
 //! whose column is the sample itself.
 
-use super::window::Window;
+use super::window::{add_into, copy_from, Window};
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
@@ -605,34 +605,4 @@ struct Runs {
     columns: Vec<usize>,
     /// How much further each next output row's run starts.
     row_step: usize,
-}
-
-/// `to[i] = from[i * stride]` for every cell of `to`: a loop the compiler vectorises, not a call
-/// to `memcpy` per run (the runs are a few cells).
-#[inline(always)]
-fn copy_from<R: Copy>(to: &mut [R], from: &[R], stride: usize) {
-    if stride == 1 {
-        for (to, &from) in to.iter_mut().zip(from) {
-            *to = from;
-        }
-    } else {
-        for (to, &from) in to.iter_mut().zip(from.iter().step_by(stride)) {
-            *to = from;
-        }
-    }
-}
-
-/// `to[i * stride] = to[i * stride] + from[i]` for every cell of `from` (a loop, as
-/// [`copy_from`]).
-#[inline(always)]
-fn add_into<R: Real>(to: &mut [R], stride: usize, from: &[R]) {
-    if stride == 1 {
-        for (to, &from) in to.iter_mut().zip(from) {
-            *to = *to + from;
-        }
-    } else {
-        for (to, &from) in to.iter_mut().step_by(stride).zip(from) {
-            *to = *to + from;
-        }
-    }
 }

@@ -1,7 +1,7 @@
 //! Max and average pooling (`docs/TRAINING.md` sections 15.2-15.3), per channel over windows
 //! without padding.
 
-use super::window::Window;
+use super::window::{copy_from, Window};
 use crate::arith::Real;
 use crate::math::Math;
 use crate::softf32::F32;
@@ -43,10 +43,7 @@ pub fn max_forward<R: Real>(w: &Window, x: &[R], rows: usize, y: &mut [R], chose
                         for b in 0..kw {
                             let shift = a * width + b;
                             for (th, v) in gathered.chunks_exact_mut(out_w).enumerate() {
-                                let cells = plane[th * sh * width + shift..].iter().step_by(sw);
-                                for (v, &x) in v.iter_mut().zip(cells) {
-                                    *v = x;
-                                }
+                                copy_from(v, &plane[th * sh * width + shift..], sw);
                             }
                             let shift = offset + shift as u32;
                             if a == 0 && b == 0 {

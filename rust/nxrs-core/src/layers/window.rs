@@ -2,6 +2,7 @@
 //! geometry for 1-D and 2-D, a 1-D layer being a 2-D one of height 1 (its windows, columns and
 //! positions come out in the same order).
 
+use crate::arith::Real;
 use crate::error::{Error, Result};
 
 /// A gather table's entry for a padding cell (no sample has that many cells).
@@ -123,6 +124,47 @@ impl Window {
                 };
                 f(kh * self.kernel[1] + kw, cell);
             }
+        }
+    }
+}
+
+/// `to[i] = from[i * stride]` for every cell of `to`: a loop the compiler vectorises, not a call
+/// to `memcpy` per run (the runs are a few cells).
+#[inline(always)]
+pub fn copy_from<R: Copy>(to: &mut [R], from: &[R], stride: usize) {
+    match stride {
+        1 => {
+            for (to, &from) in to.iter_mut().zip(from) {
+                *to = from;
+            }
+        }
+        // Every other cell (the usual stride of pooling): a constant stride, which the compiler
+        // turns into vector shuffles.
+        2 => {
+            let from = &from[..(2 * to.len()).saturating_sub(1)];
+            for (i, to) in to.iter_mut().enumerate() {
+                *to = from[2 * i];
+            }
+        }
+        _ => {
+            for (to, &from) in to.iter_mut().zip(from.iter().step_by(stride)) {
+                *to = from;
+            }
+        }
+    }
+}
+
+/// `to[i * stride] = to[i * stride] + from[i]` for every cell of `from` (a loop, as
+/// [`copy_from`]).
+#[inline(always)]
+pub fn add_into<R: Real>(to: &mut [R], stride: usize, from: &[R]) {
+    if stride == 1 {
+        for (to, &from) in to.iter_mut().zip(from) {
+            *to = *to + from;
+        }
+    } else {
+        for (to, &from) in to.iter_mut().step_by(stride).zip(from) {
+            *to = *to + from;
         }
     }
 }
