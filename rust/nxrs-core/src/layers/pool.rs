@@ -104,7 +104,7 @@ fn takes_over<R: Real>(v: R, m: R) -> bool {
 
 /// The input gradient of max pooling: each window's `g` added (from +0, windows in order) to its
 /// chosen cell. With `rectify`, `(math, x)` with `x` the inputs, then a ReLU's derivative below:
-/// `+0` where `x` is not positive ([`Math::zero_where_not_positive`]), sample by sample.
+/// `+0` where `x` is not positive by [`Math::le`].
 pub fn max_backward<R: Real>(
     w: &Window,
     g: &[R],
@@ -118,12 +118,29 @@ pub fn max_backward<R: Real>(
         let sample = &mut gx[s * cells..][..cells];
         // Cleared sample by sample, just before its sums (in the cache), not all at first.
         sample.fill(R::ZERO);
-        for out in s * outputs..(s + 1) * outputs {
-            let i = chosen[out] as usize;
-            sample[i] = sample[i] + g[out];
-        }
-        if let Some((math, x)) = rectify {
-            math.zero_where_not_positive(&x[s * cells..][..cells], sample);
+        let (chosen, g) = (
+            &chosen[s * outputs..][..outputs],
+            &g[s * outputs..][..outputs],
+        );
+        match rectify {
+            None => {
+                for (&i, &g) in chosen.iter().zip(g) {
+                    sample[i as usize] = sample[i as usize] + g;
+                }
+            }
+            // The derivative's mask applied to every partial sum of a cell is its mask of the
+            // whole sum (+0 throughout where the input is not positive), and the cells no
+            // window chose are +0 either way.
+            Some((math, x)) => {
+                let x = &x[s * cells..][..cells];
+                math.where_positive(|positive| {
+                    for (&i, &g) in chosen.iter().zip(g) {
+                        let i = i as usize;
+                        let sum = sample[i] + g;
+                        sample[i] = if positive(x[i]) { sum } else { R::ZERO };
+                    }
+                });
+            }
         }
     }
 }
