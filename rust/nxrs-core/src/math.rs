@@ -68,15 +68,6 @@ impl Math {
         );
     }
 
-    /// Runs `f` with ReLU's test, `x > 0` by [`Math::le`] (chosen once, outside `f`'s loops).
-    #[inline(always)]
-    pub fn where_positive<R: Real, T>(self, f: impl FnOnce(&dyn Fn(R) -> bool) -> T) -> T {
-        match self {
-            Math::Seed => f(&|x| !seed_le(x, R::ZERO)),
-            Math::Ieee => f(&|x| !x.ieee_le(R::ZERO)),
-        }
-    }
-
     /// ReLU in place: `x[i] = +0` where `x[i] <= 0` by [`Math::le`] (a layer's outputs rectified
     /// where it writes them, while they are in the cache: the same bits as ReLU's own pass).
     pub fn rectify<R: Real>(self, x: &mut [R]) {

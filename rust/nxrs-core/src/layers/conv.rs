@@ -3,6 +3,7 @@
 //! its columns (im2col) and its gradients two more. Dense is the convolution with one position
 //! whose column is the sample itself.
 
+use super::pool;
 use super::window::{add_into, copy_from, Window};
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
@@ -161,8 +162,8 @@ impl Conv {
     /// The outputs of `rows` samples `x`, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
     /// `out_channels x column`). The columns are left in `cols` ([`Conv::kept_columns`], for
-    /// the weight gradient). With `rectify`, a ReLU above the layer is applied to the outputs
-    /// as they are written, while they are in the cache ([`Math::rectify`]).
+    /// the weight gradient). `then` names the layers above whose forward passes are applied to
+    /// each part of the outputs while it is in the cache; `y` is then the last one's outputs.
     #[allow(clippy::too_many_arguments)] // the threads, the tensors, the inputs and outputs
     pub fn forward<R: Real>(
         &self,
@@ -172,13 +173,8 @@ impl Conv {
         rows: usize,
         cols: &mut Vec<F32>,
         y: &mut [R],
-        rectify: Option<Math>,
+        then: Then<'_>,
     ) {
-        let rectify = |y: &mut [R]| {
-            if let Some(math) = rectify {
-                math.rectify(y);
-            }
-        };
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         if p == 1 {
             let cols = self.columns(threads, x, rows, cols);
@@ -192,7 +188,11 @@ impl Conv {
                 b,
                 Order::BA,
             );
-            rectify(&mut y[..rows * o]);
+            match then {
+                Then::Nothing => {}
+                Then::Rectify(math) => math.rectify(&mut y[..rows * o]),
+                Then::RectifyMaxPool(..) => unreachable!("Dense's outputs have no positions"),
+            }
             return;
         }
         // Group by group, `z = b + W cols` with the columns column by column: both operands read
@@ -206,35 +206,73 @@ impl Conv {
         let w = Matrix::new(weights, o, j);
         let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         let runs = self.runs();
+        let (math, pool, chosen): (_, _, &mut [u32]) = match then {
+            Then::Nothing => (None, None, &mut []),
+            Then::Rectify(math) => (Some(math), None, &mut []),
+            Then::RectifyMaxPool(math, pool, chosen) => (Some(math), Some(pool), chosen),
+        };
+        // The outputs' cells per sample: this layer's, or the pooling's.
+        let out = pool.map_or(o * p, |pool| pool.channels * pool.positions());
         by_samples(
             threads,
             (rows, self.group()),
             (p * j * o, p * (j + o)),
-            [(&mut cols[..], j * p), (&mut y[..rows * o * p], o * p)],
-            |samples, [cols, y]| {
+            [
+                (&mut cols[..], j * p),
+                (&mut y[..rows * out], out),
+                (
+                    bytemuck::cast_slice_mut(chosen),
+                    if pool.is_some() { out } else { 0 },
+                ),
+            ],
+            |samples, [cols, y, chosen]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
                 let x = &x[samples.start * cells..samples.end * cells];
                 self.gather(x, &runs, &mut padded, cols);
+                // Pooled, the layer's outputs are the chunk's scratch cells, not kept.
+                let mut unpooled = vec![
+                    R::ZERO;
+                    if pool.is_some() {
+                        y.len() / out * o * p
+                    } else {
+                        0
+                    }
+                ];
+                let z_out = if pool.is_some() {
+                    &mut unpooled[..]
+                } else {
+                    &mut *y
+                };
                 let group = self.group();
                 let mut z = vec![R::ZERO; if group > 1 { group * o * p } else { 0 }];
-                for (cols, y) in cols.chunks(group * j * p).zip(y.chunks_mut(group * o * p)) {
+                let product = |cols: &[R], z: &mut [R]| {
                     let n = cols.len() / j;
-                    let b = Matrix::new(cols, j, n);
+                    let (c, b) = (MatrixMut::new(z, o, n), Matrix::new(cols, j, n));
+                    MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
+                    if let Some(math) = math {
+                        math.rectify(z);
+                    }
+                };
+                for (cols, y) in cols
+                    .chunks(group * j * p)
+                    .zip(z_out.chunks_mut(group * o * p))
+                {
                     if group == 1 {
-                        let c = MatrixMut::new(y, o, n);
-                        MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
-                        rectify(y);
+                        product(cols, y);
                         continue;
                     }
-                    let c = MatrixMut::new(&mut z[..o * n], o, n);
-                    MatMul::new(c, Start::Column(bias), w, b, Order::AB).run();
-                    rectify(&mut z[..o * n]);
+                    let n = cols.len() / j;
+                    product(cols, &mut z[..o * n]);
                     // Row `o` of the product holds channel `o` of each sample in turn.
                     for (c, z) in z[..o * n].chunks_exact(n).enumerate() {
                         for (s, z) in z.chunks_exact(p).enumerate() {
                             y[(s * o + c) * p..][..p].copy_from_slice(z);
                         }
                     }
+                }
+                if let Some(pool) = pool {
+                    let rows = y.len() / out;
+                    pool::max_forward(pool, &unpooled, rows, y, bytemuck::cast_slice_mut(chosen));
                 }
             },
         );
@@ -454,6 +492,17 @@ impl Conv {
             transpose(&now, j, q, gw);
         });
     }
+}
+
+/// The layers above a convolution whose forward passes its own applies ([`Conv::forward`]).
+#[derive(Debug)]
+pub enum Then<'a> {
+    Nothing,
+    /// A ReLU with this `math`.
+    Rectify(Math),
+    /// A ReLU, then max pooling with these windows (each window's chosen cell written to the
+    /// cells given, as [`pool::max_forward`] does).
+    RectifyMaxPool(Math, &'a Window, &'a mut [u32]),
 }
 
 /// `acc[c] = acc[c] + row[c]` for each row of `rows` (rows of `acc.len()` cells) in order: one

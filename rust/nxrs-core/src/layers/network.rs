@@ -2,7 +2,7 @@
 //! its outputs kept, then the backward passes in reverse order into the block's gradients
 //! (`docs/TRAINING.md` sections 15.2-15.3).
 
-use super::pass::{Context, Saved, Tensors};
+use super::pass::{Above, Context, Saved, Tensors};
 use super::{Layer, Network, Op};
 use crate::arith::Real;
 use crate::mlp::Layer as Params;
@@ -26,11 +26,21 @@ struct Slots {
 }
 
 impl Network {
-    /// Whether layer `i` is a ReLU whose forward pass the layer below it applies
-    /// ([`Layer::forward_then`]): the ReLU's pass is then only its outputs taking the place of
-    /// the layer below's (which no backward pass reads: a ReLU's derivative reads its outputs).
-    fn relu_applied_below(&self, i: usize) -> bool {
-        i > 0 && matches!(self.layers[i].op, Op::ReLU) && self.layers[i - 1].rectifies_outputs()
+    /// How many of the layers above layer `i` its forward pass takes over ([`Layer::forward_then`]):
+    /// a ReLU (1), and max pooling above that (2), computed on each part of the outputs while it
+    /// is in the cache. Their own forward passes are then skipped, and only the last one's
+    /// outputs are written: no backward pass reads the others (a ReLU's derivative is written
+    /// with its outputs, and max pooling's with its own).
+    fn taken_over(&self, i: usize) -> usize {
+        let above = |k: usize| self.layers.get(i + k).map(|layer| &layer.op);
+        let layer = &self.layers[i];
+        if !layer.rectifies_outputs() || !matches!(above(1), Some(Op::ReLU)) {
+            return 0;
+        }
+        match above(2) {
+            Some(Op::MaxPool(_)) if layer.pools_outputs() => 2,
+            _ => 1,
+        }
     }
 
     /// Whether layer `i` is a ReLU whose backward pass the layer above it applies
@@ -74,24 +84,30 @@ impl Network {
         let n = self.layers.len();
         cells.outputs.resize_with(n, Vec::new);
         cells.saved.resize_with(n, Saved::default);
-        for (i, (layer, slots)) in self.layers.iter().zip(self.slots()).enumerate() {
+        let slots = self.slots();
+        let mut i = 0;
+        while i < n {
+            let (layer, slots) = (&self.layers[i], slots[i]);
             let tensors = Tensors {
                 params: slots.params.map(|k| (&params[k].w[..], &params[k].b[..])),
                 running: slots
                     .running
                     .map(|k| (&buffers[k][..], &buffers[k + 1][..])),
             };
-            let (below, this) = cells.outputs.split_at_mut(i);
-            if self.relu_applied_below(i) {
-                core::mem::swap(&mut below[i - 1], &mut this[0]);
-                continue;
-            }
+            let taken = self.taken_over(i);
+            let last = &self.layers[i + taken];
+            let (below, above) = cells.outputs.split_at_mut(i);
             let input = if i == 0 { x } else { &below[i - 1][..] };
-            let y = &mut this[0];
-            y.resize(rows * layer.output.iter().product::<usize>(), F32::ZERO);
-            let rectify = i + 1 < n && self.relu_applied_below(i + 1);
-            let saved = &mut cells.saved[i];
-            layer.forward_then::<R>(context, tensors, input, rows, y, saved, rectify);
+            let y = &mut above[taken];
+            y.resize(rows * last.output.iter().product::<usize>(), F32::ZERO);
+            let (saved, saved_above) = cells.saved[i..].split_at_mut(1);
+            let then = match taken {
+                0 => Above::Nothing,
+                1 => Above::ReLU,
+                _ => Above::ReLUMaxPool(last, &mut saved_above[1]),
+            };
+            layer.forward_then::<R>(context, tensors, input, rows, y, &mut saved[0], then);
+            i += taken + 1;
         }
         cells
             .outputs

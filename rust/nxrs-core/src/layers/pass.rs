@@ -1,6 +1,7 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
+use super::conv::Then;
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::{pool, Layer, Op};
@@ -30,6 +31,15 @@ pub struct Context<'a> {
     pub math: Math,
     pub mode: Mode,
     pub threads: &'a Threads,
+}
+
+/// The layers above a convolution that its forward pass takes over ([`Layer::forward_then`]).
+#[derive(Debug)]
+pub enum Above<'a> {
+    Nothing,
+    ReLU,
+    /// A ReLU, then this max pooling layer (its [`Saved`] cells for its backward pass).
+    ReLUMaxPool(&'a Layer, &'a mut Saved),
 }
 
 /// A layer's tensors as a pass reads and writes them.
@@ -109,7 +119,7 @@ impl Layer {
         y: &mut [F32],
         saved: &mut Saved,
     ) {
-        self.forward_then::<R>(context, tensors, x, rows, y, saved, false);
+        self.forward_then::<R>(context, tensors, x, rows, y, saved, Above::Nothing);
     }
 
     /// Whether this layer's forward pass can apply a ReLU above it to its outputs
@@ -118,16 +128,22 @@ impl Layer {
         matches!(self.op, Op::Conv(_))
     }
 
+    /// Whether this layer's forward pass can apply a ReLU and max pooling above it to its
+    /// outputs (a convolution with positions to pool, not Dense).
+    pub(super) fn pools_outputs(&self) -> bool {
+        matches!(&self.op, Op::Conv(conv) if conv.window.positions() > 1)
+    }
+
     /// Whether this layer's backward pass can apply the derivative of a ReLU below it to its
     /// input gradients ([`Layer::backward_then`]).
     pub(super) fn rectifies_input_gradients(&self) -> bool {
         matches!(self.op, Op::MaxPool(_))
     }
 
-    /// [`Layer::forward`], and with `rectify` (a layer that [`Layer::rectifies_outputs`]) the
-    /// ReLU above it too, on each part of the outputs while it is in the cache: the ReLU's
-    /// outputs, bit for bit, written in place of this layer's.
-    #[allow(clippy::too_many_arguments)] // what `forward` takes, and the ReLU
+    /// [`Layer::forward`], then the layers above it that `then` names, on each part of the
+    /// outputs while it is in the cache: `y` is then the last of those layers' outputs, bit for
+    /// bit, and this layer's are not kept.
+    #[allow(clippy::too_many_arguments)] // what `forward` takes, and the layers above
     pub(super) fn forward_then<R: Real>(
         &self,
         Context {
@@ -140,18 +156,31 @@ impl Layer {
         rows: usize,
         y: &mut [F32],
         saved: &mut Saved,
-        rectify: bool,
+        then: Above<'_>,
     ) {
-        debug_assert!(!rectify || self.rectifies_outputs());
-        let (n_in, n_out) = (rows * self.input_cells(), rows * self.output_cells());
+        let last = match &then {
+            Above::ReLUMaxPool(pool, _) => pool,
+            Above::Nothing | Above::ReLU => self,
+        };
+        let (n_in, n_out) = (rows * self.input_cells(), rows * last.output_cells());
         let x: &[R] = cells(&x[..n_in]);
         let y: &mut [R] = cells_mut(&mut y[..n_out]);
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
                 let params = (cells(w), cells(b));
-                let rectify = rectify.then_some(math);
-                conv.forward(threads, params, x, rows, &mut saved.cells, y, rectify);
+                let then = match then {
+                    Above::Nothing => Then::Nothing,
+                    Above::ReLU => Then::Rectify(math),
+                    Above::ReLUMaxPool(pool, saved) => {
+                        let Op::MaxPool(window) = &pool.op else {
+                            unreachable!("the network pools only with max pooling")
+                        };
+                        saved.chosen.resize(rows * pool.output_cells(), 0);
+                        Then::RectifyMaxPool(math, window, &mut saved.chosen)
+                    }
+                };
+                conv.forward(threads, params, x, rows, &mut saved.cells, y, then);
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
@@ -267,8 +296,7 @@ impl Layer {
     /// [`Layer::backward`], and with `rectify` (a layer that
     /// [`Layer::rectifies_input_gradients`]) the derivative of the ReLU below it too, sample by
     /// sample while the input gradients are in the cache: the ReLU's input gradients, bit for
-    /// bit, written in place of this layer's (the ReLU's outputs, which decide, are this layer's
-    /// inputs `x`).
+    /// bit, written in place of this layer's.
     #[allow(clippy::too_many_arguments)] // what `backward` takes, and the ReLU
     pub(super) fn backward_then<R: Real>(
         &self,
@@ -312,7 +340,7 @@ impl Layer {
                     let chosen = &saved.chosen[..n_out];
                     by_samples(threads, rows, cells_in, (gx, cells_in), |r, gx| {
                         let (g, chosen) = (of(g, &r, cells_out), of(chosen, &r, cells_out));
-                        let rectify = rectify.then(|| (math, of(x(), &r, cells_in)));
+                        let rectify = rectify.then(|| (math, of(y(), &r, cells_out)));
                         pool::max_backward(w, g, chosen, r.len(), gx, rectify);
                     });
                 }

@@ -103,8 +103,11 @@ fn takes_over<R: Real>(v: R, m: R) -> bool {
 }
 
 /// The input gradient of max pooling: each window's `g` added (from +0, windows in order) to its
-/// chosen cell. With `rectify`, `(math, x)` with `x` the inputs, then a ReLU's derivative below:
-/// `+0` where `x` is not positive by [`Math::le`].
+/// chosen cell. With `rectify`, `(math, y)` with `y` the outputs, then a ReLU's derivative below:
+/// `+0` where the input is not positive by [`Math::le`]. A chosen cell's input is its window's
+/// output (the same bits), so each window's `g` is replaced by +0 where its output is not
+/// positive: such a cell's sums are then +0 throughout, and the cells no window chose are +0
+/// either way.
 pub fn max_backward<R: Real>(
     w: &Window,
     g: &[R],
@@ -114,33 +117,21 @@ pub fn max_backward<R: Real>(
     rectify: Option<(Math, &[R])>,
 ) {
     let (cells, outputs) = (w.input_cells(), w.channels * w.positions());
+    let mut masked = vec![R::ZERO; if rectify.is_some() { outputs } else { 0 }];
     for s in 0..rows {
         let sample = &mut gx[s * cells..][..cells];
         // Cleared sample by sample, just before its sums (in the cache), not all at first.
         sample.fill(R::ZERO);
-        let (chosen, g) = (
+        let (chosen, mut g) = (
             &chosen[s * outputs..][..outputs],
             &g[s * outputs..][..outputs],
         );
-        match rectify {
-            None => {
-                for (&i, &g) in chosen.iter().zip(g) {
-                    sample[i as usize] = sample[i as usize] + g;
-                }
-            }
-            // The derivative's mask applied to every partial sum of a cell is its mask of the
-            // whole sum (+0 throughout where the input is not positive), and the cells no
-            // window chose are +0 either way.
-            Some((math, x)) => {
-                let x = &x[s * cells..][..cells];
-                math.where_positive(|positive| {
-                    for (&i, &g) in chosen.iter().zip(g) {
-                        let i = i as usize;
-                        let sum = sample[i] + g;
-                        sample[i] = if positive(x[i]) { sum } else { R::ZERO };
-                    }
-                });
-            }
+        if let Some((math, y)) = rectify {
+            math.copy_where_positive(&y[s * outputs..][..outputs], g, &mut masked);
+            g = &masked;
+        }
+        for (&i, &g) in chosen.iter().zip(g) {
+            sample[i as usize] = sample[i as usize] + g;
         }
     }
 }
