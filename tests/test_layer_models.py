@@ -49,6 +49,20 @@ MODELS: dict[str, list[nxrs.layers.Layer]] = {
         Dropout(0.25),
         Dense(4),
     ],
+    # A convolution's pass takes over the ReLU and the max pooling above it, Dense's the ReLU
+    # above it, max pooling's the ReLU's derivative below it (docs/TRAINING.md section 15.3).
+    "conv2d_pool": [
+        Input(2, 5, 6),
+        Conv2d(3, 3, padding=1),
+        ReLU(),
+        MaxPool2d(2),
+        Conv2d(2, 2),
+        ReLU(),
+        Flatten(),
+        Dense(5),
+        ReLU(),
+        Dense(4),
+    ],
     "conv2d_bn": [
         Input(1, 6, 5),
         Conv2d(3, (3, 2), padding=1),
