@@ -150,6 +150,14 @@ impl Conv {
         );
     }
 
+    /// Whether the forward pass of a block of `rows` samples keeps its columns for the weight
+    /// gradient (a convolution with several positions): only if they fit in a core's cache
+    /// ([`KEPT_COLUMNS`]). Larger ones would be written out to memory and read back, which costs
+    /// more than gathering them again, in the cache, group by group.
+    fn keeps_columns(&self, rows: usize) -> bool {
+        rows * self.window.column() * self.positions() <= KEPT_COLUMNS
+    }
+
     /// The columns [`Conv::columns`] gave for `x`, with `cols` as it left them.
     pub fn kept_columns<'a, R: Real>(&self, x: &'a [R], rows: usize, cols: &'a [F32]) -> &'a [R] {
         if self.columns_are_inputs() {
@@ -204,8 +212,13 @@ impl Conv {
         // whole block are kept all the same, for the weight gradient.
         let cells = self.window.input_cells();
         let w = Matrix::new(weights, o, j);
-        let cols: &mut [R] = cells_mut(resized(cols, rows * j * p));
         let runs = self.runs();
+        let kept: &mut [R] = if self.keeps_columns(rows) {
+            cells_mut(resized(cols, rows * j * p))
+        } else {
+            &mut []
+        };
+        let kept_width = if kept.is_empty() { 0 } else { j * p };
         let (math, pool, chosen): (_, _, &mut [u32]) = match then {
             Then::Nothing => (None, None, &mut []),
             Then::Rectify(math) => (Some(math), None, &mut []),
@@ -218,16 +231,23 @@ impl Conv {
             (rows, self.group()),
             (p * j * o, p * (j + o)),
             [
-                (&mut cols[..], j * p),
                 (&mut y[..rows * out], out),
                 (
                     bytemuck::cast_slice_mut(chosen),
                     if pool.is_some() { out } else { 0 },
                 ),
+                (kept, kept_width),
             ],
-            |samples, [cols, y, chosen]| {
+            |samples, [y, chosen, kept]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
                 let x = &x[samples.start * cells..samples.end * cells];
+                let mut scratch = Vec::new();
+                let cols = if kept.is_empty() {
+                    scratch.resize(samples.len() * j * p, R::ZERO);
+                    &mut scratch[..]
+                } else {
+                    kept
+                };
                 self.gather(x, &runs, &mut padded, cols);
                 // Pooled, the layer's outputs are the chunk's scratch cells, not kept.
                 let mut unpooled = vec![
@@ -401,15 +421,21 @@ impl Conv {
         &self,
         threads: &Threads,
         g: &[R],
-        cols: &[R],
+        (x, kept): (&[R], &[F32]),
         rows: usize,
         gw: &mut [R],
         gb: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         if p > 1 {
-            return self.block_gradient_by_samples(threads, g, cols, rows, gw, gb);
+            let kept = if self.keeps_columns(rows) {
+                cells(&kept[..rows * j * p])
+            } else {
+                &[]
+            };
+            return self.block_gradient_by_samples(threads, g, (x, kept), rows, gw, gb);
         }
+        let cols = self.kept_columns(x, rows, kept);
         // One position (Dense): the gradients and columns are `rows x out_channels` and `rows
         // x column`, row-major; the chains run over the rows.
         let (d_t, cols) = (Matrix::new(g, rows, o).t(), Matrix::new(cols, rows, j));
@@ -445,12 +471,14 @@ impl Conv {
         &self,
         threads: &Threads,
         g: &[R],
-        cols: &[R],
+        (x, kept): (&[R], &[R]),
         rows: usize,
         gw: &mut [R],
         gb: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
+        let cells = self.window.input_cells();
+        let runs = self.runs();
         let parts = threads.parts(o, rows * p * j);
         let tasks = ranges(o, parts)
             .zip(split(gw, ranges(o, parts), j))
@@ -464,11 +492,23 @@ impl Conv {
             let group = self.group();
             let mut d = vec![R::ZERO; group * p * q];
             let (mut now, mut next) = (vec![R::ZERO; j * q], vec![R::ZERO; j * q]);
+            // The group's columns: kept by the forward pass, or gathered again here.
+            let (mut scratch, mut padded) = (Vec::new(), Vec::new());
+            if kept.is_empty() {
+                scratch.resize(group * j * p, R::ZERO);
+                padded.resize(self.padded_cells(), R::ZERO);
+            }
             let groups = g[..rows * o * p]
                 .chunks(group * o * p)
-                .zip(cols[..rows * j * p].chunks(group * j * p));
-            for (k, (g, cols)) in groups.enumerate() {
-                let n = cols.len() / j;
+                .zip(x[..rows * cells].chunks(group * cells));
+            for (k, (g, x)) in groups.enumerate() {
+                let n = x.len() / cells * p;
+                let cols = if kept.is_empty() {
+                    self.gather(x, &runs, &mut padded, &mut scratch[..j * n]);
+                    &scratch[..j * n]
+                } else {
+                    &kept[k * group * j * p..][..j * n]
+                };
                 for (g, d) in g.chunks_exact(o * p).zip(d.chunks_exact_mut(p * q)) {
                     transpose(&g[channels.start * p..channels.end * p], q, p, d);
                 }
@@ -576,6 +616,10 @@ fn shared_columns<R: Real>(
     }
 }
 
+/// Most columns' cells a forward pass keeps for the weight gradient ([`Conv::keeps_columns`]):
+/// 1 MiB, about a core's L2 cache.
+const KEPT_COLUMNS: usize = 1 << 18;
+
 /// Positions a product of [`Conv::group`]'s samples gets at least, where a sample has fewer.
 const GROUP_POSITIONS: usize = 128;
 
@@ -654,4 +698,51 @@ struct Runs {
     columns: Vec<usize>,
     /// How much further each next output row's run starts.
     row_step: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The weight gradient from gathered-again columns is the one from kept columns, bit for
+    /// bit, whatever the group or the threads (the forward pass keeps them only for small
+    /// blocks, so the two ways are chosen by size).
+    #[test]
+    fn columns_gathered_again_give_the_kept_columns_gradients() {
+        for (input, kernel, stride, padding) in [
+            ([5, 7], [3, 2], [2, 1], [1, 1]),
+            ([1, 40], [1, 5], [1, 2], [0, 1]),
+            ([12, 12], [3, 3], [1, 1], [1, 1]),
+        ] {
+            let window = Window::new("c", 2, input, kernel, stride, padding).unwrap();
+            let conv = Conv {
+                window,
+                out_channels: 3,
+            };
+            let (rows, cells) = (5, window.input_cells());
+            let (p, j, o) = (conv.positions(), window.column(), 3);
+            // Exact binary32 values of both signs, and some long sums' rounding.
+            let value = |i: usize| F32::from_i64(((i * 37) % 23) as i64 - 11) / F32::from_i64(7);
+            let x: Vec<F32> = (0..rows * cells).map(value).collect();
+            let g: Vec<F32> = (0..rows * o * p).map(|i| value(i + 5)).collect();
+            for threads in [Threads::ONE, Threads::splitting_everything(3).unwrap()] {
+                let mut kept = Vec::new();
+                let cols = conv.columns(&threads, &x, rows, &mut kept).to_vec();
+                let gradients = |kept: &[F32]| {
+                    let (mut gw, mut gb) = (vec![F32::ZERO; o * j], vec![F32::ZERO; o]);
+                    conv.block_gradient_by_samples(
+                        &threads,
+                        &g,
+                        (&x, kept),
+                        rows,
+                        &mut gw,
+                        &mut gb,
+                    );
+                    let bits = |v: &[F32]| v.iter().map(|c| c.to_bits()).collect::<Vec<_>>();
+                    (bits(&gw), bits(&gb))
+                };
+                assert_eq!(gradients(&cols), gradients(&[]), "{input:?} {kernel:?}");
+            }
+        }
+    }
 }

@@ -327,8 +327,8 @@ impl Layer {
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
                 if let Some((gw, gb)) = grads {
-                    let cols = conv.kept_columns(x(), rows, &saved.cells);
-                    conv.block_gradient(threads, g, cols, rows, cells_mut(gw), cells_mut(gb));
+                    let inputs = (x(), &saved.cells[..]);
+                    conv.block_gradient(threads, g, inputs, rows, cells_mut(gw), cells_mut(gb));
                 }
                 if let Some(gx) = gx.as_deref_mut() {
                     conv.input_gradient(threads, cells(w), g, rows, &mut saved.scratch, gx);
