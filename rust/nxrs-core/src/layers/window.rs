@@ -131,20 +131,23 @@ impl Window {
 /// `to[i] = from[i * stride]` for every cell of `to`: a loop the compiler vectorises, not a call
 /// to `memcpy` per run (the runs are a few cells).
 #[inline(always)]
-pub fn copy_from<R: Copy>(to: &mut [R], from: &[R], stride: usize) {
+pub fn copy_from<R: Real>(to: &mut [R], from: &[R], stride: usize) {
     match stride {
         1 => {
             for (to, &from) in to.iter_mut().zip(from) {
                 *to = from;
             }
         }
-        // Every other cell (the usual stride of pooling): a constant stride, which the compiler
-        // turns into vector shuffles.
-        2 => {
-            let from = &from[..(2 * to.len()).saturating_sub(1)];
-            for (i, to) in to.iter_mut().enumerate() {
-                *to = from[2 * i];
+        // Every other cell (the usual stride of pooling), read as the low halves of 8-byte
+        // pairs: loads and narrowings the compiler vectorises (a strided load it does not).
+        2 if !to.is_empty() => {
+            let last = to.len() - 1;
+            let pairs: &[u8] = bytemuck::cast_slice(&from[..2 * last]);
+            let to_bits: &mut [u32] = bytemuck::cast_slice_mut(&mut to[..last]);
+            for (to, pair) in to_bits.iter_mut().zip(pairs.chunks_exact(8)) {
+                *to = u64::from_le_bytes(pair.try_into().expect("8 bytes")) as u32;
             }
+            to[last] = from[2 * last];
         }
         _ => {
             for (to, &from) in to.iter_mut().zip(from.iter().step_by(stride)) {
