@@ -308,7 +308,6 @@ impl Conv {
         weights: &[R],
         g: &[R],
         rows: usize,
-        scratch: &mut Vec<F32>,
         gx: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
@@ -334,25 +333,22 @@ impl Conv {
         // together first), so the output gradients need no transposing, and each column's
         // gradients are contiguous for the additions into the cells.
         let w_t = Matrix::new(weights, o, j).t();
-        let scratch: &mut [R] = cells_mut(resized(scratch, rows * j * p));
         let runs = self.runs();
         // A few groups at a time, so that each chunk's column gradients are still in the cache
-        // when they are added up; each sample's cells are its own.
+        // when they are added up (one group's at a time, in cells of the chunk's own); each
+        // sample's cells are its own.
         by_samples(
             threads,
             (rows, self.group()),
             (p * j * o, p * j),
-            [(&mut scratch[..], j * p), (&mut gx[..rows * cells], cells)],
-            |samples, [scratch, gx]| {
+            [(&mut gx[..rows * cells], cells)],
+            |samples, [gx]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
                 let group = self.group();
                 let mut d = vec![R::ZERO; if group > 1 { group * o * p } else { 0 }];
+                let mut h = vec![R::ZERO; group * j * p];
                 let g = &g[samples.start * o * p..samples.end * o * p];
-                for ((g, h), gx) in g
-                    .chunks(group * o * p)
-                    .zip(scratch.chunks_mut(group * j * p))
-                    .zip(gx.chunks_mut(group * cells))
-                {
+                for (g, gx) in g.chunks(group * o * p).zip(gx.chunks_mut(group * cells)) {
                     let n = g.len() / o;
                     let d = if group == 1 {
                         g
@@ -365,6 +361,7 @@ impl Conv {
                         }
                         &d[..o * n]
                     };
+                    let h = &mut h[..j * n];
                     let c = MatrixMut::new(h, j, n);
                     MatMul::new(c, Start::Zero, w_t, Matrix::new(d, o, n), Order::AB).run();
                     for (s, gx) in gx.chunks_exact_mut(cells).enumerate() {

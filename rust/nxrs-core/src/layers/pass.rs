@@ -51,7 +51,7 @@ pub struct Tensors<'a> {
     pub running: Option<(&'a [F32], &'a [F32])>,
 }
 
-/// What a layer's forward pass keeps for its backward pass, and its scratch cells.
+/// What a layer's forward pass keeps for its backward pass.
 #[derive(Clone, Debug, Default)]
 pub struct Saved {
     /// A convolution's columns; a normalisation's `x̂`.
@@ -62,7 +62,6 @@ pub struct Saved {
     r: Vec<F32>,
     /// BatchNorm's block statistics for the running averages.
     statistics: Vec<F32>,
-    scratch: Vec<F32>,
 }
 
 /// About how many multiply-adds one cell's `exp` (Tanh, Sigmoid) or dropout mask costs: how
@@ -331,7 +330,7 @@ impl Layer {
                     conv.block_gradient(threads, g, inputs, rows, cells_mut(gw), cells_mut(gb));
                 }
                 if let Some(gx) = gx.as_deref_mut() {
-                    conv.input_gradient(threads, cells(w), g, rows, &mut saved.scratch, gx);
+                    conv.input_gradient(threads, cells(w), g, rows, gx);
                 }
             }
             Op::MaxPool(w) => {
