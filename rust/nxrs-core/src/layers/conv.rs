@@ -10,6 +10,7 @@ use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
+use core::ops::Range;
 
 /// A convolution (or Dense: `window` of one position over `inputs x 1 x 1`, a 1 x 1 kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -306,13 +307,16 @@ impl Conv {
         &self,
         threads: &Threads,
         weights: &[R],
-        g: &[R],
+        delta: Delta<'_, R>,
         rows: usize,
         gx: &mut [R],
     ) {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let cells = self.window.input_cells();
         if self.columns_are_inputs() {
+            let Delta::Given(g) = delta else {
+                unreachable!("Dense's outputs have no positions to pool")
+            };
             // Each cell's one term added to +0 is the term itself: the chain starts from +0, so
             // it is never -0.
             let a = Matrix::new(g, rows, o);
@@ -345,21 +349,39 @@ impl Conv {
             |samples, [gx]| {
                 let mut padded = vec![R::ZERO; self.padded_cells()];
                 let group = self.group();
-                let mut d = vec![R::ZERO; if group > 1 { group * o * p } else { 0 }];
-                let mut h = vec![R::ZERO; group * j * p];
-                let g = &g[samples.start * o * p..samples.end * o * p];
-                for (g, gx) in g.chunks(group * o * p).zip(gx.chunks_mut(group * cells)) {
-                    let n = g.len() / o;
-                    let d = if group == 1 {
-                        g
+                let pooled = matches!(delta, Delta::Pooled(_));
+                let mut d = vec![
+                    R::ZERO;
+                    if group > 1 || pooled {
+                        group * o * p
                     } else {
-                        // Row `o`: channel `o` of each sample in turn.
-                        for (c, d) in d[..o * n].chunks_exact_mut(n).enumerate() {
-                            for (s, d) in d.chunks_exact_mut(p).enumerate() {
-                                d.copy_from_slice(&g[(s * o + c) * p..][..p]);
+                        0
+                    }
+                ];
+                let (mut h, mut masked) = (vec![R::ZERO; group * j * p], Vec::new());
+                let starts = samples.clone().step_by(group);
+                for (first, gx) in starts.zip(gx.chunks_mut(group * cells)) {
+                    let n = gx.len() / cells * p;
+                    // Row `o`: channel `o` of each sample in turn.
+                    let d = match delta {
+                        Delta::Given(g) if group == 1 => &g[first * o * p..][..o * p],
+                        Delta::Given(g) => {
+                            for (c, d) in d[..o * n].chunks_exact_mut(n).enumerate() {
+                                for (s, d) in (first..).zip(d.chunks_exact_mut(p)) {
+                                    d.copy_from_slice(&g[(s * o + c) * p..][..p]);
+                                }
                             }
+                            &d[..o * n]
                         }
-                        &d[..o * n]
+                        Delta::Pooled(pooled) => {
+                            let d = &mut d[..o * n];
+                            d.fill(R::ZERO);
+                            for s in first..first + n / p {
+                                let at = |c: usize, t: usize| c * n + (s - first) * p + t;
+                                pooled.scatter(s, 0..o, &mut masked, d, at);
+                            }
+                            d
+                        }
                     };
                     let h = &mut h[..j * n];
                     let c = MatrixMut::new(h, j, n);
@@ -417,7 +439,7 @@ impl Conv {
     pub fn block_gradient<R: Real>(
         &self,
         threads: &Threads,
-        g: &[R],
+        delta: Delta<'_, R>,
         (x, kept): (&[R], &[F32]),
         rows: usize,
         gw: &mut [R],
@@ -430,8 +452,11 @@ impl Conv {
             } else {
                 &[]
             };
-            return self.block_gradient_by_samples(threads, g, (x, kept), rows, gw, gb);
+            return self.block_gradient_by_samples(threads, delta, (x, kept), rows, gw, gb);
         }
+        let Delta::Given(g) = delta else {
+            unreachable!("Dense's outputs have no positions to pool")
+        };
         let cols = self.kept_columns(x, rows, kept);
         // One position (Dense): the gradients and columns are `rows x out_channels` and `rows
         // x column`, row-major; the chains run over the rows.
@@ -467,7 +492,7 @@ impl Conv {
     fn block_gradient_by_samples<R: Real>(
         &self,
         threads: &Threads,
-        g: &[R],
+        delta: Delta<'_, R>,
         (x, kept): (&[R], &[R]),
         rows: usize,
         gw: &mut [R],
@@ -495,10 +520,8 @@ impl Conv {
                 scratch.resize(group * j * p, R::ZERO);
                 padded.resize(self.padded_cells(), R::ZERO);
             }
-            let groups = g[..rows * o * p]
-                .chunks(group * o * p)
-                .zip(x[..rows * cells].chunks(group * cells));
-            for (k, (g, x)) in groups.enumerate() {
+            let mut masked = Vec::new();
+            for (k, x) in x[..rows * cells].chunks(group * cells).enumerate() {
                 let n = x.len() / cells * p;
                 let cols = if kept.is_empty() {
                     self.gather(x, &runs, &mut padded, &mut scratch[..j * n]);
@@ -506,8 +529,18 @@ impl Conv {
                 } else {
                     &kept[k * group * j * p..][..j * n]
                 };
-                for (g, d) in g.chunks_exact(o * p).zip(d.chunks_exact_mut(p * q)) {
-                    transpose(&g[channels.start * p..channels.end * p], q, p, d);
+                for (s, d) in (k * group..).zip(d[..n * q].chunks_exact_mut(p * q)) {
+                    match delta {
+                        Delta::Given(g) => {
+                            let g = &g[s * o * p..][..o * p];
+                            transpose(&g[channels.start * p..channels.end * p], q, p, d);
+                        }
+                        Delta::Pooled(pooled) => {
+                            d.fill(R::ZERO);
+                            let at = |c: usize, t: usize| t * q + c;
+                            pooled.scatter(s, channels.clone(), &mut masked, d, at);
+                        }
+                    }
                 }
                 let d = &d[..n * q];
                 let start = if k == 0 {
@@ -528,6 +561,60 @@ impl Conv {
             }
             transpose(&now, j, q, gw);
         });
+    }
+}
+
+/// A convolution's output gradients `δ` (channels first, sample after sample).
+#[derive(Clone, Copy, Debug)]
+pub enum Delta<'a, R> {
+    /// As the layer above gives them.
+    Given(&'a [R]),
+    /// Made sample by sample where they are used, in the cache, from the max pooling above
+    /// whose forward pass (and the ReLU's between) this layer's took over ([`Pooled::scatter`]).
+    Pooled(Pooled<'a, R>),
+}
+
+/// What a max pooling layer's backward pass reads, with the ReLU's between it and the
+/// convolution below.
+#[derive(Clone, Copy, Debug)]
+pub struct Pooled<'a, R> {
+    pub window: &'a Window,
+    pub math: Math,
+    /// The pooling's output gradients, its outputs and each window's chosen cell.
+    pub g: &'a [R],
+    pub y: &'a [R],
+    pub chosen: &'a [u32],
+}
+
+impl<R: Real> Pooled<'_, R> {
+    /// Sample `s`'s gradients of `channels` added into `out` (+0 before) where `at(c, t)` says
+    /// (`c` counted from `channels.start`, `t` the position): [`pool::max_backward`] with the
+    /// ReLU's derivative (`rectify`), bit for bit — each window's `g`, +0 where its output is
+    /// not positive (`masked`: cells to reuse), added to its chosen cell, windows in order.
+    fn scatter(
+        &self,
+        s: usize,
+        channels: Range<usize>,
+        masked: &mut Vec<R>,
+        out: &mut [R],
+        at: impl Fn(usize, usize) -> usize,
+    ) {
+        let w = self.window;
+        let (windows, plane) = (w.positions(), w.input[0] * w.input[1]);
+        let first = (s * w.channels + channels.start) * windows;
+        let n = channels.len() * windows;
+        masked.resize(n, R::ZERO);
+        let (g, y) = (&self.g[first..first + n], &self.y[first..first + n]);
+        self.math.copy_where_positive(y, g, masked);
+        let chosen = self.chosen[first..first + n].chunks_exact(windows);
+        for ((c, chosen), g) in chosen.enumerate().zip(masked.chunks_exact(windows)) {
+            // A chosen cell's index in the sample, less its plane's first.
+            let plane_first = (channels.start + c) * plane;
+            for (&i, &g) in chosen.iter().zip(g) {
+                let cell = &mut out[at(c, i as usize - plane_first)];
+                *cell = *cell + g;
+            }
+        }
     }
 }
 
@@ -729,7 +816,7 @@ mod tests {
                     let (mut gw, mut gb) = (vec![F32::ZERO; o * j], vec![F32::ZERO; o]);
                     conv.block_gradient_by_samples(
                         &threads,
-                        &g,
+                        Delta::Given(&g),
                         (&x, kept),
                         rows,
                         &mut gw,

@@ -2,7 +2,7 @@
 //! its outputs kept, then the backward passes in reverse order into the block's gradients
 //! (`docs/TRAINING.md` sections 15.2-15.3).
 
-use super::pass::{Above, Context, Saved, Tensors};
+use super::pass::{Above, Context, Saved, Taken, Tensors};
 use super::{Layer, Network, Op};
 use crate::arith::Real;
 use crate::mlp::Layer as Params;
@@ -134,13 +134,24 @@ impl Network {
         for i in (0..n).rev() {
             let layer = &self.layers[i];
             let (below, this) = cells.gradients.split_at_mut(i);
+            // A ReLU and max pooling whose backward passes the convolution below takes over, as
+            // its forward pass took theirs.
+            let pooled_below = |k: usize| i >= k && self.taken_over(i - k) == 2;
+            if pooled_below(1) || pooled_below(2) {
+                continue;
+            }
             if self.relu_applied_above(i) {
                 if i > 0 {
                     core::mem::swap(&mut below[i - 1], &mut this[0]);
                 }
                 continue;
             }
-            let g = if i + 1 == n { delta } else { &this[0][..] };
+            let taken = if self.taken_over(i) == 2 { 2 } else { 0 };
+            let g = if i + taken + 1 == n {
+                delta
+            } else {
+                &this[taken][..]
+            };
             // The first layer's input gradient is not needed (nothing below it learns).
             let gx = (i > 0).then(|| {
                 let gx = &mut below[i - 1];
@@ -154,16 +165,27 @@ impl Network {
                 let g = &mut grads[k];
                 (&mut g.w[..], &mut g.b[..])
             });
-            let rectify = i > 0 && self.relu_applied_above(i - 1);
+            let (saved, saved_above) = cells.saved[i..].split_at_mut(1);
+            let then = if taken == 2 {
+                Taken::ReLUMaxPoolAbove {
+                    pool: &self.layers[i + 2],
+                    saved: &saved_above[1],
+                    y: &cells.outputs[i + 2],
+                }
+            } else if i > 0 && self.relu_applied_above(i - 1) {
+                Taken::ReLUBelow
+            } else {
+                Taken::Nothing
+            };
             layer.backward_then::<R>(
                 context,
                 own,
                 (input, &cells.outputs[i], g),
                 rows,
-                &mut cells.saved[i],
+                &mut saved[0],
                 gx,
                 grad,
-                rectify,
+                then,
             );
         }
     }

@@ -1,7 +1,7 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
-use super::conv::Then;
+use super::conv::{Delta, Pooled, Then};
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::{pool, Layer, Op};
@@ -40,6 +40,21 @@ pub enum Above<'a> {
     ReLU,
     /// A ReLU, then this max pooling layer (its [`Saved`] cells for its backward pass).
     ReLUMaxPool(&'a Layer, &'a mut Saved),
+}
+
+/// The neighbours' backward passes a layer's takes over ([`Layer::backward_then`]).
+#[derive(Debug)]
+pub enum Taken<'a> {
+    Nothing,
+    /// The derivative of the ReLU below (max pooling).
+    ReLUBelow,
+    /// The ReLU's and the max pooling's above (a convolution whose forward pass took them over):
+    /// the pooling layer, what its forward pass kept and its outputs.
+    ReLUMaxPoolAbove {
+        pool: &'a Layer,
+        saved: &'a Saved,
+        y: &'a [F32],
+    },
 }
 
 /// A layer's tensors as a pass reads and writes them.
@@ -289,13 +304,14 @@ impl Layer {
         gx: Option<&mut [F32]>,
         grads: Option<(&mut [F32], &mut [F32])>,
     ) {
-        self.backward_then::<R>(context, params, xyg, rows, saved, gx, grads, false);
+        self.backward_then::<R>(context, params, xyg, rows, saved, gx, grads, Taken::Nothing);
     }
 
-    /// [`Layer::backward`], and with `rectify` (a layer that
-    /// [`Layer::rectifies_input_gradients`]) the derivative of the ReLU below it too, sample by
-    /// sample while the input gradients are in the cache: the ReLU's input gradients, bit for
-    /// bit, written in place of this layer's.
+    /// [`Layer::backward`], and the backward passes of the layers `taken` names too, while the
+    /// cells are in the cache: with [`Taken::ReLUBelow`] (a layer that
+    /// [`Layer::rectifies_input_gradients`]) `gx` is the ReLU's input gradients, bit for bit;
+    /// with [`Taken::ReLUMaxPoolAbove`] (a convolution whose forward pass took them over) `g`
+    /// is the pooling's output gradients.
     #[allow(clippy::too_many_arguments)] // what `backward` takes, and the ReLU
     pub(super) fn backward_then<R: Real>(
         &self,
@@ -310,11 +326,16 @@ impl Layer {
         saved: &mut Saved,
         gx: Option<&mut [F32]>,
         grads: Option<(&mut [F32], &mut [F32])>,
-        rectify: bool,
+        taken: Taken<'_>,
     ) {
+        let rectify = matches!(taken, Taken::ReLUBelow);
         debug_assert!(!rectify || self.rectifies_input_gradients());
         let (n_in, n_out) = (rows * self.input_cells(), rows * self.output_cells());
-        let g: &[R] = cells(&g[..n_out]);
+        let g_cells = match &taken {
+            Taken::ReLUMaxPoolAbove { pool, .. } => rows * pool.output_cells(),
+            Taken::Nothing | Taken::ReLUBelow => n_out,
+        };
+        let g: &[R] = cells(&g[..g_cells]);
         // Read only by the layers that need them: a ReLU's derivative is written with its
         // outputs, so the network keeps no outputs for a layer whose ReLU above took them over.
         let (x, y) = (
@@ -325,12 +346,28 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
+                let delta = match taken {
+                    Taken::ReLUMaxPoolAbove { pool, saved, y } => {
+                        let Op::MaxPool(window) = &pool.op else {
+                            unreachable!("the network pools only with max pooling")
+                        };
+                        Delta::Pooled(Pooled {
+                            window,
+                            math,
+                            g,
+                            y: cells(&y[..g_cells]),
+                            chosen: &saved.chosen[..g_cells],
+                        })
+                    }
+                    Taken::Nothing | Taken::ReLUBelow => Delta::Given(g),
+                };
                 if let Some((gw, gb)) = grads {
                     let inputs = (x(), &saved.cells[..]);
-                    conv.block_gradient(threads, g, inputs, rows, cells_mut(gw), cells_mut(gb));
+                    let (gw, gb) = (cells_mut(gw), cells_mut(gb));
+                    conv.block_gradient(threads, delta, inputs, rows, gw, gb);
                 }
                 if let Some(gx) = gx.as_deref_mut() {
-                    conv.input_gradient(threads, cells(w), g, rows, gx);
+                    conv.input_gradient(threads, cells(w), delta, rows, gx);
                 }
             }
             Op::MaxPool(w) => {
