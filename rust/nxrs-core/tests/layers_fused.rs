@@ -9,7 +9,10 @@
 
 #[path = "support/backends.rs"]
 mod backends;
+#[path = "support/cell.rs"]
+mod cell;
 
+use cell::cell;
 use nxrs_core::arith::Real;
 use nxrs_core::backend::{Backend, Compute};
 use nxrs_core::layers::network::Cells;
@@ -20,24 +23,6 @@ use nxrs_core::mlp::Layer as Params;
 use nxrs_core::threads::Threads;
 use nxrs_core::F32;
 use proptest::prelude::*;
-
-/// A cell: mostly ordinary values of either sign (so that ReLU zeroes some), sometimes a
-/// special value (NaNs of either sign, infinities, signed zeros, subnormals) or any pattern.
-fn cell() -> impl Strategy<Value = u32> {
-    let ordinary = (0x3C00_0000u32..0x4000_0000, any::<bool>())
-        .prop_map(|(m, neg)| m | (u32::from(neg) << 31));
-    let specials = prop::sample::select(vec![
-        0x7FC0_0000u32,
-        0xFFC0_1234,
-        0x7F80_0000,
-        0xFF80_0000,
-        0,
-        0x8000_0000,
-        1,
-        0x8000_0001,
-    ]);
-    prop_oneof![40 => ordinary, 2 => specials, 1 => any::<u32>()]
-}
 
 /// A model's layer list.
 fn model() -> impl Strategy<Value = Vec<LayerSpec>> {
