@@ -57,7 +57,7 @@ impl Conv {
     }
 
     /// The columns of `rows` samples (`rows x input cells`), column by column, in groups of
-    /// [`Conv::group`] samples (the last group may have fewer): each group `column x (samples *
+    /// `Conv::group` samples (the last group may have fewer): each group `column x (samples *
     /// positions)`, row `j` holding `col_t[j]` for the group's samples in order and their
     /// positions `t` in row-major order, padding as +0 (for one position, the columns one after
     /// the other).
@@ -570,7 +570,7 @@ pub enum Delta<'a, R> {
     /// As the layer above gives them.
     Given(&'a [R]),
     /// Made sample by sample where they are used, in the cache, from the max pooling above
-    /// whose forward pass (and the ReLU's between) this layer's took over ([`Pooled::scatter`]).
+    /// whose forward pass (and the ReLU's between) this layer's took over (`Pooled::scatter`).
     Pooled(Pooled<'a, R>),
 }
 

@@ -33,7 +33,7 @@ pub struct Context<'a> {
     pub threads: &'a Threads,
 }
 
-/// The layers above a convolution that its forward pass takes over ([`Layer::forward_then`]).
+/// The layers above a convolution that its forward pass takes over (`Layer::forward_then`).
 #[derive(Debug)]
 pub enum Above<'a> {
     Nothing,
@@ -42,7 +42,7 @@ pub enum Above<'a> {
     ReLUMaxPool(&'a Layer, &'a mut Saved),
 }
 
-/// The neighbours' backward passes a layer's takes over ([`Layer::backward_then`]).
+/// The neighbours' backward passes a layer's takes over (`Layer::backward_then`).
 #[derive(Debug)]
 pub enum Taken<'a> {
     Nothing,
