@@ -170,8 +170,8 @@ impl Conv {
 
     /// The outputs of `rows` samples `x`, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
-    /// `out_channels x column`). The columns are left in `cols` ([`Conv::kept_columns`], for
-    /// the weight gradient). `then` names the layers above whose forward passes are applied to
+    /// `out_channels x column`). The columns are left in `cols` for the weight gradient when
+    /// they fit in the cache (`Conv::keeps_columns`; [`Conv::kept_columns`]). `then` names the layers above whose forward passes are applied to
     /// each part of the outputs while it is in the cache; `y` is then the last one's outputs.
     #[allow(clippy::too_many_arguments)] // the threads, the tensors, the inputs and outputs
     pub fn forward<R: Real>(
@@ -209,8 +209,9 @@ impl Conv {
         // as the layer gives them, with no transposing (a group of several is one product,
         // its outputs' runs of positions then copied to their samples). A few groups at a time,
         // so that each chunk's columns are still in the cache when the product reads them;
-        // every output's chain is its own, whatever the group or chunk. The columns of the
-        // whole block are kept all the same, for the weight gradient.
+        // every output's chain is its own, whatever the group or chunk. The columns are kept for
+        // the weight gradient only when the block's fit in the cache; larger ones are gathered
+        // again there.
         let cells = self.window.input_cells();
         let w = Matrix::new(weights, o, j);
         let runs = self.runs();
@@ -299,8 +300,8 @@ impl Conv {
         );
     }
 
-    /// The input gradient of `rows` samples from their output gradients `g`, channels first
-    /// (`rows x (out_channels * positions)`, as the layer above gives them): column gradients
+    /// The input gradient of `rows` samples from their output gradients `delta` (channels
+    /// first, `rows x (out_channels * positions)`, given or made from the pooling's): column gradients
     /// `h_t[j] = Σ_o W[o, j] * δ[o, t]` from +0, then each input cell's sum from +0 over the
     /// positions whose window holds it, in order.
     pub fn input_gradient<R: Real>(
@@ -431,8 +432,9 @@ impl Conv {
         );
     }
 
-    /// The block gradients of `rows` samples from their output gradients `g` (channels first)
-    /// and columns `cols` ([`Conv::kept_columns`]): `gw[o, j]` the chain over the block's
+    /// The block gradients of `rows` samples from their output gradients `delta` and their
+    /// inputs `x` (with the columns the forward pass kept, if it did: [`Conv::kept_columns`]):
+    /// `gw[o, j]` the chain over the block's
     /// samples and positions in order of `δ[o, t] * col_t[j]` from the first term, `gb[o]` that
     /// of `δ[o, t]`.
     #[allow(clippy::too_many_arguments)] // the threads, both operands, both results
@@ -484,8 +486,9 @@ impl Conv {
     }
 
     /// [`Conv::block_gradient`] over several positions, group by group ([`Conv::group`]):
-    /// `gwᵀ` (`column x out_channels`) continued by `colsᵀ δᵀ` of each group (its columns in
-    /// place, its gradients transposed by position while they are in the cache), each chain
+    /// `gwᵀ` (`column x out_channels`) continued by `colsᵀ δᵀ` of each group (its columns kept
+    /// or gathered again, its gradients transposed by position or made so from the pooling's,
+    /// while they are in the cache), each chain
     /// starting where the group before left it. The channels are shared out among the threads, each
     /// channel's chains one thread's.
     #[allow(clippy::too_many_arguments)] // the threads, both operands, both results
