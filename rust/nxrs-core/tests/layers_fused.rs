@@ -2,8 +2,8 @@
 //! cache (a convolution or Dense applies the ReLU above it, and the max pooling above that; max
 //! pooling applies the derivative of the ReLU below it): the network's outputs and every
 //! parameter's block gradient must be the bits of running each layer's own pass in turn
-//! (which the golden cases check one by one). Random models `Conv -> ReLU [-> MaxPool] ->
-//! Flatten -> Dense -> ReLU -> Dense` with odd shapes, overlapping or not pooling windows, few
+//! (which the golden cases check one by one). Random models `Conv [-> Tanh] -> ReLU [-> MaxPool]
+//! -> Flatten -> Dense -> ReLU -> Dense` with odd shapes, overlapping or not pooling windows, few
 //! positions (convolutions grouping samples) or many, random cells (special values included),
 //! both `math` settings, on every backend, on 1 and 3 threads.
 
@@ -32,8 +32,17 @@ fn model() -> impl Strategy<Value = Vec<LayerSpec>> {
         // Enough positions for one sample a group (see `Conv::group`).
         Just(vec![1, 12, 12]),
     ];
-    (shape, 1usize..4, 1usize..4, 1usize..3, 0usize..3, 1usize..4).prop_map(
-        |(shape, o, k, pool, pool_stride, units)| {
+    let tanh = any::<bool>();
+    (
+        shape,
+        1usize..4,
+        1usize..4,
+        1usize..3,
+        0usize..3,
+        1usize..4,
+        tanh,
+    )
+        .prop_map(|(shape, o, k, pool, pool_stride, units, tanh)| {
             let dims = shape.len() - 1;
             let mut specs = vec![
                 LayerSpec::Input { shape },
@@ -43,8 +52,13 @@ fn model() -> impl Strategy<Value = Vec<LayerSpec>> {
                     stride: vec![1; dims],
                     padding: vec![k / 2; dims],
                 },
-                LayerSpec::ReLU,
             ];
+            // A Tanh between leaves the ReLU to itself and max pooling (which then applies the
+            // ReLU's derivative in its own backward pass).
+            if tanh {
+                specs.push(LayerSpec::Tanh);
+            }
+            specs.push(LayerSpec::ReLU);
             // Pooling windows of 2 (stride 1: overlapping; 2: tiling), or none.
             if pool_stride > 0 && pool > 1 {
                 specs.push(LayerSpec::Pool {
@@ -60,8 +74,7 @@ fn model() -> impl Strategy<Value = Vec<LayerSpec>> {
                 LayerSpec::Dense { units: 2 },
             ]);
             specs
-        },
-    )
+        })
 }
 
 #[derive(Clone, Debug)]

@@ -3,14 +3,13 @@
 //! its columns (im2col) and its gradients two more. Dense is the convolution with one position
 //! whose column is the sample itself.
 
-use super::pool;
+use super::pool::{self, Pooled};
 use super::window::{add_into, copy_from, Window};
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
-use core::ops::Range;
 
 /// A convolution (or Dense: `window` of one position over `inputs x 1 x 1`, a 1 x 1 kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -575,50 +574,6 @@ pub enum Delta<'a, R> {
     /// Made sample by sample where they are used, in the cache, from the max pooling above
     /// whose forward pass (and the ReLU's between) this layer's took over (`Pooled::scatter`).
     Pooled(Pooled<'a, R>),
-}
-
-/// What a max pooling layer's backward pass reads, with the ReLU's between it and the
-/// convolution below.
-#[derive(Clone, Copy, Debug)]
-pub struct Pooled<'a, R> {
-    pub window: &'a Window,
-    pub math: Math,
-    /// The pooling's output gradients, its outputs and each window's chosen cell.
-    pub g: &'a [R],
-    pub y: &'a [R],
-    pub chosen: &'a [u32],
-}
-
-impl<R: Real> Pooled<'_, R> {
-    /// Sample `s`'s gradients of `channels` added into `out` (+0 before) where `at(c, t)` says
-    /// (`c` counted from `channels.start`, `t` the position): [`pool::max_backward`] with the
-    /// ReLU's derivative (`rectify`), bit for bit — each window's `g`, +0 where its output is
-    /// not positive (`masked`: cells to reuse), added to its chosen cell, windows in order.
-    fn scatter(
-        &self,
-        s: usize,
-        channels: Range<usize>,
-        masked: &mut Vec<R>,
-        out: &mut [R],
-        at: impl Fn(usize, usize) -> usize,
-    ) {
-        let w = self.window;
-        let (windows, plane) = (w.positions(), w.input[0] * w.input[1]);
-        let first = (s * w.channels + channels.start) * windows;
-        let n = channels.len() * windows;
-        masked.resize(n, R::ZERO);
-        let (g, y) = (&self.g[first..first + n], &self.y[first..first + n]);
-        self.math.copy_where_positive(y, g, masked);
-        let chosen = self.chosen[first..first + n].chunks_exact(windows);
-        for ((c, chosen), g) in chosen.enumerate().zip(masked.chunks_exact(windows)) {
-            // A chosen cell's index in the sample, less its plane's first.
-            let plane_first = (channels.start + c) * plane;
-            for (&i, &g) in chosen.iter().zip(g) {
-                let cell = &mut out[at(c, i as usize - plane_first)];
-                *cell = *cell + g;
-            }
-        }
-    }
 }
 
 /// The layers above a convolution whose forward passes its own applies ([`Conv::forward`]).

@@ -1,10 +1,11 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
-use super::conv::{Delta, Pooled, Then};
+use super::conv::{Delta, Then};
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
-use super::{pool, Layer, Op};
+use super::pool::{self, Pooled};
+use super::{Layer, Op};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;

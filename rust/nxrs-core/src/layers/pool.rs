@@ -5,6 +5,7 @@ use super::window::{copy_from, Window};
 use crate::arith::Real;
 use crate::math::Math;
 use crate::softf32::F32;
+use core::ops::Range;
 
 /// The outputs of max pooling `rows` samples (channels first), and each output's chosen cell
 /// (its index in the sample) for the backward pass: the first maximum by IEEE `>`, or the
@@ -104,10 +105,7 @@ fn takes_over<R: Real>(v: R, m: R) -> bool {
 
 /// The input gradient of max pooling: each window's `g` added (from +0, windows in order) to its
 /// chosen cell. With `rectify`, `(math, y)` with `y` the outputs, then a ReLU's derivative below:
-/// `+0` where the input is not positive by [`Math::le`]. A chosen cell's input is its window's
-/// output (the same bits), so each window's `g` is replaced by +0 where its output is not
-/// positive: such a cell's sums are then +0 throughout, and the cells no window chose are +0
-/// either way.
+/// `+0` where the input is not positive by [`Math::le`] ([`Pooled::scatter`]).
 pub fn max_backward<R: Real>(
     w: &Window,
     g: &[R],
@@ -116,22 +114,80 @@ pub fn max_backward<R: Real>(
     gx: &mut [R],
     rectify: Option<(Math, &[R])>,
 ) {
-    let (cells, outputs) = (w.input_cells(), w.channels * w.positions());
-    let mut masked = vec![R::ZERO; if rectify.is_some() { outputs } else { 0 }];
+    let (cells, outputs, plane) = (
+        w.input_cells(),
+        w.channels * w.positions(),
+        w.input[0] * w.input[1],
+    );
+    let mut masked = Vec::new();
     for s in 0..rows {
         let sample = &mut gx[s * cells..][..cells];
         // Cleared sample by sample, just before its sums (in the cache), not all at first.
         sample.fill(R::ZERO);
-        let (chosen, mut g) = (
+        if let Some((math, y)) = rectify {
+            let pooled = Pooled {
+                window: w,
+                math,
+                g,
+                y,
+                chosen,
+            };
+            pooled.scatter(s, 0..w.channels, &mut masked, sample, |c, t| c * plane + t);
+            continue;
+        }
+        let (chosen, g) = (
             &chosen[s * outputs..][..outputs],
             &g[s * outputs..][..outputs],
         );
-        if let Some((math, y)) = rectify {
-            math.copy_where_positive(&y[s * outputs..][..outputs], g, &mut masked);
-            g = &masked;
-        }
         for (&i, &g) in chosen.iter().zip(g) {
             sample[i as usize] = sample[i as usize] + g;
+        }
+    }
+}
+
+/// What max pooling's backward pass reads when it applies the derivative of a ReLU below it
+/// (the ReLU's outputs are the pooling's inputs): for [`max_backward`], and for a convolution
+/// below the ReLU that makes its output gradients from these, where it uses them.
+#[derive(Clone, Copy, Debug)]
+pub struct Pooled<'a, R> {
+    pub window: &'a Window,
+    pub math: Math,
+    /// The pooling's output gradients, its outputs and each window's chosen cell.
+    pub g: &'a [R],
+    pub y: &'a [R],
+    pub chosen: &'a [u32],
+}
+
+impl<R: Real> Pooled<'_, R> {
+    /// Sample `s`'s gradients of `channels` added into `out` (+0 before) where `at(c, t)` says
+    /// (`c` counted from `channels.start`, `t` the position in its plane): each window's `g`,
+    /// +0 where its output is not positive (`masked`: cells to reuse), added to its chosen cell,
+    /// windows in order. A chosen cell's input is its window's output (the same bits), so this
+    /// is the ReLU's derivative of max pooling's sums: a cell whose input is not positive gets
+    /// +0 throughout, and the cells no window chose are +0 either way.
+    pub fn scatter(
+        &self,
+        s: usize,
+        channels: Range<usize>,
+        masked: &mut Vec<R>,
+        out: &mut [R],
+        at: impl Fn(usize, usize) -> usize,
+    ) {
+        let w = self.window;
+        let (windows, plane) = (w.positions(), w.input[0] * w.input[1]);
+        let first = (s * w.channels + channels.start) * windows;
+        let n = channels.len() * windows;
+        masked.resize(n, R::ZERO);
+        let (g, y) = (&self.g[first..first + n], &self.y[first..first + n]);
+        self.math.copy_where_positive(y, g, masked);
+        let chosen = self.chosen[first..first + n].chunks_exact(windows);
+        for ((c, chosen), g) in chosen.enumerate().zip(masked.chunks_exact(windows)) {
+            // A chosen cell's index in the sample, less its plane's first.
+            let plane_first = (channels.start + c) * plane;
+            for (&i, &g) in chosen.iter().zip(g) {
+                let cell = &mut out[at(c, i as usize - plane_first)];
+                *cell = *cell + g;
+            }
         }
     }
 }

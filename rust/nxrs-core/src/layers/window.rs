@@ -87,8 +87,8 @@ impl Window {
 
     /// Every output position's column as indices into the sample's cells: `positions x
     /// column` entries (position after position; within a column, channel after channel and
-    /// each window's cells in row-major order), [`PADDING`] for padding. Convolutions gather and
-    /// scatter through it instead of walking the windows cell by cell.
+    /// each window's cells in row-major order), [`PADDING`] for padding. Average pooling sums
+    /// through it instead of walking the windows cell by cell.
     pub fn gather_table(&self) -> Vec<u32> {
         let kk = self.window_cells();
         let mut table = vec![PADDING; self.positions() * self.column()];
