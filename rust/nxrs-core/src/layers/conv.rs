@@ -714,8 +714,8 @@ fn by_samples<R: Real, const N: usize>(
     });
 }
 
-/// The first `n` cells of `v`, grown if needed (scratch reused from pass to pass).
-fn resized(v: &mut Vec<F32>, n: usize) -> &mut [F32] {
+/// The first `n` cells of `v`, grown if needed (cells reused from pass to pass).
+pub(super) fn resized(v: &mut Vec<F32>, n: usize) -> &mut [F32] {
     if v.len() < n {
         v.resize(n, F32::ZERO);
     }

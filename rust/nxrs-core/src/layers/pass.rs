@@ -1,7 +1,7 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
-use super::conv::{Delta, Then};
+use super::conv::{resized, Delta, Then};
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::pool::{self, Pooled};
@@ -108,11 +108,6 @@ fn by_samples<R: Real>(
 /// The cells of samples `r` in `v` (`width` each).
 fn of<'v, T>(v: &'v [T], r: &Range<usize>, width: usize) -> &'v [T] {
     &v[r.start * width..r.end * width]
-}
-
-fn grow(v: &mut Vec<F32>, n: usize) -> &mut [F32] {
-    v.resize(n.max(v.len()), F32::ZERO);
-    &mut v[..n]
 }
 
 impl Layer {
@@ -259,9 +254,9 @@ impl Layer {
                 let (gamma, beta) = tensors.params.expect("a BatchNorm has gamma and beta");
                 match mode {
                     Mode::Train { .. } => {
-                        let xhat = cells_mut(grow(&mut saved.cells, n_in));
-                        let r = cells_mut(grow(&mut saved.r, bn.channels));
-                        let statistics = cells_mut(grow(&mut saved.statistics, 2 * bn.channels));
+                        let xhat = cells_mut(resized(&mut saved.cells, n_in));
+                        let r = cells_mut(resized(&mut saved.r, bn.channels));
+                        let statistics = cells_mut(resized(&mut saved.statistics, 2 * bn.channels));
                         let params = (cells(gamma), cells(beta));
                         bn.forward_train(params, x, rows, xhat, r, statistics, y);
                     }
@@ -284,8 +279,8 @@ impl Layer {
                     eps: R::from_f32(ln.eps),
                 };
                 let (gamma, beta) = tensors.params.expect("a LayerNorm has gamma and beta");
-                let xhat = cells_mut(grow(&mut saved.cells, n_in));
-                let r = cells_mut(grow(&mut saved.r, rows));
+                let xhat = cells_mut(resized(&mut saved.cells, n_in));
+                let r = cells_mut(resized(&mut saved.r, rows));
                 ln.forward((cells(gamma), cells(beta)), x, rows, xhat, r, y);
             }
         }
