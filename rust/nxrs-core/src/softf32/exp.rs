@@ -8,6 +8,10 @@
 //! once is correct unless `e^x` lies closer than that to a rounding boundary; no binary32 input
 //! does (the hardest, `x = 0xC16912CD`, is `2^-28.7` ulp from one), which
 //! `tests/exhaustive_exp_log.rs` checks on all 2^32 inputs.
+//!
+//! The fixed-point part, from an exponent in Q119 to a scaled significand ([`exp_q119`]), and the
+//! rounding ([`round_scaled`]) also compute the normal distribution's functions (`normal.rs`),
+//! whose exponents are fixed-point values rather than binary32 operands.
 
 use super::fixed::{exp_q126, LN2_Q126};
 use super::{round_pack, F32, QUIET_BIT, SIGN_BIT};
@@ -68,47 +72,61 @@ impl F32 {
             // around 1, so it rounds to 1 (this covers zeros and subnormals).
             return F32::ONE;
         }
-
-        // Unpack: x = sig * 2^(exp - 150) with exp in 102..=133, so x is exact in Q48 and
-        // |x| < 2^7 keeps it below 2^55.
-        let sig = i64::from((self.0 & 0x007F_FFFF) | 0x0080_0000);
-        let x_q48 = sig << ((magnitude >> 23) - 102);
+        let x_q48 = magnitude_q48(magnitude);
         let x_q48 = if negative { -x_q48 } else { x_q48 };
-
-        // Range reduction: m = round(x * 64/ln2) (|m| < 2^14), then r = x - m * ln2/64 in Q119
-        // (|x| and |m * ln2/64| stay below 2^7, so 2^126), where the error of the constant times
-        // m stays below 2^-105.
-        let m = ((i128::from(x_q48) * INV_LN2_64_Q58 + (1 << 105)) >> 106) as i64;
-        let r_q119 = (i128::from(x_q48) << 71) - i128::from(m) * LN2_64_Q119;
-        // |r| < 2^-7.5, so r in Q70 fits an i64 (truncating costs at most 2^-70).
-        let r = (r_q119 >> 49) as i64;
-        let (k, j) = (m >> 6, (m & 63) as usize);
-
-        // Evaluation: e^r = 1 + r + r^2 q(r), q(r) = 1/2! + r/3! + ... + r^5/7!, leaving out
-        // r^8/8! < 2^-75. Horner in Q62; q's rounding errors are scaled down by r^2 < 2^-15.
-        let mut q = INV_FACTORIAL_Q62[5];
-        for &c in INV_FACTORIAL_Q62[..5].iter().rev() {
-            q = c + ((i128::from(q) * i128::from(r)) >> 70) as i64;
-        }
-        let r2 = ((i128::from(r) * i128::from(r)) >> 70) as i64; // Q70, below 2^55
-        let exp_r_minus_1 = r + ((i128::from(r2) * i128::from(q)) >> 62) as i64; // Q70
-
-        // 2^(j/64) * e^r = T + T * (e^r - 1) in Q126. The correction uses T's top 64 bits
-        // (error < 2^-63 * 2^-7.5); it is below 2^126.5 in magnitude, so it fits an i128.
-        let t = EXP2_TABLE[j];
-        let correction = (i128::from((t >> 63) as u64) * i128::from(exp_r_minus_1)) >> 7;
-        let significand = (t as i128 + correction) as u128; // in (0.99, 2) * 2^126
-
-        // Round: 31 bits with the leading one at bit 30, the rest sticky, then round_pack's single
-        // rounding (which shifts into the subnormals first and overflows to infinity).
-        let (shift, exp) = if significand >> 126 != 0 {
-            (96, k + 127)
-        } else {
-            (95, k + 126)
-        };
-        let sticky = (significand & ((1 << shift) - 1) != 0) as u32;
-        round_pack(false, exp as i32, (significand >> shift) as u32 | sticky)
+        let (k, significand) = exp_q119(i128::from(x_q48) << 71);
+        round_scaled(k, significand)
     }
+}
+
+/// A magnitude `2^-25 <= |x| < 2^7` (its bits, sign cleared) in Q48: `|x| = sig * 2^(exp - 150)`
+/// with `exp` in `102..=133`, so `|x|` is exact in Q48 and below `2^55`.
+pub(super) fn magnitude_q48(magnitude: u32) -> i64 {
+    debug_assert!((0x3300_0000..0x4300_0000).contains(&magnitude));
+    let sig = i64::from((magnitude & 0x007F_FFFF) | 0x0080_0000);
+    sig << ((magnitude >> 23) - 102)
+}
+
+/// `e^y` for `|y| < 2^7` given in Q119, as `(k, s)`: `e^y = 2^k * s * 2^-126` to within a relative
+/// `2^-67.3`, with `s` in `(0.99, 2) * 2^126`. `y` is taken as exact: only the steps below add
+/// error.
+pub(super) fn exp_q119(y: i128) -> (i64, u128) {
+    // Range reduction: m = round(y * 64/ln2) (|m| < 2^14; from y in Q48, which only moves m's
+    // rounding point by 2^-40), then r = y - m * ln2/64 in Q119 (|y| and |m * ln2/64| stay below
+    // 2^7, so 2^126), where the error of the constant times m stays below 2^-105.
+    let m = (((y >> 71) * INV_LN2_64_Q58 + (1 << 105)) >> 106) as i64;
+    let r_q119 = y - i128::from(m) * LN2_64_Q119;
+    // |r| < 2^-7.5, so r in Q70 fits an i64 (truncating costs at most 2^-70).
+    let r = (r_q119 >> 49) as i64;
+    let (k, j) = (m >> 6, (m & 63) as usize);
+
+    // Evaluation: e^r = 1 + r + r^2 q(r), q(r) = 1/2! + r/3! + ... + r^5/7!, leaving out
+    // r^8/8! < 2^-75. Horner in Q62; q's rounding errors are scaled down by r^2 < 2^-15.
+    let mut q = INV_FACTORIAL_Q62[5];
+    for &c in INV_FACTORIAL_Q62[..5].iter().rev() {
+        q = c + ((i128::from(q) * i128::from(r)) >> 70) as i64;
+    }
+    let r2 = ((i128::from(r) * i128::from(r)) >> 70) as i64; // Q70, below 2^55
+    let exp_r_minus_1 = r + ((i128::from(r2) * i128::from(q)) >> 62) as i64; // Q70
+
+    // 2^(j/64) * e^r = T + T * (e^r - 1) in Q126. The correction uses T's top 64 bits
+    // (error < 2^-63 * 2^-7.5); it is below 2^126.5 in magnitude, so it fits an i128.
+    let t = EXP2_TABLE[j];
+    let correction = (i128::from((t >> 63) as u64) * i128::from(exp_r_minus_1)) >> 7;
+    (k, (t as i128 + correction) as u128)
+}
+
+/// `2^k * s * 2^-126` for `s` in `(0.99, 2) * 2^126` (an [`exp_q119`] result), rounded once: 31
+/// bits with the leading one at bit 30, the rest sticky, then round_pack's single rounding (which
+/// shifts into the subnormals first and overflows to infinity).
+pub(super) fn round_scaled(k: i64, significand: u128) -> F32 {
+    let (shift, exp) = if significand >> 126 != 0 {
+        (96, k + 127)
+    } else {
+        (95, k + 126)
+    };
+    let sticky = (significand & ((1 << shift) - 1) != 0) as u32;
+    round_pack(false, exp as i32, (significand >> shift) as u32 | sticky)
 }
 
 #[cfg(test)]

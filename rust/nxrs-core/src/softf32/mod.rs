@@ -23,6 +23,7 @@ mod exp;
 mod fixed;
 mod log;
 mod mul;
+mod normal;
 mod sqrt;
 
 pub use convert::IntRounding;

@@ -1,9 +1,10 @@
-//! softf32 `exp` and `ln` on all 2^32 inputs against the binary64 libm oracle
-//! (`tests/support/oracle.rs`). Ignored by default (a few minutes on two cores); run with
+//! softf32 `exp`, `ln`, `normal_cdf` (`Φ`) and `normal_pdf` (`φ`) on all 2^32 inputs against
+//! the binary64 oracle (`tests/support/oracle.rs`). Ignored by default (a few minutes per function
+//! on two cores); run with
 //!
 //! ```text
-//! cargo test -p nxrs-core --test exhaustive_exp_log -- --ignored
-//! python3 scripts/softf32_exp_log_mpmath.py target/softf32-deferred-exp.txt target/softf32-deferred-ln.txt
+//! cargo test -p nxrs-core --test exhaustive_functions -- --ignored
+//! python3 scripts/softf32_functions_mpmath.py target/softf32-deferred-*.txt
 //! ```
 //!
 //! Each test prints the inputs checked, the mismatches and the inputs the oracle deferred (its
@@ -72,7 +73,7 @@ fn exhaustive(name: &str, soft: fn(F32) -> F32, oracle: fn(u32) -> Option<u32>) 
 
     say(&format!(
         "exhaustive {name}: 2^32 inputs in {:.1} s on {threads} threads: {} checked against \
-         binary64 libm, {} mismatches, {} deferred to mpmath (written to {})",
+         the binary64 oracle, {} mismatches, {} deferred to mpmath (written to {})",
         elapsed.as_secs_f64(),
         tally.checked,
         tally.mismatches.len(),
@@ -103,4 +104,16 @@ fn exp_all_inputs() {
 #[ignore = "2^32 inputs: run with --ignored (see the header)"]
 fn ln_all_inputs() {
     exhaustive("ln", F32::ln, oracle::ln);
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn normal_cdf_all_inputs() {
+    exhaustive("normal_cdf", F32::normal_cdf, oracle::normal_cdf);
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn normal_pdf_all_inputs() {
+    exhaustive("normal_pdf", F32::normal_pdf, oracle::normal_pdf);
 }

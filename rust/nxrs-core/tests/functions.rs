@@ -1,7 +1,7 @@
-//! softf32 `exp` and `ln` on a few million inputs against the binary64 libm oracle
-//! (`tests/support/oracle.rs`), plus every special and boundary input and the mpmath-decided hard
-//! cases (`tests/data/exp_log_hard_cases.txt`). The all-2^32 version is
-//! `tests/exhaustive_exp_log.rs`.
+//! softf32 `exp`, `ln`, `normal_cdf` (`Φ`) and `normal_pdf` (`φ`) on a few million inputs against
+//! the binary64 oracle (`tests/support/oracle.rs`), plus every special and boundary input and the
+//! mpmath-decided hard cases (`tests/data/function_hard_cases.txt`). The all-2^32 version is
+//! `tests/exhaustive_functions.rs`.
 
 #[path = "support/oracle.rs"]
 mod oracle;
@@ -125,6 +125,42 @@ fn ln_matches_the_oracle() {
 }
 
 #[test]
+fn normal_cdf_matches_the_oracle() {
+    // Random: any pattern, and |x| in [2^-26, 16) with either sign (Φ's arithmetic runs for
+    // 2^-25 <= |x| <= 14.17).
+    let mut inputs: Vec<u32> = random_inputs(0xCDF, 0x3280_0000..0x4180_0000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| if i % 4 == 1 { x | 0x8000_0000 } else { x })
+        .collect();
+    // Boundaries: the |x| < 2^-25 shortcut (0x33000000), the last x whose Φ is not +0
+    // (-14.170185, 0xC162B914) or not 1 (5.4199829, 0x40AD7080), subnormal results (Φ(x) near
+    // 2^-126 at -12.95, 0xC14F3302), and the tail table's nodes i/16 (the halves between them
+    // too), where the polynomial changes; both signs of each.
+    let mut edges = vec![0x3300_0000, 0x4162_B914, 0x40AD_7080, 0x414F_3302];
+    // half / 32: the bits of `half` as a binary32, exponent lowered by 5.
+    edges.extend((1..=454u16).map(|half| f32::from(half).to_bits() - (5 << 23)));
+    inputs.extend(around(&edges, 256));
+    inputs.extend(around(&SPECIALS, 64));
+    check("normal_cdf", F32::normal_cdf, oracle::normal_cdf, &inputs);
+}
+
+#[test]
+fn normal_pdf_matches_the_oracle() {
+    // Random: any pattern, and |x| in [2^-26, 16) with either sign.
+    let mut inputs: Vec<u32> = random_inputs(0x9DF, 0x3280_0000..0x4180_0000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| if i % 4 == 1 { x | 0x8000_0000 } else { x })
+        .collect();
+    // Boundaries: the |x| < 2^-25 shortcut, the last x whose φ is not +0 (14.356401,
+    // 0x4165B3D2) and subnormal results (φ(x) near 2^-126 at 13.15, 0x415258CE).
+    inputs.extend(around(&[0x3300_0000, 0x4165_B3D2, 0x4152_58CE], 4096));
+    inputs.extend(around(&SPECIALS, 64));
+    check("normal_pdf", F32::normal_pdf, oracle::normal_pdf, &inputs);
+}
+
+#[test]
 fn hard_cases_decided_by_mpmath() {
     let cases = oracle::hard_cases();
     let mut failures = Vec::new();
@@ -133,6 +169,8 @@ fn hard_cases_decided_by_mpmath() {
         let got = match case.op.as_str() {
             "exp" => x.exp(),
             "ln" => x.ln(),
+            "normal_cdf" => x.normal_cdf(),
+            "normal_pdf" => x.normal_pdf(),
             op => panic!("unknown op {op:?} in the hard-case list"),
         };
         if got.to_bits() != case.expected {

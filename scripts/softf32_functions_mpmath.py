@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""Decide, in arbitrary precision, the softf32 exp/ln inputs the binary64 oracle deferred.
+"""Decide, in arbitrary precision, the softf32 function inputs the binary64 oracle deferred.
 
-The exhaustive Rust check (``rust/nxrs-core/tests/exhaustive_exp_log.rs``) writes one line per
-deferred input, ``<op> <input hex> <softf32 result hex>`` with op ``exp`` or ``ln``. This script
+The exhaustive Rust check (``rust/nxrs-core/tests/exhaustive_functions.rs``) writes one line per
+deferred input, ``<op> <input hex> <softf32 result hex>`` with op ``exp``, ``ln``,
+``normal_cdf`` (the standard normal CDF ``Φ``) or ``normal_pdf`` (its density ``φ``). This script
 computes each exact result with mpmath at 256 bits, rounds it to binary32 (to nearest, ties to
 even, subnormals kept), and compares. It refuses to decide (and fails) if the 256-bit value were
 within 2^-200 of a rounding boundary, which would make 256 bits too few; no input comes close.
 
 It also reports how close the hardest inputs come to a rounding boundary, in binary32 ulps.
 
-    python3 scripts/softf32_exp_log_mpmath.py target/softf32-deferred-exp.txt \
-        target/softf32-deferred-ln.txt [--hard-cases OUT.txt]
+    python3 scripts/softf32_functions_mpmath.py target/softf32-deferred-*.txt \
+        [--hard-cases OUT.txt]
 
 ``--hard-cases`` writes the decided inputs as ``<op> <input hex> <correct result hex>`` lines
-(the format of ``rust/nxrs-core/tests/data/exp_log_hard_cases.txt``). Needs ``mpmath``.
+(the format of ``rust/nxrs-core/tests/data/function_hard_cases.txt``). Needs ``mpmath``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,21 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
+from typing import Callable
 
 import mpmath
 
 mpmath.mp.prec = 256
+
+#: The exact functions, by the op names of the deferred files. mpmath's ``ncdf`` is
+#: ``erfc(-x/√2)/2``, relatively accurate in the far tail too (checked against 600 bits at
+#: ``x = -14.17``: within ``2^-250``).
+FUNCTIONS: dict[str, Callable[[mpmath.mpf], mpmath.mpf]] = {
+    "exp": mpmath.exp,
+    "ln": mpmath.log,
+    "normal_cdf": mpmath.ncdf,
+    "normal_pdf": mpmath.npdf,
+}
 
 
 def f32_value(bits: int) -> mpmath.mpf:
@@ -56,12 +68,9 @@ def round_to_f32(v: mpmath.mpf) -> tuple[int, mpmath.mpf]:
 
 
 def exact(op: str, x: int) -> mpmath.mpf:
-    v = f32_value(x)
-    if op == "exp":
-        return mpmath.exp(v)
-    if op == "ln":
-        return mpmath.log(v)
-    raise ValueError(f"unknown op {op!r}")
+    if op not in FUNCTIONS:
+        raise ValueError(f"unknown op {op!r}")
+    return FUNCTIONS[op](f32_value(x))
 
 
 def main() -> int:
@@ -95,9 +104,10 @@ def main() -> int:
 
     if args.hard_cases:
         with open(args.hard_cases, "w") as out:
-            out.write("# <op> <input> <correctly rounded result>: the inputs whose binary64 libm\n")
-            out.write("# result lies within 64 binary64 ulps of a binary32 rounding boundary,\n")
-            out.write("# decided by scripts/softf32_exp_log_mpmath.py at 256 bits.\n")
+            out.write("# <op> <input> <correctly rounded result>: the inputs whose binary64\n")
+            out.write("# oracle result (tests/support/oracle.rs) lies within 64 binary64 ulps of a\n")
+            out.write("# binary32 rounding boundary, decided by scripts/softf32_functions_mpmath.py\n")
+            out.write("# at 256 bits.\n")
             for op, x, want, _ in sorted(decided):
                 out.write(f"{op} {x:08x} {want:08x}\n")
     return 1 if mismatches else 0
