@@ -20,11 +20,15 @@
 //!
 //! Every implementation runs over the same arrays of 4096 operands (fixed seed): normal values
 //! within 2^±20 of one, random signs (`sqrt` and `ln` take their magnitudes), values spread over
-//! `[-87.5, 88.5]` for `exp` (no overflow or underflow), and random `i32`s of every magnitude for
-//! `from_i32`. Before timing, the bench checks that all implementations give the same bits on
-//! those arrays, except for `exp` and `ln`, whose native column is the C library's `expf`/`logf`
-//! (through Rust's `f32::exp`/`f32::ln`): those are not correctly rounded everywhere, so the bench
-//! prints how many results differ from softf32's instead. Criterion measures each (op,
+//! `[-87.5, 88.5]` for `exp` (no overflow or underflow), over `[-14, 5.4]` for the normal CDF and
+//! density and GELU (every one computed, none a shortcut), and random `i32`s of every magnitude
+//! for `from_i32`. Before timing, the bench checks that all implementations give the same bits on
+//! those arrays, except for the functions, whose native column is not correctly rounded
+//! everywhere, so the bench prints how many results differ from softf32's instead: `exp` and `ln`
+//! against the C library's `expf`/`logf` (through Rust's `f32::exp`/`f32::ln`); `normal_cdf` (`Φ`)
+//! against `(1 + erff(x/√2)) / 2` with the `libm` crate's `erff` (musl's), and `gelu` against
+//! `x` times that (PyTorch's exact GELU formula); `normal_pdf` (`φ`) against
+//! `expf(-x²/2) / √(2π)`. Criterion measures each (op,
 //! implementation); then an `Instant`-timed loop over the same kernels prints a table of ns/op
 //! and the ratios softf32/SoftFloat and softf32/native, which criterion does not print. The table
 //! times the implementations of an op in turn, many short rounds each, and keeps each one's
@@ -41,6 +45,7 @@
 mod native;
 
 use criterion::{Criterion, Throughput};
+use nxrs_core::arith::Real;
 use nxrs_core::softf32::F32;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -122,6 +127,7 @@ enum Input {
     Floats,
     Ints,
     ExpArgs,
+    NormalArgs,
 }
 
 /// Operation name, which operand arrays it reads, its kernels in [`implementations`] order, and
@@ -234,15 +240,52 @@ fn ops() -> Vec<Op> {
         ],
         must_agree: false,
     });
+    // Φ, φ and GELU against single-precision formulas (not correctly rounded).
+    let native_cdf = |x: f32| 0.5 * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2));
+    ops.push(Op {
+        name: "normal_cdf",
+        input: Input::NormalArgs,
+        kernels: vec![
+            kernel(move |a, _| native_cdf(f32::from_bits(a)).to_bits()),
+            kernel(|a, _| soft(a).normal_cdf().to_bits()),
+        ],
+        must_agree: false,
+    });
+    ops.push(Op {
+        name: "normal_pdf",
+        input: Input::NormalArgs,
+        kernels: vec![
+            kernel(|a, _| {
+                let x = f32::from_bits(a);
+                ((-0.5 * x * x).exp() * 0.398_942_3).to_bits()
+            }),
+            kernel(|a, _| soft(a).normal_pdf().to_bits()),
+        ],
+        must_agree: false,
+    });
+    ops.push(Op {
+        name: "gelu",
+        input: Input::NormalArgs,
+        kernels: vec![
+            kernel(move |a, _| {
+                let x = f32::from_bits(a);
+                (x * native_cdf(x)).to_bits()
+            }),
+            kernel(|a, _| soft(a).gelu().to_bits()),
+        ],
+        must_agree: false,
+    });
     ops
 }
 
-/// The operand arrays: floats `a` and `b`, integers, and arguments for `exp`.
+/// The operand arrays: floats `a` and `b`, integers, and arguments for `exp` and for the normal
+/// distribution's functions.
 struct Operands {
     a: Vec<u32>,
     b: Vec<u32>,
     ints: Vec<u32>,
     exp_args: Vec<u32>,
+    normal_args: Vec<u32>,
 }
 
 impl Operands {
@@ -251,6 +294,7 @@ impl Operands {
             Input::Floats => (&self.a, &self.b),
             Input::Ints => (&self.ints, &self.b),
             Input::ExpArgs => (&self.exp_args, &self.b),
+            Input::NormalArgs => (&self.normal_args, &self.b),
         }
     }
 }
@@ -271,16 +315,21 @@ fn operands() -> Operands {
             (r as u32) >> (r >> 59) // every magnitude from 2^0 to 2^32
         })
         .collect();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x05EE_DE4B);
-    let exp_args = (0..LEN)
-        .map(|_| ((rng.next_u64() >> 11) as f64 * 2f64.powi(-53) * 176.0 - 87.5) as f32)
-        .map(f32::to_bits)
-        .collect();
+    let uniform = |seed: u64, low: f64, high: f64| -> Vec<u32> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..LEN)
+            .map(|_| ((rng.next_u64() >> 11) as f64 * 2f64.powi(-53) * (high - low) + low) as f32)
+            .map(f32::to_bits)
+            .collect()
+    };
+    let exp_args = uniform(0x05EE_DE4B, -87.5, 88.5);
+    let normal_args = uniform(0x05EE_DCDF, -14.0, 5.4);
     Operands {
         a,
         b,
         ints,
         exp_args,
+        normal_args,
     }
 }
 

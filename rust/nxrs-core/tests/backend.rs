@@ -11,6 +11,7 @@
 mod nxck_support;
 
 use nxck_support::*;
+use nxrs_core::arith::Real;
 use nxrs_core::backend::{self, Backend};
 use nxrs_core::checkpoint;
 use nxrs_core::config::{Family, Value};
@@ -160,6 +161,7 @@ fn same_bits(
 static NARROW: std::sync::Once = std::sync::Once::new();
 static WIDE: std::sync::Once = std::sync::Once::new();
 static OPTIMISERS: std::sync::Once = std::sync::Once::new();
+static GELU: std::sync::Once = std::sync::Once::new();
 
 proptest! {
     #![proptest_config(ProptestConfig {
@@ -205,7 +207,7 @@ fn any_cell() -> impl Strategy<Value = u32> {
 /// One optimiser update (every optimiser and math setting, `steps` steps into the run so the
 /// bias corrections vary) from random cells, special values among them, computed in `R`: the
 /// new `p`, `m` and `v` as bits.
-fn optimiser_outputs<R: nxrs_core::arith::Real>(
+fn optimiser_outputs<R: Real>(
     kind: Kind,
     math: Math,
     steps: usize,
@@ -246,6 +248,27 @@ fn optimiser_outputs<R: nxrs_core::arith::Real>(
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// GELU and its derivative (`Φ`, `φ` from softf32, then the backend's product and sum)
+    /// give softf32's bits, NaNs and infinities included (`-inf * +0` and `inf * +0` are
+    /// invalid: the default NaN on both).
+    #[test]
+    fn gelu_gives_softf32s_bits(cells in prop::collection::vec(any_cell(), 1..64)) {
+        if !hardware_here("gelu_gives_softf32s_bits", &GELU) {
+            return Ok(());
+        }
+        let _env = backend::FpEnvGuard::new();
+        for bits in cells {
+            let (soft, hw) = (F32::from_bits(bits), backend::Native::from_f32(F32::from_bits(bits)));
+            prop_assert_eq!(hw.gelu().to_f32(), soft.gelu(), "gelu({:#010x})", bits);
+            prop_assert_eq!(
+                hw.gelu_derivative().to_f32(),
+                soft.gelu_derivative(),
+                "gelu_derivative({:#010x})",
+                bits
+            );
+        }
+    }
 
     /// The optimisers' vector groups (64 cells computed without the NaN rule, kept only when no
     /// output is a NaN) give softf32's bits, for lengths around and between the group sizes.

@@ -65,7 +65,8 @@ pub fn f32_binary<'py>(
     collect(py, a.shape(), values)
 }
 
-/// `op(a)` for `op` in sqrt, exp, log, neg, abs, seed_sqrt, seed_exp, seed_log.
+/// `op(a)` for `op` in sqrt, exp, log, phi (the normal CDF), normal_pdf, neg, abs, seed_sqrt,
+/// seed_exp, seed_log.
 #[pyfunction]
 pub fn f32_unary<'py>(
     py: Python<'py>,
@@ -76,6 +77,8 @@ pub fn f32_unary<'py>(
         "sqrt" => F32::sqrt,
         "exp" => F32::exp,
         "log" => F32::ln,
+        "phi" => F32::normal_cdf,
+        "normal_pdf" => F32::normal_pdf,
         "neg" => |x| -x,
         "abs" => F32::abs,
         "seed_sqrt" => seed_sqrt,

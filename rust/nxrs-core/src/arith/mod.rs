@@ -5,7 +5,10 @@
 //! [`Real`], and instantiated for [`F32`] (softf32, the definition). A faster backend implements
 //! the same trait and must give the same bits: it may only provide the operations below, each a
 //! single IEEE binary32 operation rounded to nearest even, so a kernel's sequence of operations
-//! (its order is part of the result) is the same whichever backend runs it.
+//! (its order is part of the result) is the same whichever backend runs it. The trait itself
+//! provides the normal distribution's `Φ` and `φ` (softf32's integer algorithms on the bit
+//! pattern, on every backend) and the GELU and its derivative, composed from them and the
+//! backend's own operations.
 //!
 //! Tensors are stored as [`F32`] whatever the backend: a backend's type has `F32`'s layout
 //! (`bytemuck::Pod`, 4 bytes, 4-byte aligned), and the kernels view the stored cells as their
@@ -71,6 +74,34 @@ pub trait Real:
 
     /// IEEE `<` (false when either operand is NaN).
     fn ieee_lt(self, rhs: Self) -> bool;
+
+    /// `Φ(x)`, the standard normal distribution function, correctly rounded: softf32's integer
+    /// algorithm on the bit pattern ([`F32::normal_cdf`]) on every backend, as for `exp`.
+    #[inline]
+    fn normal_cdf(self) -> Self {
+        Self::from_f32(self.to_f32().normal_cdf())
+    }
+
+    /// `φ(x)`, the standard normal density, correctly rounded ([`F32::normal_pdf`]).
+    #[inline]
+    fn normal_pdf(self) -> Self {
+        Self::from_f32(self.to_f32().normal_pdf())
+    }
+
+    /// The exact GELU, `x Φ(x)`: the correctly rounded `Φ(x)`, then one product in this
+    /// arithmetic (`docs/TRAINING.md`, section 2). `Φ` makes it two roundings in all: the
+    /// `erf` form would round `x/√2` first.
+    #[inline]
+    fn gelu(self) -> Self {
+        self * self.normal_cdf()
+    }
+
+    /// GELU's derivative `Φ(x) + x φ(x)`, operation by operation: the correctly rounded `Φ(x)`
+    /// and `φ(x)`, the product `x φ(x)`, then the sum.
+    #[inline]
+    fn gelu_derivative(self) -> Self {
+        self.normal_cdf() + self * self.normal_pdf()
+    }
 
     /// The integer `k` rounded to binary32 (an integer conversion, the same on every backend).
     fn from_i64(k: i64) -> Self {

@@ -16,8 +16,9 @@
 //! and with `e^y`'s `2^-67.3`, `Q(t)` is within a relative `2^-66.2` before rounding: `2^-42.2` of
 //! a result ulp (`1 - Q`: `2^-43.2`; `φ`, whose `y` is exact but for `ln √(2π)`'s `2^-119`:
 //! `2^-43.3`). Rounding once is correct unless the exact value lies closer than that to a
-//! rounding boundary; no binary32 input's does (the hardest, `Φ(0x........)`, is `2^-..` ulp from
-//! one; `φ(0x........)` `2^-..`), which `tests/exhaustive_functions.rs` checks on all 2^32 inputs.
+//! rounding boundary; no binary32 input's does (the hardest, `Φ(0x33A06C99)`, just above
+//! `1/2 + 2^-25`, is `2^-34.0` ulp from one; `φ(0x3E48A98A)` `2^-28.8` ulp), which
+//! `tests/exhaustive_functions.rs` checks on all 2^32 inputs.
 //!
 //! The tables are built at compile time from integers: the Mills ratio by Laplace's continued
 //! fraction at the last node, then Taylor steps down to 0; the Taylor coefficients of `ln M` from
