@@ -20,7 +20,7 @@ from nxrs._checks import save_points
 from nxrs._nxrs import ConfigError
 from nxrs.data import TASKS, TEST_SIZE
 
-#: ``nxrs train``'s exit statuses (also in its --help and the README).
+#: ``nxrs train``'s exit statuses (also in its --help and docs/RUNS.md).
 EXIT_DONE = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
