@@ -141,7 +141,7 @@ def test_verify_while_nxrs_train_trains_and_prunes(data_file: Path, tmp_path: Pa
     trains: each time exit 0 and a report, never a traceback."""
     directory = tmp_path / "live"
     argv = [sys.executable, "-m", "nxrs", "train", "--data", str(data_file), "--layers", "8,256,3"]
-    argv += ["--batch-size", "2", "--epochs", "30", "--every", "1", "--keep", "2"]
+    argv += ["--batch-size", "2", "--epochs", "200", "--every", "1", "--keep", "2"]
     trainer = subprocess.Popen(
         [*argv, "--ckpt-dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

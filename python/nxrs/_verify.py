@@ -267,14 +267,13 @@ def verify(
 
     The data: ``x``, ``y`` (and ``validation_data``, ``test_data``) as the run trained on
     them; a part not given is reported as not checked. With ``x`` and ``y`` None the data is
-    read again from a file (``RunData.of_run``, as ``nxrs diff`` reads it): split as the
-    ``nxrs train`` command the manifest records did (``data``: a file replacing its
-    ``--data``), or for a ``fit`` run the file ``data`` whole; MismatchError for a ``fit``
-    run without ``data``.
+    read again from a file, as ``nxrs.diff`` reads it: split as the ``nxrs train`` command
+    the manifest records did (``data``: a file replacing its ``--data``), or for a ``fit``
+    run the file ``data`` whole; MismatchError for a ``fit`` run without ``data``.
 
-    A run being trained is verified as one state (``_snapshot``): its transcript as read, the
-    files then listed; a file deleted meanwhile (pruned) is skipped and said so, files newer
-    than the last entry are noted as not recorded yet (``held_by``). The newest checkpoint of a
+    A run being trained is verified as one state: its transcript as read, the files then
+    listed; a file deleted meanwhile (pruned) is skipped and said so, files newer than the
+    last entry are noted as not recorded yet (``held_by``). The newest checkpoint of a
     run killed before recording it is noted as its unclean end, not a failure. A checkpoint an
     entry lists that is not in the directory is ``missing``: a failure when the run keeps every
     checkpoint (the manifest's ``keep``), pruned otherwise.
