@@ -298,7 +298,8 @@ class _Run:
         if self.given is not None:
             data = self.given
         else:
-            how = "--data FILE, data=FILE" if self.label == "A" else "--data-b FILE, data_b=FILE"
+            option, parameter = ("--data", "data") if self.label == "A" else ("--data-b", "data_b")
+            how = f"{option} FILE; {parameter}=FILE in Python"
             try:
                 data = RunData.of_run(
                     self.manifest, self.data_file, f"run {self.label} ({self.name})", how

@@ -54,7 +54,7 @@ class RunData:
         manifest: Mapping[str, Any] | None,
         data: str | None,
         run: str,
-        how: str = "--data FILE, data=FILE",
+        how: str = "--data FILE; data=FILE in Python",
     ) -> RunData:
         """The training data of the run whose manifest is ``manifest`` (None: it has none), read
         again from a file: for an ``nxrs train`` run, read and split as its recorded command did
