@@ -136,6 +136,26 @@ def test_a_checkpoint_pruned_before_its_replay_makes_its_segments_not_verifiable
     assert {s["status"] for s in document["segments"]} == {"ok", "not-verifiable"}
 
 
+def test_on_ray_a_checkpoint_pruned_before_its_replay_is_not_verifiable(
+    ray_cluster: Any, pruned_cli_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on Ray tasks, which are sent the file's bytes: a file gone by then."""
+    checked = nxrs._verify._check_checkpoints
+
+    def then_pruned(*args: Any) -> Any:
+        found = checked(*args)
+        for path in found.trusted.values():
+            path.unlink()
+        return found
+
+    monkeypatch.setattr(nxrs._verify, "_check_checkpoints", then_pruned)
+    run = copy_of(pruned_cli_run, tmp_path / "run")
+    report = nxrs.verify(run, segments="all", engine="ray", workers=2)
+    assert report.ok, report.failures
+    statuses = {s.replayed_from_kind: s.status for s in report.segments}
+    assert statuses == {"start": "ok", "checkpoint": "not-verifiable"}
+
+
 def test_verify_while_nxrs_train_trains_and_prunes(data_file: Path, tmp_path: Path) -> None:
     """A real run, checkpointing at every step and keeping 2, verified again and again as it
     trains: each time exit 0 and a report, never a traceback."""
