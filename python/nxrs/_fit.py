@@ -252,6 +252,7 @@ class _Session:
             steps_per_epoch=trainer._batches_per_epoch(self.samples),
             command=self.options.command,
             source=self.source,
+            keep=self.manager.keep,
         )
         where = self.run.directory
         if moved is not None:

@@ -149,6 +149,7 @@ _BOOLEAN = _is("a boolean", lambda v: isinstance(v, bool))
 _INTEGER = _is("an integer", lambda v: is_count(v, minimum=None))
 _COUNT = _is("an integer >= 0", is_count)
 _OBJECT = _is("an object", lambda v: isinstance(v, dict))
+_KEEP = _is("'all' or an integer >= 1", lambda v: v == "all" or is_count(v, minimum=1))
 
 
 def _nullable(check: Check) -> Check:
@@ -248,7 +249,7 @@ MANIFEST_SCHEMA = _record(
         ),
         "events": _array(EVENT_SCHEMA),
     },
-    {"command": _array(_STRING), "cwd": _STRING, "events_omitted": _counts()},
+    {"command": _array(_STRING), "cwd": _STRING, "events_omitted": _counts(), "keep": _KEEP},
 )
 
 #: The history a manifest keeps: the run's first event and the newest ``EVENTS_KEPT``; the
@@ -549,6 +550,8 @@ class RunManifest:
                 "plan": {},
                 "progress": None,
                 "events": [],
+                # Nothing pruned yet; ``begin`` lowers it to the count a process keeps.
+                "keep": "all",
             },
         )
 
@@ -559,10 +562,18 @@ class RunManifest:
         steps_per_epoch: int,
         command: list[str] | None,
         source: Mapping[str, Any] | None,
+        keep: int | None = 3,
     ) -> None:
         """Records that this nxrs runs the run now, towards ``epochs`` epochs, started by
-        ``command`` (when known) on data split from the file ``source`` (when known)."""
+        ``command`` (when known) on data split from the file ``source`` (when known), keeping
+        the newest ``keep`` checkpoints (None: every one)."""
         document = self.document
+        # The fewest any process of the run kept, so "all" (nxrs verify then requires every
+        # checkpoint) only while none pruned; a manifest of an nxrs that did not record it
+        # stays without (unknown).
+        kept = document.get("keep")
+        if kept is not None and keep is not None:
+            document["keep"] = keep if kept == "all" else min(kept, keep)
         document["nxrs_version"] = __version__
         document["state"] = "running"
         if command is not None:
