@@ -109,10 +109,13 @@ impl Network {
             layer.forward_then::<R>(context, tensors, input, rows, y, &mut saved[0], then);
             i += taken + 1;
         }
-        cells
-            .outputs
-            .last()
-            .map_or(&x[..rows * self.outputs()], |y| &y[..rows * self.outputs()])
+        // Without layers the outputs are the inputs; the slice is taken only then (the inputs
+        // of a model whose outputs are larger have fewer cells).
+        let outputs = rows * self.outputs();
+        match cells.outputs.last() {
+            Some(y) => &y[..outputs],
+            None => &x[..outputs],
+        }
     }
 
     /// The backward pass after [`Network::forward`] of the same `x` (training mode): from the
