@@ -222,8 +222,9 @@ class ObjectDirectory(ABC):
     # ------------------------------------------------------------------ listings
 
     @abstractmethod
-    def listing(self, under: str = "") -> list[Listed]:
-        """The objects directly in this directory (or in its folder ``under``), by name."""
+    def listing(self, under: str = "", prefix: str = "") -> list[Listed]:
+        """The objects directly in this directory (or in its folder ``under``) whose names
+        begin with ``prefix``, by name."""
 
     @abstractmethod
     def exists(self) -> bool:

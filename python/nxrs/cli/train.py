@@ -68,8 +68,10 @@ exit status:
   2    usage error
   3    --ckpt-dir holds a run of another configuration or other data (--restart moves it
        aside to DIR/previous/<time>/ and starts over)
-  4    --ckpt-dir is in use by another running nxrs train or fit
-  5    a checkpoint that had to be written could not be (the previous one is intact)
+  4    --ckpt-dir is in use by another running nxrs train or fit (on object storage: its
+       holder was seen renewing its lease, or this process lost it)
+  5    a checkpoint that had to be written could not be (the previous one is intact), or
+       the run ended with its transcript or manifest not written (the line says what)
   6    the run diverged: its final loss is not finite (the summary is printed, --json with
        null for the non-finite values and "diverged": true; a warning on stderr)
   130  stopped by SIGINT, checkpoint saved (run the same command to resume)
