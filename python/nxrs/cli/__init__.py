@@ -1,7 +1,8 @@
 """The ``nxrs`` command line.
 
-- ``nxrs train``: train an MLP (by default on scikit-learn's bundled digits) and print its
-  accuracy, full-state hash and checkpoint; ``--json`` for a machine-readable summary.
+- ``nxrs train``: train an MLP or a model of layer objects (``--model``; by default an MLP on
+  scikit-learn's bundled digits) and print its accuracy, full-state hash and checkpoint;
+  ``--json`` for a machine-readable summary.
 - ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
 - ``nxrs inspect FILE [--verify] [--json]``: what a checkpoint holds (and, with ``--verify``,
   whether every tensor is intact).
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -46,6 +46,7 @@ from nxrs.cli._common import (
     EXIT_USAGE,
     add_command,
 )
+from nxrs.cli._streams import own_standard_streams
 
 __all__ = [
     "EXIT_DIVERGED",
@@ -139,8 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _warnings_as_lines(args.command):
             code: int = args.run(args)
-    except BrokenPipeError:
-        raise
     except KeyboardInterrupt:
         print(f"nxrs {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGINT
@@ -153,12 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Output piped into a command that stopped reading: quietly stop, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    """Console-script entry point: ``main`` on standard streams whose fate (a reader that goes
+    away, a closed descriptor) never changes the exit status (``nxrs.cli._streams``)."""
+    own_standard_streams()
+    sys.exit(main())

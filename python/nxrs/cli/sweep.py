@@ -166,8 +166,6 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             finally:
                 if ours and ray.is_initialized():
                     ray.shutdown()
-    except BrokenPipeError:
-        raise
     except (CliError, ImportError, TypeError, ValueError, OSError, ConfigError, InputError) as err:
         name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
         print(f"nxrs sweep: {name}{err}", file=sys.stderr)
