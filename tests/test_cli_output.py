@@ -6,10 +6,14 @@ be reached; and the help says what ``nxrs train`` trains. Every check runs a rea
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +124,81 @@ def test_a_failure_with_stdout_closed_is_one_line_with_its_status(tmp_path: Path
     proc = in_shell(tmp_path, ">&-", "train", *TINY, "--data", "missing.csv")
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "missing.csv" in proc.stderr, proc.stderr
+
+
+# --- a store or a Ray cluster that cannot be reached: one line ---------------------------------
+
+
+@contextlib.contextmanager
+def denying_store(status: int) -> Iterator[str]:
+    """A local HTTP server that answers every request with ``status`` and a JSON error, as
+    Google Cloud Storage answers a caller without access (401: gcsfs logs the traceback of a
+    request it does not retry; 403: its error's message is two lines); its endpoint."""
+
+    class Deny(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            body = json.dumps({"error": {"code": status, "message": "no access"}}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Deny)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status", [401, 403])
+@pytest.mark.parametrize("command", [["train", *TINY, "--ckpt-dir"], ["status"]])
+def test_a_store_that_refuses_is_one_line(
+    status: int, command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("gcsfs")
+    with denying_store(status) as endpoint:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        monkeypatch.setenv("FSSPEC_GCS_TOKEN", "anon")
+        monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        proc = nxrs_cli(tmp_path, *command, "gs://bucket/run")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("nxrs ") and "no access" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        # Ray starts the local cluster's GCS, then connects to it no time (an error of
+        # Ray's own, raised with its traceback).
+        ("RAY_NUM_REDIS_GET_RETRIES", "0", "UnboundLocalError"),
+        # Ray's session directory cannot be made (after Ray's own warning line).
+        ("RAY_TMPDIR", "{tmp}/file/ray", "Not a directory"),
+    ],
+)
+def test_a_ray_that_cannot_start_is_one_line(
+    variable: str, value: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(variable, value.format(tmp=tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    proc = nxrs_cli(tmp_path, "sweep", "--dir", "s", "--epochs", "1", "--grid", "lr=0.1")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(
+        "nxrs sweep: ConnectionError: Ray could not start a local cluster: "
+    ), proc.stderr
+    assert says in proc.stderr, proc.stderr
 
 
 # --- the help -----------------------------------------------------------------------------------

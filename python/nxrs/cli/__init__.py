@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -45,6 +46,7 @@ from nxrs.cli._common import (
     EXIT_SIGTERM,
     EXIT_USAGE,
     add_command,
+    error_line,
 )
 from nxrs.cli._streams import own_standard_streams
 
@@ -87,6 +89,21 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         warnings.simplefilter("always", SaveFailedWarning)
         warnings.showwarning = show
         yield
+
+
+@contextlib.contextmanager
+def _library_logs_hidden() -> Iterator[None]:
+    """The log records of the libraries a command uses not shown: without a handler of its
+    own, a record of WARNING or above would go to stderr through ``logging.lastResort`` (an
+    unreachable gs:// store: gcsfs's traceback of its last retry, 50 lines before nxrs's one
+    line saying what failed). A handler on the root logger that drops them takes its place."""
+    root = logging.getLogger()
+    dropped = logging.NullHandler()
+    root.addHandler(dropped)
+    try:
+        yield
+    finally:
+        root.removeHandler(dropped)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -138,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if check is not None:
         check(getattr(args, "parser", parser), args)
     try:
-        with _warnings_as_lines(args.command):
+        with _warnings_as_lines(args.command), _library_logs_hidden():
             code: int = args.run(args)
     except KeyboardInterrupt:
         print(f"nxrs {args.command}: interrupted", file=sys.stderr)
@@ -146,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (nxrs.NxrsError, OSError, ValueError) as err:
         # A user error a command did not report itself (an unwritable --workdir, a file that
         # vanished meanwhile): one line, as every other error, rather than a traceback.
-        print(f"nxrs {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs {args.command}: error: {error_line(err)}", file=sys.stderr)
         return EXIT_FAILED
     return code
 

@@ -39,6 +39,14 @@ class CliError(Exception):
     """A failure reported as one line on stderr with exit status 1."""
 
 
+def error_line(err: BaseException) -> str:
+    """``err`` as the command line reports it: its type and message (a ``CliError``'s message
+    alone), on one line: a message of several lines (a storage client's ``Forbidden: PATH``
+    then the store's answer) has its lines joined."""
+    name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
+    return name + re.sub(r"\s*\n\s*", " ", str(err).strip())
+
+
 def add_command(
     commands: Any, name: str, help: str, description: str, epilog: str
 ) -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ import sys
 import nxrs
 from nxrs._diff import diff
 from nxrs._object_checkpoints import local_copy
-from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, nonempty_location
+from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, error_line, nonempty_location
 
 HELP = "find the first step at which two runs (or checkpoints) of one configuration differ"
 DESCRIPTION = (
@@ -73,10 +73,8 @@ def run(args: argparse.Namespace) -> int:
             if args.data_b is not None:
                 raise nxrs.InputError("--data-b is for run directories")
             report = diff(a, b, x, y)
-    except BrokenPipeError:
-        raise
     except (nxrs.NxrsError, OSError, ValueError) as err:
-        print(f"nxrs diff: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs diff: {error_line(err)}", file=sys.stderr)
         return EXIT_FAILED
     sys.stdout.write(report.to_json() + "\n" if args.json else str(report))
     return EXIT_DONE if report.identical else EXIT_FAILED

@@ -30,6 +30,7 @@ from nxrs.cli._common import (
     apply_recipe,
     check_save_points,
     default_layers,
+    error_line,
     hidden_sizes,
     keep_option,
     layer_sizes,
@@ -97,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"nxrs train: {err.strerror}", file=sys.stderr)
             return EXIT_SAVE_FAILED
         except (CliError, nxrs.NxrsError, OSError, ValueError) as err:
-            name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
-            print(f"nxrs train: {name}{err}", file=sys.stderr)
+            print(f"nxrs train: {error_line(err)}", file=sys.stderr)
             return EXIT_FAILED
 
 
