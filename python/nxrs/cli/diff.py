@@ -8,7 +8,13 @@ import sys
 
 import nxrs
 from nxrs._diff import diff
-from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, nonempty_location, nonempty_text
+from nxrs.cli._common import (
+    EXIT_DONE,
+    EXIT_FAILED,
+    error_line,
+    nonempty_location,
+    nonempty_text,
+)
 
 HELP = "find the first step at which two runs (or checkpoints) of one configuration differ"
 DESCRIPTION = (
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise
     except (nxrs.NxrsError, OSError, ValueError) as err:
-        print(f"nxrs diff: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs diff: {error_line(err)}", file=sys.stderr)
         return EXIT_FAILED
     sys.stdout.write(report.to_json() + "\n" if args.json else str(report))
     return EXIT_DONE if report.identical else EXIT_FAILED

@@ -10,7 +10,7 @@ from typing import Any
 import nxrs
 from nxrs._files import json_text
 from nxrs._rundir import MANIFEST_NAME, run_status
-from nxrs.cli._common import nonempty_location
+from nxrs.cli._common import error_line, nonempty_location
 from nxrs.data import _describe_split
 
 HELP = "print a run directory's configuration, progress, checkpoints and history"
@@ -38,10 +38,8 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         status = run_status(args.directory)
-    except BrokenPipeError:
-        raise
     except (nxrs.NxrsError, OSError) as err:
-        print(f"nxrs status: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs status: {error_line(err)}", file=sys.stderr)
         return 1
     if args.json:
         sys.stdout.write(json_text(status, indent=1) + "\n")
