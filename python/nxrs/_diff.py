@@ -26,7 +26,7 @@ import numpy.typing as npt
 from nxrs._config import config_diff
 from nxrs._nxrs import CheckpointError, InputError, MismatchError
 from nxrs._object_checkpoints import local_copy
-from nxrs._replay import RunData, first_difference, replay, replay_step
+from nxrs._replay import ReadCommand, RunData, first_difference, replay, replay_step
 from nxrs._rundir import open_run_directory
 from nxrs._transcript import TRANSCRIPT_NAME
 
@@ -150,6 +150,7 @@ def diff(
     y_b: npt.ArrayLike | None = None,
     data: str | None = None,
     data_b: str | None = None,
+    _read_command: ReadCommand | None = None,
 ) -> DiffReport:
     """Why two runs of one configuration differ: ``a`` and ``b`` are two run directories (of
     ``fit`` or ``nxrs train --ckpt-dir``) or two checkpoint files.
@@ -175,6 +176,9 @@ def diff(
     MismatchError (naming the settings) when the two are of different configurations;
     InputError for a path that is neither a run directory nor a file, or a file and a
     directory.
+
+    ``_read_command`` is for nxrs's own command line (the reader of the command line an older
+    nxrs's manifest records in place of its data source); not part of the API.
     """
     # On object storage: local copies of the run directories' or checkpoints' objects (the
     # report and its messages name them as given).
@@ -186,8 +190,8 @@ def diff(
         if (x is None) != (y is None) or (xb is None) != (yb is None):
             raise InputError("give the data as both x and y (x_b and y_b)")
         return _diff_runs(
-            _Run.read(a, pa, "A", given_a, data),
-            _Run.read(b, pb, "B", given_b, data if data_b is None else data_b),
+            _Run.read(a, pa, "A", given_a, data, _read_command),
+            _Run.read(b, pb, "B", given_b, data if data_b is None else data_b, _read_command),
         )
     for location, p in ((a, pa), (b, pb)):
         if not p.exists():
@@ -202,7 +206,7 @@ def diff(
         )
     if x is not None and data is not None:
         raise InputError("give the data to replay on as x and y, or as data (a file), not both")
-    return _diff_files((str(a), pa), (str(b), pb), x, y, data)
+    return _diff_files((str(a), pa), (str(b), pb), x, y, data, _read_command)
 
 
 def _same_config(a: dict[str, Any], b: dict[str, Any], digests: tuple[str, str]) -> None:
@@ -230,6 +234,7 @@ class _Run:
         entries: list[dict[str, Any]],
         given: RunData | None,
         data_file: str | None,
+        read_command: ReadCommand | None = None,
     ) -> None:
         #: ``name``: the run as given (a path or URL); ``path``: where its checkpoints are read
         #: (a run on object storage: a local copy).
@@ -237,6 +242,7 @@ class _Run:
         self.manifest, self.entries = manifest, entries
         self.by_step = {int(e["step"]): e for e in entries}
         self.given, self.data_file = given, data_file
+        self.read_command = read_command
         self._data: RunData | None = None
 
     @classmethod
@@ -247,6 +253,7 @@ class _Run:
         label: str,
         given: RunData | None,
         data_file: str | None,
+        read_command: ReadCommand | None = None,
     ) -> _Run:
         run = open_run_directory(location)
         manifest = run.read_manifest()
@@ -265,7 +272,7 @@ class _Run:
                     f"run {label}: transcript entry {e.get('entry')} has no step or state "
                     "digest (nxrs verify checks the transcript)"
                 )
-        return cls(str(location), path, label, manifest, entries, given, data_file)
+        return cls(str(location), path, label, manifest, entries, given, data_file, read_command)
 
     @property
     def last(self) -> dict[str, Any]:
@@ -302,7 +309,11 @@ class _Run:
             how = f"{option} FILE; {parameter}=FILE in Python"
             try:
                 data = RunData.of_run(
-                    self.manifest, self.data_file, f"run {self.label} ({self.name})", how
+                    self.manifest,
+                    self.data_file,
+                    f"run {self.label} ({self.name})",
+                    how,
+                    self.read_command,
                 )
             except MismatchError as err:
                 raise InputError(str(err)) from None  # no data given: a missing input here
@@ -483,6 +494,7 @@ def _diff_files(
     x: npt.ArrayLike | None,
     y: npt.ArrayLike | None,
     data: str | None,
+    read_command: ReadCommand | None = None,
 ) -> DiffReport:
     from nxrs._checkpoint import open as open_checkpoint
     from nxrs._trainer import Trainer
@@ -521,7 +533,7 @@ def _diff_files(
         if x is not None and y is not None:
             run_data = RunData(x, y)
         elif data is not None:
-            run_data = _checkpoint_data(side.path, data)
+            run_data = _checkpoint_data(side.path, data, read_command)
         else:
             raise InputError(
                 f"the checkpoints are at different steps ({ta.steps} and {tb.steps}): give the "
@@ -545,7 +557,7 @@ def _diff_files(
     return report
 
 
-def _checkpoint_data(location: str, data: str) -> RunData:
+def _checkpoint_data(location: str, data: str, read_command: ReadCommand | None = None) -> RunData:
     """The training data of the checkpoint file at ``location``, read from the file ``data``
     as the run directory holding the checkpoint read it (``RunData.of_run`` with the manifest
     beside the file: an ``nxrs train`` run's train split; the whole file without one)."""
@@ -553,4 +565,4 @@ def _checkpoint_data(location: str, data: str) -> RunData:
 
     directory = location.rpartition("/")[0] if is_url(location) else Path(location).parent
     manifest = open_run_directory(directory).read_manifest()
-    return RunData.of_run(manifest, data, f"the run of {location}")
+    return RunData.of_run(manifest, data, f"the run of {location}", read_command=read_command)

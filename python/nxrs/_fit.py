@@ -141,6 +141,9 @@ class RunOptions:
     keep: int | None = 3
     #: Periodic saves written by a background thread while training goes on (_async_save).
     async_save: bool = False
+    #: How the data was read (``--data``, ``--target``, ``--task``; nxrs train): what replay
+    #: reads it again by.
+    data_source: dict[str, Any] | None = None
 
 
 def on_object_storage(checkpoint: object) -> bool:
@@ -258,6 +261,7 @@ class _Session:
             command=self.options.command,
             source=self.source,
             keep=self.manager.keep,
+            data_source=self.options.data_source,
         )
         where = self.run.directory
         if moved is not None:

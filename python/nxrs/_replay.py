@@ -1,8 +1,8 @@
 """Replaying a run: what ``nxrs verify`` and ``nxrs diff`` share.
 
 - ``RunData``: a run's data, given (``fit``'s ``x``, ``y``, validation data) or read again the
-  way ``nxrs train`` read it (from the command its manifest records: the file, the label
-  column, the split), with its digests (``docs/TRAINING.md`` section 16);
+  way ``nxrs train`` read it (as its manifest records: the file, the label column, the task,
+  the split), with its digests (``docs/TRAINING.md`` section 16);
 - ``replay``: a trainer taken from a state to a later step on the run's training data, exactly
   as the run took it (any backend or thread count gives the same bits);
 - ``first_difference``: the first tensor cell or scalar in which two states differ.
@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +27,15 @@ if TYPE_CHECKING:
 __all__ = ["RunData", "first_difference", "replay", "replay_step"]
 
 Pair = tuple[npt.ArrayLike, npt.ArrayLike]
+
+#: The data of an ``nxrs train`` run whose manifest records only its command line (an older
+#: nxrs's), read again by the command line's parser: ``(command, data, cwd)`` -> ``x_train,
+#: y_train, x_test, y_test`` (as ``RunData.of_run`` passes them: the data file replacing the
+#: command's ``--data``, the directory the command ran in).
+ReadCommand = Callable[
+    [list[str], Optional[str], Optional[str]],
+    tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]],
+]
 
 
 @dataclass
@@ -55,13 +63,19 @@ class RunData:
         data: str | None,
         run: str,
         how: str = "--data FILE; data=FILE in Python",
+        read_command: ReadCommand | None = None,
     ) -> RunData:
         """The training data of the run whose manifest is ``manifest`` (None: it has none), read
-        again from a file: for an ``nxrs train`` run, read and split as its recorded command did
-        (``of_command``), the file ``data`` replacing its ``--data``; for a ``fit`` run (no
-        command recorded), the file ``data`` whole, as ``nxrs.data.load`` reads it (its samples
-        were ``fit``'s). The one reading of a data file that ``nxrs verify --data`` and ``nxrs
-        diff --data`` share, so that both accept and refuse the same files.
+        again from a file: for an ``nxrs train`` run, read and split as it did (by the
+        manifest's ``data_source`` and ``data.file``: ``nxrs.data._read_again``), the file
+        ``data`` replacing its ``--data``; for a ``fit`` run (no command recorded), the file
+        ``data`` whole, as ``nxrs.data.load`` reads it (its samples were ``fit``'s). The one
+        reading of a data file that ``nxrs verify --data`` and ``nxrs diff --data`` share, so
+        that both accept and refuse the same files.
+
+        A manifest of an older nxrs records only the command line: ``read_command`` (the
+        command line's own reader, which ``nxrs verify`` and ``nxrs diff`` pass) reads it
+        again; without one, MismatchError.
 
         ``run`` names the run in messages, ``how`` says how a file is given (the option and
         the parameter). MismatchError when a ``fit`` run's file is not given; InputError when
@@ -77,49 +91,31 @@ class RunData:
             from nxrs.data import load
 
             return cls(*load(data))
-        cwd = manifest.get("cwd") if manifest is not None else None
+        assert manifest is not None
+        cwd = manifest.get("cwd")
+        source = manifest.get("data_source")
+        split = (manifest.get("data") or {}).get("file")
         try:
-            return cls.of_command(list(command), data, cwd=cwd if isinstance(cwd, str) else None)
+            if isinstance(source, dict) and isinstance(split, dict):
+                from nxrs.data import _read_again
+
+                parts = _read_again(source, split, data, cwd if isinstance(cwd, str) else None)
+            elif read_command is not None:
+                parts = read_command(list(command), data, cwd if isinstance(cwd, str) else None)
+            else:
+                raise MismatchError(
+                    f"{run} was trained by an nxrs train whose manifest records its command "
+                    f"line but not its data source: give its data ({how}), or verify it with "
+                    "the nxrs command line, which reads its command"
+                )
         except (InputError, OSError) as err:
             if data is not None:
                 raise  # the file given: its own error names it
             raise InputError(
                 f"{run}: its data, read as its command did: {err} (moved? give the file: {how})"
             ) from None
-
-    @classmethod
-    def of_command(
-        cls, command: list[str], data: str | None = None, cwd: str | None = None
-    ) -> RunData:
-        """The data ``nxrs train`` trained on when run as ``command`` (the run manifest's
-        ``command``): read and split again as it did; ``data`` replaces its ``--data`` (a file
-        moved since); ``cwd`` (the manifest's) is where the command ran, which a relative data
-        path is relative to. MismatchError when ``command`` is not an ``nxrs train`` command
-        line."""
-        from nxrs.cli import build_parser
-        from nxrs.cli._common import apply_recipe
-        from nxrs.data import BUILTIN, load, train_test
-
-        if len(command) < 2 or command[1] != "train":
-            raise MismatchError(
-                f"the run's recorded command is not an nxrs train command ({command!r}): its "
-                "data cannot be read again as it was"
-            )
-        try:
-            args = build_parser().parse_args(command[1:])
-        except SystemExit:
-            raise MismatchError(f"the run's recorded command cannot be read: {command!r}") from None
-        args.argv = command[1:]
-        apply_recipe(args)
-        if data is not None:
-            args.data = data
-        elif cwd is not None and args.data not in BUILTIN:
-            # A file named relative to where the command ran (the manifest's ``cwd``).
-            args.data = str(Path(cwd) / args.data)
-        x, y = load(args.data, args.target, getattr(args, "task", "auto"))
-        test_size = getattr(args, "test_size", None)
-        train_idx, test_idx = train_test(args.data, len(x), test_size, args.seed)
-        return cls(x[train_idx], y[train_idx], test=(x[test_idx], y[test_idx]))
+        x, y, x_test, y_test = parts
+        return cls(x, y, test=(x_test, y_test))
 
 
 def replay(trainer: Trainer, data: RunData, step: int) -> None:

@@ -259,7 +259,13 @@ MANIFEST_SCHEMA = _record(
         ),
         "events": _array(EVENT_SCHEMA),
     },
-    {"command": _array(_STRING), "cwd": _STRING, "events_omitted": _counts(), "keep": _KEEP},
+    {
+        "command": _array(_STRING),
+        "cwd": _STRING,
+        "data_source": _record({"data": _STRING, "target": _nullable(_STRING), "task": _STRING}),
+        "events_omitted": _counts(),
+        "keep": _KEEP,
+    },
 )
 
 #: The history a manifest keeps: the run's first event and the newest ``EVENTS_KEPT``; the
@@ -579,10 +585,12 @@ class RunManifest:
         command: list[str] | None,
         source: Mapping[str, Any] | None,
         keep: int | None = 3,
+        data_source: Mapping[str, Any] | None = None,
     ) -> None:
         """Records that this nxrs runs the run now, towards ``epochs`` epochs, started by
-        ``command`` (when known) on data split from the file ``source`` (when known), keeping
-        the newest ``keep`` checkpoints (None: every one)."""
+        ``command`` (when known) on data split from the file ``source`` (when known) and read
+        as ``data_source`` says (when known: ``nxrs.data._source_record``), keeping the newest
+        ``keep`` checkpoints (None: every one)."""
         document = self.document
         # The fewest any process of the run kept, so "all" (nxrs verify then requires every
         # checkpoint) only while none pruned; a manifest of an nxrs that did not record it
@@ -600,6 +608,9 @@ class RunManifest:
             # Recorded from now on, also in a run directory written by an older nxrs, which
             # recorded only the training split's fingerprint (still checked by fit).
             document["data"]["file"] = dict(source)
+        if data_source is not None:
+            # What replay (nxrs verify, nxrs diff) reads the data again by.
+            document["data_source"] = dict(data_source)
         document["plan"] = {
             "epochs": epochs,
             "steps_per_epoch": steps_per_epoch,

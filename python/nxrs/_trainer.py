@@ -121,6 +121,7 @@ class Trainer(_Trainer):
         _command: list[str] | None = None,
         _say: Callable[[str], None] | None = None,
         _source: Mapping[str, Any] | None = None,
+        _data_source: Mapping[str, Any] | None = None,
     ) -> History:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
@@ -202,9 +203,10 @@ class Trainer(_Trainer):
         ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
         ``engine="local"``.
 
-        ``_stop``, ``_command``, ``_say`` and ``_source`` are for nxrs's own command line and
-        sweeps (a stop flag whose signal handlers the caller installed, the command recorded in
-        the manifest, where messages go, the whole data file's identity); not part of the API.
+        ``_stop``, ``_command``, ``_say``, ``_source`` and ``_data_source`` are for nxrs's own
+        command line and sweeps (a stop flag whose signal handlers the caller installed, the
+        command recorded in the manifest, where messages go, the whole data file's identity,
+        how the data was read); not part of the API.
         """
         from nxrs import _fit
         from nxrs._manager import CheckpointManager
@@ -254,6 +256,7 @@ class Trainer(_Trainer):
         options = _fit.RunOptions(
             epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
             _command, _say, None if _source is None else dict(_source), kept, async_save,
+            None if _data_source is None else dict(_data_source),
         )  # fmt: skip
         # The whole run is one claim: no other thread changes the trainer between its chunks
         # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.

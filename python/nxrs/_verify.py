@@ -39,7 +39,7 @@ from nxrs._fit import check_engine
 from nxrs._manager import CheckpointEntry, list_checkpoints
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
 from nxrs._object_checkpoints import local_copy
-from nxrs._replay import RunData, first_difference, replay
+from nxrs._replay import ReadCommand, RunData, first_difference, replay
 from nxrs._rundir import ManifestError, RunDirectory, open_run_directory
 from nxrs._trainer import Trainer
 from nxrs._transcript import ENTRY_KEYS, TRANSCRIPT_NAME, Transcript, entry_digest
@@ -252,6 +252,7 @@ def verify(
     workers: int | None = None,
     threads: int | None = None,
     progress: bool | None = None,
+    _read_command: ReadCommand | None = None,
 ) -> VerifyReport:
     """Checks that the run in ``run_dir`` (a run directory of ``fit`` or ``nxrs train`` with
     its transcript, ``nxrs-transcript.jsonl``) reached its states from its data and
@@ -288,6 +289,9 @@ def verify(
     ConfigError for a bad setting, InputError when ``run_dir`` is a file (a checkpoint's:
     ``nxrs inspect``, ``nxrs diff``), FileNotFoundError when it does not exist. A run on object
     storage is named by its URL, its checkpoints read from a local copy.
+
+    ``_read_command`` is for nxrs's own command line (the reader of the command line an older
+    nxrs's manifest records in place of its data source); not part of the API.
     """
     began = time.perf_counter()
     if isinstance(segments, str) and segments != "all":
@@ -335,7 +339,9 @@ def verify(
         manifest = None
         notes.append(f"the manifest cannot be read: {err}")
     # Read before the checks: a run whose data cannot be had is refused before any work.
-    run_data, source = _run_data(name, manifest, x, y, validation_data, test_data, data)
+    run_data, source = _run_data(
+        name, manifest, x, y, validation_data, test_data, data, _read_command
+    )
     if holder is not None and entries:
         notes.append(
             f"the run is being trained ({holder}): verified as its transcript was, up to entry "
@@ -567,13 +573,15 @@ def _run_data(
     validation_data: Pair | None,
     test_data: Pair | None,
     data: str | os.PathLike[str] | None,
+    read_command: ReadCommand | None,
 ) -> tuple[RunData, str]:
     """The data to check and replay on, and where it came from: given (``x``, ``y``, ...), or
-    read again from a file (``RunData.of_run``: as the ``nxrs train`` command the manifest
+    read again from a file (``RunData.of_run``: as the ``nxrs train`` run the manifest
     records read it, or a ``fit`` run's file whole)."""
     if x is not None and y is not None:
         return RunData(x, y, validation=validation_data, test=test_data), "given"
-    run_data = RunData.of_run(manifest, None if data is None else os.fspath(data), name)
+    file = None if data is None else os.fspath(data)
+    run_data = RunData.of_run(manifest, file, name, read_command=read_command)
     return run_data, "file" if manifest is None or manifest.get("command") is None else "command"
 
 

@@ -30,7 +30,7 @@ import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import nxrs
 from nxrs._rundir import SaveFailedWarning
@@ -45,6 +45,7 @@ from nxrs.cli._common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     EXIT_USAGE,
+    Parser,
     add_command,
     error_line,
 )
@@ -106,13 +107,6 @@ def _library_logs_hidden() -> Iterator[None]:
         root.removeHandler(dropped)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with usage errors on one line: ``nxrs train: error: ... (see ...--help)``."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
 MAIN_EPILOG = """\
 examples:
   nxrs gate                          # the checkpoint/resume proof: verdict=GREEN, exit 0
@@ -128,7 +122,7 @@ With no command, nxrs prints this help and exits 2. Errors are one line on stder
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="nxrs",
         description="Bit-reproducible training with exact checkpoint/resume.",
         epilog=MAIN_EPILOG,

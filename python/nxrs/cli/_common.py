@@ -11,7 +11,7 @@ import signal
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +45,13 @@ def error_line(err: BaseException) -> str:
     then the store's answer) has its lines joined."""
     name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
     return name + re.sub(r"\s*\n\s*", " ", str(err).strip())
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line: ``nxrs train: error: ... (see ...--help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def add_command(

@@ -15,6 +15,7 @@ from nxrs.cli._common import (
     nonempty_location,
     nonempty_text,
 )
+from nxrs.cli._recorded import read_command
 
 HELP = "find the first step at which two runs (or checkpoints) of one configuration differ"
 DESCRIPTION = (
@@ -69,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        report = diff(args.a, args.b, data=args.data, data_b=args.data_b)
+        report = diff(
+            args.a, args.b, data=args.data, data_b=args.data_b, _read_command=read_command
+        )
     except BrokenPipeError:
         raise
     except (nxrs.NxrsError, OSError, ValueError) as err:

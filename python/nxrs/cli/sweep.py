@@ -14,11 +14,15 @@ from nxrs._checks import count
 from nxrs._files import json_text
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._sweeps import expand_grid, log, parse_grid, record_summary, sweep
-from nxrs.cli import _common
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     CliError,
+    add_data_arguments,
+    add_epochs_argument,
+    add_model_argument,
+    add_save_point_arguments,
     apply_recipe,
+    check_save_points,
     default_layers,
     error_line,
     loss_for,
@@ -60,7 +64,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    _common.add_data_arguments(parser)
+    add_data_arguments(parser)
     parser.add_argument(
         "--grid",
         action="append",
@@ -69,19 +73,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a grid axis (one --grid per axis; see below)",
     )
     parser.add_argument("--dir", type=nonempty_path, required=True, help="the sweep's directory")
-    _common.add_model_argument(
+    add_model_argument(
         parser,
         "; the model of every configuration without a layers or hidden grid axis (default: "
         "an MLP of the data's inputs, 128 hidden units and its outputs)",
     )
-    _common.add_epochs_argument(parser)
+    add_epochs_argument(parser)
     parser.add_argument(
         "--split-seed",
         type=int,
         default=0,
         help="seed of the train/test split (default 0; none for mnist1d, which has its own)",
     )
-    _common.add_save_point_arguments(
+    add_save_point_arguments(
         parser,
         every="checkpoint every N steps (default: by time)",
         seconds="checkpoint N seconds after the previous save (default 30)",
@@ -102,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    _common.check_save_points(parser, args, checkpointed=True)
+    check_save_points(parser, args, checkpointed=True)
     try:
         args.configs = expand_grid(parse_grid(args.grid))
     except ValueError as err:

@@ -40,7 +40,7 @@ from nxrs.cli._common import (
     output_file,
     positive_int,
 )
-from nxrs.data import _split_record, check_test_size, load, train_test
+from nxrs.data import _source_record, _split_record, check_test_size, load, train_test
 
 HELP = "train an MLP or a layer model exactly (default: a quick MLP run on scikit-learn's digits)"
 DESCRIPTION = (
@@ -317,6 +317,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
         _say=lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True),
         _source=source,
+        _data_source=_source_record(args.data, args.target, getattr(args, "task", "auto")),
     )
     train_loss, train_acc = trainer.evaluate(x_train, y_train)
     test_loss, test_acc = trainer.evaluate(x_test, y_test)

@@ -15,6 +15,7 @@ from nxrs.cli._common import (
     nonempty_text,
     positive_int,
 )
+from nxrs.cli._recorded import read_command
 
 HELP = "check that a run directory's model came from its data and configuration, bit for bit"
 DESCRIPTION = (
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         engine=args.engine,
         workers=args.workers,
         threads=args.threads,
+        _read_command=read_command,
     )
     if args.json:
         sys.stdout.write(json_text(report.to_dict(), indent=1) + "\n")
