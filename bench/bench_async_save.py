@@ -44,7 +44,7 @@ import numpy as np
 
 import nxrs
 from nxrs import _fit
-from nxrs._files import fsync_path
+from nxrs._util.files import fsync_path
 
 MB = 1e6
 SIZES = {"1GB": [4096, 10240, 4096], "100MB": [1024, 4096, 1024]}

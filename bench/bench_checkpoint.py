@@ -42,7 +42,7 @@ import numpy.typing as npt
 from _machine import cpu_model
 
 import nxrs
-from nxrs._files import fsync_path
+from nxrs._util.files import fsync_path
 
 F32Array = npt.NDArray[np.float32]
 StateDict = dict[str, F32Array]

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from nxrs._async_save import SavedState
-from nxrs._files import write_bytes_atomically
+from nxrs._util.files import write_bytes_atomically
 from nxrs._rundir import ObjectRunDirectory
 from nxrs._transcript import TRANSCRIPT_NAME, DataDigests, Transcript, canonical
 

@@ -1,4 +1,4 @@
-"""Issue 18's Python API edges: one count rule (``nxrs._checks``), typed errors for every bad
+"""Issue 18's Python API edges: one count rule (``nxrs._util.checks``), typed errors for every bad
 value (``NxrsError`` subclasses), run manifests checked against one schema and kept bounded,
 scikit-learn fits that change nothing when refused, ``fit`` refusing empty plans, and Ray
 refusing workers a fixed cluster cannot hold.
@@ -52,17 +52,17 @@ def one_line_error(proc: subprocess.CompletedProcess[str], status: int, fragment
 
 
 def test_the_count_rules_examples() -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
-    result = doctest.testmod(nxrs._checks, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(nxrs._util.checks, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.int32(3), np.uint8(3), np.array(3)], ids=repr)
 def test_every_integer_is_a_count(value: Any) -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
-    n = nxrs._checks.count("n", value, minimum=1)
+    n = nxrs._util.checks.count("n", value, minimum=1)
     assert n == 3 and type(n) is int
 
 
@@ -72,18 +72,18 @@ def test_every_integer_is_a_count(value: Any) -> None:
     ids=repr,
 )
 def test_bools_floats_and_the_rest_are_not_counts(value: Any) -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
     with pytest.raises(nxrs.ConfigError, match="must be an int") as caught:
-        nxrs._checks.count("n", value)
+        nxrs._util.checks.count("n", value)
     assert isinstance(caught.value, ValueError)  # `except ValueError` still catches it
 
 
 def test_a_count_below_its_minimum_names_both() -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
     with pytest.raises(nxrs.ConfigError, match=r"^keep = 0 must be at least 1$"):
-        nxrs._checks.count("keep", 0, minimum=1)
+        nxrs._util.checks.count("keep", 0, minimum=1)
 
 
 def test_config_and_input_errors_are_value_errors_and_pickle() -> None:

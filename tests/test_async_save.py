@@ -336,7 +336,7 @@ def test_a_stop_waits_for_the_save_in_flight_then_saves_its_step(
 ) -> None:
     """The stop (here its flag, set while the save of step 10 is being written) waits for
     that save, counts it, then saves the step it stopped at: both checkpoints, in order."""
-    from nxrs._signals import StopFlag
+    from nxrs._util.signals import StopFlag
 
     stop = StopFlag()
     _HeldAfterStep10.flagged.clear()

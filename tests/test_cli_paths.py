@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._store import is_url
+from nxrs._storage.store import is_url
 
 #: The smallest run: a 2-unit hidden layer, one epoch.
 TINY = ("--epochs", "1", "--hidden", "2", "--batch-size", "4")

@@ -35,7 +35,7 @@ import nxrs._async_save
 from nxrs._async_save import SavedState
 from nxrs._lease import LeaseLostError, lease_holder
 from nxrs._rundir import LEASE_NAME, MANIFEST_NAME, ObjectRunDirectory, RunLockedError
-from nxrs._store import ObjectDirectory, open_store
+from nxrs._storage.store import ObjectDirectory, open_store
 from nxrs._transcript import TRANSCRIPT_NAME, DataDigests, Transcript, segment_name
 
 LAYERS = [16, 32, 4]
@@ -214,7 +214,7 @@ def test_an_upload_whose_bytes_do_not_match_its_checksum_is_never_stored(
 ) -> None:
     """The store checks a checkpoint's bytes against the checksum sent with them: bytes that
     changed after their checksum was taken (a failing disk, say) are refused, not stored."""
-    from nxrs import _store
+    from nxrs._storage import store as _store
 
     path = tmp_path / "step-000000000001.nxck"
     path.write_bytes(b"x" * 100_000)
@@ -298,7 +298,7 @@ def test_an_azure_download_reads_one_version_only(
     between two of them fails the download (OSError) rather than mixing two versions."""
     if store.scheme != "az":
         pytest.skip("Azure's ranged downloads")
-    from nxrs import _store
+    from nxrs._storage import store as _store
 
     monkeypatch.setattr(_store, "PIECE", 1000)  # three pieces
     directory = open_store(url)

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy.typing as npt
 
-from nxrs._config import config_diff
 from nxrs._nxrs import CheckpointError, InputError, MismatchError
 from nxrs._object_checkpoints import local_copy
 from nxrs._replay import ReadCommand, RunData, first_difference, replay, replay_step
 from nxrs._rundir import open_run_directory
 from nxrs._transcript import TRANSCRIPT_NAME
+from nxrs._util.config import config_diff
 
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
@@ -97,7 +97,7 @@ class DiffReport:
 
     def to_json(self, indent: int | None = 1) -> str:
         """``to_dict`` as strict JSON text."""
-        from nxrs._files import json_text
+        from nxrs._util.files import json_text
 
         return json_text(self.to_dict(), indent=indent)
 
@@ -561,7 +561,7 @@ def _checkpoint_data(location: str, data: str, read_command: ReadCommand | None 
     """The training data of the checkpoint file at ``location``, read from the file ``data``
     as the run directory holding the checkpoint read it (``RunData.of_run`` with the manifest
     beside the file: an ``nxrs train`` run's train split; the whole file without one)."""
-    from nxrs._store import is_url
+    from nxrs._storage.store import is_url
 
     directory = location.rpartition("/")[0] if is_url(location) else Path(location).parent
     manifest = open_run_directory(directory).read_manifest()

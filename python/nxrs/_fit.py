@@ -11,7 +11,6 @@ import errno
 import json
 import os
 import signal
-import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -23,8 +22,6 @@ import numpy.typing as npt
 
 from nxrs._async_save import SaveInFlight, manager_write
 from nxrs._checkpoint import open as open_checkpoint
-from nxrs._checks import optional_count
-from nxrs._config import config_diff
 from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     _CHUNK_SECONDS,
@@ -44,9 +41,12 @@ from nxrs._rundir import (
     stderr_line,
     warn_save_failed,
 )
-from nxrs._signals import StopFlag, stop_signals
-from nxrs._store import is_url
+from nxrs._storage.store import is_url
 from nxrs._transcript import DataDigests, SavedStateLike
+from nxrs._util.checks import optional_count
+from nxrs._util.config import config_diff
+from nxrs._util.progress import progress_bar
+from nxrs._util.signals import StopFlag, stop_signals
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
@@ -706,19 +706,10 @@ def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> b
 
 
 class _Bar:
-    """A tqdm progress bar over the run's steps, with epoch, loss and samples/s."""
+    """A progress bar over the run's steps, with epoch, loss and samples/s."""
 
-    def __init__(self, trainer: Trainer, epochs: int, samples: int) -> None:
-        from tqdm.auto import tqdm
-
-        per_epoch = trainer._batches_per_epoch(samples)
-        total = max(0, epochs * per_epoch)
-        done = min(total, trainer.epoch * per_epoch + trainer.batch)
-        self.samples_per_step = samples / max(per_epoch, 1)
-        self.epochs = epochs
-        self.bar: Any = tqdm(
-            total=total, initial=done, unit="step", file=sys.stderr, dynamic_ncols=True
-        )
+    def __init__(self, bar: Any, epochs: int, samples_per_step: float) -> None:
+        self.bar, self.epochs, self.samples_per_step = bar, epochs, samples_per_step
 
     def update(self, trainer: Trainer, steps: int, seconds: float, loss: float | None) -> None:
         rate = steps * self.samples_per_step / seconds if seconds > 0 else 0.0
@@ -736,6 +727,8 @@ def _progress_bar(
     progress: bool | None, trainer: Trainer, epochs: int, samples: int
 ) -> _Bar | None:
     """A bar when asked (``True``), or by default when stderr is a terminal."""
-    if progress is None:
-        progress = sys.stderr.isatty()
-    return _Bar(trainer, epochs, samples) if progress else None
+    per_epoch = trainer._batches_per_epoch(samples)
+    total = max(0, epochs * per_epoch)
+    done = min(total, trainer.epoch * per_epoch + trainer.batch)
+    bar = progress_bar(progress, total, "step", initial=done)
+    return None if bar is None else _Bar(bar, epochs, samples / max(per_epoch, 1))

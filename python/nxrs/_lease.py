@@ -46,8 +46,8 @@ from typing import Any
 
 from nxrs._nxrs import ConfigError
 from nxrs._rundir import LEASE_NAME, RunLockedError
-from nxrs._signals import StopFlag
-from nxrs._store import Conflict, ObjectDirectory
+from nxrs._storage.store import Conflict, ObjectDirectory
+from nxrs._util.signals import StopFlag
 
 __all__ = ["Lease", "LeaseLostError", "lease_holder", "lease_seconds"]
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from nxrs._checks import count, keep_count
 from nxrs._nxrs import CheckpointError, ConfigError, sweep_temp_files
 from nxrs._object_checkpoints import ObjectCheckpoints
-from nxrs._store import is_url
+from nxrs._storage.store import is_url
 from nxrs._trainer import Trainer
+from nxrs._util.checks import count, keep_count
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
 

@@ -20,7 +20,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from nxrs._store import Listed, ObjectDirectory, is_url, open_store
+from nxrs._storage.store import Listed, ObjectDirectory, is_url, open_store
 
 __all__ = ["ObjectCheckpoints", "cache_root", "local_copy"]
 

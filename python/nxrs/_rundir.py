@@ -32,17 +32,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, NoReturn, Optional
 
-from nxrs._checks import is_count
-from nxrs._files import finite_or_null as finite_or_null
-from nxrs._files import fsync_path, temporary_prefix
-from nxrs._files import json_text as json_text
-from nxrs._files import write_bytes_atomically as write_bytes_atomically
-from nxrs._files import write_json_atomically as write_json_atomically
 from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
-from nxrs._signals import StopFlag as StopFlag
-from nxrs._signals import stop_signals as stop_signals
 from nxrs._transcript import TRANSCRIPT_NAME, TRANSCRIPT_TEMP, SavedStateLike, Transcript
+from nxrs._util.checks import is_count
+from nxrs._util.files import finite_or_null as finite_or_null
+from nxrs._util.files import fsync_path, temporary_prefix
+from nxrs._util.files import json_text as json_text
+from nxrs._util.files import write_bytes_atomically as write_bytes_atomically
+from nxrs._util.files import write_json_atomically as write_json_atomically
+from nxrs._util.signals import StopFlag as StopFlag
+from nxrs._util.signals import stop_signals as stop_signals
 
 __all__ = [
     "EVENTS_KEPT",
@@ -430,7 +430,7 @@ class ObjectRunDirectory(RunDirectory):
     directory cannot overwrite its successor's manifest (``docs/RUNS.md``)."""
 
     def __init__(self, url: str) -> None:
-        from nxrs._store import open_store
+        from nxrs._storage.store import open_store
 
         self.store = open_store(url)
         self.directory = self.store.url  # type: ignore[assignment]  # a URL, not a Path
@@ -516,7 +516,7 @@ class ObjectRunDirectory(RunDirectory):
 
 def open_run_directory(location: str | os.PathLike[str]) -> RunDirectory:
     """The run directory at ``location``: a local path, or a URL on object storage."""
-    from nxrs._store import is_url
+    from nxrs._storage.store import is_url
 
     return ObjectRunDirectory(str(location)) if is_url(location) else RunDirectory(location)
 

@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._checks import count, save_points
-from nxrs._files import json_text, write_bytes_atomically, write_json_atomically
 from nxrs._fit import NothingToTrainWarning
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._rundir import RunDirectory
-from nxrs._signals import StopFlag
 from nxrs._trainer import Trainer
+from nxrs._util.checks import count, save_points
+from nxrs._util.files import json_text, write_bytes_atomically, write_json_atomically
+from nxrs._util.signals import StopFlag
 
 __all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]
 
@@ -134,7 +134,7 @@ def sweep(
     built once on the driver first, so a bad one raises ``ConfigError`` (or ``TypeError`` for
     an unknown keyword) before anything runs; so do two that train the same run, an empty
     ``configs``, and ``epochs`` (at least 1), ``every`` (at least 1), ``every_seconds`` (positive)
-    or ``max_retries`` (at least 0) out of range or not counts (``nxrs._checks``).
+    or ``max_retries`` (at least 0) out of range or not counts (``nxrs._util.checks``).
 
     Each trains with ``fit(checkpoint=directory/run-<digest>, every=every,
     every_seconds=every_seconds)``; a task whose process dies is retried up to ``max_retries``

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, final
 
 import numpy.typing as npt
 
-from nxrs._checks import count, flag, keep_count, save_points
 from nxrs._nxrs import ConfigError, InputError, _Trainer
+from nxrs._util.checks import count, flag, keep_count, save_points
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from nxrs._fit import History
     from nxrs._manager import CheckpointManager
-    from nxrs._signals import StopFlag
+    from nxrs._util.signals import StopFlag
 
 __all__ = ["Trainer"]
 

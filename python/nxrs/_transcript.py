@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nxrs._files import fsync_path, temporary_prefix, write_bytes_atomically
 from nxrs._nxrs import Dataset, __version__
+from nxrs._util.files import fsync_path, temporary_prefix, write_bytes_atomically
 
 if TYPE_CHECKING:
-    from nxrs._store import ObjectDirectory
+    from nxrs._storage.store import ObjectDirectory
 
 __all__ = [
     "MERGE_FAN_IN",

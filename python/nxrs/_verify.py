@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -33,8 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy.typing as npt
 
-from nxrs._checks import count, flag, optional_count
-from nxrs._config import config_diff
 from nxrs._fit import check_engine
 from nxrs._manager import CheckpointEntry, list_checkpoints
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
@@ -43,6 +40,9 @@ from nxrs._replay import ReadCommand, RunData, first_difference, replay
 from nxrs._rundir import ManifestError, RunDirectory, open_run_directory
 from nxrs._trainer import Trainer
 from nxrs._transcript import ENTRY_KEYS, TRANSCRIPT_NAME, Transcript, entry_digest
+from nxrs._util.checks import count, flag, optional_count
+from nxrs._util.config import config_diff
+from nxrs._util.progress import progress_bar
 
 if TYPE_CHECKING:
     from nxrs._transcript import DataDigests
@@ -908,7 +908,7 @@ def _run_jobs(
     steps) or as Ray tasks."""
     if not jobs:
         return
-    bar = _progress_bar(progress, sum(len(job.segments) for job in jobs))
+    bar = progress_bar(progress, sum(len(job.segments) for job in jobs), "segment")
     try:
         if engine == "ray":
             outcomes = _ray_jobs(jobs, run_data, workers)
@@ -962,15 +962,3 @@ def _ray_jobs(jobs: list[_Job], run_data: RunData, workers: int | None) -> Itera
             break  # the files of the jobs left were all deleted
         done, pending = ray.wait(pending, num_returns=1)
         yield ray.get(done[0])
-
-
-def _progress_bar(progress: bool | None, total: int) -> Any:
-    """A tqdm bar over segments when asked (``True``), or by default when stderr is a
-    terminal."""
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="segment", file=sys.stderr, dynamic_ncols=True)

@@ -16,9 +16,10 @@ from typing import Any, Literal, NoReturn
 import numpy as np
 import numpy.typing as npt
 
-from nxrs import _config, layers
-from nxrs._checks import save_points
+from nxrs import layers
 from nxrs._nxrs import ConfigError
+from nxrs._util import config as _config
+from nxrs._util.checks import save_points
 from nxrs.data import TASKS, TEST_SIZE
 
 #: ``nxrs train``'s exit statuses (also in its --help and docs/RUNS.md).
@@ -127,9 +128,9 @@ def hidden_sizes(text: str) -> list[int]:
 
 def nonempty_text(text: str) -> str:
     """A local path option's text (``--data``, ``--model``), refused when empty (an empty path
-    would silently mean the current directory) or a URL (``nxrs._store.has_scheme``: as a
+    would silently mean the current directory) or a URL (``nxrs._storage.store.has_scheme``: as a
     path, ``s3://bucket/x`` would be the relative ``s3:/bucket/x``)."""
-    from nxrs._store import has_scheme
+    from nxrs._storage.store import has_scheme
 
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
@@ -150,9 +151,9 @@ def nonempty_path(text: str) -> Path:
 def nonempty_location(text: str) -> Path | str:
     """A run directory option (``--ckpt-dir``, ``nxrs status DIR``, ...): a local path, or a
     URL on object storage (``s3://bucket/run``, ``gs://...``) kept as text; refused when empty,
-    and when it starts with a scheme but is no URL nxrs takes (``nxrs._store.url_protocol``:
+    and when it starts with a scheme but is no URL nxrs takes (``nxrs._storage.store.url_protocol``:
     ``s3:/bucket/run``, ``file:///abs/run``), which would otherwise be a local directory."""
-    from nxrs._store import is_url
+    from nxrs._storage.store import is_url
 
     try:
         url = bool(text) and is_url(text)
@@ -225,7 +226,7 @@ def add_save_point_arguments(
 def check_save_points(
     parser: argparse.ArgumentParser, args: argparse.Namespace, *, checkpointed: bool
 ) -> None:
-    """``--every`` and ``--every-seconds`` by ``fit``'s rule (``nxrs._checks.save_points``),
+    """``--every`` and ``--every-seconds`` by ``fit``'s rule (``nxrs._util.checks.save_points``),
     each refused as a usage error naming it: without a run directory (not ``checkpointed``:
     no ``--ckpt-dir``), or out of range."""
     given: tuple[tuple[str, int | None, float | None], ...] = (

@@ -7,8 +7,8 @@ import argparse
 import sys
 
 import nxrs
-from nxrs._files import json_text
 from nxrs._inspection import describe_checkpoint, inspect_checkpoint
+from nxrs._util.files import json_text
 from nxrs.cli._common import error_line, nonempty_path
 
 HELP = "print a checkpoint's format, configuration, scalars and tensor table"

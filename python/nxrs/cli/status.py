@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 import nxrs
-from nxrs._files import json_text
 from nxrs._rundir import MANIFEST_NAME, run_status
+from nxrs._util.files import json_text
 from nxrs.cli._common import error_line, nonempty_location
 from nxrs.data import _describe_split
 

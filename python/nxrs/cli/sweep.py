@@ -10,10 +10,10 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from nxrs._checks import count
-from nxrs._files import json_text
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._sweeps import expand_grid, log, parse_grid, record_summary, sweep
+from nxrs._util.checks import count
+from nxrs._util.files import json_text
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     CliError,

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import nxrs
-from nxrs._files import finite_or_null, json_text
 from nxrs._rundir import CheckpointSaveError, RunLockedError, RunStopped
-from nxrs._signals import StopFlag, stop_signals
+from nxrs._util.files import finite_or_null, json_text
+from nxrs._util.signals import StopFlag, stop_signals
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     EXIT_FAILED,

@@ -15,8 +15,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nxrs.layers import Layer
-
 __all__ = [
     "finite_or_null",
     "fsync_path",
@@ -41,10 +39,13 @@ def finite_or_null(document: Any) -> Any:
 
 
 def _json_form(value: object) -> Any:
-    """``json.dumps``'s hook for what JSON has no type for: a layer object (a configuration's
-    ``layers`` as given, e.g. a sweep's) as its JSON object (``Layer.to_dict``)."""
-    if isinstance(value, Layer):
-        return value.to_dict()
+    """``json.dumps``'s hook for what JSON has no type for: an object that gives its JSON form
+    by a ``_json_form`` method (a layer object, ``nxrs.layers.Layer``: a configuration's
+    ``layers`` as given, e.g. a sweep's; this module is below ``nxrs.layers``, so it asks the
+    object rather than knowing its class)."""
+    form = getattr(type(value), "_json_form", None)
+    if form is not None:
+        return form(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 

@@ -15,7 +15,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from nxrs._store import (
+from nxrs._storage.store import (
     Conflict,
     Held,
     Listed,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from nxrs._nxrs import ConfigError
-from nxrs._store import (
+from nxrs._storage.store import (
     AsyncObjectDirectory,
     Conflict,
     Held,

@@ -70,13 +70,13 @@ _URL = re.compile(r"[^:]+://[^/]+(/.*)?", re.DOTALL)
 #: The backend of each protocol nxrs implements: its module and class, the fsspec package it
 #: runs on, and the nxrs extra that installs that package.
 _BACKENDS = {
-    "s3": ("nxrs._store_s3", "S3Directory", "s3fs", "s3"),
-    "s3a": ("nxrs._store_s3", "S3Directory", "s3fs", "s3"),
-    "gs": ("nxrs._store_gcs", "GCSDirectory", "gcsfs", "gcs"),
-    "gcs": ("nxrs._store_gcs", "GCSDirectory", "gcsfs", "gcs"),
-    "az": ("nxrs._store_azure", "AzureDirectory", "adlfs", "azure"),
-    "abfs": ("nxrs._store_azure", "AzureDirectory", "adlfs", "azure"),
-    "abfss": ("nxrs._store_azure", "AzureDirectory", "adlfs", "azure"),
+    "s3": ("nxrs._storage.s3", "S3Directory", "s3fs", "s3"),
+    "s3a": ("nxrs._storage.s3", "S3Directory", "s3fs", "s3"),
+    "gs": ("nxrs._storage.gcs", "GCSDirectory", "gcsfs", "gcs"),
+    "gcs": ("nxrs._storage.gcs", "GCSDirectory", "gcsfs", "gcs"),
+    "az": ("nxrs._storage.azure", "AzureDirectory", "adlfs", "azure"),
+    "abfs": ("nxrs._storage.azure", "AzureDirectory", "adlfs", "azure"),
+    "abfss": ("nxrs._storage.azure", "AzureDirectory", "adlfs", "azure"),
 }
 
 #: The largest checkpoint nxrs writes as one object in one request (S3's largest single PUT;

@@ -18,7 +18,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from nxrs._store import (
+from nxrs._storage.store import (
     AsyncObjectDirectory,
     Conflict,
     Held,
