@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench_async_save import MB, arguments, blocked_time, data
 
 import nxrs
-from nxrs._object_checkpoints import ObjectCheckpoints
+from nxrs._runs.object_checkpoints import ObjectCheckpoints
 
 
 def backend_upload(url: str) -> Callable[[bytes], object]:

@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._rundir import MANIFEST_NAME, RunDirectory, run_status
-from nxrs.cli.status import format_status
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import MANIFEST_NAME
+from nxrs.cli.status import format_status, run_status
 
 RNG = np.random.default_rng(18)
 X = RNG.standard_normal((60, 4)).astype(np.float32)

@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._rundir import MANIFEST_NAME, RunDirectory
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import MANIFEST_NAME
 
 KILLS = int(os.environ.get("NXRS_CHAOS_KILLS", "30"))
 #: Layers, batch size, epochs and checkpoint interval of the run the harnesses interrupt:
@@ -346,7 +347,7 @@ FIT_CHILD = """
 import json, sys
 import numpy as np
 import nxrs
-from nxrs._rundir import RunStopped
+from nxrs._runs.errors import RunStopped
 
 d = np.load(sys.argv[1])
 t = nxrs.Trainer(layers=[16, 32, 4], batch_size=8, lr=0.01, seed=5)

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 import nxrs
-import nxrs._manager
+import nxrs._runs.checkpoints
 import nxrs._sweeps
 import nxrs.cli._common
 import nxrs.softf32
@@ -16,7 +16,7 @@ import nxrs.softf32
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs._manager, nxrs._sweeps, nxrs.cli._common],
+    [nxrs, nxrs.softf32, nxrs._runs.checkpoints, nxrs._sweeps, nxrs.cli._common],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

@@ -20,7 +20,7 @@ import pytest
 from test_layer_models import MODELS, SETTINGS, data
 
 import nxrs
-from nxrs._rundir import RunStopped
+from nxrs._runs.errors import RunStopped
 from nxrs.cli import main
 from nxrs.data import load, train_test
 from nxrs.layers import BatchNorm1d, Conv1d, Dense, Dropout, Flatten, Input, ReLU

@@ -31,12 +31,13 @@ import pytest
 from store_support import Emulator, FaultProxy, store_environment
 
 import nxrs
-import nxrs._async_save
-from nxrs._async_save import SavedState
-from nxrs._lease import LeaseLostError, lease_holder
-from nxrs._rundir import LEASE_NAME, MANIFEST_NAME, ObjectRunDirectory, RunLockedError
+import nxrs._runs.async_save
+from nxrs._runs.async_save import SavedState
+from nxrs._runs.directory import ObjectRunDirectory
+from nxrs._runs.errors import LEASE_NAME, MANIFEST_NAME, RunLockedError
+from nxrs._runs.lease import LeaseLostError, lease_holder
+from nxrs._runs.transcript import TRANSCRIPT_NAME, DataDigests, Transcript, segment_name
 from nxrs._storage.store import ObjectDirectory, open_store
-from nxrs._transcript import TRANSCRIPT_NAME, DataDigests, Transcript, segment_name
 
 LAYERS = [16, 32, 4]
 #: Short leases, so that a killed holder's lease expires within the tests' patience.
@@ -156,7 +157,7 @@ def test_a_run_on_a_store_ends_in_the_bits_and_bytes_of_a_local_run(
 def test_async_saves_are_the_default_on_a_store(
     url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nxrs import _async_save
+    from nxrs._runs import async_save as _async_save
 
     started: list[int] = []
     original = _async_save.SaveInFlight.start
@@ -339,7 +340,7 @@ def test_a_bad_store_timeout_is_a_config_error(
 
 HOLD = """
 import sys, time
-from nxrs._rundir import ObjectRunDirectory
+from nxrs._runs.directory import ObjectRunDirectory
 run = ObjectRunDirectory(sys.argv[1])
 run.acquire()
 print("held", flush=True)
@@ -1011,7 +1012,7 @@ def test_a_manifest_and_transcript_deleted_during_a_run_are_written_again(
                     directory.delete(listed.name)
                     deleted.append(listed.name)
 
-    monkeypatch.setattr(nxrs._async_save, "_before_write", delete_the_records)
+    monkeypatch.setattr(nxrs._runs.async_save, "_before_write", delete_the_records)
     t = trainer()
     t.fit(*data, epochs=3, checkpoint=url, every=6, progress=False)  # background saves
     assert MANIFEST_NAME in deleted and TRANSCRIPT_NAME in deleted

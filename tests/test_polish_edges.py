@@ -77,7 +77,7 @@ def sweep_cli(
 
 def test_json_text_is_strict() -> None:
     """The one serialiser: non-finite floats at any depth become null."""
-    from nxrs._rundir import json_text
+    from nxrs._util.files import json_text
 
     document = {"a": [math.nan, math.inf, 1.5], "b": {"c": (-math.inf,)}, "d": "NaN"}
     assert json_text(document) == '{"a": [null, null, 1.5], "b": {"c": [null]}, "d": "NaN"}'

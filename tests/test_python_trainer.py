@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._manager import CheckpointManager
+from nxrs._runs.checkpoints import CheckpointManager
 from nxrs.sklearn import ExactMLPClassifier
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import nxrs
-import nxrs._rundir
-import nxrs._transcript
+import nxrs._runs.transcript
+import nxrs.cli.status
 from nxrs.cli import main
 
 _TESTS_DIR = str(Path(__file__).resolve().parent)
@@ -198,7 +198,7 @@ def test_a_killed_writers_temporary_transcript_is_swept(tmp_path: Path) -> None:
 def test_status_shows_the_transcript(tmp_path: Path) -> None:
     run = tmp_path / "run"
     t = fit(run, 1)
-    status = nxrs._rundir.run_status(run)
+    status = nxrs.cli.status.run_status(run)
     assert status["transcript"] == {
         "entries": 3,
         "last_step": 6,
@@ -207,7 +207,7 @@ def test_status_shows_the_transcript(tmp_path: Path) -> None:
         "error": None,
     }
     (run / "nxrs-transcript.jsonl").write_bytes(b"[1]\n")
-    assert "line 1 is not a JSON object" in nxrs._rundir.run_status(run)["transcript"]["error"]
+    assert "line 1 is not a JSON object" in nxrs.cli.status.run_status(run)["transcript"]["error"]
 
 
 def test_inspect_verify_prints_the_digest_the_transcript_records(tmp_path: Path) -> None:
@@ -323,7 +323,7 @@ def test_entries_that_cannot_be_written_are_kept_and_written_at_the_next_save(
     found = entries(run)  # each line whole: a write that failed part-way was cut back
     check_chain(found)
     assert [(e["step"], e["state_digest"]) for e in found] == straight_entries(tmp_path)
-    status = nxrs._rundir.run_status(run)
+    status = nxrs.cli.status.run_status(run)
     assert status["ok"] and status["records_missing"] == []
 
 
@@ -347,7 +347,7 @@ def test_a_run_that_ends_with_its_transcript_unwritten_fails_and_a_rerun_writes_
     assert [e["event"] for e in manifest["events"][-2:]] == ["complete", "save-failed"]
     assert "lacks 2 entries" in manifest["events"][-1]["error"]
     # nxrs status says so, and exits 1.
-    status = nxrs._rundir.run_status(run)
+    status = nxrs.cli.status.run_status(run)
     assert not status["ok"]
     assert status["records_missing"] == [
         "the transcript has no entry for step-000000000012.nxck (its last entry is of step 6)"
@@ -364,7 +364,7 @@ def test_a_run_that_ends_with_its_transcript_unwritten_fails_and_a_rerun_writes_
     found = entries(run)
     check_chain(found)
     assert [(e["step"], e["state_digest"]) for e in found] == straight_entries(tmp_path)
-    assert nxrs._rundir.run_status(run)["ok"]
+    assert nxrs.cli.status.run_status(run)["ok"]
     assert nxrs.verify(run, X, Y, segments="all").ok
 
 
@@ -383,7 +383,7 @@ def test_a_run_that_ends_with_its_manifest_unwritten_fails(
         nxrs.Trainer(**SETTINGS).fit(X, Y, 2, checkpoint=manager, every=3, progress=False)
     manifest = json.loads((run / "nxrs-run.json").read_text())
     assert manifest["state"] == "running" and manifest["progress"]["step"] == 9
-    assert nxrs._rundir.run_status(run)["records_missing"] == [
+    assert nxrs.cli.status.run_status(run)["records_missing"] == [
         "the manifest does not record step-000000000012.nxck (its newest checkpoint: "
         "step-000000000009.nxck)"
     ]
@@ -400,10 +400,10 @@ def test_a_torn_last_line_is_no_entry_and_the_next_append_cuts_it_off(
     # Killed while appending the entry of step 6: its line written in part.
     torn = lines[-1][:kept]
     path.write_bytes(b"".join(lines[:-1]) + torn)
-    reader = nxrs._transcript.Transcript(run)
+    reader = nxrs._runs.transcript.Transcript(run)
     assert [e["step"] for e in reader.read()] == [0, 3]
     assert reader.torn == len(torn)
-    assert nxrs._rundir.run_status(run)["transcript"]["torn_bytes"] == len(torn)
+    assert nxrs.cli.status.run_status(run)["transcript"]["torn_bytes"] == len(torn)
     fit(run, 2, keep="all")  # resumes from step 6, whose entry it adds first
     found = entries(run)
     check_chain(found)

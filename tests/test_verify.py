@@ -22,9 +22,9 @@ import nxck_edit
 import pytest
 
 import nxrs
-import nxrs._transcript
+import nxrs._runs.transcript
 import nxrs._verify
-from nxrs._transcript import TRANSCRIPT_NAME
+from nxrs._runs.transcript import TRANSCRIPT_NAME
 from nxrs.cli import main
 from nxrs.data import split
 
@@ -221,7 +221,7 @@ def test_a_deleted_final_model(run: Path) -> None:
 def test_a_failed_segment_names_the_first_difference(run: Path) -> None:
     """A transcript forged consistently (the chain recomputed) around a tampered checkpoint:
     only the replay can tell, and it names the tensor and element."""
-    from nxrs._transcript import canonical, entry_digest
+    from nxrs._runs.transcript import canonical, entry_digest
 
     path = run / name_of(20)
     path.write_bytes(nxck_edit.flip_tensor_bit(path.read_bytes(), "W2", cell=7, bit=1))
@@ -412,9 +412,9 @@ def test_a_run_written_by_another_version_verifies_with_a_note(tmp_path: Path) -
     previous = None
     for entry in entries:  # rewritten as nxrs 0.0.9 would have written them, chain and all
         entry.update(nxrs_version="0.0.9", prev=previous)
-        entry["digest"] = nxrs._transcript.entry_digest(entry)
+        entry["digest"] = nxrs._runs.transcript.entry_digest(entry)
         previous = entry["digest"]
-    path.write_text("".join(nxrs._transcript.canonical(e).decode() + "\n" for e in entries))
+    path.write_text("".join(nxrs._runs.transcript.canonical(e).decode() + "\n" for e in entries))
     report = nxrs.verify(run, x, y, segments="all")
     assert report.ok, report.first_failure
     assert any("written by nxrs 0.0.9" in note for note in report.notes)

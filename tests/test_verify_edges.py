@@ -29,8 +29,9 @@ from test_verify import CHECKPOINTS, EVERY, X, Y, cli_run, data_file, fit_run, n
 
 import nxrs
 import nxrs._verify
-from nxrs._rundir import MANIFEST_NAME, RunDirectory
-from nxrs._transcript import TRANSCRIPT_NAME, canonical, entry_digest
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import MANIFEST_NAME
+from nxrs._runs.transcript import TRANSCRIPT_NAME, canonical, entry_digest
 from nxrs.cli import main
 
 __all__ = ["cli_run", "data_file"]  # fixtures shared with test_verify

@@ -35,8 +35,6 @@ from nxrs import _renamed, layers, softf32
 from nxrs._checkpoint import Checkpoint, open
 from nxrs._diff import DiffReport, diff
 from nxrs._fit import History, NothingToTrainWarning
-from nxrs._lease import LeaseLostError
-from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     BadMagicError,
     BusyError,
@@ -57,7 +55,8 @@ from nxrs._nxrs import (
     seed_dataset,
     sweep_temp_files,
 )
-from nxrs._rundir import (
+from nxrs._runs.checkpoints import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
+from nxrs._runs.errors import (
     CheckpointSaveError,
     ManifestError,
     RecordSaveError,
@@ -65,6 +64,7 @@ from nxrs._rundir import (
     RunStopped,
     SaveFailedWarning,
 )
+from nxrs._runs.lease import LeaseLostError
 from nxrs._sweeps import SweepResults, sweep
 from nxrs._trainer import Trainer
 from nxrs._verify import SegmentResult, VerifyReport, verify

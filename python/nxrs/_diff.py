@@ -1,6 +1,6 @@
 """``nxrs diff``: why two runs (or two checkpoints) of one configuration differ.
 
-Two run directories: their transcripts (``nxrs._transcript``) are compared at the steps both
+Two run directories: their transcripts (``nxrs._runs.transcript``) are compared at the steps both
 record; the last step at which both record the same state digest is the last common state
 known from the transcripts, the first at which they differ bounds the search. Both runs are
 then replayed from a kept checkpoint at or before the common state (or from a fresh trainer of
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import numpy.typing as npt
 
 from nxrs._nxrs import CheckpointError, InputError, MismatchError
-from nxrs._object_checkpoints import local_copy
 from nxrs._replay import ReadCommand, RunData, first_difference, replay, replay_step
-from nxrs._rundir import open_run_directory
-from nxrs._transcript import TRANSCRIPT_NAME
+from nxrs._runs.directory import open_run_directory
+from nxrs._runs.object_checkpoints import local_copy
+from nxrs._runs.transcript import TRANSCRIPT_NAME
 from nxrs._util.config import config_diff
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nxrs._nxrs import ConfigError, EpochEnd, InputError, RunChunk
-from nxrs._rundir import stderr_line
+from nxrs._runs.errors import stderr_line
 from nxrs._trainer import Trainer
 
 try:

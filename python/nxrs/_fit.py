@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
-from nxrs._async_save import SaveInFlight, manager_write
 from nxrs._checkpoint import open as open_checkpoint
-from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     _CHUNK_SECONDS,
     ConfigError,
@@ -30,19 +28,19 @@ from nxrs._nxrs import (
     NxrsError,
     __version__,
 )
-from nxrs._rundir import (
+from nxrs._runs.async_save import SaveInFlight, manager_write
+from nxrs._runs.checkpoints import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
+from nxrs._runs.directory import RunDirectory, open_run_directory
+from nxrs._runs.errors import (
     CheckpointSaveError,
     RecordSaveError,
-    RunDirectory,
-    RunManifest,
     RunStopped,
-    event,
-    open_run_directory,
     stderr_line,
     warn_save_failed,
 )
+from nxrs._runs.manifest import RunManifest, event
+from nxrs._runs.transcript import DataDigests, SavedStateLike
 from nxrs._storage.store import is_url
-from nxrs._transcript import DataDigests, SavedStateLike
 from nxrs._util.checks import optional_count
 from nxrs._util.config import config_diff
 from nxrs._util.progress import progress_bar

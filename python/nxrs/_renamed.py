@@ -19,6 +19,10 @@ PACKAGE = "nxrs"
 if TYPE_CHECKING:
     from importlib.abc import Loader
 
+#: The run directory module, split by job (its ``run_status`` is ``nxrs status``'s, in
+#: ``nxrs.cli.status``); it re-exported the file writers and the stop flag.
+_RUNDIR = ("_runs.directory", "_runs.manifest", "_runs.errors", "_util.files", "_util.signals")
+
 #: Each old name (after ``nxrs.``) and the modules now holding what it held (after ``nxrs.``).
 #: One module: the old name gives that module itself (one object: patching it patches the
 #: module). Several (a module split by job): the old name gives a module whose attributes are
@@ -28,8 +32,8 @@ RENAMED: dict[str, tuple[str, ...]] = {
     "distributed": ("_distributed",),
     "gate": ("_gate",),
     "inspection": ("_inspection",),
-    "manager": ("_manager",),
-    "rundir": ("_rundir",),
+    "manager": ("_runs.checkpoints",),
+    "rundir": _RUNDIR,
     "sweeps": ("_sweeps",),
     # The modules of the flat layout, now in the layers' subpackages.
     "_checks": ("_util.checks",),
@@ -40,6 +44,12 @@ RENAMED: dict[str, tuple[str, ...]] = {
     "_store_s3": ("_storage.s3",),
     "_store_gcs": ("_storage.gcs",),
     "_store_azure": ("_storage.azure",),
+    "_rundir": _RUNDIR,
+    "_lease": ("_runs.lease",),
+    "_transcript": ("_runs.transcript",),
+    "_manager": ("_runs.checkpoints",),
+    "_object_checkpoints": ("_runs.object_checkpoints",),
+    "_async_save": ("_runs.async_save",),
 }
 
 #: The old names that were public modules, which ``import nxrs; nxrs.<name>`` also gives.

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nxrs._nxrs import InputError, MismatchError
-from nxrs._transcript import DataDigests
+from nxrs._runs.transcript import DataDigests
 
 if TYPE_CHECKING:
     from nxrs._nxrs import Dataset

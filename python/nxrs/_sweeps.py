@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from nxrs._fit import NothingToTrainWarning
 from nxrs._nxrs import ConfigError, InputError
-from nxrs._rundir import RunDirectory
+from nxrs._runs.directory import RunDirectory
 from nxrs._trainer import Trainer
 from nxrs._util.checks import count, save_points
 from nxrs._util.files import json_text, write_bytes_atomically, write_json_atomically

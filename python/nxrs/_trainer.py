@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, final
 import numpy.typing as npt
 
 from nxrs._nxrs import ConfigError, InputError, _Trainer
+from nxrs._runs.checkpoints import CheckpointManager
 from nxrs._util.checks import count, flag, keep_count, save_points
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from nxrs._fit import History
-    from nxrs._manager import CheckpointManager
     from nxrs._util.signals import StopFlag
 
 __all__ = ["Trainer"]
@@ -209,7 +209,6 @@ class Trainer(_Trainer):
         how the data was read); not part of the API.
         """
         from nxrs import _fit
-        from nxrs._manager import CheckpointManager
 
         # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
         epochs = count("epochs", epochs, minimum=1)
@@ -284,7 +283,7 @@ class Trainer(_Trainer):
         >>> t.data_digest(x, y) == t.data_digest(x, y, test_data=(x, y))
         False
         """
-        from nxrs._transcript import DataDigests
+        from nxrs._runs.transcript import DataDigests
 
         parts = [None if d is None else self._dataset(*d) for d in (validation_data, test_data)]
         return DataDigests.of(self._dataset(x, y), *parts).digest
@@ -368,3 +367,7 @@ class Trainer(_Trainer):
         from nxrs import interop
 
         interop.to_onnx(self, path, softmax=softmax)
+
+
+# The checkpoint manager (a layer below) gives trainers of this class.
+CheckpointManager._trainer_class = Trainer

@@ -4,7 +4,7 @@ bit for bit (``docs/RUNS.md``, "Verifying a run").
 Four checks, in this order (each runs whatever the others found; the report's
 ``first_failure`` is the first failure in this order):
 
-1. the transcript's hash chain (``nxrs._transcript``);
+1. the transcript's hash chain (``nxrs._runs.transcript``);
 2. every checkpoint file against its entry (configuration digest, then state digest), every
    entry's file there (required when the run keeps every checkpoint), and the final model's
    file is there;
@@ -33,19 +33,20 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 import numpy.typing as npt
 
 from nxrs._fit import check_engine
-from nxrs._manager import CheckpointEntry, list_checkpoints
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
-from nxrs._object_checkpoints import local_copy
 from nxrs._replay import ReadCommand, RunData, first_difference, replay
-from nxrs._rundir import ManifestError, RunDirectory, open_run_directory
+from nxrs._runs.checkpoints import CheckpointEntry, list_checkpoints
+from nxrs._runs.directory import RunDirectory, open_run_directory
+from nxrs._runs.errors import ManifestError
+from nxrs._runs.object_checkpoints import local_copy
+from nxrs._runs.transcript import ENTRY_KEYS, TRANSCRIPT_NAME, Transcript, entry_digest
 from nxrs._trainer import Trainer
-from nxrs._transcript import ENTRY_KEYS, TRANSCRIPT_NAME, Transcript, entry_digest
 from nxrs._util.checks import count, flag, optional_count
 from nxrs._util.config import config_diff
 from nxrs._util.progress import progress_bar
 
 if TYPE_CHECKING:
-    from nxrs._transcript import DataDigests
+    from nxrs._runs.transcript import DataDigests
 
 __all__ = ["SegmentResult", "VerifyReport", "verify"]
 

@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
-from nxrs._rundir import write_bytes_atomically
 from nxrs._trainer import Trainer
+from nxrs._util.files import write_bytes_atomically
 from nxrs.layers import Layer
 
 __all__ = [

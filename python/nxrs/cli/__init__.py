@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import nxrs
-from nxrs._rundir import SaveFailedWarning
+from nxrs._runs.errors import SaveFailedWarning
 from nxrs.cli import diff, gate, inspect, status, sweep, train, verify
 from nxrs.cli._common import (
     EXIT_DIVERGED,

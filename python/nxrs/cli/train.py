@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import nxrs
-from nxrs._rundir import CheckpointSaveError, RunLockedError, RunStopped
+from nxrs._runs.errors import CheckpointSaveError, RunLockedError, RunStopped
 from nxrs._util.files import finite_or_null, json_text
 from nxrs._util.signals import StopFlag, stop_signals
 from nxrs.cli._common import (
@@ -215,7 +215,7 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None
-    (``nxrs._rundir.finite_or_null``), and ``diverged``: whether there were any (a run's losses
+    (``nxrs._util.files.finite_or_null``), and ``diverged``: whether there were any (a run's losses
     are finite unless it diverged)."""
     strict: dict[str, Any] = finite_or_null(dict(record))
     strict["diverged"] = any(isinstance(v, float) and strict[k] is None for k, v in record.items())

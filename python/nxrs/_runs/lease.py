@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nxrs._nxrs import ConfigError
-from nxrs._rundir import LEASE_NAME, RunLockedError
+from nxrs._runs.errors import LEASE_NAME, RunLockedError
 from nxrs._storage.store import Conflict, ObjectDirectory
 from nxrs._util.signals import StopFlag
 

@@ -66,7 +66,7 @@ __all__ = [
 
 class ObjectWriter(Protocol):
     """How a transcript on object storage writes its objects: only while this process holds
-    the run's lease (``nxrs._lease.Lease``)."""
+    the run's lease (``nxrs._runs.lease.Lease``)."""
 
     def write(self, name: str, data: bytes, version: str | None) -> str: ...
     def delete(self, name: str) -> None: ...
@@ -74,7 +74,7 @@ class ObjectWriter(Protocol):
 
 class SavedStateLike(Protocol):
     """What an entry records of a state: a ``Trainer``'s counters and digests, or those of a
-    copy a background save wrote (``nxrs._async_save.SavedState``)."""
+    copy a background save wrote (``nxrs._runs.async_save.SavedState``)."""
 
     @property
     def steps(self) -> int: ...
@@ -325,7 +325,7 @@ class Transcript:
     ) -> dict[str, Any]:
         """Adds the entry of ``trainer``'s state (``event``, saved as ``checkpoint``), chained
         to the last, in memory: ``write`` writes it."""
-        from nxrs._rundir import now
+        from nxrs._runs.errors import now
 
         last = self.last
         entry: dict[str, Any] = {

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nxrs._manager import CheckpointManager
     from nxrs._nxrs import _Snapshot
+    from nxrs._runs.checkpoints import CheckpointManager
     from nxrs._trainer import Trainer
 
 __all__ = ["SaveInFlight", "SavedState", "Write", "manager_write"]

@@ -19,13 +19,15 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal, Optional, cast
 
-from nxrs._nxrs import CheckpointError, ConfigError, sweep_temp_files
-from nxrs._object_checkpoints import ObjectCheckpoints
+from nxrs._nxrs import CheckpointError, ConfigError, _Trainer, sweep_temp_files
+from nxrs._runs.object_checkpoints import ObjectCheckpoints
 from nxrs._storage.store import is_url
-from nxrs._trainer import Trainer
 from nxrs._util.checks import count, keep_count
+
+if TYPE_CHECKING:
+    from nxrs._trainer import Trainer
 
 __all__ = ["CheckpointEntry", "CheckpointManager", "CorruptCheckpointWarning"]
 
@@ -102,6 +104,10 @@ class CheckpointManager:
     >>> {warning.category.__name__ for warning in caught}
     {'CorruptCheckpointWarning'}
     """
+
+    #: The class of the trainers ``load_latest`` gives: ``nxrs.Trainer``, which the Trainer's
+    #: module (a layer above this one, which never imports it) sets when it defines the class.
+    _trainer_class: ClassVar[type[_Trainer]] = _Trainer
 
     def __init__(
         self,
@@ -241,7 +247,7 @@ class CheckpointManager:
         what ``load_latest`` returns, so ``latest`` cannot accept a file that fails to load.
         """
         try:
-            return Trainer.load(self._local_copy(entry))
+            return cast("Trainer", self._trainer_class.load(self._local_copy(entry)))
         except FileNotFoundError:
             return None  # gone since listing: absent, not corrupt
         except (CheckpointError, OSError) as err:
