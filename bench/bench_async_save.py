@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 import nxrs
-from nxrs import _fit
+from nxrs._train import fit as _fit
 from nxrs._util.files import fsync_path
 
 MB = 1e6

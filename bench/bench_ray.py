@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_model
 
 import nxrs
-from nxrs import _distributed as distributed
+from nxrs._train import distributed as distributed
 from nxrs._sweeps import train_config
 
 LAYERS = [784, 512, 512, 10]

@@ -468,7 +468,7 @@ def test_the_event_history_is_bounded(tmp_path: Path) -> None:
 def test_ray_workers_beyond_a_fixed_cluster_are_refused_at_once(
     ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nxrs import _distributed as distributed
+    from nxrs._train import distributed as distributed
 
     # Before the fix the start waited START_TIMEOUT (600 s) and timed out: keep a failure short.
     monkeypatch.setattr(distributed, "START_TIMEOUT", 5.0)
@@ -484,7 +484,7 @@ def test_ray_workers_beyond_a_fixed_cluster_are_refused_at_once(
 def test_ray_workers_on_a_cluster_that_may_grow_are_waited_for_aloud(
     ray_cluster: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from nxrs import _distributed as distributed
+    from nxrs._train import distributed as distributed
 
     monkeypatch.setattr(distributed, "can_grow", lambda: True)
     monkeypatch.setattr(distributed, "WAIT_REPORT_SECONDS", 0.5)

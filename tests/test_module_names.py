@@ -16,7 +16,7 @@ import nxrs
 #: The names of modules that were public before the package said which modules are public, and
 #: where their contents are now.
 RENAMED = {
-    "distributed": "nxrs._distributed",
+    "distributed": "nxrs._train.distributed",
     "gate": "nxrs._gate",
     "inspection": "nxrs._inspection",
     "manager": "nxrs._runs.checkpoints",
@@ -38,6 +38,8 @@ MOVED = {
     "_manager": "nxrs._runs.checkpoints",
     "_object_checkpoints": "nxrs._runs.object_checkpoints",
     "_async_save": "nxrs._runs.async_save",
+    "_fit": "nxrs._train.fit",
+    "_distributed": "nxrs._train.distributed",
 }
 
 #: Modules split by job: the old name gives a module whose attributes are the new modules'

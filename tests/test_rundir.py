@@ -15,7 +15,6 @@ import pytest
 from test_fit import X, Y, small
 
 import nxrs
-from nxrs import _fit
 from nxrs._runs.directory import RunDirectory
 from nxrs._runs.errors import (
     MANIFEST_NAME,
@@ -24,6 +23,7 @@ from nxrs._runs.errors import (
     RunStopped,
     SaveFailedWarning,
 )
+from nxrs._train import fit as _fit
 from nxrs.cli import main
 from nxrs.cli.status import run_status
 

@@ -113,7 +113,7 @@ def undisturbed() -> int:
 def one_step_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """``fit`` takes its steps in chunks of one step (a chunk of at most 0 s still takes one), so
     a run has hundreds of chunk boundaries where another thread gets the trainer."""
-    monkeypatch.setattr(nxrs._fit, "_CHUNK_SECONDS", 0.0)
+    monkeypatch.setattr(nxrs._train.fit, "_CHUNK_SECONDS", 0.0)
 
 
 #: The step at whose chunk boundary ``fit`` waits for the second thread (mid-epoch 2 of 6).
@@ -136,7 +136,7 @@ def run_beside_fit(
     paused, resume = threading.Event(), threading.Event()
     errors: list[BaseException] = []
     seen: list[int] = []
-    fit_with = nxrs._fit._fit_with
+    fit_with = nxrs._train.fit._fit_with
 
     def waiting_fit_with(
         t: nxrs.Trainer, data: object, options: object, runner: Callable[..., object]
@@ -150,7 +150,7 @@ def run_beside_fit(
 
         return fit_with(t, data, options, run)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(nxrs._fit, "_fit_with", waiting_fit_with)
+    monkeypatch.setattr(nxrs._train.fit, "_fit_with", waiting_fit_with)
 
     def call() -> None:
         seen.append(trainer.steps)

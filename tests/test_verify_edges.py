@@ -192,10 +192,10 @@ def test_verify_while_nxrs_train_trains_and_prunes(data_file: Path, tmp_path: Pa
 
 KILLED_BEFORE_RECORDING = """
 import os, sys
-import nxrs._fit
+import nxrs._train.fit
 from nxrs.cli import main
 
-recorded = nxrs._fit._Session._transcribe
+recorded = nxrs._train.fit._Session._transcribe
 
 def killed(self, kind, checkpoint, saved=None):
     # SIGKILL's effect at this instant: the checkpoint of step {step} saved, not recorded.
@@ -203,7 +203,7 @@ def killed(self, kind, checkpoint, saved=None):
         os._exit(9)
     recorded(self, kind, checkpoint, saved)
 
-nxrs._fit._Session._transcribe = killed
+nxrs._train.fit._Session._transcribe = killed
 sys.exit(main(sys.argv[1:]))
 """
 

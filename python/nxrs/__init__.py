@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from nxrs import _renamed, layers, softf32
 from nxrs._checkpoint import Checkpoint, open
 from nxrs._diff import DiffReport, diff
-from nxrs._fit import History, NothingToTrainWarning
 from nxrs._nxrs import (
     BadMagicError,
     BusyError,
@@ -66,6 +65,7 @@ from nxrs._runs.errors import (
 )
 from nxrs._runs.lease import LeaseLostError
 from nxrs._sweeps import SweepResults, sweep
+from nxrs._train.fit import History, NothingToTrainWarning
 from nxrs._trainer import Trainer
 from nxrs._verify import SegmentResult, VerifyReport, verify
 

@@ -29,7 +29,7 @@ _RUNDIR = ("_runs.directory", "_runs.manifest", "_runs.errors", "_util.files", "
 #: theirs, looked up in this order, so every name it had (a pickled class's too) still resolves.
 RENAMED: dict[str, tuple[str, ...]] = {
     # Public until the package said which modules are public (also ``nxrs.<name>`` attributes).
-    "distributed": ("_distributed",),
+    "distributed": ("_train.distributed",),
     "gate": ("_gate",),
     "inspection": ("_inspection",),
     "manager": ("_runs.checkpoints",),
@@ -50,6 +50,8 @@ RENAMED: dict[str, tuple[str, ...]] = {
     "_manager": ("_runs.checkpoints",),
     "_object_checkpoints": ("_runs.object_checkpoints",),
     "_async_save": ("_runs.async_save",),
+    "_fit": ("_train.fit",),
+    "_distributed": ("_train.distributed",),
 }
 
 #: The old names that were public modules, which ``import nxrs; nxrs.<name>`` also gives.

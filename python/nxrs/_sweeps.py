@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._fit import NothingToTrainWarning
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._runs.directory import RunDirectory
+from nxrs._train.fit import NothingToTrainWarning
 from nxrs._trainer import Trainer
 from nxrs._util.checks import count, save_points
 from nxrs._util.files import json_text, write_bytes_atomically, write_json_atomically
@@ -148,7 +148,7 @@ def sweep(
     sweep``'s), checked instead, so a sample index in an error is the file's row, as ``nxrs
     train`` reports it.
     """
-    from nxrs import _distributed as distributed
+    from nxrs._train import distributed as distributed
 
     epochs = count("epochs", epochs, minimum=1)
     max_retries = count("max_retries", max_retries, minimum=0)

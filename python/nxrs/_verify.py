@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy.typing as npt
 
-from nxrs._fit import check_engine
 from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
 from nxrs._replay import ReadCommand, RunData, first_difference, replay
 from nxrs._runs.checkpoints import CheckpointEntry, list_checkpoints
@@ -40,6 +39,7 @@ from nxrs._runs.directory import RunDirectory, open_run_directory
 from nxrs._runs.errors import ManifestError
 from nxrs._runs.object_checkpoints import local_copy
 from nxrs._runs.transcript import ENTRY_KEYS, TRANSCRIPT_NAME, Transcript, entry_digest
+from nxrs._train.fit import check_engine
 from nxrs._trainer import Trainer
 from nxrs._util.checks import count, flag, optional_count
 from nxrs._util.config import config_diff
@@ -940,7 +940,7 @@ def _thread_jobs(
 
 
 def _ray_jobs(jobs: list[_Job], run_data: RunData, workers: int | None) -> Iterator[_Outcome]:
-    from nxrs import _distributed
+    from nxrs._train import distributed as _distributed
 
     ray = _distributed.connect(None)
     x_ref, y_ref = ray.put(run_data.x), ray.put(run_data.y)

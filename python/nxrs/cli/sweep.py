@@ -145,7 +145,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 config["loss"] = "mse"
             configs.append(config)
         # Ray, or an ImportError saying how to install it.
-        from nxrs._distributed import ray
+        from nxrs._train.distributed import ray
 
         # Ray's driver prints its notes ("(raylet) A worker died ...") and its workers' output
         # on sys.stdout, from its own threads, at any time while it is connected: stdout is for

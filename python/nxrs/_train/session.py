@@ -1,201 +1,35 @@
-"""``Trainer.fit``: the training loop around the core, with validation, checkpoints, a progress
-bar and Ctrl-C.
-
-The loop runs in Python so that it can call the ``CheckpointManager`` (itself Python) between
-steps; the steps run in Rust with the GIL released, in chunks of at most ``_CHUNK_SECONDS``.
-"""
+"""The run directory during a ``fit`` (``nxrs._train.fit``): a ``Session`` takes it, checks it
+holds this run (configuration, data) or nothing, resumes from its newest valid checkpoint,
+and keeps its records (the transcript, the manifest) as the loop saves, stops and ends."""
 
 from __future__ import annotations
 
 import errno
 import json
-import os
-import signal
-import time
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
-import numpy.typing as npt
-
-from nxrs._checkpoint import open as open_checkpoint
-from nxrs._nxrs import (
-    _CHUNK_SECONDS,
-    ConfigError,
-    MismatchError,
-    NxrsError,
-    __version__,
-)
+from nxrs._nxrs import MismatchError, NxrsError, __version__, _Checkpoint
 from nxrs._runs.async_save import SaveInFlight, manager_write
 from nxrs._runs.checkpoints import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
-from nxrs._runs.directory import RunDirectory, open_run_directory
-from nxrs._runs.errors import (
-    CheckpointSaveError,
-    RecordSaveError,
-    RunStopped,
-    stderr_line,
-    warn_save_failed,
-)
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import CheckpointSaveError, RecordSaveError, warn_save_failed
 from nxrs._runs.manifest import RunManifest, event
 from nxrs._runs.transcript import DataDigests, SavedStateLike
-from nxrs._storage.store import is_url
-from nxrs._util.checks import optional_count
 from nxrs._util.config import config_diff
-from nxrs._util.progress import progress_bar
-from nxrs._util.signals import StopFlag, stop_signals
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
-    from nxrs._nxrs import Dataset, RunChunk, _Snapshot
+    from nxrs._nxrs import Dataset, _Snapshot
+    from nxrs._train.fit import RunOptions
     from nxrs._trainer import Trainer
 
-__all__ = ["History", "NothingToTrainWarning", "fit"]
+__all__ = ["Session", "newest"]
 
 
-#: The clock of ``every_seconds`` (a seam: tests replace it to drive time-based saves).
-_clock = time.monotonic
-
-
-class NothingToTrainWarning(UserWarning):
-    """``fit(epochs=N)`` found the trainer (or the run directory it resumed) already at epoch
-    ``N`` or later: it trained nothing (``History.steps`` is 0). ``nxrs train`` says the same
-    in a line on stderr instead."""
-
-
-@dataclass
-class History:
-    """What ``Trainer.fit`` returns: one entry per epoch that ended during the call.
-
-    ``history`` maps ``"loss"`` (the mean of the epoch's step losses, in binary32, summed in
-    order) and, for classification, ``"accuracy"`` (correct / samples seen), and with
-    ``validation_data`` ``"val_loss"`` and ``"val_accuracy"`` (``Trainer.evaluate`` after the
-    epoch) to lists aligned with ``epoch`` (1-based: the number of complete epochs after it).
-    An epoch that began before this call (a resume mid-epoch) counts only the steps of this call.
-    """
-
-    epoch: list[int] = field(default_factory=list)
-    history: dict[str, list[float]] = field(default_factory=dict)
-    #: Optimiser steps taken by this call.
-    steps: int = 0
-    #: The checkpoint written last by this call, if any.
-    checkpoint: Optional[Path] = None  # noqa: UP045 (a dataclass field evaluated on Python 3.9)
-
-    def _add(self, key: str, value: float) -> None:
-        self.history.setdefault(key, []).append(value)
-
-
-def fit(
-    trainer: Trainer,
-    x: npt.ArrayLike,
-    y: npt.ArrayLike,
-    options: RunOptions,
-    ray: bool,
-    workers: int | None,
-    ray_address: str | None,
-) -> History:
-    """Trains ``trainer`` as ``Trainer.fit`` (which checks the settings) describes: converts and
-    checks the data, then runs the loop here or with the Ray engine."""
-    # Every input is converted and checked before anything changes.
-    data = trainer._dataset(x, y)
-    if options.val is not None:
-        trainer._dataset(*options.val)
-    if ray:
-        from nxrs._distributed import RayEngine
-
-        # Its workers start at its first step, once the run directory is taken and resumed;
-        # the cluster's room for them is checked now, before anything changes.
-        ray_engine = RayEngine(trainer, x, y, data.fingerprint, workers, ray_address)
-        ray_engine.prepare()
-        try:
-            return _fit_with(trainer, data, options, ray_engine.run)
-        finally:
-            ray_engine.close()
-    return _fit_with(trainer, data, options, trainer._run)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """``fit``'s settings, checked (by ``fit``), as the loop and the run directory use them.
-    (A private dataclass: its annotations are never evaluated, so ``X | None`` is fine on 3.9.)"""
-
-    epochs: int
-    val: tuple[npt.ArrayLike, npt.ArrayLike] | None
-    checkpoint: str | os.PathLike[str] | CheckpointManager | None
-    every: int | None
-    every_seconds: float | None
-    resume: bool
-    progress: bool | None
-    #: The SIGINT/SIGTERM flag of a caller that installed the handlers itself (nxrs train).
-    stop: StopFlag | None
-    #: The command line recorded in the manifest (nxrs train).
-    command: list[str] | None
-    #: Where what fit says goes (nxrs train's stderr lines); None: warnings.
-    say: Callable[[str], None] | None
-    #: The identity of the whole data file the training data was split from (nxrs train).
-    source: dict[str, Any] | None
-    #: Checkpoints the run directory keeps (None: every one); for a directory given as a path.
-    keep: int | None = 3
-    #: Periodic saves written by a background thread while training goes on (_async_save).
-    async_save: bool = False
-    #: How the data was read (``--data``, ``--target``, ``--task``; nxrs train): what replay
-    #: reads it again by.
-    data_source: dict[str, Any] | None = None
-
-
-def on_object_storage(checkpoint: object) -> bool:
-    """Whether ``checkpoint`` (``fit``'s) is a run directory on object storage."""
-    if isinstance(checkpoint, CheckpointManager):
-        return isinstance(checkpoint.directory, str)
-    return is_url(checkpoint)
-
-
-def check_engine(engine: str, workers: object, ray_address: str | None) -> int | None:
-    """The number of workers asked for (None: one per CPU of the cluster), checked with the
-    engine they need."""
-    if engine not in ("local", "ray"):
-        raise ConfigError(f"engine must be 'local' or 'ray', not {engine!r}")
-    checked = optional_count("workers", workers, minimum=1)
-    if ray_address is not None and not isinstance(ray_address, str):
-        raise ConfigError(f"ray_address must be a str or None, not {type(ray_address).__name__}")
-    if engine == "local" and (checked is not None or ray_address is not None):
-        raise ConfigError("workers and ray_address need engine='ray'")
-    return checked
-
-
-#: ``Trainer._run``'s signature: how ``_fit`` takes steps, in this process or on Ray workers.
-Runner = Callable[..., "RunChunk"]
-
-
-def _fit_with(trainer: Trainer, data: Dataset, options: RunOptions, runner: Runner) -> History:
-    checkpoint = options.checkpoint
-    if checkpoint is None:
-        # No run directory: nothing to save on a stop, but a caller that turned the signals into
-        # a stop flag (nxrs train) is obeyed all the same: RunStopped at the next chunk.
-        return _fit(trainer, data, options, None, options.stop, runner)
-    directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
-    run = open_run_directory(directory)
-    with stop_signals(options.stop) as stop:
-        # A lease on object storage may be waited for: one line on stderr says so.
-        run.acquire(options.say or (lambda line: stderr_line(f"nxrs: {line}")), stop)
-        try:
-            # The manager (which sweeps dead writers' temporary files) only under the lock.
-            manager = (
-                checkpoint
-                if isinstance(checkpoint, CheckpointManager)
-                else CheckpointManager(
-                    checkpoint, keep="all" if options.keep is None else options.keep
-                )
-            )
-            state = _Session(run, manager, trainer, data, options)
-            state.begin(options.resume)
-            return _fit(trainer, data, options, state, stop, runner)
-        finally:
-            run.release()
-
-
-class _Session:
+class Session:
     """This process's turn in a run directory: the run's identity checked, its newest
     checkpoint restored, checkpoints saved and the manifest (``RunManifest``) kept up to
     date."""
@@ -518,141 +352,6 @@ class _Session:
         return job.path
 
 
-def _fit(
-    trainer: Trainer,
-    data: Dataset,
-    options: RunOptions,
-    state: _Session | None,
-    stop: StopFlag | None,
-    runner: Runner,
-) -> History:
-    epochs, val, every, every_seconds = (
-        options.epochs, options.val, options.every, options.every_seconds
-    )  # fmt: skip
-    progress, say = options.progress, options.say
-    history = History()
-    if trainer.epoch >= epochs:
-        # Allowed (a finished run asked again, a resumed one already past the plan), and said:
-        # a call that trains nothing is otherwise easy to mistake for one that trained. A
-        # caller with its own channel (nxrs train's stderr lines) is told there.
-        message = (
-            f"epochs={epochs}: the trainer has already completed {trainer.epoch} epochs; "
-            "nothing to train (pass a larger epochs to train more)"
-        )
-        if say is not None:
-            say(message)
-        else:
-            warnings.warn(
-                f"fit: {message}",
-                NothingToTrainWarning,
-                stacklevel=5,  # the caller of Trainer.fit -> fit -> _fit_with -> _fit
-            )
-    bar = _progress_bar(progress, trainer, epochs, len(data))
-    last_save = _clock()
-
-    def save(final: bool) -> None:
-        nonlocal last_save
-        last_save = _clock()
-        if state is not None:
-            path = state.save(final)
-            if path is not None:
-                history.checkpoint = path
-
-    def poll() -> None:
-        """Records a background save that has finished since the last step boundary."""
-        if state is not None:
-            path = state.poll()
-            if path is not None:
-                history.checkpoint = path
-
-    def stopped(reason: str) -> None:
-        """Saves the step reached and records the stop."""
-        if state is None:
-            return
-        try:
-            save(final=True)
-        except CheckpointSaveError as err:
-            state.record(event("stop", trainer, reason=reason, saved=False), state="failed")
-            raise err from err.__cause__
-        state.finish(
-            event(
-                "stop",
-                trainer,
-                reason=reason,
-                checkpoint=state.manager.path_for(trainer.steps).name,
-            ),
-            "stopped",
-        )
-
-    try:
-        while trainer.epoch < epochs:
-            if stop is not None and stop.signum is not None:
-                break
-            max_steps = None if every is None else every - trainer.steps % every
-            start = time.perf_counter()
-            before = trainer.steps
-            chunk = runner(data, epochs, max_steps, _CHUNK_SECONDS, epoch_end=val is not None)
-            history.steps += chunk.steps
-            for end in chunk.epochs:
-                history.epoch.append(end.epoch + 1)
-                history._add("loss", end.loss)
-                if end.accuracy is not None:
-                    history._add("accuracy", end.accuracy)
-                if val is not None:
-                    val_loss, val_accuracy = trainer.evaluate(*val)
-                    history._add("val_loss", val_loss)
-                    if val_accuracy is not None:
-                        history._add("val_accuracy", val_accuracy)
-            if bar is not None:
-                bar.update(
-                    trainer, trainer.steps - before, time.perf_counter() - start, chunk.last_loss
-                )
-            poll()
-            if state is not None:
-                state.run.check()  # a lease taken over: stop, writing nothing more
-            if stop is not None and stop.signum is not None:
-                break
-            if (every is not None and trainer.steps % every == 0) or (
-                every_seconds is not None and _clock() - last_save >= every_seconds
-            ):
-                save(final=False)
-            if chunk.steps == 0:
-                break  # nothing left to do (cannot happen while epoch < epochs; a safeguard)
-        if stop is not None and stop.signum is not None:
-            if bar is not None:
-                bar.close()
-                bar = None
-            stopped(signal.Signals(stop.signum).name)
-            saved = None if state is None else history.checkpoint or _newest(state)
-            raise RunStopped(stop.signum, trainer.steps, saved)
-        try:
-            save(final=True)
-        except CheckpointSaveError:
-            if state is not None:
-                state.record(None, state="failed")
-            raise
-        if state is not None:
-            state.finish(event("complete", trainer), "complete")
-    except RunStopped:
-        raise
-    except KeyboardInterrupt:
-        # Ctrl-C outside the handlers (fit not in the main thread's control): the state is at a
-        # step boundary; keep it, then stop as asked.
-        if bar is not None:
-            bar.close()
-            bar = None
-        stopped("KeyboardInterrupt")
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        if state is not None:
-            # Never leave a background save behind (the lock is released after this): an
-            # error while training still waits for it and records it.
-            state.settle()
-    return history
-
-
 def _data_digests(trainer: Trainer, data: Dataset, options: RunOptions) -> DataDigests:
     """The digests of the run's data: ``fit``'s ``(x, y)`` and validation data, or for ``nxrs
     train`` (which gives the file's test split as the validation data) the training and test
@@ -663,7 +362,7 @@ def _data_digests(trainer: Trainer, data: Dataset, options: RunOptions) -> DataD
     return DataDigests.of(data, validation=other)
 
 
-def _newest(state: _Session) -> Path:
+def newest(state: Session) -> Path:
     return state.manager.path_for(state.trainer.steps)
 
 
@@ -674,7 +373,8 @@ def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> b
     if entry is None:
         return False
     try:
-        with open_checkpoint(entry.path) as ck:
+        # The compiled checkpoint (``nxrs.open``'s class builds trainers, a layer above).
+        with _Checkpoint(entry.path, verify=True) as ck:
             stored: Mapping[str, str] = ck.metadata
             config = {k: ck.config[k] for k in trainer.config}
     except Exception as err:  # a v1 file: no configuration or metadata
@@ -701,32 +401,3 @@ def _resume(trainer: Trainer, manager: CheckpointManager, fingerprint: str) -> b
         )
     trainer.restore(entry.path)
     return True
-
-
-class _Bar:
-    """A progress bar over the run's steps, with epoch, loss and samples/s."""
-
-    def __init__(self, bar: Any, epochs: int, samples_per_step: float) -> None:
-        self.bar, self.epochs, self.samples_per_step = bar, epochs, samples_per_step
-
-    def update(self, trainer: Trainer, steps: int, seconds: float, loss: float | None) -> None:
-        rate = steps * self.samples_per_step / seconds if seconds > 0 else 0.0
-        postfix = {"epoch": f"{trainer.epoch}/{self.epochs}", "samples/s": f"{rate:,.0f}"}
-        if loss is not None:
-            postfix["loss"] = f"{loss:.4f}"
-        self.bar.set_postfix(postfix, refresh=False)
-        self.bar.update(steps)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _progress_bar(
-    progress: bool | None, trainer: Trainer, epochs: int, samples: int
-) -> _Bar | None:
-    """A bar when asked (``True``), or by default when stderr is a terminal."""
-    per_epoch = trainer._batches_per_epoch(samples)
-    total = max(0, epochs * per_epoch)
-    done = min(total, trainer.epoch * per_epoch + trainer.batch)
-    bar = progress_bar(progress, total, "step", initial=done)
-    return None if bar is None else _Bar(bar, epochs, samples / max(per_epoch, 1))

@@ -46,7 +46,6 @@ import numpy.typing as npt
 
 from nxrs._nxrs import ConfigError, EpochEnd, InputError, RunChunk
 from nxrs._runs.errors import stderr_line
-from nxrs._trainer import Trainer
 
 try:
     import ray
@@ -57,6 +56,7 @@ except ImportError as _err:  # pragma: no cover (the ray extra is part of the te
 
 if TYPE_CHECKING:
     from nxrs._nxrs import Dataset
+    from nxrs._trainer import Trainer
 
 __all__ = ["RayEngine", "connect", "ray", "shares"]
 
@@ -189,19 +189,21 @@ def _parameters(trainer: Trainer) -> list[npt.NDArray[np.float32]]:
 class BlockWorker:
     """A Ray actor: a replica of the model and the whole training set, computing block sums.
 
-    Built from the trainer's configuration and the data's object references (so a restart by
-    Ray rebuilds it alone); the fingerprint check makes sure it holds exactly the driver's data.
+    Built from the trainer's class and configuration and the data's object references (so a
+    restart by Ray rebuilds it alone); the fingerprint check makes sure it holds exactly the
+    driver's data.
     """
 
     def __init__(
         self,
+        trainer_class: type[Trainer],
         config: dict[str, Any],
         backend: str,
         x: npt.NDArray[Any],
         y: npt.NDArray[Any],
         fingerprint: str,
     ) -> None:
-        self.trainer = Trainer(**config, backend=backend)  # type: ignore[arg-type]
+        self.trainer = trainer_class(**config, backend=backend)  # type: ignore[arg-type]
         self.data = self.trainer._dataset(x, y)
         if self.data.fingerprint != fingerprint:
             raise InputError(
@@ -288,7 +290,8 @@ class RayEngine:
         )(BlockWorker)
         config = self.trainer.config
         self.workers = [
-            actor.remote(config, backend, *self.data_refs, self.fingerprint) for _ in range(workers)
+            actor.remote(type(self.trainer), config, backend, *self.data_refs, self.fingerprint)
+            for _ in range(workers)
         ]
         self.pids = wait_for([w.pid.remote() for w in self.workers], "workers", START_TIMEOUT)
         for k, pid in enumerate(self.pids):
