@@ -44,7 +44,7 @@ hours); instead nxrs's 1- and 2-thread runs must end in the same full-state hash
 
 All train the same initial weights on the same batches (TRAINING.md's shuffle, drawn by
 the reference's ``epoch_order``). (a) also keeps its older rows: the full gate
-(``nxrs._gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step`` calls and
+(``nxrs._audit.gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step`` calls and
 the seed's own numpy reference ``tests/reference/seed_ref.py``.
 
 Inference: (d) ``predict_proba`` on 100,000 rows (the digits repeated) of the digits model,
@@ -110,7 +110,7 @@ from _machine import cpu_model, print_machine  # noqa: E402
 from reference import general_ref, seed_ref  # noqa: E402
 
 import nxrs  # noqa: E402
-from nxrs._gate import run_gate  # noqa: E402
+from nxrs._audit.gate import run_gate  # noqa: E402
 
 F32Array = npt.NDArray[np.float32]
 I64Array = npt.NDArray[np.int64]

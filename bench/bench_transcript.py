@@ -33,9 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from nxrs._runs.async_save import SavedState
-from nxrs._util.files import write_bytes_atomically
 from nxrs._runs.directory import ObjectRunDirectory
 from nxrs._runs.transcript import TRANSCRIPT_NAME, DataDigests, Transcript, canonical
+from nxrs._util.files import write_bytes_atomically
 
 SIZES = (100, 1_000, 10_000)
 DATA = DataDigests(digest="d" * 64, train="t" * 64, validation=None, test="e" * 64)

@@ -17,8 +17,8 @@ import nxrs
 #: where their contents are now.
 RENAMED = {
     "distributed": "nxrs._train.distributed",
-    "gate": "nxrs._gate",
-    "inspection": "nxrs._inspection",
+    "gate": "nxrs._audit.gate",
+    "inspection": "nxrs._audit.inspection",
     "manager": "nxrs._runs.checkpoints",
     "sweeps": "nxrs._sweeps",
 }
@@ -40,6 +40,10 @@ MOVED = {
     "_async_save": "nxrs._runs.async_save",
     "_fit": "nxrs._train.fit",
     "_distributed": "nxrs._train.distributed",
+    "_replay": "nxrs._audit.replay",
+    "_diff": "nxrs._audit.diff",
+    "_inspection": "nxrs._audit.inspection",
+    "_gate": "nxrs._audit.gate",
 }
 
 #: Modules split by job: the old name gives a module whose attributes are the new modules'
@@ -50,6 +54,9 @@ SPLIT = [
     ("_rundir", "RunManifest", "nxrs._runs.manifest"),
     ("_rundir", "RunLockedError", "nxrs._runs.errors"),
     ("_rundir", "json_text", "nxrs._util.files"),
+    ("_verify", "verify", "nxrs._audit.verify"),
+    ("_verify", "VerifyReport", "nxrs._audit.verify"),
+    ("_verify", "SegmentResult", "nxrs._audit.verify_replays"),
 ]
 
 
@@ -102,3 +109,27 @@ def test_importing_nxrs_does_not_import_the_old_names_or_ray() -> None:
 def test_an_unknown_submodule_is_still_an_import_error() -> None:
     with pytest.raises(ModuleNotFoundError):
         __import__("nxrs.no_such_module")
+
+
+@pytest.mark.parametrize(
+    ("old", "make"),
+    [
+        ("nxrs._fit", "nxrs.History(epoch=[1], history={'loss': [0.5]}, steps=3)"),
+        ("nxrs._rundir", "nxrs.RunLockedError('held by process 1')"),
+        ("nxrs._verify", "nxrs.SegmentResult(0, 1, 0, 2, None, None, 2, 0.5, 'ok', None)"),
+        ("nxrs._manager", "nxrs.CheckpointEntry(3, __import__('pathlib').Path('step.nxck'))"),
+    ],
+)
+def test_a_pickle_naming_an_old_module_unpickles(old: str, make: str) -> None:
+    """A pickle written before the layout (its classes named by their modules then) loads."""
+    code = (
+        "import pickle, nxrs\n"
+        f"obj = {make}\n"
+        "data = pickle.dumps(obj, protocol=0)\n"
+        "new = (type(obj).__module__ + '\\n').encode()\n"
+        "assert new in data, data\n"
+        f"old = data.replace(new, {(old + chr(10))!r}.encode())\n"
+        "back = pickle.loads(old)\n"
+        "assert type(back) is type(obj) and repr(back) == repr(obj), (back, obj)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

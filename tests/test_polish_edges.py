@@ -19,7 +19,7 @@ import pytest
 from sweep_support import killing_first_checkpointed
 
 import nxrs
-from nxrs._sweeps import expand_grid
+from nxrs.cli._grid import expand_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,9 @@ import pytest
 
 import nxrs
 import nxrs._runs.transcript
-from nxrs._sweeps import expand_grid, parse_grid, sweep
+from nxrs._sweeps import sweep
 from nxrs.cli import main
+from nxrs.cli._grid import expand_grid, parse_grid
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((600, 16)).astype(np.float32)

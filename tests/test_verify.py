@@ -22,8 +22,8 @@ import nxck_edit
 import pytest
 
 import nxrs
+import nxrs._audit.verify_replays
 import nxrs._runs.transcript
-import nxrs._verify
 from nxrs._runs.transcript import TRANSCRIPT_NAME
 from nxrs.cli import main
 from nxrs.data import split
@@ -285,13 +285,13 @@ def test_a_pruned_segment_replays_from_the_nearest_kept_state(
 ) -> None:
     fit_run(tmp_path / "run", keep=3)
     replayed = []
-    original = nxrs._verify.replay
+    original = nxrs._audit.verify_replays.replay
 
     def counting(trainer: nxrs.Trainer, data: Any, step: int) -> None:
         replayed.append(step - trainer.steps)
         original(trainer, data, step)
 
-    monkeypatch.setattr(nxrs._verify, "replay", counting)
+    monkeypatch.setattr(nxrs._audit.verify_replays, "replay", counting)
     report = nxrs.verify(tmp_path / "run", X, Y, validation_data=VAL, segments="all")
     # The segments replayed from the start share one replay: no step is computed twice, so
     # verifying every segment of a pruned run costs no more than its training.

@@ -28,7 +28,9 @@ import pytest
 from test_verify import CHECKPOINTS, EVERY, X, Y, cli_run, data_file, fit_run, name_of, train
 
 import nxrs
-import nxrs._verify
+import nxrs._audit.verify
+import nxrs._audit.verify_records
+import nxrs._audit.verify_replays
 from nxrs._runs.directory import RunDirectory
 from nxrs._runs.errors import MANIFEST_NAME
 from nxrs._runs.transcript import TRANSCRIPT_NAME, canonical, entry_digest
@@ -75,14 +77,14 @@ def write_entries(directory: Path, entries: list[dict[str, Any]]) -> None:
 
 def prune_after_listing(monkeypatch: pytest.MonkeyPatch, victim: str) -> None:
     """The process training the run deletes ``victim`` just after verify listed the files."""
-    listed = nxrs._verify.list_checkpoints
+    listed = nxrs._audit.verify_records.list_checkpoints
 
     def listing(directory: Path, *args: Any) -> Any:
         files = listed(directory, *args)
         (directory / victim).unlink(missing_ok=True)
         return files
 
-    monkeypatch.setattr(nxrs._verify, "list_checkpoints", listing)
+    monkeypatch.setattr(nxrs._audit.verify_records, "list_checkpoints", listing)
 
 
 def test_a_checkpoint_pruned_after_the_listing_is_skipped_and_said(
@@ -116,14 +118,14 @@ def test_a_checkpoint_pruned_before_its_replay_makes_its_segments_not_verifiable
     pruned_cli_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     """The file check 2 read is gone when the replay starting from it begins."""
-    original = nxrs._verify._run_job
+    original = nxrs._audit.verify_replays._run_job
 
     def pruned_first(job: Any, x: Any, y: Any) -> Any:
         if isinstance(job.base, Path):
             job.base.unlink(missing_ok=True)
         return original(job, x, y)
 
-    monkeypatch.setattr(nxrs._verify, "_run_job", pruned_first)
+    monkeypatch.setattr(nxrs._audit.verify_replays, "_run_job", pruned_first)
     report = nxrs.verify(copy_of(pruned_cli_run, tmp_path / "api"), segments="all")
     assert report.ok, report.failures
     gone = [s for s in report.segments if s.replayed_from_kind == "checkpoint"]
@@ -141,7 +143,7 @@ def test_on_ray_a_checkpoint_pruned_before_its_replay_is_not_verifiable(
     ray_cluster: Any, pruned_cli_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same on Ray tasks, which are sent the file's bytes: a file gone by then."""
-    checked = nxrs._verify._check_checkpoints
+    checked = nxrs._audit.verify._check_checkpoints
 
     def then_pruned(*args: Any) -> Any:
         found = checked(*args)
@@ -149,7 +151,7 @@ def test_on_ray_a_checkpoint_pruned_before_its_replay_is_not_verifiable(
             path.unlink()
         return found
 
-    monkeypatch.setattr(nxrs._verify, "_check_checkpoints", then_pruned)
+    monkeypatch.setattr(nxrs._audit.verify, "_check_checkpoints", then_pruned)
     run = copy_of(pruned_cli_run, tmp_path / "run")
     report = nxrs.verify(run, segments="all", engine="ray", workers=2)
     assert report.ok, report.failures
@@ -192,10 +194,10 @@ def test_verify_while_nxrs_train_trains_and_prunes(data_file: Path, tmp_path: Pa
 
 KILLED_BEFORE_RECORDING = """
 import os, sys
-import nxrs._train.fit
+import nxrs._train.session
 from nxrs.cli import main
 
-recorded = nxrs._train.fit._Session._transcribe
+recorded = nxrs._train.session.Session._transcribe
 
 def killed(self, kind, checkpoint, saved=None):
     # SIGKILL's effect at this instant: the checkpoint of step {step} saved, not recorded.
@@ -203,7 +205,7 @@ def killed(self, kind, checkpoint, saved=None):
         os._exit(9)
     recorded(self, kind, checkpoint, saved)
 
-nxrs._train.fit._Session._transcribe = killed
+nxrs._train.session.Session._transcribe = killed
 sys.exit(main(sys.argv[1:]))
 """
 

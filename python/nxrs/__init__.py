@@ -32,8 +32,9 @@ private (underscored); what of them is public is re-exported here.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from nxrs import _renamed, layers, softf32
+from nxrs._audit.diff import DiffReport, diff
+from nxrs._audit.verify import SegmentResult, VerifyReport, verify
 from nxrs._checkpoint import Checkpoint, open
-from nxrs._diff import DiffReport, diff
 from nxrs._nxrs import (
     BadMagicError,
     BusyError,
@@ -67,7 +68,6 @@ from nxrs._runs.lease import LeaseLostError
 from nxrs._sweeps import SweepResults, sweep
 from nxrs._train.fit import History, NothingToTrainWarning
 from nxrs._trainer import Trainer
-from nxrs._verify import SegmentResult, VerifyReport, verify
 
 _renamed.install()
 if not _TYPE_CHECKING:  # for type checkers, only the names below exist

@@ -30,8 +30,8 @@ _RUNDIR = ("_runs.directory", "_runs.manifest", "_runs.errors", "_util.files", "
 RENAMED: dict[str, tuple[str, ...]] = {
     # Public until the package said which modules are public (also ``nxrs.<name>`` attributes).
     "distributed": ("_train.distributed",),
-    "gate": ("_gate",),
-    "inspection": ("_inspection",),
+    "gate": ("_audit.gate",),
+    "inspection": ("_audit.inspection",),
     "manager": ("_runs.checkpoints",),
     "rundir": _RUNDIR,
     "sweeps": ("_sweeps",),
@@ -52,6 +52,11 @@ RENAMED: dict[str, tuple[str, ...]] = {
     "_async_save": ("_runs.async_save",),
     "_fit": ("_train.fit",),
     "_distributed": ("_train.distributed",),
+    "_replay": ("_audit.replay",),
+    "_verify": ("_audit.verify", "_audit.verify_replays", "_audit.verify_records"),
+    "_diff": ("_audit.diff",),
+    "_inspection": ("_audit.inspection",),
+    "_gate": ("_audit.gate",),
 }
 
 #: The old names that were public modules, which ``import nxrs; nxrs.<name>`` also gives.

@@ -1,5 +1,5 @@
 """``nxrs diff A B``: why two runs (or checkpoints) of one configuration differ
-(``nxrs._diff.diff``), in words or as JSON."""
+(``nxrs._audit.diff.diff``), in words or as JSON."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 
 import nxrs
-from nxrs._diff import diff
+from nxrs._audit.diff import diff
 from nxrs.cli._common import (
     EXIT_DONE,
     EXIT_FAILED,

@@ -1,5 +1,5 @@
-"""``nxrs inspect FILE``: what a checkpoint holds (``nxrs._inspection``), and with ``--verify``
-whether every tensor is intact."""
+"""``nxrs inspect FILE``: what a checkpoint holds (``nxrs._audit.inspection``), and with
+``--verify`` whether every tensor is intact."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 
 import nxrs
-from nxrs._inspection import describe_checkpoint, inspect_checkpoint
+from nxrs._audit.inspection import describe_checkpoint, inspect_checkpoint
 from nxrs._util.files import json_text
 from nxrs.cli._common import error_line, nonempty_path
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from nxrs._nxrs import ConfigError, InputError
-from nxrs._sweeps import expand_grid, log, parse_grid, record_summary, sweep
+from nxrs._sweeps import log, record_summary, sweep
 from nxrs._util.checks import count
 from nxrs._util.files import json_text
 from nxrs.cli._common import (
@@ -30,6 +30,7 @@ from nxrs.cli._common import (
     nonempty_path,
     nonnegative_int,
 )
+from nxrs.cli._grid import expand_grid, parse_grid
 from nxrs.data import check_test_size, load, train_test
 
 EPILOG = """\

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nxrs._audit.verify import verify
 from nxrs._util.files import json_text
-from nxrs._verify import verify
 from nxrs.cli._common import (
     EXIT_DONE,
     EXIT_FAILED,

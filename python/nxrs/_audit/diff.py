@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy.typing as npt
 
+from nxrs._audit.replay import ReadCommand, RunData, first_difference, replay, replay_step
 from nxrs._nxrs import CheckpointError, InputError, MismatchError
-from nxrs._replay import ReadCommand, RunData, first_difference, replay, replay_step
 from nxrs._runs.directory import open_run_directory
 from nxrs._runs.object_checkpoints import local_copy
 from nxrs._runs.transcript import TRANSCRIPT_NAME

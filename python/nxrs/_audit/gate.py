@@ -18,7 +18,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-import nxrs
+from nxrs._nxrs import (
+    CheckpointError,
+    ChecksumError,
+    LengthError,
+    NxrsError,
+    seed_dataset,
+)
+from nxrs._trainer import Trainer
 
 EPOCHS = 800
 SPLIT = 400
@@ -55,7 +62,7 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
     golden = expected()
     seed_hashes: dict[str, int] = golden["seed_hash"]  # type: ignore[assignment]
     state_hashes: dict[str, int] = golden["state_hash"]  # type: ignore[assignment]
-    x, y = nxrs.seed_dataset()
+    x, y = seed_dataset()
     report = Report(out)
     out.write(
         "=== nx_f32_train_ckpt_gate: checkpoint + EXACT resume of full training state "
@@ -63,7 +70,7 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
     )
 
     # (A) UNINTERRUPTED: 800 epochs from the seed init.
-    a = nxrs.Trainer(seed=SEED)
+    a = Trainer(seed=SEED)
     a.train_until(x, y, EPOCHS)
     h_a = a.hash()
     report.check(
@@ -75,12 +82,12 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
     # (B) CHECKPOINTED: 400 epochs -> save all state -> fresh handle loads -> 400 more.
     with _directory(workdir) as d:
         path = Path(d) / "nx_train.ckpt"
-        b = nxrs.Trainer(seed=SEED)
+        b = Trainer(seed=SEED)
         b.train_until(x, y, SPLIT)
         b.save(path, format="v1")
         h_mid, full_mid = b.hash(), b.state_hash()
         size = path.stat().st_size
-        c = nxrs.Trainer(seed=FRESH_SEED)
+        c = Trainer(seed=FRESH_SEED)
         overwritten = c.state_hash() != full_mid
         c.restore(path)
         report.check(
@@ -115,7 +122,7 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
         path = Path(d) / "nx_train.v2.nxck"
         b.save(path)  # v2, the default
         size = path.stat().st_size
-        d2 = nxrs.Trainer.load(path)
+        d2 = Trainer.load(path)
         roundtrip = d2.hash() == h_mid and d2.state_hash() == full_mid
         d2.train_until(x, y, EPOCHS)
         report.check(
@@ -125,7 +132,7 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
             f"hash {d2.state_hash():#018x} == uninterrupted",
         )
         # restore takes only a file of the trainer's own configuration (seed included).
-        refused = _refuses_damage(path, nxrs.Trainer(seed=SEED))
+        refused = _refuses_damage(path, Trainer(seed=SEED))
         report.check(
             refused,
             "T6 CORRUPT V2 REFUSED: a flipped bit in a tensor -> ChecksumError, a truncated "
@@ -148,16 +155,16 @@ def run_gate(out: TextIO, workdir: Path | None = None) -> bool:
     return green
 
 
-def _refuses_damage(path: Path, victim: nxrs.Trainer) -> bool:
+def _refuses_damage(path: Path, victim: Trainer) -> bool:
     """Whether a bit flip in the last tensor and a truncation of ``path`` are both refused with
     the right exception, leaving ``victim`` as it was."""
     good = path.read_bytes()
     before = victim.state_hash()
     flipped = bytearray(good)
     flipped[-1] ^= 0x10  # the last byte is tensor data (vb2's last cell)
-    cases: list[tuple[bytes, type[nxrs.CheckpointError]]] = [
-        (bytes(flipped), nxrs.ChecksumError),
-        (good[: len(good) // 2], nxrs.LengthError),
+    cases: list[tuple[bytes, type[CheckpointError]]] = [
+        (bytes(flipped), ChecksumError),
+        (good[: len(good) // 2], LengthError),
     ]
     damaged = path.with_name(path.name + ".damaged")
     for content, expected in cases:
@@ -167,12 +174,12 @@ def _refuses_damage(path: Path, victim: nxrs.Trainer) -> bool:
             return False
         except expected:
             pass
-        except nxrs.NxrsError:
+        except NxrsError:
             return False
     return victim.state_hash() == before
 
 
-def _same_but_steps(a: nxrs.Trainer, b: nxrs.Trainer) -> bool:
+def _same_but_steps(a: Trainer, b: Trainer) -> bool:
     """Every tensor's bits, epoch, b1t and b2t equal: all a v1 file holds (no step counter)."""
     sa, sb = a.state_dict(), b.state_dict()
     tensors = list(sa) == list(sb) and all(sa[k].tobytes() == sb[k].tobytes() for k in sa)
