@@ -44,8 +44,8 @@ hours); instead nxrs's 1- and 2-thread runs must end in the same full-state hash
 
 All train the same initial weights on the same batches (TRAINING.md's shuffle, drawn by
 the reference's ``epoch_order``). (a) also keeps its older rows: the full gate
-(``nxrs._audit.gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step`` calls and
-the seed's own numpy reference ``tests/reference/seed_ref.py``.
+(``nxrs._audit.gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step``
+calls and the seed's own numpy reference ``tests/reference/seed_ref.py``.
 
 Inference: (d) ``predict_proba`` on 100,000 rows (the digits repeated) of the digits model,
 (h) on 100,000 random rows of 784-512-512-10 (initial weights): nxrs per backend and thread
