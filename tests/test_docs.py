@@ -9,14 +9,14 @@ import pytest
 
 import nxrs
 import nxrs._runs.checkpoints
-import nxrs._sweeps
 import nxrs.cli._common
+import nxrs.cli._grid
 import nxrs.softf32
 
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs._runs.checkpoints, nxrs._sweeps, nxrs.cli._common],
+    [nxrs, nxrs.softf32, nxrs._runs.checkpoints, nxrs.cli._common, nxrs.cli._grid],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

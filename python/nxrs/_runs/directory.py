@@ -197,9 +197,9 @@ class RunDirectory:
 
 class ObjectRunDirectory(RunDirectory):
     """A run directory on object storage (``s3://...``, ``gs://...``): the same manifest and
-    transcript as objects, a lease (``_lease.Lease``) for the lock, and the manifest written
-    on the condition of the version this process last read or wrote, so a process that lost the
-    directory cannot overwrite its successor's manifest (``docs/RUNS.md``)."""
+    transcript as objects, a lease (``nxrs._runs.lease.Lease``) for the lock, and the manifest
+    written on the condition of the version this process last read or wrote, so a process that
+    lost the directory cannot overwrite its successor's manifest (``docs/RUNS.md``)."""
 
     def __init__(self, url: str) -> None:
         from nxrs._storage.store import open_store

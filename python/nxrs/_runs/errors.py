@@ -33,7 +33,7 @@ __all__ = [
 
 MANIFEST_NAME = "nxrs-run.json"
 LOCK_NAME = ".nxrs-run.lock"
-#: The lease object of a run directory on object storage (``_lease``), its lock.
+#: The lease object of a run directory on object storage (``nxrs._runs.lease``), its lock.
 LEASE_NAME = ".nxrs-run.lease"
 PREVIOUS_NAME = "previous"
 MANIFEST_FORMAT = "nxrs-run/1"

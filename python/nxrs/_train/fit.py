@@ -147,10 +147,10 @@ def fit(
     # The whole run is one claim: no other thread changes the trainer between its chunks
     # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.
     with trainer._claim("fit"):
-        return _run(trainer, x, y, options, engine == "ray", workers, ray_address)
+        return _train(trainer, x, y, options, engine == "ray", workers, ray_address)
 
 
-def _run(
+def _train(
     trainer: Trainer,
     x: npt.ArrayLike,
     y: npt.ArrayLike,
@@ -286,7 +286,7 @@ def _fit(
             warnings.warn(
                 f"fit: {message}",
                 NothingToTrainWarning,
-                stacklevel=6,  # the caller of Trainer.fit -> fit -> _run -> _fit_with -> _fit
+                stacklevel=6,  # the caller of Trainer.fit -> fit -> _train -> _fit_with -> _fit
             )
     bar = _progress_bar(progress, trainer, epochs, len(data))
     last_save = _clock()
