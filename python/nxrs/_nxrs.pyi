@@ -497,7 +497,7 @@ def sweep_temp_files(directory: StrOrBytesPath) -> list[Path]:
     """Removes temporary files left by interrupted saves whose writer is gone; returns them."""
 
 #: The longest stretch (seconds) training holds the GIL released and Ctrl-C waits: the Rust
-#: loops' chunk, which ``fit`` uses too (``nxrs._fit`` reads it as ``_CHUNK_SECONDS``).
+#: loops' chunk, which ``fit`` uses too (``nxrs._train.fit`` reads it as ``_CHUNK_SECONDS``).
 _CHUNK_SECONDS: float
 
 def hardware_isa() -> str | None:
