@@ -105,8 +105,8 @@ class RunData:
             else:
                 raise MismatchError(
                     f"{run} was trained by an nxrs train whose manifest records its command "
-                    f"line but not its data source: give its data ({how}), or verify it with "
-                    "the nxrs command line, which reads its command"
+                    "line but not its data source: the nxrs command line (nxrs verify, nxrs "
+                    "diff) reads its data again by that command; in Python, give its arrays"
                 )
         except (InputError, OSError) as err:
             if data is not None:
