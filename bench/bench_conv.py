@@ -1,4 +1,4 @@
-"""Convolutional networks, side by side in one process: nxrs vs PyTorch (issue 21's goals).
+"""Convolutional networks, side by side in one process: nxrs vs PyTorch (the convolution goals: at or above PyTorch's speed).
 
 Run from the repository root (needs the ``mnist1d`` and ``torch`` packages)::
 

@@ -1,4 +1,4 @@
-"""``nxrs verify``'s cost against training's, side by side in one process (issue 22's goals).
+"""``nxrs verify``'s cost against training's, side by side in one process (verification's cost goals).
 
 Run from the repository root::
 
