@@ -73,10 +73,10 @@ summation orders: never compared by bits). BLAS and OpenMP default to one thread
 variables set before numpy is imported); the torch rows set ``torch.set_num_threads(T)`` and
 check it took.
 
-Last, the speed table's summary in markdown: the CPU (model, avx512f / avx2 / fma flags), the ISA nxrs
-used (``NXRS_ISA`` and ``nxrs.hardware_isa()`` when the package has it), a table of samples/s
-(rows/s for predict_proba) for nxrs and torch on 1 and 2 threads with the ratios, nxrs's 2/1
-thread scaling, GFLOP/s per thread and share of the peak, the seed's us per step, and the
+Last, the speed table's summary in markdown: the CPU (model, avx512f / avx2 / fma flags), the
+ISA nxrs used (``NXRS_ISA`` and ``nxrs.hardware_isa()`` when the package has it), a table of
+samples/s (rows/s for predict_proba) for nxrs and torch on 1 and 2 threads with the ratios, nxrs's
+2/1 thread scaling, GFLOP/s per thread and share of the peak, the seed's us per step, and the
 table's goals, each MET or NOT MET with its number.
 """
 
@@ -131,8 +131,8 @@ PREDICT_ROWS = 100_000
 # model would double its time for nothing).
 PREDICT_WARMUP_ROWS = 10_000
 
-# The speed table's "real size" rows: random 784-feature data, 10 classes (fixed seed), and the steps
-# each row is timed over (quick, full).
+# The speed table's "real size" rows: random 784-feature data, 10 classes (fixed seed), and the
+# steps each row is timed over (quick, full).
 REAL_SAMPLES = 8192
 REAL_FEATURES = 784
 REAL_CLASSES = 10
@@ -668,7 +668,7 @@ def parse_workloads(text: str) -> list[str]:
 
 
 def real_workloads(quick: bool) -> list[Workload]:
-    """(e)-(g): the speed table's real-size rows on random data (fixed seed), hw backend defaults."""
+    """(e)-(g): the speed table's real-size rows on random data (fixed seed), hw defaults."""
     rng = np.random.default_rng(REAL_DATA_SEED)
     x = rng.standard_normal((REAL_SAMPLES, REAL_FEATURES), dtype=np.float32)
     y = rng.integers(0, REAL_CLASSES, REAL_SAMPLES, dtype=np.int64)
