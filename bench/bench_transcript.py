@@ -12,7 +12,7 @@ Run from the repository root::
     python bench/bench_transcript.py --store gs      # gcp-storage-emulator; az: the tests' own
 
 Each row times ``--saves`` saves (default 64 locally, 32 on a store) after the transcript was
-grown to its size, one entry each, and prints the mean per save; the ratios compare each size
+grown to its size, one entry each, and prints the median per save; the ratios compare each size
 with 100 entries (the goal: within 1.5x at 10,000 for the appends). The entries are of the
 real format (``Transcript.add``) for a made-up state. On a store (an emulator on the loopback
 address) the times are the emulator's and nxrs's, not a network's: a real store adds its
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -92,11 +93,15 @@ def append(transcript: Transcript) -> Callable[[], None]:
 
 
 def per_save(save: Callable[[], None], saves: int) -> float:
+    """The median time of ``saves`` saves: an fsync on a virtual machine's disk has a long
+    tail (a few saves of 5 ms among saves of 0.3 ms) that would decide a mean of sub-ms costs."""
     save()  # untimed: the first write after growing may differ
-    start = time.perf_counter()
+    times = []
     for _ in range(saves):
+        start = time.perf_counter()
         save()
-    return (time.perf_counter() - start) / saves
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def table(title: str, rows: dict[str, dict[int, float]]) -> None:
@@ -127,7 +132,7 @@ def local(saves: int) -> None:
             new = Transcript(directory)
             grown(new, size)
             rows["append (now)"][size] = per_save(append(new), saves)
-    table(f"a local directory ({tempfile.gettempdir()}), mean of {saves} saves:", rows)
+    table(f"a local directory ({tempfile.gettempdir()}), median of {saves} saves:", rows)
 
 
 def store(scheme: str, saves: int) -> None:
@@ -162,7 +167,7 @@ def store(scheme: str, saves: int) -> None:
                 rows["segments (now)"][size] = per_save(append(transcript), saves)
         finally:
             run.release()
-    table(f"{scheme}:// ({type(server).__name__}), mean of {saves} saves:", rows)
+    table(f"{scheme}:// ({type(server).__name__}), median of {saves} saves:", rows)
 
 
 def main() -> None:

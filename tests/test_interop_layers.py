@@ -1,4 +1,4 @@
-"""Interop of layer models (issue 21, docs/TRAINING.md section 15): ``to_torch``,
+"""Interop of layer models (docs/TRAINING.md section 15): ``to_torch``,
 ``from_torch(..., input_shape=)``, ``to_onnx`` and safetensors for models of ``nxrs.layers``,
 every layer type covered across 1-D, 2-D and dense models with BatchNorm running statistics that
 training has moved. Other runtimes' arithmetic is not nxrs's: their outputs are compared to

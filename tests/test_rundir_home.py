@@ -1,4 +1,4 @@
-"""Issue 19, point 3: one home for each fact of the run directory and the command line.
+"""One home for each fact of the run directory and the command line.
 
 The manifest is made, updated and read by one class (``nxrs._runs.manifest.RunManifest``); the run
 directory lists checkpoints by the manager's naming; every atomic write of the package (the

@@ -531,7 +531,7 @@ def config_schema() -> list[dict[str, Any]]:
     """
 
 def _config_differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    """The keys in which two configuration dicts differ (``nxrs._config.config_diff``)."""
+    """The keys in which two configuration dicts differ (``nxrs._util.config.config_diff``)."""
 
 def clip(text: str) -> str:
     """``text`` cut as nxrs's error messages cut values read from a file: the first 100

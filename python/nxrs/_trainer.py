@@ -87,11 +87,12 @@ class Trainer(_Trainer):
 
     One trainer may be used from several Python threads. Reading it (``steps``, ``config``,
     ``predict``, ``state_hash()``, ``to_bytes()``, ``save()``, ...) always works, also while
-    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s at
-    most) and sees the state between two steps. A call that changes the trainer (``fit``,
-    ``step``, ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or
-    ``threads``) while another thread is in such a call raises ``BusyError`` and changes
-    nothing; a run in progress is never disturbed, so its bits are an undisturbed run's.
+    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s, or
+    the one step in progress when a step takes longer), which then hands the trainer to it, and
+    sees the state between two steps. A call that changes the trainer (``fit``, ``step``,
+    ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or ``threads``) while
+    another thread is in such a call raises ``BusyError`` at once and changes nothing; a run in
+    progress is never disturbed, so its bits are an undisturbed run's.
 
     ``pickle``, ``copy.copy`` and ``copy.deepcopy`` give an independent trainer with the same
     state and configuration, bit for bit (pickling goes through ``to_bytes``/``from_bytes``). A

@@ -127,26 +127,28 @@ def fit(
     if async_save and checkpoint is None:
         raise ConfigError("async_save needs a checkpoint (a run directory to save into)")
     workers = check_engine(engine, workers, ray_address)
-    if trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
-        # One output is one class: softmax gives it probability 1 whatever the weights, so
-        # the loss and every gradient are 0 and nothing is learnt.
-        raise ConfigError(
-            "a classifier needs at least two outputs, one per class; this model "
-            f"({trainer.sizes}) has one (for one class there is nothing to learn; for a single "
-            "float target use loss='mse')"
-        )
-    if validation_data is not None and (
-        not isinstance(validation_data, tuple) or len(validation_data) != 2
-    ):
-        raise InputError("validation_data must be a tuple (x, y)")
-    options = RunOptions(
-        epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
-        _command, _say, None if _source is None else dict(_source), kept, async_save,
-        None if _data_source is None else dict(_data_source),
-    )  # fmt: skip
-    # The whole run is one claim: no other thread changes the trainer between its chunks
-    # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.
+    # The whole run is one claim, taken before the trainer is first read: a second changing
+    # call meanwhile is a BusyError at once (not after the chunk of steps in progress), and no
+    # other thread changes the trainer between this run's chunks (reading it is allowed); the
+    # loop's own calls (``_run``, ``restore``, ...) nest in the claim.
     with trainer._claim("fit"):
+        if trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
+            # One output is one class: softmax gives it probability 1 whatever the weights, so
+            # the loss and every gradient are 0 and nothing is learnt.
+            raise ConfigError(
+                "a classifier needs at least two outputs, one per class; this model "
+                f"({trainer.sizes}) has one (for one class there is nothing to learn; for a "
+                "single float target use loss='mse')"
+            )
+        if validation_data is not None and (
+            not isinstance(validation_data, tuple) or len(validation_data) != 2
+        ):
+            raise InputError("validation_data must be a tuple (x, y)")
+        options = RunOptions(
+            epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
+            _command, _say, None if _source is None else dict(_source), kept, async_save,
+            None if _data_source is None else dict(_data_source),
+        )  # fmt: skip
         return _train(trainer, x, y, options, engine == "ray", workers, ray_address)
 
 

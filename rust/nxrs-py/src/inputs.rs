@@ -81,11 +81,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
     }
 }
 
-/// A value as a message shows it, by the package's one rule (`nxrs._checks._shown`): its repr,
-/// clipped, and an integer too long to write (Python refuses over 4,300 digits) by its size.
+/// A value as a message shows it, by the package's one rule (`nxrs._util.checks._shown`): its
+/// repr, clipped, and an integer too long to write (Python refuses over 4,300 digits) by its
+/// size.
 pub(crate) fn shown(value: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = value.py();
-    py.import(intern!(py, "nxrs._checks"))?
+    py.import(intern!(py, "nxrs._util.checks"))?
         .getattr(intern!(py, "_shown"))?
         .call1((value,))?
         .extract()
