@@ -8,8 +8,9 @@
 
 use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
+use crate::model::TensorSpec;
 use crate::softf32::F32;
-use crate::state::{TensorSpec, TrainState};
+use crate::state::TrainState;
 use sha2::{Digest as _, Sha256};
 
 /// A SHA-256 digest.
