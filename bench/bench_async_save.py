@@ -1,4 +1,4 @@
-"""Saves that do not stop training (issue 23): ``fit(async_save=True)`` against synchronous
+"""Saves that do not stop training ``fit(async_save=True)`` against synchronous
 saves on a ~1 GB state.
 
 Run from the repository root::

@@ -1,4 +1,4 @@
-"""Run directories on object storage (issue 23): checkpoints of a ~1 GB state saved to a
+"""Run directories on object storage: checkpoints of a ~1 GB state saved to a
 store, against the fsspec backend's own upload of the same bytes and against synchronous saves.
 
 Run from the repository root (needs the test extra: moto[server] and s3fs; for ``--store gs``

@@ -1,4 +1,4 @@
-"""Issue 18's Python API edges: one count rule (``nxrs._checks``), typed errors for every bad
+"""The Python API's edges: one count rule (``nxrs._checks``), typed errors for every bad
 value (``NxrsError`` subclasses), run manifests checked against one schema and kept bounded,
 scikit-learn fits that change nothing when refused, ``fit`` refusing empty plans, and Ray
 refusing workers a fixed cluster cannot hold.
@@ -259,7 +259,7 @@ def test_a_refused_classifier_fit_changes_nothing() -> None:
         ) == state
         assert np.array_equal(clf.predict(X), labels)
     # Data nxrs refuses after scikit-learn accepted it (beyond binary32's range). numpy's
-    # overflow warning on the way is issue 18's item 11, another branch's.
+    # overflow warning on the way is not the subject here.
     with pytest.raises(nxrs.InputError), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         clf.fit(np.full((40, 6), 1e300), y6)

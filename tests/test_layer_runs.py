@@ -1,4 +1,4 @@
-"""Layer models (issue 21) in everything that runs them: run directories stopped by a signal
+"""Layer models in everything that runs them: run directories stopped by a signal
 (``nxrs train --model`` and ``fit(checkpoint=...)``) and resumed end with the uninterrupted
 run's bits; sweeps of layer objects (``nxrs.sweep``, ``nxrs sweep --model``) equal each
 configuration trained alone; ``--model`` naming nothing is one line; the layer objects' keys in

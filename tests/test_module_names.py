@@ -1,4 +1,4 @@
-"""Which modules are public (issue 19, point 5): the package's docstring names them, every other
+"""Which modules are public: the package's docstring names them, every other
 module is underscored, and the names of modules that were public before still import as the
 modules they are now."""
 

@@ -1,4 +1,4 @@
-"""Issue 18's leftovers: strict JSON and a diverged status for sweeps, ``nxrs sweep --json``'s
+"""Small edges: strict JSON and a diverged status for sweeps, ``nxrs sweep --json``'s
 stdout holding the JSON alone when a Ray worker dies, a sweep's grid counts, a sweep's label
 errors naming the file's row, and the stubs' count types. CLI checks run a real
 ``python -m nxrs`` process."""

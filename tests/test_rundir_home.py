@@ -1,4 +1,4 @@
-"""Issue 19, point 3: one home for each fact of the run directory and the command line.
+"""One home for each fact of the run directory and the command line.
 
 The manifest is made, updated and read by one class (``nxrs._rundir.RunManifest``); the run
 directory lists checkpoints by the manager's naming; every atomic write of the package (the
@@ -39,8 +39,9 @@ def test_a_manifest_written_by_its_class_reads_back_with_every_key(tmp_path: Pat
     # Every key of docs/RUNS.md's manifest, with the values given.
     assert set(read.document) == {
         "format", "nxrs_version", "started", "updated", "state", "config", "data", "plan",
-        "progress", "events", "command", "cwd",
+        "progress", "events", "command", "cwd", "keep",
     }  # fmt: skip
+    assert read.document["keep"] == 3  # begin's default, CheckpointManager's
     assert read.document["format"] == "nxrs-run/1"
     assert read.document["state"] == "stopped"
     assert read.document["data"] == {"fingerprint": "0123456789abcdef", "samples": 40,

@@ -298,8 +298,9 @@ def test_a_pruned_segment_replays_from_the_nearest_kept_state(
     assert sum(replayed) <= report.segments[-1].end_step
     assert report.ok, report.failures
     n = report.entries
-    kept = {c["entry"] for c in report.checkpoints}
+    kept = {c["entry"] for c in report.checkpoints if c["status"] == "ok"}
     assert kept == {n - 3, n - 2, n - 1}
+    assert {c["status"] for c in report.checkpoints} == {"ok", "missing"}  # pruned, listed
     for s in report.segments:
         if s.start in kept:
             assert (s.replayed_from, s.replayed_from_kind) == (s.start, "checkpoint")
@@ -350,7 +351,7 @@ def test_a_run_killed_10_times_verifies(tmp_path: Path) -> None:
 
 def test_errors(tmp_path: Path, cli_run: Path, capsys: Any) -> None:
     fit_run(tmp_path / "fit")
-    with pytest.raises(nxrs.MismatchError, match="give the run's data"):
+    with pytest.raises(nxrs.MismatchError, match="was trained by fit: give its data"):
         nxrs.verify(tmp_path / "fit")
     with pytest.raises(nxrs.ConfigError, match="segments"):
         nxrs.verify(cli_run, segments="some")  # type: ignore[arg-type]

@@ -60,6 +60,7 @@ from nxrs._nxrs import (
 from nxrs._rundir import (
     CheckpointSaveError,
     ManifestError,
+    RecordSaveError,
     RunLockedError,
     RunStopped,
     SaveFailedWarning,
@@ -94,6 +95,7 @@ __all__ = [
     "MismatchError",
     "NothingToTrainWarning",
     "NxrsError",
+    "RecordSaveError",
     "RunLockedError",
     "RunStopped",
     "SaveFailedWarning",

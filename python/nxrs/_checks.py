@@ -23,8 +23,16 @@ __all__ = ["count", "flag", "is_count", "optional_count", "save_points", "second
 
 
 def _shown(value: object) -> str:
-    """``value``'s repr, clipped: a message names the value, never floods the terminal."""
-    text = repr(value)
+    """``value``'s repr, clipped: a message names the value, never floods the terminal. An
+    integer too long to show is named by its size (Python refuses to write one of more than
+    4,300 digits, with a hint about ``sys.set_int_max_str_digits`` that is no help here)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**60:
+        digits = abs(value).bit_length() * 30103 // 100000 + 1  # log10(2) = 0.30103
+        return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
+    try:
+        text = repr(value)
+    except ValueError:  # a container of such an integer
+        return f"a {type(value).__name__} holding an integer too long to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -49,7 +57,7 @@ def count(name: str, value: object, minimum: int | None = 0) -> int:
             f"{name} = {_shown(value)} must be an int (a count), not {type(value).__name__}"
         ) from None
     if minimum is not None and n < minimum:
-        raise ConfigError(f"{name} = {n} must be at least {minimum}")
+        raise ConfigError(f"{name} = {_shown(n)} must be at least {minimum}")
     return n
 
 

@@ -27,8 +27,8 @@ from nxrs._config import config_diff
 from nxrs._nxrs import CheckpointError, InputError, MismatchError
 from nxrs._object_checkpoints import local_copy
 from nxrs._replay import RunData, first_difference, replay, replay_step
-from nxrs._rundir import RunDirectory
-from nxrs._transcript import TRANSCRIPT_NAME, Transcript
+from nxrs._rundir import open_run_directory
+from nxrs._transcript import TRANSCRIPT_NAME
 
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
@@ -168,13 +168,16 @@ def diff(
     last step.
 
     Checkpoint files: at one step, their first difference; at different steps, the earlier
-    is replayed on ``x``, ``y`` (required then: InputError) to the later's step.
+    is replayed to the later's step on ``x``, ``y``, or on the file ``data`` read as the
+    earlier's run directory (the manifest beside it) read its data: the train split of an
+    ``nxrs train`` run, the whole file otherwise (one of them required then: InputError).
 
     MismatchError (naming the settings) when the two are of different configurations;
     InputError for a path that is neither a run directory nor a file, or a file and a
     directory.
     """
-    # On object storage: local copies of the run directories' or checkpoints' objects.
+    # On object storage: local copies of the run directories' or checkpoints' objects (the
+    # report and its messages name them as given).
     pa, pb = local_copy(a), local_copy(b)
     if pa.is_dir() and pb.is_dir():
         given_a = None if x is None or y is None else RunData(x, y)
@@ -183,19 +186,23 @@ def diff(
         if (x is None) != (y is None) or (xb is None) != (yb is None):
             raise InputError("give the data as both x and y (x_b and y_b)")
         return _diff_runs(
-            _Run.read(pa, "A", given_a, data),
-            _Run.read(pb, "B", given_b, data if data_b is None else data_b),
+            _Run.read(a, pa, "A", given_a, data),
+            _Run.read(b, pb, "B", given_b, data if data_b is None else data_b),
         )
-    for p in (pa, pb):
+    for location, p in ((a, pa), (b, pb)):
         if not p.exists():
-            raise InputError(f"{p}: no such run directory or checkpoint file")
+            raise InputError(f"{location}: no such run directory or checkpoint file")
     if pa.is_dir() or pb.is_dir():
         raise InputError(
-            f"{pa} and {pb}: compare two run directories or two checkpoint files, not one of each"
+            f"{a} and {b}: compare two run directories or two checkpoint files, not one of each"
         )
-    if x_b is not None or y_b is not None or data is not None or data_b is not None:
-        raise InputError("two checkpoint files take only x and y (the data to replay on)")
-    return _diff_files(pa, pb, x, y)
+    if x_b is not None or y_b is not None or data_b is not None:
+        raise InputError(
+            "two checkpoint files take one data to replay on (x and y, or data), not B's"
+        )
+    if x is not None and data is not None:
+        raise InputError("give the data to replay on as x and y, or as data (a file), not both")
+    return _diff_files((str(a), pa), (str(b), pb), x, y, data)
 
 
 def _same_config(a: dict[str, Any], b: dict[str, Any], digests: tuple[str, str]) -> None:
@@ -216,6 +223,7 @@ class _Run:
 
     def __init__(
         self,
+        name: str,
         path: Path,
         label: str,
         manifest: dict[str, Any],
@@ -223,21 +231,32 @@ class _Run:
         given: RunData | None,
         data_file: str | None,
     ) -> None:
-        self.path, self.label, self.manifest, self.entries = path, label, manifest, entries
+        #: ``name``: the run as given (a path or URL); ``path``: where its checkpoints are read
+        #: (a run on object storage: a local copy).
+        self.name, self.path, self.label = name, path, label
+        self.manifest, self.entries = manifest, entries
         self.by_step = {int(e["step"]): e for e in entries}
         self.given, self.data_file = given, data_file
         self._data: RunData | None = None
 
     @classmethod
-    def read(cls, path: Path, label: str, given: RunData | None, data_file: str | None) -> _Run:
-        manifest = RunDirectory(path).read_manifest()
+    def read(
+        cls,
+        location: str | os.PathLike[str],
+        path: Path,
+        label: str,
+        given: RunData | None,
+        data_file: str | None,
+    ) -> _Run:
+        run = open_run_directory(location)
+        manifest = run.read_manifest()
         try:
-            entries = Transcript(path).read()
+            entries = run.transcript().read()
         except ValueError as err:
             raise InputError(f"run {label}: {err}") from None
         if manifest is None or not entries:
             raise InputError(
-                f"run {label} ({path}): not a run directory of nxrs train or fit with a "
+                f"run {label} ({location}): not a run directory of nxrs train or fit with a "
                 f"transcript (no manifest or no {TRANSCRIPT_NAME})"
             )
         for e in entries:
@@ -246,7 +265,7 @@ class _Run:
                     f"run {label}: transcript entry {e.get('entry')} has no step or state "
                     "digest (nxrs verify checks the transcript)"
                 )
-        return cls(path, label, manifest, entries, given, data_file)
+        return cls(str(location), path, label, manifest, entries, given, data_file)
 
     @property
     def last(self) -> dict[str, Any]:
@@ -261,7 +280,7 @@ class _Run:
         last = self.last
         command = self.manifest.get("command")
         return DiffSide(
-            path=str(self.path),
+            path=self.name,
             kind="run",
             last_step=int(last["step"]),
             state_digest=last["state_digest"],
@@ -276,32 +295,17 @@ class _Run:
         """The run's data, checked against the training data digest its transcript records."""
         if self._data is not None:
             return self._data
-        command = self.manifest.get("command")
         if self.given is not None:
             data = self.given
-        elif not isinstance(command, list) and self.data_file is not None:
-            # A fit run trained on a whole data file (nxrs.data.load's reading of it).
-            from nxrs.data import load
-
-            data = RunData(*load(self.data_file))
         else:
-            if not isinstance(command, list):
-                raise InputError(
-                    f"run {self.label} ({self.path}) was trained by fit: give its data (x, y"
-                    + ("" if self.label == "A" else "; x_b, y_b when B's differ")
-                    + "; or the data file it trained on whole: data=, nxrs diff --data)"
-                )
+            option, parameter = ("--data", "data") if self.label == "A" else ("--data-b", "data_b")
+            how = f"{option} FILE; {parameter}=FILE in Python"
             try:
-                cwd = self.manifest.get("cwd")
-                data = RunData.of_command(
-                    command, self.data_file, cwd=cwd if isinstance(cwd, str) else None
+                data = RunData.of_run(
+                    self.manifest, self.data_file, f"run {self.label} ({self.name})", how
                 )
-            except (MismatchError, InputError, OSError) as err:
-                raise InputError(
-                    f"run {self.label}'s data, as its command reads it: {err} (give the file: "
-                    + ("--data" if self.label == "A" else "--data-b")
-                    + ")"
-                ) from None
+            except MismatchError as err:
+                raise InputError(str(err)) from None  # no data given: a missing input here
         recorded = (self.last.get("data") or {}).get("train")
         found = data.digests(trainer).train
         if recorded is not None and found != recorded:
@@ -311,6 +315,11 @@ class _Run:
             )
         self._data = data
         return data
+
+    def named(self, path: Path) -> str:
+        """The checkpoint file ``path`` (in ``self.path``) as the run is named (beside its URL,
+        not in its local copy)."""
+        return f"{self.name.rstrip('/')}/{path.name}"
 
     def checkpoint(self, step: int) -> Path | None:
         """The kept checkpoint file of the transcript's entry at ``step``, if any."""
@@ -393,7 +402,7 @@ def _diff_runs(ra: _Run, rb: _Run) -> DiffReport:
         except (CheckpointError, OSError):  # a damaged or vanished file: try an older one
             continue
         if t.state_digest() == run.by_step[step]["state_digest"]:
-            start, source = t, str(path)
+            start, source = t, run.named(path)
             break
     if start is None:
         start = Trainer(**ra.config)
@@ -468,21 +477,27 @@ def _check_entry(t: Trainer, run: _Run, origin: int) -> None:
         )
 
 
-def _diff_files(pa: Path, pb: Path, x: npt.ArrayLike | None, y: npt.ArrayLike | None) -> DiffReport:
+def _diff_files(
+    a: tuple[str, Path],
+    b: tuple[str, Path],
+    x: npt.ArrayLike | None,
+    y: npt.ArrayLike | None,
+    data: str | None,
+) -> DiffReport:
     from nxrs._checkpoint import open as open_checkpoint
     from nxrs._trainer import Trainer
 
     if (x is None) != (y is None):
         raise InputError("give the data as both x and y")
-    ta, tb = Trainer.load(pa), Trainer.load(pb)
+    ta, tb = Trainer.load(a[1]), Trainer.load(b[1])
     _same_config(ta.config, tb.config, (ta.config_digest(), tb.config_digest()))
     sides = []
-    for p, t in ((pa, ta), (pb, tb)):
+    for (location, p), t in ((a, ta), (b, tb)):
         with open_checkpoint(p) as ck:
             fingerprint = ck.metadata.get("data_fingerprint")
         sides.append(
             DiffSide(
-                path=str(p),
+                path=location,
                 kind="checkpoint",
                 last_step=t.steps,
                 state_digest=t.state_digest(),
@@ -502,13 +517,18 @@ def _diff_files(pa: Path, pb: Path, x: npt.ArrayLike | None, y: npt.ArrayLike | 
     )
     early, late = (ta, tb) if ta.steps <= tb.steps else (tb, ta)
     if early.steps < late.steps:
-        if x is None or y is None:
+        side = sides[0] if early is ta else sides[1]
+        if x is not None and y is not None:
+            run_data = RunData(x, y)
+        elif data is not None:
+            run_data = _checkpoint_data(side.path, data)
+        else:
             raise InputError(
                 f"the checkpoints are at different steps ({ta.steps} and {tb.steps}): give the "
-                "data (x, y) to replay the earlier one to the later's step"
+                "data to replay the earlier one to the later's step (--data FILE, data=FILE: "
+                "read as the earlier one's run directory read it; or in Python x, y)"
             )
-        side = sides[0] if early is ta else sides[1]
-        found = early._dataset(x, y).fingerprint
+        found = early._dataset(run_data.x, run_data.y).fingerprint
         if side.data_fingerprint is not None and found != side.data_fingerprint:
             raise MismatchError(
                 f"the data given is not the data {side.path} was trained on (fingerprint "
@@ -516,10 +536,21 @@ def _diff_files(pa: Path, pb: Path, x: npt.ArrayLike | None, y: npt.ArrayLike | 
             )
         report.replayed_from, report.replay_source = early.steps, side.path
         report.replayed_steps = late.steps - early.steps
-        replay(early, RunData(x, y), late.steps)
+        replay(early, run_data, late.steps)
     report.compared_step = late.steps
     report.difference = first_difference(ta, tb)
     report.identical = report.difference is None
     if report.identical:
         report.common_step = late.steps
     return report
+
+
+def _checkpoint_data(location: str, data: str) -> RunData:
+    """The training data of the checkpoint file at ``location``, read from the file ``data``
+    as the run directory holding the checkpoint read it (``RunData.of_run`` with the manifest
+    beside the file: an ``nxrs train`` run's train split; the whole file without one)."""
+    from nxrs._store import is_url
+
+    directory = location.rpartition("/")[0] if is_url(location) else Path(location).parent
+    manifest = open_run_directory(directory).read_manifest()
+    return RunData.of_run(manifest, data, f"the run of {location}")

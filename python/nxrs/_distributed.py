@@ -78,14 +78,27 @@ BlockResult = tuple[
 
 def connect(address: str | None = None) -> Any:
     """The ``ray`` module, connected: an initialised Ray is used as it is; otherwise the cluster
-    at ``address`` (or ``RAY_ADDRESS``), or else a new local cluster sized to this machine."""
+    at ``address`` (or ``RAY_ADDRESS``), or else a new local cluster sized to this machine.
+
+    A Ray that cannot start or connect is a ConnectionError saying so in one line, Ray's error
+    its cause: Ray's own log records while it starts (its notes, the traceback of a start that
+    failed) are not shown, and its errors can hold a whole traceback in their text."""
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or None
         if address is None:
             log.info("starting a local Ray cluster")
         else:
             log.info("connecting to the Ray cluster at %s", address)
-        ray.init(address=address)
+        ray_log = logging.getLogger("ray")
+        level = ray_log.level
+        try:
+            ray.init(address=address, logging_level=logging.CRITICAL + 1)
+        except Exception as err:
+            what = "start a local cluster" if address is None else f"connect to {address}"
+            text = (str(err).strip().splitlines() or [""])[0]
+            raise ConnectionError(f"Ray could not {what}: {type(err).__name__}: {text}") from err
+        finally:
+            ray_log.setLevel(level)
     return ray
 
 

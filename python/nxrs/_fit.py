@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy.typing as npt
 
-from nxrs._async_save import SavedState, SaveInFlight, manager_write
+from nxrs._async_save import SaveInFlight, manager_write
 from nxrs._checkpoint import open as open_checkpoint
 from nxrs._checks import optional_count
 from nxrs._config import config_diff
-from nxrs._manager import CheckpointManager, CorruptCheckpointWarning
+from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     _CHUNK_SECONDS,
     ConfigError,
@@ -35,16 +35,18 @@ from nxrs._nxrs import (
 )
 from nxrs._rundir import (
     CheckpointSaveError,
+    RecordSaveError,
     RunDirectory,
     RunManifest,
     RunStopped,
     event,
     open_run_directory,
+    stderr_line,
     warn_save_failed,
 )
 from nxrs._signals import StopFlag, stop_signals
 from nxrs._store import is_url
-from nxrs._transcript import TRANSCRIPT_NAME, DataDigests
+from nxrs._transcript import DataDigests, SavedStateLike
 from nxrs.data import _describe_split
 
 if TYPE_CHECKING:
@@ -173,20 +175,23 @@ def _fit_with(trainer: Trainer, data: Dataset, options: RunOptions, runner: Runn
         return _fit(trainer, data, options, None, options.stop, runner)
     directory = checkpoint.directory if isinstance(checkpoint, CheckpointManager) else checkpoint
     run = open_run_directory(directory)
-    run.acquire()
-    try:
-        # The manager (which sweeps dead writers' temporary files) only under the lock.
-        manager = (
-            checkpoint
-            if isinstance(checkpoint, CheckpointManager)
-            else CheckpointManager(checkpoint, keep="all" if options.keep is None else options.keep)
-        )
-        with stop_signals(options.stop) as stop:
+    with stop_signals(options.stop) as stop:
+        # A lease on object storage may be waited for: one line on stderr says so.
+        run.acquire(options.say or (lambda line: stderr_line(f"nxrs: {line}")), stop)
+        try:
+            # The manager (which sweeps dead writers' temporary files) only under the lock.
+            manager = (
+                checkpoint
+                if isinstance(checkpoint, CheckpointManager)
+                else CheckpointManager(
+                    checkpoint, keep="all" if options.keep is None else options.keep
+                )
+            )
             state = _Session(run, manager, trainer, data, options)
             state.begin(options.resume)
             return _fit(trainer, data, options, state, stop, runner)
-    finally:
-        run.release()
+        finally:
+            run.release()
 
 
 class _Session:
@@ -233,7 +238,7 @@ class _Session:
         if not resume:
             # Not read: whatever it holds (another run, a damaged manifest) is moved aside.
             files = [e.path.name for e in self.manager.list()]
-            moved = self.run.move_aside([*files, TRANSCRIPT_NAME])
+            moved = self.run.move_aside([*files, *self.transcript.names()])
         else:
             old = RunManifest.read(self.run)  # ManifestError (a MismatchError) if not valid
             if old is not None:
@@ -252,6 +257,7 @@ class _Session:
             steps_per_epoch=trainer._batches_per_epoch(self.samples),
             command=self.options.command,
             source=self.source,
+            keep=self.manager.keep,
         )
         where = self.run.directory
         if moved is not None:
@@ -278,13 +284,12 @@ class _Session:
             )
         else:
             self.manifest.add_event(event("start", trainer, moved_aside=moved, resume=resume))
-        if not self.transcript.entries:
-            # The run's first entry: the state it starts from (a run directory written before
-            # transcripts existed starts its transcript at the checkpoint it resumes from).
-            name = entry.path.name if restored and entry is not None else None
-            self._transcribe("checkpoint" if name else "start", name)
-        elif restored and entry is not None:
-            self._transcribe("checkpoint", entry.path.name)
+        if restored and entry is not None:
+            self._transcribe_unrecorded(entry)
+        elif not self.transcript.entries:
+            # The run's first entry: the state it starts from.
+            self._transcribe("start", None)
+        self._write_transcript()
         self.manifest.write()
 
     def _read_transcript(self) -> None:
@@ -298,19 +303,60 @@ class _Session:
             ) from None
 
     def _transcribe(
-        self, kind: str, checkpoint: str | None, saved: SavedState | None = None
+        self, kind: str, checkpoint: str | None, saved: SavedStateLike | None = None
     ) -> None:
-        """Adds the trainer's state (or ``saved``, a background save's copy), saved as
-        ``checkpoint``, to the transcript, unless its step is recorded already (a run resumed
-        from an older checkpoint computes the same states again). A failure to write is a
-        warning, as a failed save is: training goes on."""
+        """Adds the trainer's state (or ``saved``: a background save's copy, an older
+        checkpoint), saved as ``checkpoint``, to the transcript in memory, unless its step is
+        recorded already (a run resumed from an older checkpoint computes the same states
+        again). ``record`` writes it."""
         t, last = saved or self.trainer, self.transcript.last
         if last is not None and isinstance(last.get("step"), int) and t.steps <= last["step"]:
             return
+        self.transcript.add(t, kind, checkpoint, self.data_digests)
+
+    def _transcribe_unrecorded(self, restored: CheckpointEntry) -> None:
+        """Adds the entry of the checkpoint the run resumed from, and before it those of the
+        older checkpoints after the transcript's last entry: saved by a process that could not
+        write their entries (a disk full; one killed between a checkpoint and its entry leaves
+        only the newest). Each is read, and recorded only if it is of this run's
+        configuration. A run directory written before transcripts existed starts its
+        transcript at the checkpoint it resumes from."""
+        last = self.transcript.last
+        if last is not None and isinstance(last.get("step"), int):
+            config = self.trainer.config_digest()
+            for older in self.manager.list():
+                if last["step"] < older.step < restored.step:
+                    t = self.manager._load(older)
+                    if t is not None and t.config_digest() == config:
+                        self._transcribe("checkpoint", older.path.name, t)
+        self._transcribe("checkpoint", restored.path.name)
+
+    def _write_transcript(self, warn: bool = True) -> str | None:
+        """Writes the transcript's unwritten entries; a failure is a warning (unless not
+        ``warn``), as a failed periodic save is: they are kept, and written at the next save.
+        Returns what is missing then, None once written."""
+        transcript = self.transcript
         try:
-            self.transcript.append(t, kind, checkpoint, self.data_digests)
+            transcript.write()
+            return None
         except OSError as err:
-            warn_save_failed(f"the transcript {self.transcript.path} was not updated: {err}")
+            failure = f"{type(err).__name__}: {err}"
+            steps = [e.get("step") for e in transcript.entries[transcript.written :]]
+        if not steps:
+            # Nothing unwritten, only the check that its objects are all there failed (the
+            # store unreachable): tried again at the next save.
+            if warn:
+                warn_save_failed(f"the transcript {transcript.path} was not checked ({failure})")
+            return None
+        what = (
+            f"its entry of step {steps[0]}"
+            if len(steps) == 1
+            else f"{len(steps)} entries, steps {steps[0]} to {steps[-1]}"
+        )
+        error = f"the transcript {transcript.path} lacks {what} ({failure})"
+        if warn:
+            warn_save_failed(f"{error}; they are kept in memory and written at the next save")
+        return error
 
     def _check_identity(self, old: dict[str, Any]) -> None:
         config = self._config()
@@ -345,8 +391,40 @@ class _Session:
             )
 
     def record(self, entry: dict[str, Any] | None, state: str | None = None) -> None:
-        """``RunManifest.record``: adds ``entry``, sets ``state``, writes the manifest."""
+        """Writes the run's records: the transcript's unwritten entries, then the manifest with
+        ``entry`` added and ``state`` set (``RunManifest.record``). What cannot be written is a
+        warning, kept in memory and written by the next ``record`` (``finish`` raises if it
+        still cannot be)."""
+        self._write_transcript()
         self.manifest.record(entry, state)
+
+    def finish(self, entry: dict[str, Any], state: str) -> None:
+        """The run's last records: ``entry`` (its end, complete or a stop) and ``state``, after
+        the transcript's unwritten entries. RecordSaveError (a CheckpointSaveError: ``nxrs
+        train`` exit 5) if the transcript or the manifest cannot be written, naming what is
+        missing; the manifest then records the failure, if it can be written."""
+        missing = []
+        self.manifest.add_event(entry)
+        transcript_error = self._write_transcript(warn=False)
+        if transcript_error is not None:
+            missing.append(transcript_error)
+            self.manifest.add_event(event("save-failed", self.trainer, error=transcript_error))
+            state = "failed"
+        self.manifest.document["state"] = state
+        try:
+            self.manifest.write()
+        except OSError as err:
+            missing.append(
+                f"the run manifest {self.run.manifest_path} does not record the run's end "
+                f"(state {state}, step {self.trainer.steps}): {type(err).__name__}: {err}"
+            )
+        if missing:
+            newest = "none" if self.saved_step is None else f"step {self.saved_step}"
+            raise RecordSaveError(
+                errno.EIO,
+                f"{'; '.join(missing)}. The checkpoints are saved (the newest: {newest}); run "
+                "the same command again once they can be written",
+            )
 
     def save(self, final: bool) -> Path | None:
         """Saves a checkpoint of the trainer's step unless one exists; returns the checkpoint
@@ -494,14 +572,14 @@ def _fit(
         except CheckpointSaveError as err:
             state.record(event("stop", trainer, reason=reason, saved=False), state="failed")
             raise err from err.__cause__
-        state.record(
+        state.finish(
             event(
                 "stop",
                 trainer,
                 reason=reason,
                 checkpoint=state.manager.path_for(trainer.steps).name,
             ),
-            state="stopped",
+            "stopped",
         )
 
     try:
@@ -552,7 +630,7 @@ def _fit(
                 state.record(None, state="failed")
             raise
         if state is not None:
-            state.record(event("complete", trainer), state="complete")
+            state.finish(event("complete", trainer), "complete")
     except RunStopped:
         raise
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,45 @@ class RunData:
         return DataDigests.of(train, val, test)
 
     @classmethod
+    def of_run(
+        cls,
+        manifest: Mapping[str, Any] | None,
+        data: str | None,
+        run: str,
+        how: str = "--data FILE; data=FILE in Python",
+    ) -> RunData:
+        """The training data of the run whose manifest is ``manifest`` (None: it has none), read
+        again from a file: for an ``nxrs train`` run, read and split as its recorded command did
+        (``of_command``), the file ``data`` replacing its ``--data``; for a ``fit`` run (no
+        command recorded), the file ``data`` whole, as ``nxrs.data.load`` reads it (its samples
+        were ``fit``'s). The one reading of a data file that ``nxrs verify --data`` and ``nxrs
+        diff --data`` share, so that both accept and refuse the same files.
+
+        ``run`` names the run in messages, ``how`` says how a file is given (the option and
+        the parameter). MismatchError when a ``fit`` run's file is not given; InputError when
+        the file its command names cannot be read (a file moved: give it)."""
+        command = None if manifest is None else manifest.get("command")
+        if command is None:
+            if data is None:
+                what = "was trained by fit" if manifest is not None else "has no run manifest"
+                raise MismatchError(
+                    f"{run} {what}: give its data: the file it trained on, read whole as "
+                    f"nxrs.data.load reads it ({how}), or in Python its arrays"
+                )
+            from nxrs.data import load
+
+            return cls(*load(data))
+        cwd = manifest.get("cwd") if manifest is not None else None
+        try:
+            return cls.of_command(list(command), data, cwd=cwd if isinstance(cwd, str) else None)
+        except (InputError, OSError) as err:
+            if data is not None:
+                raise  # the file given: its own error names it
+            raise InputError(
+                f"{run}: its data, read as its command did: {err} (moved? give the file: {how})"
+            ) from None
+
+    @classmethod
     def of_command(
         cls, command: list[str], data: str | None = None, cwd: str | None = None
     ) -> RunData:
@@ -62,8 +102,8 @@ class RunData:
 
         if len(command) < 2 or command[1] != "train":
             raise MismatchError(
-                f"the run was not started by 'nxrs train' (its command: {command!r}): give its "
-                "data (x, y)"
+                f"the run's recorded command is not an nxrs train command ({command!r}): its "
+                "data cannot be read again as it was"
             )
         try:
             args = build_parser().parse_args(command[1:])

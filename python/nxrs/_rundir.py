@@ -42,7 +42,7 @@ from nxrs._manager import list_checkpoints
 from nxrs._nxrs import MismatchError, NxrsError, __version__
 from nxrs._signals import StopFlag as StopFlag
 from nxrs._signals import stop_signals as stop_signals
-from nxrs._transcript import TRANSCRIPT_TEMP, SavedStateLike, Transcript
+from nxrs._transcript import TRANSCRIPT_NAME, TRANSCRIPT_TEMP, SavedStateLike, Transcript
 
 __all__ = [
     "EVENTS_KEPT",
@@ -50,6 +50,7 @@ __all__ = [
     "MANIFEST_NAME",
     "CheckpointSaveError",
     "ManifestError",
+    "RecordSaveError",
     "RunDirectory",
     "RunLockedError",
     "RunManifest",
@@ -85,6 +86,15 @@ class ManifestError(MismatchError):
 class CheckpointSaveError(OSError):
     """A checkpoint that had to be written (at the end of a run, or when stopping on a signal)
     could not be: the newest valid checkpoint in the directory is the previous one."""
+
+
+class RecordSaveError(CheckpointSaveError):
+    """A run ended (complete, or stopped by a signal) with its transcript or its manifest not
+    written: its checkpoints are saved, but the records that describe them and make the run
+    verifiable are not (a disk full, the store unreachable). The message says which entries or
+    which manifest state are missing. A CheckpointSaveError (``nxrs train`` exit 5): running the
+    same command again, once they can be written, writes them (a resume records every
+    checkpoint its transcript lacks)."""
 
 
 class SaveFailedWarning(UserWarning):
@@ -149,6 +159,7 @@ _BOOLEAN = _is("a boolean", lambda v: isinstance(v, bool))
 _INTEGER = _is("an integer", lambda v: is_count(v, minimum=None))
 _COUNT = _is("an integer >= 0", is_count)
 _OBJECT = _is("an object", lambda v: isinstance(v, dict))
+_KEEP = _is("'all' or an integer >= 1", lambda v: v == "all" or is_count(v, minimum=1))
 
 
 def _nullable(check: Check) -> Check:
@@ -248,7 +259,7 @@ MANIFEST_SCHEMA = _record(
         ),
         "events": _array(EVENT_SCHEMA),
     },
-    {"command": _array(_STRING), "cwd": _STRING, "events_omitted": _counts()},
+    {"command": _array(_STRING), "cwd": _STRING, "events_omitted": _counts(), "keep": _KEEP},
 )
 
 #: The history a manifest keeps: the run's first event and the newest ``EVENTS_KEPT``; the
@@ -268,10 +279,13 @@ class RunDirectory:
 
     # ------------------------------------------------------------------ lock
 
-    def acquire(self) -> None:
+    def acquire(
+        self, say: Callable[[str], None] | None = None, stop: StopFlag | None = None
+    ) -> None:
         """Takes the directory's lock (creating the directory); RunLockedError if another
         process holds it. Then removes the manifest's and the transcript's temporary files left by
-        killed writers."""
+        killed writers. (``say`` and ``stop`` are for a lease on object storage, which may be
+        waited for: a lock is released when its holder dies, so there is nothing to wait for.)"""
         import fcntl
 
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -421,14 +435,16 @@ class ObjectRunDirectory(RunDirectory):
         #: The manifest's version this process read or wrote (None: there is none yet).
         self._manifest_etag: str | None = None
 
-    def acquire(self) -> None:
-        """Takes the directory's lease (RunLockedError while another process holds it), then
-        aborts multipart uploads left under it (nxrs writes none; a killed tool's would keep
-        their parts)."""
+    def acquire(
+        self, say: Callable[[str], None] | None = None, stop: StopFlag | None = None
+    ) -> None:
+        """Takes the directory's lease, waiting while its holder is not seen renewing it
+        (``Lease.acquire``: RunLockedError while a live process holds it), then aborts multipart
+        uploads left under it (nxrs writes none; a killed tool's would keep their parts)."""
         from nxrs._lease import Lease
 
         lease = Lease(self.store, f"process {os.getpid()} on {_host()} since {now()}")
-        lease.acquire()
+        lease.acquire(say, stop)
         self._lease = lease
         self.store.abort_uploads()
 
@@ -450,7 +466,7 @@ class ObjectRunDirectory(RunDirectory):
         return self.store.exists()
 
     def transcript(self) -> Transcript:
-        return Transcript(self.store.url, self.store)
+        return Transcript(self.store.url, self.store, self._lease)
 
     def temporary_files(self) -> list[str]:
         return []  # every object is written whole by one PUT: there are no partial ones
@@ -461,12 +477,13 @@ class ObjectRunDirectory(RunDirectory):
         return None if found is None else found.data
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        from nxrs._lease import write_unchanged
+        from nxrs._lease import LeaseLostError
 
-        self.check()
+        if self._lease is None:
+            raise LeaseLostError(f"{self.store}: this process does not hold the run's lease")
         manifest["updated"] = now()
         data = (json_text(manifest, indent=1) + "\n").encode()
-        self._manifest_etag = write_unchanged(self.store, MANIFEST_NAME, data, self._manifest_etag)
+        self._manifest_etag = self._lease.write(MANIFEST_NAME, data, self._manifest_etag)
 
     def move_aside(self, names: list[str]) -> str | None:
         """As a local directory's: the objects are copied into ``previous/<UTC time>/`` on the
@@ -549,6 +566,8 @@ class RunManifest:
                 "plan": {},
                 "progress": None,
                 "events": [],
+                # Nothing pruned yet; ``begin`` lowers it to the count a process keeps.
+                "keep": "all",
             },
         )
 
@@ -559,10 +578,18 @@ class RunManifest:
         steps_per_epoch: int,
         command: list[str] | None,
         source: Mapping[str, Any] | None,
+        keep: int | None = 3,
     ) -> None:
         """Records that this nxrs runs the run now, towards ``epochs`` epochs, started by
-        ``command`` (when known) on data split from the file ``source`` (when known)."""
+        ``command`` (when known) on data split from the file ``source`` (when known), keeping
+        the newest ``keep`` checkpoints (None: every one)."""
         document = self.document
+        # The fewest any process of the run kept, so "all" (nxrs verify then requires every
+        # checkpoint) only while none pruned; a manifest of an nxrs that did not record it
+        # stays without (unknown).
+        kept = document.get("keep")
+        if kept is not None and keep is not None:
+            document["keep"] = keep if kept == "all" else min(kept, keep)
         document["nxrs_version"] = __version__
         document["state"] = "running"
         if command is not None:
@@ -627,7 +654,8 @@ class RunManifest:
 
     def record(self, entry: dict[str, Any] | None, state: str | None = None) -> None:
         """Adds ``entry`` to the history, sets ``state``, and writes the manifest; a failure to
-        write is a warning (SaveFailedWarning), not an error: training goes on."""
+        write is a warning (SaveFailedWarning), not an error: training goes on, and the next
+        ``record`` writes the manifest whole again."""
         if entry is not None:
             self.add_event(entry)
         if state is not None:
@@ -635,7 +663,10 @@ class RunManifest:
         try:
             self.write()
         except OSError as err:
-            warn_save_failed(f"the run manifest {self.run.manifest_path} was not updated: {err}")
+            warn_save_failed(
+                f"the run manifest {self.run.manifest_path} was not updated: {err}; it is kept "
+                "in memory and written at the next save"
+            )
 
 
 def warn_save_failed(message: str) -> None:
@@ -652,8 +683,9 @@ def stderr_line(line: str) -> None:
 
 def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """What ``nxrs status`` reports: the manifest, every checkpoint file with the validity of
-    the newest ones (read newest first until one validates), the lock, and ``ok`` (False when
-    the newest checkpoint is damaged or the directory holds no run)."""
+    the newest ones (read newest first until one validates), the lock, what the records lack
+    (``records_missing``), and ``ok`` (False when the newest checkpoint is damaged, the
+    directory holds no run, or the records lack its newest valid checkpoint)."""
     from nxrs._manager import CheckpointManager
     from nxrs._trainer import Trainer
 
@@ -701,10 +733,15 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         # than the run had reached trains nothing, and the run is past that plan, not at 200%.
         beyond = done["step"] > plan["steps"]
         percent = 100.0 if beyond else round(100 * done["step"] / plan["steps"], 1)
+    running = run.holder()
+    transcript = _transcript_summary(run.transcript())
+    # A running process may be between a checkpoint and its records: only a run no process
+    # holds is judged.
+    missing = [] if running is not None else _records_missing(manifest, transcript, done)
     return {
         "directory": str(run.directory),
         "manifest": manifest,
-        "running": run.holder(),
+        "running": running,
         "checkpoints": checkpoints,
         "resume_from": resumable,
         "resume_step": None if done is None else done["step"],
@@ -713,9 +750,39 @@ def run_status(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "beyond_plan": beyond,
         "progress": progress,
         "temporary_files": temporary,
-        "transcript": _transcript_summary(run.transcript()),
-        "ok": manifest is not None and newest_ok,
+        "transcript": transcript,
+        "records_missing": missing,
+        "ok": manifest is not None and newest_ok and not missing,
     }
+
+
+def _records_missing(
+    manifest: dict[str, Any] | None,
+    transcript: dict[str, Any] | None,
+    newest: dict[str, Any] | None,
+) -> list[str]:
+    """What the run's records (its transcript, its manifest) lack of its newest valid
+    checkpoint ``newest`` (``run_status``'s row): written by a process that could not write
+    them (a disk full, a store unreachable: it ended with exit 5) or killed between the
+    checkpoint and them. Resuming the run writes them."""
+    if newest is None:
+        return []
+    name, step = newest["file"], newest["step"]
+    missing = []
+    if transcript is None:
+        missing.append(f"the transcript {TRANSCRIPT_NAME} is missing")
+    elif transcript["error"] is None and not (
+        isinstance(transcript["last_step"], int) and transcript["last_step"] >= step
+    ):
+        missing.append(
+            f"the transcript has no entry for {name} (its last entry is of step "
+            f"{transcript['last_step']})"
+        )
+    progress = (manifest or {}).get("progress")
+    if manifest is not None and (progress is None or progress["step"] < step):
+        recorded = "none" if progress is None else progress["checkpoint"]
+        missing.append(f"the manifest does not record {name} (its newest checkpoint: {recorded})")
+    return missing
 
 
 def _transcript_summary(transcript: Transcript) -> dict[str, Any] | None:
@@ -726,11 +793,12 @@ def _transcript_summary(transcript: Transcript) -> dict[str, Any] | None:
     try:
         entries = transcript.read()
     except (OSError, ValueError) as err:
-        return {"entries": None, "error": str(err)}
+        return {"entries": None, "torn_bytes": None, "error": str(err)}
     last = entries[-1] if entries else {}
     return {
         "entries": len(entries),
         "last_step": last.get("step"),
         "last_state_digest": last.get("state_digest"),
+        "torn_bytes": transcript.torn,
         "error": None,
     }

@@ -36,6 +36,7 @@ import hashlib
 import importlib
 import os
 import re
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -44,11 +45,27 @@ from typing import Any, TypeVar
 
 from nxrs._nxrs import ConfigError
 
-__all__ = ["Conflict", "Listed", "ObjectDirectory", "StoredObject", "is_url", "open_store"]
+__all__ = [
+    "Conflict",
+    "Listed",
+    "ObjectDirectory",
+    "StoredObject",
+    "has_scheme",
+    "is_url",
+    "open_store",
+    "url_protocol",
+]
 
 T = TypeVar("T")
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: Text that starts with a scheme: a letter, then one or more letters, digits, "+", "-" or "."
+#: (RFC 3986's scheme, less the one-letter ones: "C:" is a Windows drive), then a colon, all
+#: before any "/" or backslash. Such text is a URL or a mistyped one, never a local path (as a
+#: path, "s3:/bucket/run" would be the relative directory ./s3:/bucket/run); a local name with
+#: a colon in its first component is written "./name:x", and "runs/a:b" is a path.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
+#: The URL of a directory on a store, after its scheme: "//", a bucket (or container), a path.
+_URL = re.compile(r"[^:]+://[^/]+(/.*)?", re.DOTALL)
 
 #: The backend of each protocol nxrs implements: its module and class, the fsspec package it
 #: runs on, and the nxrs extra that installs that package.
@@ -72,32 +89,77 @@ MAX_OBJECT_BYTES = 5 * 2**30
 PIECE = 8 * 2**20
 
 
-def is_url(location: object) -> bool:
-    """Whether ``location`` names a directory on a store by URL (``s3://...``), not a local
-    path. ``file://`` URLs are local paths."""
-    return (
-        isinstance(location, str)
-        and _SCHEME.match(location) is not None
-        and not location.lower().startswith("file://")
+#: The run directory URLs nxrs takes, for messages.
+URL_FORMS = (
+    "s3://bucket/path (S3 and S3-compatible stores; also s3a://), gs://bucket/path (Google "
+    "Cloud Storage; also gcs://) or az://container/path (Azure Blob Storage; also abfs://, "
+    "abfss://)"
+)
+
+
+def has_scheme(text: str) -> bool:
+    """Whether ``text`` starts with a scheme (``_SCHEME``: ``s3:``, ``file:``, not ``C:``),
+    so that it is a URL or a mistyped one, and not a local path."""
+    return _SCHEME.match(text) is not None
+
+
+def url_protocol(location: object) -> str | None:
+    """The protocol of ``location`` (lower case) when it is the URL of a directory on a store
+    nxrs implements (``s3://bucket/run``: ``"s3"``); None when it is a local path: a path
+    object, or text that does not start with a scheme (``has_scheme``). Text that starts with
+    a scheme but is no such URL is a ConfigError naming the URLs nxrs takes: a mistyped one
+    (``s3:/bucket/run``, ``s3://`` without a bucket), a ``file:`` URL (a local directory is
+    given as its path), or a store nxrs has no conditional writes for (``memory://``).
+
+    >>> url_protocol("S3://bucket/run"), url_protocol("runs/a:b"), url_protocol("C:/runs")
+    ('s3', None, None)
+    >>> url_protocol("s3:/bucket/run")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    nxrs.ConfigError: ...
+    """
+    if not isinstance(location, str) or not has_scheme(location):
+        return None
+    protocol = location.split(":", 1)[0].lower()
+    if protocol in _BACKENDS and _URL.fullmatch(location):
+        return protocol
+    if protocol == "file":
+        why = (
+            "a file: URL is not taken (nxrs keeps local paths and URLs apart); give the local "
+            f"directory as a path: {urllib.parse.urlsplit(location).path or '/'}"
+        )
+    elif protocol in _BACKENDS:
+        why = f"{protocol}: URLs are {protocol}://bucket/path, with two slashes and a bucket"
+    else:
+        why = (
+            "run directories on object storage need conditional writes (for the lease and the "
+            f"manifest), which nxrs does not implement for {protocol}: URLs"
+        )
+    raise ConfigError(
+        f"{location!r} is not a location nxrs takes: {why}. Run directories on object storage "
+        f"are {URL_FORMS}; a local path is written as one (./{location} for a relative path "
+        "whose first name has a colon)"
     )
 
 
+def is_url(location: object) -> bool:
+    """Whether ``location`` names a directory on a store by URL (``s3://...``), not a local
+    path; ConfigError for text that looks like a URL but is none nxrs takes (``url_protocol``).
+    Every place that takes a run directory or a checkpoint's location asks this, so a mistyped
+    URL is refused everywhere, never taken for a local directory."""
+    return url_protocol(location) is not None
+
+
 def open_store(url: str) -> ObjectDirectory:
-    """The directory ``url`` on its store's backend; ConfigError for a protocol nxrs has no
-    conditional writes for, or whose backend package is not installed.
+    """The directory ``url`` on its store's backend; ConfigError for a URL nxrs does not take
+    (``url_protocol``), or whose backend package is not installed.
 
     >>> open_store("memory://run")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     nxrs.ConfigError: ...
     """
-    protocol = url.split("://", 1)[0].lower()
-    if protocol not in _BACKENDS:
-        raise ConfigError(
-            f"{url}: run directories on object storage need conditional writes (for the "
-            "lease and the manifest), which nxrs implements for s3:// (S3 and S3-compatible "
-            "stores), gs:// (Google Cloud Storage) and az:// (Azure Blob Storage); "
-            f"{protocol}:// is not supported yet"
-        )
+    protocol = url_protocol(url)
+    if protocol is None:
+        raise ConfigError(f"{url!r} is a local path, not a URL on object storage")
     module, name, package, extra = _BACKENDS[protocol]
     try:
         importlib.import_module(package)
@@ -222,8 +284,9 @@ class ObjectDirectory(ABC):
     # ------------------------------------------------------------------ listings
 
     @abstractmethod
-    def listing(self, under: str = "") -> list[Listed]:
-        """The objects directly in this directory (or in its folder ``under``), by name."""
+    def listing(self, under: str = "", prefix: str = "") -> list[Listed]:
+        """The objects directly in this directory (or in its folder ``under``) whose names
+        begin with ``prefix``, by name."""
 
     @abstractmethod
     def exists(self) -> bool:

@@ -160,16 +160,17 @@ class AzureDirectory(AsyncObjectDirectory):
             return None
         return [item async for item in page]
 
-    def listing(self, under: str = "") -> list[Listed]:
+    def listing(self, under: str = "", prefix: str = "") -> list[Listed]:
         from azure.storage.blob.aio import BlobPrefix
 
-        prefix = self.key(under.rstrip("/") + "/" if under else "")
-        pages = self.container.walk_blobs(name_starts_with=prefix, delimiter="/").by_page()
+        folder = self.key(under.rstrip("/") + "/" if under else "")
+        walk = self.container.walk_blobs(name_starts_with=folder + prefix, delimiter="/")
+        pages = walk.by_page()
         found = []
         while (page := self._sync("listing", 0, self._page, pages)) is not None:
             for item in page:
                 if not isinstance(item, BlobPrefix):  # a folder under this one
-                    found.append(Listed(item.name[len(prefix) :], _quoted(item.etag)))
+                    found.append(Listed(item.name[len(folder) :], _quoted(item.etag)))
         return found
 
     def exists(self) -> bool:

@@ -142,16 +142,22 @@ class GCSDirectory(AsyncObjectDirectory):
         updated = datetime.datetime.fromisoformat(resource["updated"].replace("Z", "+00:00"))
         return store_now, updated, str(resource["generation"])
 
-    def listing(self, under: str = "") -> list[Listed]:
-        prefix = self.key(under.rstrip("/") + "/" if under else "")
+    def listing(self, under: str = "", prefix: str = "") -> list[Listed]:
+        folder = self.key(under.rstrip("/") + "/" if under else "")
         found = []
         token: dict[str, str] = {}
         while True:
             page = self._json(
-                "listing", "GET", "b/{}/o", self.bucket, prefix=prefix, delimiter="/", **token
+                "listing",
+                "GET",
+                "b/{}/o",
+                self.bucket,
+                prefix=folder + prefix,
+                delimiter="/",
+                **token,
             )
             for item in page.get("items", []):
-                found.append(Listed(item["name"][len(prefix) :], str(item["generation"])))
+                found.append(Listed(item["name"][len(folder) :], str(item["generation"])))
             if "nextPageToken" not in page:
                 return found
             token = {"pageToken": page["nextPageToken"]}

@@ -112,14 +112,14 @@ class S3Directory(ObjectDirectory):
         store_now = parsedate_to_datetime(response["ResponseMetadata"]["HTTPHeaders"]["date"])
         return store_now, response["LastModified"], str(response["ETag"])
 
-    def listing(self, under: str = "") -> list[Listed]:
-        prefix = self.key(under.rstrip("/") + "/" if under else "")
+    def listing(self, under: str = "", prefix: str = "") -> list[Listed]:
+        folder = self.key(under.rstrip("/") + "/" if under else "")
         found = []
         token: dict[str, Any] = {}
         while True:
-            response = self._call("list_objects_v2", Prefix=prefix, Delimiter="/", **token)
+            response = self._call("list_objects_v2", Prefix=folder + prefix, Delimiter="/", **token)
             for item in response.get("Contents", []):
-                found.append(Listed(item["Key"][len(prefix) :], str(item["ETag"])))
+                found.append(Listed(item["Key"][len(folder) :], str(item["ETag"])))
             if not response.get("IsTruncated"):
                 return found
             token = {"ContinuationToken": response["NextContinuationToken"]}

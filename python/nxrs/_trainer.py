@@ -80,11 +80,12 @@ class Trainer(_Trainer):
 
     One trainer may be used from several Python threads. Reading it (``steps``, ``config``,
     ``predict``, ``state_hash()``, ``to_bytes()``, ``save()``, ...) always works, also while
-    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s at
-    most) and sees the state between two steps. A call that changes the trainer (``fit``,
-    ``step``, ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or
-    ``threads``) while another thread is in such a call raises ``BusyError`` and changes
-    nothing; a run in progress is never disturbed, so its bits are an undisturbed run's.
+    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s, or
+    the one step in progress when a step takes longer), which then hands the trainer to it, and
+    sees the state between two steps. A call that changes the trainer (``fit``, ``step``,
+    ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or ``threads``) while
+    another thread is in such a call raises ``BusyError`` at once and changes nothing; a run in
+    progress is never disturbed, so its bits are an undisturbed run's.
 
     ``pickle``, ``copy.copy`` and ``copy.deepcopy`` give an independent trainer with the same
     state and configuration, bit for bit (pickling goes through ``to_bytes``/``from_bytes``). A
@@ -239,25 +240,27 @@ class Trainer(_Trainer):
         if async_save and checkpoint is None:
             raise ConfigError("async_save needs a checkpoint (a run directory to save into)")
         workers = _fit.check_engine(engine, workers, ray_address)
-        if self.config["loss"] == "cross_entropy" and self.sizes[-1] < 2:
-            # One output is one class: softmax gives it probability 1 whatever the weights, so
-            # the loss and every gradient are 0 and nothing is learnt.
-            raise ConfigError(
-                "a classifier needs at least two outputs, one per class; this model "
-                f"({self.sizes}) has one (for one class there is nothing to learn; for a single "
-                "float target use loss='mse')"
-            )
-        if validation_data is not None and (
-            not isinstance(validation_data, tuple) or len(validation_data) != 2
-        ):
-            raise InputError("validation_data must be a tuple (x, y)")
-        options = _fit.RunOptions(
-            epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
-            _command, _say, None if _source is None else dict(_source), kept, async_save,
-        )  # fmt: skip
-        # The whole run is one claim: no other thread changes the trainer between its chunks
-        # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.
+        # The whole run is one claim, taken before the trainer is first read: a second changing
+        # call meanwhile is a BusyError at once (not after the chunk of steps in progress), and
+        # no other thread changes the trainer between this run's chunks (reading it is
+        # allowed); the loop's own calls (``_run``, ``restore``, ...) nest in the claim.
         with self._claim("fit"):
+            if self.config["loss"] == "cross_entropy" and self.sizes[-1] < 2:
+                # One output is one class: softmax gives it probability 1 whatever the weights,
+                # so the loss and every gradient are 0 and nothing is learnt.
+                raise ConfigError(
+                    "a classifier needs at least two outputs, one per class; this model "
+                    f"({self.sizes}) has one (for one class there is nothing to learn; for a "
+                    "single float target use loss='mse')"
+                )
+            if validation_data is not None and (
+                not isinstance(validation_data, tuple) or len(validation_data) != 2
+            ):
+                raise InputError("validation_data must be a tuple (x, y)")
+            options = _fit.RunOptions(
+                epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
+                _command, _say, None if _source is None else dict(_source), kept, async_save,
+            )  # fmt: skip
             return _fit.fit(self, x, y, options, engine == "ray", workers, ray_address)
 
     def data_digest(

@@ -5,8 +5,9 @@ Four checks, in this order (each runs whatever the others found; the report's
 ``first_failure`` is the first failure in this order):
 
 1. the transcript's hash chain (``nxrs._transcript``);
-2. every checkpoint file against its entry (configuration digest, then state digest), and the
-   final model's file is there;
+2. every checkpoint file against its entry (configuration digest, then state digest), every
+   entry's file there (required when the run keeps every checkpoint), and the final model's
+   file is there;
 3. the data's digests against the entries' (each part given or read again: the training
    data, the validation data, the test split);
 4. segments (entry ``i`` -> ``i + 1``) replayed from the nearest earlier state that can be
@@ -23,6 +24,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -34,11 +36,11 @@ import numpy.typing as npt
 from nxrs._checks import count, flag, optional_count
 from nxrs._config import config_diff
 from nxrs._fit import check_engine
-from nxrs._manager import list_checkpoints
-from nxrs._nxrs import CheckpointError, ConfigError, InputError, MismatchError, __version__
+from nxrs._manager import CheckpointEntry, list_checkpoints
+from nxrs._nxrs import CheckpointError, ConfigError, InputError, __version__
 from nxrs._object_checkpoints import local_copy
 from nxrs._replay import RunData, first_difference, replay
-from nxrs._rundir import ManifestError, RunDirectory
+from nxrs._rundir import ManifestError, RunDirectory, open_run_directory
 from nxrs._trainer import Trainer
 from nxrs._transcript import ENTRY_KEYS, TRANSCRIPT_NAME, Transcript, entry_digest
 
@@ -51,6 +53,12 @@ Pair = tuple[npt.ArrayLike, npt.ArrayLike]
 
 #: How each part of the data is named in a report ("data digest differs: the test split").
 _PART_NAMES = {"validation": "the validation data", "test": "the test split"}
+#: The training data, by where it came from (the report's ``data.source``).
+_TRAIN_NAMES = {
+    "command": "the train split",
+    "file": "the training data (the whole file)",
+    "given": "the training data (x, y)",
+}
 
 
 @dataclass
@@ -88,21 +96,33 @@ class VerifyReport:
     run_dir: str
     #: The transcript's entries.
     entries: int
-    #: One dict per checkpoint file: ``file``, ``entry`` (None if it has none), ``step``,
-    #: ``status`` ("ok", "no-entry", "unreadable", "config-differs", "state-differs").
+    #: One dict per checkpoint file, and per file an entry names that is not there, by step:
+    #: ``file``, ``entry`` (None if it has none), ``step``, ``status`` ("ok", "no-entry",
+    #: "unreadable", "config-differs", "state-differs"; "missing": an entry's file not in the
+    #: directory; "unrecorded": newer than the last entry while a process trains the run;
+    #: "unclean-end": the newest file of a run killed before recording it).
     checkpoints: list[dict[str, Any]]
     segments: list[SegmentResult]
     failures: list[str]
     first_failure: str | None
     #: ``parts``: for ``train``, ``validation`` and ``test``, the digest ``recorded`` in the
     #: transcript, the one ``given`` (computed from the data given or read again; None: not
-    #: given) and ``checked`` / ``ok``; ``source``: "given" or "command" (read as the ``nxrs
-    #: train`` command the manifest records read it).
+    #: given) and ``checked`` / ``ok``; ``source``: "given", "command" (read as the ``nxrs
+    #: train`` command the manifest records read it) or "file" (a ``fit`` run's file, whole).
     data: dict[str, Any]
     seconds: float
     #: Segments chosen: "all", or the count asked for (plus the last).
     chosen: str = "all"
     notes: list[str] = field(default_factory=list)
+    #: The ``checkpoints`` whose status is "missing": a failure each when the run keeps every
+    #: checkpoint, pruned ones otherwise.
+    missing: int = 0
+    #: The checkpoints the run keeps, as its manifest records it (``"all"``, a count, or None
+    #: when not recorded).
+    keep: int | str | None = None
+    #: The process training the run while it was verified (the holder of its lock, or of its
+    #: lease on object storage), or None.
+    held_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready values (``nxrs verify --json``)."""
@@ -112,8 +132,12 @@ class VerifyReport:
         verdict = "OK" if self.ok else "FAILED"
         lines = [f"nxrs verify {self.run_dir}: {verdict} ({self.seconds:.2f} s)"]
         lines.append(f"  transcript {self.entries} entries")
-        good = sum(c["status"] == "ok" for c in self.checkpoints)
-        lines.append(f"  checkpoints {good} of {len(self.checkpoints)} match their entries")
+        statuses = Counter(c["status"] for c in self.checkpoints)
+        others = ", ".join(f"{n} {status}" for status, n in statuses.items() if status != "ok")
+        lines.append(
+            f"  checkpoints {statuses['ok']} of {len(self.checkpoints)} match their entries"
+            + (f" ({others})" if others else "")
+        )
         for part, info in self.data.get("parts", {}).items():
             if info["recorded"] is None and info["given"] is None:
                 continue
@@ -174,24 +198,37 @@ class _Outcome:
     #: The replayed state at ``mismatch`` (NXCK bytes), for ``first_difference``.
     state: bytes | None = None
     seconds: float = 0.0
+    #: The entry ``mismatch`` records an earlier step than the replay had reached (entries
+    #: reordered, or a step edited): no replay goes back.
+    went_back: bool = False
+    #: The checkpoint file to start from was deleted after check 2 (a run being trained
+    #: prunes it): nothing was replayed.
+    vanished: bool = False
 
 
 def _run_job(job: _Job, x: npt.ArrayLike, y: npt.ArrayLike) -> _Outcome:
     """Replays one job (in a thread of this process or in a Ray task)."""
     start = time.perf_counter()
+    outcome = _Outcome(job, {})
     if isinstance(job.base, dict):
         trainer = Trainer(**job.base, threads=job.threads)
     elif isinstance(job.base, bytes):
         trainer = Trainer.from_bytes(job.base, threads=job.threads)
     else:
-        trainer = Trainer.load(job.base, threads=job.threads)
-    outcome = _Outcome(job, {})
+        try:
+            trainer = Trainer.load(job.base, threads=job.threads)
+        except FileNotFoundError:
+            outcome.vanished = True
+            return outcome
     if trainer.state_digest() != job.base_digest:
         # The file changed since check 2 was made of it.
         outcome.mismatch = -1
     else:
         data = RunData(x, y)
         for entry, step, digest in job.targets:
+            if step < trainer.steps:
+                outcome.mismatch, outcome.went_back = entry, True
+                break
             replay(trainer, data, step)
             if trainer.state_digest() != digest:
                 outcome.mismatch, outcome.state = entry, trainer.to_bytes()
@@ -230,8 +267,16 @@ def verify(
 
     The data: ``x``, ``y`` (and ``validation_data``, ``test_data``) as the run trained on
     them; a part not given is reported as not checked. With ``x`` and ``y`` None the data is
-    read and split again as the ``nxrs train`` command the manifest records did (``data``: a
-    file replacing its ``--data``); MismatchError when the run was not an ``nxrs train`` run.
+    read again from a file, as ``nxrs.diff`` reads it: split as the ``nxrs train`` command
+    the manifest records did (``data``: a file replacing its ``--data``), or for a ``fit``
+    run the file ``data`` whole; MismatchError for a ``fit`` run without ``data``.
+
+    A run being trained is verified as one state: its transcript as read, the files then
+    listed; a file deleted meanwhile (pruned) is skipped and said so, files newer than the
+    last entry are noted as not recorded yet (``held_by``). The newest checkpoint of a
+    run killed before recording it is noted as its unclean end, not a failure. A checkpoint an
+    entry lists that is not in the directory is ``missing``: a failure when the run keeps every
+    checkpoint (the manifest's ``keep``), pruned otherwise.
 
     Segments that replay from the same state (a pruned run's, from its start) share one
     replay, so no step is computed twice and ``"all"`` costs at most the run's training.
@@ -240,7 +285,9 @@ def verify(
     ``fit(engine="ray")`` connects to it). Each replay trainer uses ``threads`` threads (default
     1). ``progress``: a tqdm bar over segments (default: when stderr is a terminal).
 
-    ConfigError for a bad setting, FileNotFoundError when ``run_dir`` is not a directory.
+    ConfigError for a bad setting, InputError when ``run_dir`` is a file (a checkpoint's:
+    ``nxrs inspect``, ``nxrs diff``), FileNotFoundError when it does not exist. A run on object
+    storage is named by its URL, its checkpoints read from a local copy.
     """
     began = time.perf_counter()
     if isinstance(segments, str) and segments != "all":
@@ -260,22 +307,40 @@ def verify(
         raise InputError(
             "data (a file replacing the run's --data) is for a run's own data, not x and y"
         )
-    # A run directory on object storage is verified from a local copy of its objects.
-    directory = local_copy(run_dir)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{run_dir}: no such run directory")
+    # What the report and its messages call the run: as given (a URL, not its local copy).
+    name = str(run_dir)
+    # A run directory on object storage: its checkpoints are read from a local copy.
+    location = local_copy(run_dir)
+    if location.is_file():
+        raise InputError(
+            f"{name} is a file, not a run directory: nxrs verify checks a run directory (its "
+            "transcript, checkpoints and data); for one checkpoint file, 'nxrs inspect FILE "
+            "--verify' checks it and 'nxrs diff A B' compares two"
+        )
+    if not location.is_dir():
+        raise FileNotFoundError(f"{name}: no such run directory")
+    run = open_run_directory(run_dir)
+    holder = run.holder()
 
     failures: list[str] = []
     notes: list[str] = []
 
     # --- 1. the transcript's chain
-    entries, chain_failures = _read_chain(directory)
+    raw, files, unread = _snapshot(run, run_dir)
+    entries, chain_failures = _read_chain(raw, unread)
     failures += chain_failures
     try:
-        manifest = RunDirectory(directory).read_manifest()
+        manifest = run.read_manifest()
     except ManifestError as err:
         manifest = None
         notes.append(f"the manifest cannot be read: {err}")
+    # Read before the checks: a run whose data cannot be had is refused before any work.
+    run_data, source = _run_data(name, manifest, x, y, validation_data, test_data, data)
+    if holder is not None and entries:
+        notes.append(
+            f"the run is being trained ({holder}): verified as its transcript was, up to entry "
+            f"{len(entries) - 1} (step {entries[-1]['step']})"
+        )
 
     others = sorted({str(e.get("nxrs_version")) for e in entries} - {__version__})
     if others:
@@ -286,20 +351,18 @@ def verify(
         )
 
     # --- 2. the checkpoints
-    checkpoints, trusted, run_config, checkpoint_failures = _check_checkpoints(
-        directory, entries, manifest
-    )
-    failures += checkpoint_failures
+    found = _check_checkpoints(files, entries, manifest, holder)
+    failures += found.failures
+    notes += found.notes
 
     # --- 3. the data
-    run_data, source = _run_data(directory, manifest, x, y, validation_data, test_data, data)
-    data_report, data_failures = _check_data(entries, run_data, run_config, source)
+    data_report, data_failures = _check_data(entries, run_data, found.run_config, source)
     failures += data_failures
 
     # --- 4. the segments
     pairs = _pick(len(entries), chosen_k, seed)
     segment_results = _check_segments(
-        entries, pairs, trusted, run_config, run_data,
+        entries, pairs, found.trusted, found.run_config, run_data,
         _Replays(engine, workers, per_replay, progress),
     )  # fmt: skip
     for r in segment_results:
@@ -309,9 +372,9 @@ def verify(
             failures.append(r.difference or "")
     return VerifyReport(
         ok=not failures,
-        run_dir=str(run_dir),
+        run_dir=name,
         entries=len(entries),
-        checkpoints=checkpoints,
+        checkpoints=found.rows,
         segments=segment_results,
         failures=failures,
         first_failure=failures[0] if failures else None,
@@ -319,69 +382,185 @@ def verify(
         seconds=time.perf_counter() - began,
         chosen="all" if chosen_k is None else f"{chosen_k} at random (seed {seed}) and the last",
         notes=notes,
+        missing=sum(row["status"] == "missing" for row in found.rows),
+        keep=found.keep,
+        held_by=holder,
     )
 
 
+@dataclass
+class _Checkpoints:
+    """What check 2 found: the report's rows, the entries whose files passed (a replay may
+    start there), the run's configuration, the failures and notes, and the ``keep`` the
+    manifest records."""
+
+    rows: list[dict[str, Any]]
+    trusted: dict[int, Path]
+    run_config: dict[str, Any] | None
+    failures: list[str]
+    notes: list[str]
+    keep: int | str | None
+
+
 def _check_checkpoints(
-    directory: Path, entries: list[dict[str, Any]], manifest: dict[str, Any] | None
-) -> tuple[list[dict[str, Any]], dict[int, Path], dict[str, Any] | None, list[str]]:
+    files: list[CheckpointEntry],
+    entries: list[dict[str, Any]],
+    manifest: dict[str, Any] | None,
+    holder: str | None,
+) -> _Checkpoints:
     """Check 2: every checkpoint file against its entry (configuration, then state digest),
-    and the final model's file kept. Returns the rows of the report, the entries whose files
-    passed (a replay may start there), the run's configuration and the failures."""
-    failures: list[str] = []
-    files = list_checkpoints(directory)
+    every file an entry names there (required when the run keeps every checkpoint), and the
+    final model's file kept. ``holder``: the process training the run now, if any."""
     # Each file read once, one at a time (a run's checkpoints may not all fit in memory).
     loaded: dict[str, tuple[dict[str, Any], str, str]] = {}
     unreadable: dict[str, str] = {}
+    vanished: list[str] = []
     for f in files:
         try:
             t = Trainer.load(f.path, threads=1)
+        except FileNotFoundError:
+            # Listed, then deleted: a run being trained prunes its old checkpoints.
+            vanished.append(f.path.name)
+            continue
         except (CheckpointError, OSError) as err:
             unreadable[f.path.name] = f"checkpoint {f.path.name} cannot be read: {err}"
             continue
         loaded[f.path.name] = (t.config, t.config_digest(), t.state_digest())
         del t
     run_config = _run_config(entries, manifest, [c for c, _, _ in loaded.values()])
+    keep = None if manifest is None else manifest.get("keep")
+    present = [f for f in files if f.path.name not in vanished]
     by_name = {e["checkpoint"]: i for i, e in enumerate(entries) if e.get("checkpoint")}
+    unrecorded = _unrecorded(present, entries, by_name, manifest, holder)
     trusted: dict[int, Path] = {}
-    checkpoints: list[dict[str, Any]] = []
-    for f in files:
+    # (step, row, failure) of every file there and every entry's file that is not.
+    rows: list[tuple[int, dict[str, Any], str | None]] = []
+    for f in present:
         name = f.path.name
         index = by_name.get(name)
         row: dict[str, Any] = {"file": name, "entry": index, "step": f.step, "status": "ok"}
-        checkpoints.append(row)
+        failure = None
         if index is None:
-            row["status"] = "no-entry"
-            failures.append(f"checkpoint {name} has no transcript entry")
-            continue
-        if name not in loaded:
-            row["status"] = "unreadable"
-            failures.append(unreadable[name])
-            continue
-        config, config_digest, state_digest = loaded[name]
-        entry = entries[index]
-        if config_digest != entry["config_digest"]:
-            row["status"] = "config-differs"
-            diff = None if run_config is None else config_diff(config, run_config)
-            which = f" ({', '.join(diff)})" if diff else ""
-            failures.append(f"checkpoint {name}: its configuration differs from the run's{which}")
-        elif state_digest != entry["state_digest"]:
-            row["status"] = "state-differs"
-            failures.append(f"checkpoint {name} differs from its entry {index}")
+            row["status"], failure = "no-entry", f"checkpoint {name} has no transcript entry"
+            beyond = unrecorded.get(name)
+            if beyond and name in loaded and loaded[name][1] == entries[-1]["config_digest"]:
+                row["status"], failure = beyond, None
+        elif name not in loaded:
+            row["status"], failure = "unreadable", unreadable[name]
         else:
-            trusted[index] = f.path
-    if entries and entries[-1].get("checkpoint"):
-        last = entries[-1]
-        if last["checkpoint"] not in {f.path.name for f in files}:
-            failures.append(
-                f"the final model {last['checkpoint']} (entry {len(entries) - 1}, step "
-                f"{last['step']}) is missing"
+            config, config_digest, state_digest = loaded[name]
+            entry = entries[index]
+            if config_digest != entry["config_digest"]:
+                row["status"] = "config-differs"
+                diff = None if run_config is None else config_diff(config, run_config)
+                which = f" ({', '.join(diff)})" if diff else ""
+                failure = f"checkpoint {name}: its configuration differs from the run's{which}"
+            elif state_digest != entry["state_digest"]:
+                row["status"] = "state-differs"
+                failure = f"checkpoint {name} differs from its entry {index}"
+            else:
+                trusted[index] = f.path
+        rows.append((f.step, row, failure))
+    there = {f.path.name for f in present}
+    final = None
+    for name, index in by_name.items():
+        if name in there:
+            continue
+        step = entries[index]["step"]
+        failure = None
+        if name in vanished:
+            pass  # there when the run was read, deleted since: skipped (a note says so)
+        elif index == len(entries) - 1:
+            final = f"the final model {name} (entry {index}, step {step}) is missing"
+        elif keep == "all":
+            failure = f"checkpoint {name} listed in entry {index} is missing"
+        rows.append(
+            (step, {"file": name, "entry": index, "step": step, "status": "missing"}, failure)
+        )
+    rows.sort(key=lambda r: r[0])
+    failures = [failure for _, _, failure in rows if failure is not None]
+    found = _Checkpoints([row for _, row, _ in rows], trusted, run_config, failures, [], keep)
+    if final is not None:
+        found.failures.append(final)
+    found.notes = _checkpoint_notes(found, vanished, entries, holder)
+    return found
+
+
+def _unrecorded(
+    files: list[CheckpointEntry],
+    entries: list[dict[str, Any]],
+    by_name: dict[str, int],
+    manifest: dict[str, Any] | None,
+    holder: str | None,
+) -> dict[str, str]:
+    """The checkpoint files past the transcript's last entry that are not tampering, by name,
+    with their status: while a process trains the run (``holder``), every one
+    (``"unrecorded"``: it records each once saved); otherwise the one of an unclean end
+    (``"unclean-end"``): a run whose manifest says it is still running (no process ended it
+    cleanly) and whose newest file is the only one past the last entry, as a process killed
+    between saving a checkpoint and recording it leaves it (the next resume records it)."""
+    if not entries:
+        return {}
+    after = [
+        f.path.name for f in files if f.path.name not in by_name and f.step > entries[-1]["step"]
+    ]
+    if holder is not None:
+        return dict.fromkeys(after, "unrecorded")
+    running = manifest is not None and manifest.get("state") == "running"
+    if running and len(after) == 1 and after[0] == files[-1].path.name:
+        return {after[0]: "unclean-end"}
+    return {}
+
+
+def _checkpoint_notes(
+    found: _Checkpoints, vanished: list[str], entries: list[dict[str, Any]], holder: str | None
+) -> list[str]:
+    """What check 2 says besides its failures: the files past the transcript (unrecorded or an
+    unclean end), the files deleted while being read, the listed files not kept."""
+    notes = []
+    last = f"entry {len(entries) - 1}, step {entries[-1]['step']}" if entries else ""
+    for row in found.rows:
+        if row["status"] == "unrecorded":
+            notes.append(
+                f"checkpoint {row['file']} (step {row['step']}) is newer than the transcript's "
+                f"last entry ({last}): the process training the run ({holder}) records it once "
+                "saved; not verified"
             )
-    return checkpoints, trusted, run_config, failures
+        elif row["status"] == "unclean-end":
+            notes.append(
+                f"the run ended uncleanly: checkpoint {row['file']} (step {row['step']}) was "
+                "saved, but its process was killed or crashed before the transcript recorded it "
+                f"(its last entry: {last}); not verified (resuming the run records it)"
+            )
+    if vanished:
+        notes.append(
+            f"{_names(vanished)} deleted during verification (a process training the run "
+            "prunes old checkpoints): skipped"
+        )
+    missing = [
+        row["file"]
+        for row in found.rows
+        if row["status"] == "missing" and row["file"] not in vanished
+    ]
+    if missing and found.keep != "all":
+        why = (
+            f"the run keeps the newest {found.keep}, the others were pruned"
+            if isinstance(found.keep, int)
+            else "the run does not record how many it keeps (an older nxrs wrote it)"
+        )
+        notes.append(f"{len(missing)} of the checkpoints the transcript lists are not kept: {why}")
+    return notes
+
+
+def _names(names: list[str]) -> str:
+    """Checkpoint file names for a note: the first three, and how many more."""
+    shown = ", ".join(names[:3])
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"checkpoint{'s' if len(names) > 1 else ''} {shown}{more}"
 
 
 def _run_data(
-    directory: Path,
+    name: str,
     manifest: dict[str, Any] | None,
     x: npt.ArrayLike | None,
     y: npt.ArrayLike | None,
@@ -390,19 +569,12 @@ def _run_data(
     data: str | os.PathLike[str] | None,
 ) -> tuple[RunData, str]:
     """The data to check and replay on, and where it came from: given (``x``, ``y``, ...), or
-    read again as the ``nxrs train`` command the manifest records did."""
+    read again from a file (``RunData.of_run``: as the ``nxrs train`` command the manifest
+    records read it, or a ``fit`` run's file whole)."""
     if x is not None and y is not None:
         return RunData(x, y, validation=validation_data, test=test_data), "given"
-    command = None if manifest is None else manifest.get("command")
-    if manifest is None or command is None:
-        raise MismatchError(
-            f"{directory} was not written by 'nxrs train' (its manifest records no command): "
-            "give the run's data (x, y)"
-        )
-    run_data = RunData.of_command(
-        list(command), data=None if data is None else os.fspath(data), cwd=manifest.get("cwd")
-    )
-    return run_data, "command"
+    run_data = RunData.of_run(manifest, None if data is None else os.fspath(data), name)
+    return run_data, "file" if manifest is None or manifest.get("command") is None else "command"
 
 
 def _pick(n: int, chosen_k: int | None, seed: int) -> list[int]:
@@ -478,6 +650,13 @@ def _check_segments(
                 result.steps = result.end_step - base_step
                 result.seconds = outcome.reached[result.end]
                 continue
+            if outcome.vanished:
+                result.difference = (
+                    f"not verifiable: the checkpoint it replays from (entry {result.replayed_from}"
+                    f", {entries[outcome.job.base_entry]['checkpoint']}) was deleted during "
+                    "verification (a process training the run prunes old checkpoints)"
+                )
+                continue
             result.status = "failed"
             result.seconds = outcome.seconds
             if outcome.mismatch is None or outcome.mismatch == -1:
@@ -491,19 +670,53 @@ def _check_segments(
     return [results[i] for i in pairs]
 
 
-def _read_chain(directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The transcript's well-formed entries, and the first break of its chain (if any): an
-    entry after a break cannot be trusted to be the run's, but the later checks still look
-    at every entry, so that one report names everything that differs."""
-    transcript = Transcript(directory)
+#: How many times ``_snapshot`` reads a transcript that changes while the files are listed.
+_SNAPSHOT_TRIES = 10
+
+
+def _snapshot(
+    run: RunDirectory, run_dir: str | os.PathLike[str]
+) -> tuple[list[dict[str, Any]], list[CheckpointEntry], str | None]:
+    """The run as one state: the transcript's entries and the checkpoint files (of the local
+    copy of a run on object storage), or why the transcript cannot be read. A process training
+    the run saves a file, then records it: the transcript is read again after listing the
+    files until it did not change meanwhile, so every file listed is recorded or newer than
+    the last entry, and every entry's file was there unless it was deleted (pruned)."""
+    transcript = run.transcript()
+    after = _entries(transcript)
+    for _ in range(_SNAPSHOT_TRIES):
+        before = after
+        files = list_checkpoints(local_copy(run_dir))
+        after = _entries(transcript)
+        if after == before:
+            break
+    # Still changing: the entries read before the last listing (a file newer than them is
+    # reported as not recorded yet, never an entry as missing because its file came later).
+    entries, unread = before
+    return entries, files, unread
+
+
+def _entries(transcript: Transcript) -> tuple[list[dict[str, Any]], str | None]:
+    """The transcript's entries, or none and why they cannot be read."""
     if not transcript.exists():
-        return [], [f"the transcript {TRANSCRIPT_NAME} is missing: nothing to verify against"]
+        return [], f"the transcript {TRANSCRIPT_NAME} is missing: nothing to verify against"
     try:
-        raw = transcript.read()
+        entries = transcript.read()
     except (ValueError, OSError) as err:
-        return [], [f"the transcript cannot be read: {err}"]
-    if not raw:
-        return [], [f"the transcript {TRANSCRIPT_NAME} has no entries"]
+        return [], f"the transcript cannot be read: {err}"
+    if not entries:
+        return [], f"the transcript {TRANSCRIPT_NAME} has no entries"
+    return entries, None
+
+
+def _read_chain(
+    raw: list[dict[str, Any]], unread: str | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The transcript's well-formed entries, and the first break of its chain (if any), or
+    ``unread``: an entry after a break cannot be trusted to be the run's, but the later checks
+    still look at every entry, so that one report names everything that differs."""
+    if unread is not None:
+        return [], [unread]
     failures: list[str] = []
     entries: list[dict[str, Any]] = []
     for i, entry in enumerate(raw):
@@ -601,7 +814,7 @@ def _check_data(
         ]
     digests: DataDigests = run_data.digests(Trainer(**run_config))
     given = digests.parts()
-    train_name = "the train split" if source == "command" else "the training data (x, y)"
+    train_name = _TRAIN_NAMES[source]
     failures = []
     for part in ("train", "validation", "test"):
         mine = given[part]
@@ -657,12 +870,19 @@ def _describe_mismatch(
 ) -> str:
     k = outcome.mismatch
     assert k is not None and k >= 1
-    text = (
-        f"segment {k - 1} -> {k} (steps {entries[k - 1]['step']} -> {entries[k]['step']}) "
-        "replays to another state"
-    )
+    before, after = entries[k - 1]["step"], entries[k]["step"]
+    if outcome.went_back:
+        return (
+            f"segment {k - 1} -> {k} (steps {before} -> {after}) goes back: no replay reaches "
+            f"step {after} from step {before}"
+        )
+    text = f"segment {k - 1} -> {k} (steps {before} -> {after}) replays to another state"
     if k in trusted and outcome.state is not None:
-        where = first_difference(Trainer.from_bytes(outcome.state), Trainer.load(trusted[k]))
+        try:
+            kept = Trainer.load(trusted[k])
+        except FileNotFoundError:
+            return text  # deleted during verification (pruned): the difference unknown
+        where = first_difference(Trainer.from_bytes(outcome.state), kept)
         if where is not None:
             text += f"; first difference (replayed vs checkpoint): {where}"
     return text
@@ -724,8 +944,14 @@ def _ray_jobs(jobs: list[_Job], run_data: RunData, workers: int | None) -> Itera
             job = waiting.pop(0)
             if isinstance(job.base, Path):
                 # The file as this process reads it: a task may run on another machine.
-                job.base = job.base.read_bytes()
+                try:
+                    job.base = job.base.read_bytes()
+                except FileNotFoundError:
+                    yield _Outcome(job, {}, vanished=True)
+                    continue
             pending.append(task.remote(job, x_ref, y_ref))
+        if not pending:
+            break  # the files of the jobs left were all deleted
         done, pending = ray.wait(pending, num_returns=1)
         yield ray.get(done[0])
 

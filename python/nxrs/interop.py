@@ -238,6 +238,11 @@ def _torch_modules(
 
 
 def _torch_array(torch: Any, tensor: Any, name: str) -> npt.NDArray[Any]:
+    if tensor.is_meta:
+        raise InputError(
+            f"{name} is on torch's meta device: it has a shape but no values; give the module "
+            "its weights first (e.g. module.to_empty(device='cpu'), then load_state_dict)"
+        )
     if tensor.dtype not in (torch.float32, torch.float64):
         raise InputError(f"{name} is {tensor.dtype}: nxrs takes float32 (or float64) weights")
     array: npt.NDArray[Any] = tensor.detach().cpu().numpy()
@@ -266,9 +271,10 @@ def from_torch(module: Any, *, input_shape: Any = None, **config: Any) -> Traine
 
     Any other module (another activation such as ``GELU``, a setting above) is a ConfigError
     naming its position, the module and why (a module that would need ``input_shape`` when
-    it is missing names that); weights other than float32 or float64, or shapes that do not
-    fit, are an InputError (a ``LayerNorm`` over part of its input has a weight of the wrong
-    shape). ``config`` is ``Trainer``'s keywords but ``layers``.
+    it is missing names that); a ``LayerNorm`` over part of its input (its last dimensions)
+    is one too. Weights other than float32 or float64, on the meta device (no values), or of
+    shapes that do not fit, and a negative BatchNorm running variance, are an InputError.
+    ``config`` is ``Trainer``'s keywords but ``layers``.
     """
     torch = _require("torch", "torch", "Trainer.from_torch")
     nn = torch.nn
@@ -352,16 +358,34 @@ def _from_torch_layers(
     shape = input_shape if isinstance(input_shape, (tuple, list)) else (input_shape,)
     model: list[Layer] = [layers.Input(*shape)]
     pairs, buffers = [], []
+    norms = []  # each LayerNorm: its module, its number and its tensor number
     for k, child in enumerate(children):
         layer, tensors, statistics = _layer_of(torch, k, child)
         model.append(layer)
         arrays = [_torch_array(torch, t, f"module {k}'s {name}") for name, t in tensors]
         if arrays:
             pairs.append((arrays[0], arrays[1]))
+        if isinstance(layer, layers.LayerNorm):
+            norms.append((k, child, len(pairs)))
         buffers += [_torch_array(torch, t, f"module {k}'s {name}") for name, t in statistics]
     trainer = Trainer(model, **config)
+    state = trainer.state_dict() if norms else {}
+    for k, child, n in norms:
+        _check_normalized_shape(k, child, state[f"gamma{n}"].shape)
     trainer._start_from(pairs, buffers)
     return trainer
+
+
+def _check_normalized_shape(k: int, child: Any, whole: tuple[int, ...]) -> None:
+    """Refuses the torch ``LayerNorm`` ``child`` (module ``k``) unless it normalises over the
+    whole input of the layer, of shape ``whole`` (the model's ``gamma``), as nxrs's does."""
+    if tuple(child.normalized_shape) != tuple(whole):
+        raise ConfigError(
+            f"module {k} ({child!r}) cannot be represented: it normalises over the shape "
+            f"{tuple(child.normalized_shape)}, and its input here has the shape {tuple(whole)}; "
+            "nxrs's LayerNorm normalises over the whole input of the layer (PyTorch's "
+            f"LayerNorm({tuple(whole)}))"
+        )
 
 
 #: A module's tensors by their torch names, in the order of nxrs's (section 15.4).

@@ -73,8 +73,12 @@ Size = Union[int, Sequence[int]]
 
 
 def _int(where: str, name: str, value: object) -> int:
-    """A size: the count rule of ``nxrs._checks`` (no lower bound: the core checks values)."""
-    return count(f"{where}: {name}", value, minimum=None)
+    """A size: the count rule of ``nxrs._checks`` (no lower bound: the core checks values),
+    within what a layer's JSON form holds (a size is below 2**64)."""
+    n = count(f"{where}: {name}", value, minimum=None)
+    if abs(n) >= 2**64:
+        raise ConfigError(f"{where}: {name} = {_shown(n)} is too large (a size is below 2**64)")
+    return n
 
 
 def _sizes(where: str, name: str, value: object, dims: int) -> tuple[int, ...]:
@@ -495,18 +499,57 @@ def from_dicts(items: Sequence[Mapping[str, Any]]) -> list[Layer]:
     return layers
 
 
+class _NotAModel(Exception):
+    """JSON that is well formed but cannot be a model file (raised inside ``json.loads``, whose
+    own errors are ``ValueError``s saying the text is not JSON)."""
+
+
 def _not_json(constant: str) -> None:
     """``json.loads``'s hook for ``NaN`` and ``Infinity``, which JSON does not have."""
     raise ValueError(f"{constant} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s hook for objects: a key given twice is refused (JSON parsers disagree on
+    which one counts; Python's would silently keep the last)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _NotAModel(f"the key {_shown(key)} is given twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
+#: Longest integer a model file may write: far beyond any size (sizes are below 2**64, 20
+#: digits), and short enough for Python to convert and show (it refuses over 4,300 digits).
+_MAX_DIGITS = 100
+
+
+def _integer(text: str) -> int:
+    """``json.loads``'s hook for integers: their digits bounded (``_MAX_DIGITS``)."""
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:
+        raise _NotAModel(f"an integer of {digits} digits is larger than any size")
+    return int(text)
+
+
 def load_model(path: str | os.PathLike[str]) -> list[Layer]:
     """The layers of a model file: JSON holding a list of layer objects (section 15.1), or an
-    object ``{"layers": [...]}``. A file that is not JSON or not a model is a ``ConfigError``
-    naming the file (one that cannot be read, an ``OSError``)."""
+    object ``{"layers": [...]}``. A file that is not JSON or not a model (a key given twice in
+    an object, an integer of more than 100 digits, nesting deeper than Python's recursion
+    limit) is a ``ConfigError`` naming the file (one that cannot be read, an ``OSError``)."""
     raw = Path(path).read_bytes()
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+        doc = json.loads(
+            raw.decode("utf-8"),
+            parse_constant=_not_json,
+            parse_int=_integer,
+            object_pairs_hook=_unique_keys,
+        )
+    except _NotAModel as err:
+        raise ConfigError(f"{path}: not a model file: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a model file: its JSON is nested too deeply") from None
     except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ConfigError(f"{path}: not a JSON file: {err}") from None
     if isinstance(doc, dict):

@@ -1,7 +1,8 @@
 """The ``nxrs`` command line.
 
-- ``nxrs train``: train an MLP (by default on scikit-learn's bundled digits) and print its
-  accuracy, full-state hash and checkpoint; ``--json`` for a machine-readable summary.
+- ``nxrs train``: train an MLP or a model of layer objects (``--model``; by default an MLP on
+  scikit-learn's bundled digits) and print its accuracy, full-state hash and checkpoint;
+  ``--json`` for a machine-readable summary.
 - ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
 - ``nxrs inspect FILE [--verify] [--json]``: what a checkpoint holds (and, with ``--verify``,
   whether every tensor is intact).
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -45,7 +46,9 @@ from nxrs.cli._common import (
     EXIT_SIGTERM,
     EXIT_USAGE,
     add_command,
+    error_line,
 )
+from nxrs.cli._streams import own_standard_streams
 
 __all__ = [
     "EXIT_DIVERGED",
@@ -86,6 +89,21 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         warnings.simplefilter("always", SaveFailedWarning)
         warnings.showwarning = show
         yield
+
+
+@contextlib.contextmanager
+def _library_logs_hidden() -> Iterator[None]:
+    """The log records of the libraries a command uses not shown: without a handler of its
+    own, a record of WARNING or above would go to stderr through ``logging.lastResort`` (an
+    unreachable gs:// store: gcsfs's traceback of its last retry, 50 lines before nxrs's one
+    line saying what failed). A handler on the root logger that drops them takes its place."""
+    root = logging.getLogger()
+    dropped = logging.NullHandler()
+    root.addHandler(dropped)
+    try:
+        yield
+    finally:
+        root.removeHandler(dropped)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,28 +155,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if check is not None:
         check(getattr(args, "parser", parser), args)
     try:
-        with _warnings_as_lines(args.command):
+        with _warnings_as_lines(args.command), _library_logs_hidden():
             code: int = args.run(args)
-    except BrokenPipeError:
-        raise
     except KeyboardInterrupt:
         print(f"nxrs {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGINT
     except (nxrs.NxrsError, OSError, ValueError) as err:
         # A user error a command did not report itself (an unwritable --workdir, a file that
         # vanished meanwhile): one line, as every other error, rather than a traceback.
-        print(f"nxrs {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs {args.command}: error: {error_line(err)}", file=sys.stderr)
         return EXIT_FAILED
     return code
 
 
 def run() -> None:
-    """Console-script entry point."""
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Output piped into a command that stopped reading: quietly stop, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    """Console-script entry point: ``main`` on standard streams whose fate (a reader that goes
+    away, a closed descriptor) never changes the exit status (``nxrs.cli._streams``)."""
+    own_standard_streams()
+    sys.exit(main())

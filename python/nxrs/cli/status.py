@@ -10,7 +10,7 @@ from typing import Any
 import nxrs
 from nxrs._files import json_text
 from nxrs._rundir import MANIFEST_NAME, run_status
-from nxrs.cli._common import nonempty_location
+from nxrs.cli._common import error_line, nonempty_location
 from nxrs.data import _describe_split
 
 HELP = "print a run directory's configuration, progress, checkpoints and history"
@@ -19,7 +19,9 @@ DESCRIPTION = (
     "configuration, progress (step, epoch, percentage of the plan), each checkpoint and "
     "whether the newest validates (every checksum), whether a process holds the lock, and "
     "the history of starts, stops and resumes. Exit status 1 when the newest checkpoint is "
-    "damaged or DIR holds no run manifest, 0 otherwise."
+    "damaged, DIR holds no run manifest, or the run's transcript or manifest lacks its newest "
+    "checkpoint (a run that could not write them, or was killed between the checkpoint and "
+    "them: resuming it writes them), 0 otherwise."
 )
 EPILOG = """\
 examples:
@@ -36,10 +38,8 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         status = run_status(args.directory)
-    except BrokenPipeError:
-        raise
     except (nxrs.NxrsError, OSError) as err:
-        print(f"nxrs status: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs status: {error_line(err)}", file=sys.stderr)
         return 1
     if args.json:
         sys.stdout.write(json_text(status, indent=1) + "\n")
@@ -113,6 +113,11 @@ def format_status(status: dict[str, Any]) -> str:
             f"{transcript['last_step']} (state digest {transcript['last_state_digest']}); "
             "nxrs verify checks them"
         )
+        if transcript["torn_bytes"]:
+            lines.append(
+                f"  transcript ends in a torn line of {transcript['torn_bytes']} bytes (an append "
+                "that did not finish: no entry; the next run cuts it off)"
+            )
     if status["temporary_files"]:
         lines.append(
             f"  temporary files of interrupted saves (removed by the next run): "
@@ -135,9 +140,12 @@ def format_status(status: dict[str, Any]) -> str:
                 f"{e.get('epoch')}, batch {e.get('batch')})  pid {e.get('pid')}"
                 + ("  " + "; ".join(extra) if extra else "")
             )
-    if not status["ok"]:
-        lines.append(
-            "  PROBLEM: "
-            + ("no run manifest" if manifest is None else "the newest checkpoint is damaged")
-        )
+    problems = list(status["records_missing"])
+    if manifest is None:
+        problems.insert(0, "no run manifest")
+    elif status["checkpoints"] and status["checkpoints"][0]["valid"] is not True:
+        problems.insert(0, "the newest checkpoint is damaged")
+    lines.extend(f"  PROBLEM: {problem}" for problem in problems)
+    if status["records_missing"]:
+        lines.append("  (running the same command again resumes the run and writes them)")
     return "\n".join(lines) + "\n"

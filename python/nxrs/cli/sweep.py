@@ -20,6 +20,7 @@ from nxrs.cli._common import (
     CliError,
     apply_recipe,
     default_layers,
+    error_line,
     loss_for,
     model_layers,
     nonempty_path,
@@ -166,11 +167,8 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             finally:
                 if ours and ray.is_initialized():
                     ray.shutdown()
-    except BrokenPipeError:
-        raise
     except (CliError, ImportError, TypeError, ValueError, OSError, ConfigError, InputError) as err:
-        name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
-        print(f"nxrs sweep: {name}{err}", file=sys.stderr)
+        print(f"nxrs sweep: {error_line(err)}", file=sys.stderr)
         return 1
     finally:
         log.removeHandler(handler)

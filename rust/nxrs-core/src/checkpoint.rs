@@ -86,7 +86,7 @@ impl Snapshot {
 
     /// Makes this the copy of `trainer`'s state, as [`Snapshot::of`], in the memory of the
     /// previous copy where the sizes allow: fresh memory costs a page fault per page on first
-    /// touch, several times the copy itself on a loaded VM (issue 23's bench: 0.4 to 2.7 s
+    /// touch, several times the copy itself on a loaded VM (bench/bench_async_save.py: 0.4 to 2.7 s
     /// against 0.15 s for 1 GB), so a run saving every few minutes keeps one copy's memory.
     pub fn refill(&mut self, trainer: &Trainer) {
         self.config.clone_from(trainer.config());

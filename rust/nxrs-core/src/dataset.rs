@@ -33,6 +33,27 @@ pub struct Dataset {
     targets: Targets,
 }
 
+/// Why label `y` of sample `s` is not one of the `classes` (the model's outputs, one per class):
+/// negative, or beyond them, saying how many outputs the labels would need.
+fn label_outside<T: Integer>(s: usize, y: T, classes: usize, labels: &[T]) -> String {
+    let outside = format!(
+        "label {y} of sample {s} is outside 0..{classes}, the classes of a model with {classes} \
+         outputs (one per class)"
+    );
+    if y.to_string().starts_with('-') {
+        return format!("{outside}: a label is a class index, from 0");
+    }
+    let largest = labels.iter().filter_map(|&y| y.try_into().ok()).max();
+    match largest.and_then(|largest: usize| largest.checked_add(1)) {
+        Some(needed) if y.try_into().is_ok() => format!(
+            "{outside}: these labels go up to {} ({needed} classes), so the model needs \
+             {needed} outputs (its last layer's size)",
+            needed - 1
+        ),
+        _ => outside,
+    }
+}
+
 impl Dataset {
     /// A dataset from row-major features and one label per row. Refuses (`Error::Input`) an empty
     /// dataset, more than [`MAX_CELLS`] cells, lengths that do not agree, a NaN or infinite
@@ -52,11 +73,7 @@ impl Dataset {
                 y.try_into()
                     .ok()
                     .filter(|&label| label < classes)
-                    .ok_or_else(|| {
-                        Error::Input(format!(
-                            "label {y} of sample {s} is outside 0..{classes} (the classes)"
-                        ))
-                    })
+                    .ok_or_else(|| Error::Input(label_outside(s, y, classes, labels)))
             })
             .collect::<Result<_>>()?;
         Ok(Dataset {

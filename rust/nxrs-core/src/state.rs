@@ -71,7 +71,12 @@ impl TrainState {
             })
             .collect();
         let buffers = match buffers {
-            Some(given) => fitting(given, &model.buffer_specs(), "running statistics", &named)?,
+            Some(given) => {
+                let specs = model.buffer_specs();
+                let cells = fitting(given, &specs, "running statistics", &named)?;
+                nonnegative_variances(&specs, &cells)?;
+                cells
+            }
             None => model.fresh_buffers(),
         };
         Ok(TrainState::fresh(params, buffers, second_moments))
@@ -198,6 +203,26 @@ fn fitting(
         cells.push(values);
     }
     Ok(cells)
+}
+
+/// Checks that no running variance (`var{n}` of `specs`, the buffers' names) is below zero:
+/// evaluation takes its square root, so one would make every prediction NaN. It is refused
+/// as a value that is not finite is (`fitting`); -0.0 is a zero.
+fn nonnegative_variances(specs: &[TensorSpec], buffers: &[Vec<F32>]) -> Result<()> {
+    let variances = specs
+        .iter()
+        .zip(buffers)
+        .filter(|((name, _), _)| name.starts_with("var"));
+    for ((name, _), values) in variances {
+        // Above -0.0's bits: the sign bit and a magnitude, a negative number.
+        if let Some(k) = values.iter().position(|v| v.to_bits() > 0x8000_0000) {
+            return Err(Error::Input(format!(
+                "{name} value {k} (row-major) is {}: a running variance is never negative",
+                f32::from_bits(values[k].to_bits())
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks scalars in [`TrainState::scalars`]'s encoding (as a checkpoint holds them): the
@@ -336,6 +361,22 @@ mod tests {
             matches!(&err, Error::Input(m) if m.starts_with("var1 value 1")),
             "{err}"
         );
+        // A negative variance is refused, a negative mean and a variance of -0.0 are not.
+        let minus = |bits: u32| F32::from_bits(bits);
+        let negative = vec![
+            (vec![minus(0xBF80_0000); 3], vec![3]),
+            (vec![F32::ONE, F32::ONE, minus(0xBF00_0000)], vec![3]),
+        ];
+        let err = TrainState::starting_from(&net, params(), Some(negative), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("var1 value 2 (row-major) is -0.5: a running variance is never negative")),
+            "{err}"
+        );
+        let zero = vec![
+            (vec![two; 3], vec![3]),
+            (vec![minus(0x8000_0000); 3], vec![3]),
+        ];
+        assert!(TrainState::starting_from(&net, params(), Some(zero), true).is_ok());
     }
 
     #[test]

@@ -48,11 +48,17 @@ impl Conv {
     /// Samples whose columns are laid out and multiplied together (see [`Conv::columns`]): one
     /// for large images, enough for products of some [`GROUP_POSITIONS`] positions for small
     /// ones (a product per sample of a few positions costs more to set up than to run), and
-    /// one for a single position (the columns are then the samples' rows, as Dense's).
+    /// one for a single position (the columns are then the samples' rows, as Dense's). A group
+    /// touches at most [`GROUP_CELLS`] cells unless one sample does, so that a thread's working
+    /// cells stay within a few samples' (section 15.1's limits), however few positions a wide
+    /// layer has.
     fn group(&self) -> usize {
         match self.positions() {
             1 => 1,
-            p => (GROUP_POSITIONS / p).max(1),
+            p => {
+                let touched = p * (self.window.column() + self.out_channels);
+                (GROUP_POSITIONS / p).min(GROUP_CELLS / touched).max(1)
+            }
         }
     }
 
@@ -629,6 +635,10 @@ const KEPT_COLUMNS: usize = 1 << 18;
 
 /// Positions a product of [`Conv::group`]'s samples gets at least, where a sample has fewer.
 const GROUP_POSITIONS: usize = 128;
+
+/// Most cells (columns and outputs) a group of several samples touches ([`Conv::group`]): 4 MiB,
+/// far above the groups of the layers that gain from grouping.
+const GROUP_CELLS: usize = 1 << 20;
 
 /// The first `n` cells of `v`, grown if needed (cells reused from pass to pass).
 pub(super) fn resized(v: &mut Vec<F32>, n: usize) -> &mut [F32] {

@@ -190,11 +190,13 @@ impl Network {
             &mut outputs,
             &mut cells.saved,
         );
-        let width = self.outputs();
-        cells
-            .outputs
-            .last()
-            .map_or_else(|| &x[..rows * width], |y| &y[..rows * width])
+        // Without layers the outputs are the inputs; the slice is taken only then (the inputs
+        // of a model whose outputs are larger have fewer cells).
+        let outputs = rows * self.outputs();
+        match cells.outputs.last() {
+            Some(y) => &y[..outputs],
+            None => &x[..outputs],
+        }
     }
 
     /// A block's training pass over `results.len()` samples: their inputs written by
@@ -280,7 +282,7 @@ impl Network {
                 } = share;
                 let context = Context {
                     threads: within,
-                    mode: context.mode.from_sample(samples.start),
+                    mode: context.mode.for_share_at(samples.start),
                     ..context
                 };
                 let mut own = Vec::new();
@@ -305,8 +307,7 @@ impl Network {
                     parameters.params,
                     &slots,
                     share,
-                    &mut gradients,
-                    saved,
+                    (&mut gradients, saved),
                     grads,
                 );
             });
@@ -380,16 +381,15 @@ impl Network {
 
     /// The backward passes of one share after [`Network::forward_share`] (its inputs `x`, the
     /// loss's gradients `delta` and every layer's `outputs`): every layer's input gradients into
-    /// `gradients` (but the first's, which nothing below learns from) and, when `grads` are
-    /// given, the parameters' block gradients.
+    /// `gradients` (but the first's, which nothing below learns from; `saved` is what the
+    /// forward passes kept) and, when `grads` are given, the parameters' block gradients.
     fn backward_share<R: Real>(
         &self,
         context: Context<'_>,
         params: &[Params],
         slots: &[Slots],
         (x, delta, outputs): (&[F32], &[F32], &[&[F32]]),
-        gradients: &mut [&mut [F32]],
-        saved: &mut [Saved],
+        (gradients, saved): (&mut [&mut [F32]], &mut [Saved]),
         mut grads: Option<&mut [Params]>,
     ) {
         let rows = x.len() / self.input.iter().product::<usize>();
@@ -487,7 +487,7 @@ impl Network {
 
 impl Mode {
     /// The mode of a share of a block whose first sample is the block's `k`-th.
-    fn from_sample(self, k: usize) -> Mode {
+    fn for_share_at(self, k: usize) -> Mode {
         match self {
             Mode::Train {
                 seed,

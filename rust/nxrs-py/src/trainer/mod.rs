@@ -35,6 +35,7 @@ use nxrs_core::threads::{Threads, MAX_THREADS};
 use nxrs_core::trainer::Until;
 use nxrs_core::{Trainer, F32};
 use parallel::BlockArrays;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -42,7 +43,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
 use training::{seconds, Limits};
 
@@ -74,9 +75,10 @@ fn accuracy(correct: usize, samples: usize) -> f64 {
 /// "Already borrowed". The trainer sits behind an `RwLock` instead, under two rules that keep
 /// it and the GIL from deadlocking: a thread holding the GIL only ever *tries* the lock (it
 /// blocks on it only with the GIL released), and nothing holding the lock takes the GIL.
-/// Training holds the write lock for one chunk of steps at a time (`training::CHUNK`), so a
-/// reader in another thread (`steps`, `config`, `predict`, `to_bytes`, ...) waits at most one
-/// chunk and sees the state between two steps. A call that changes the trainer also *claims*
+/// Training holds the write lock for one chunk of steps at a time (`training::CHUNK`) and then
+/// hands it to the threads waiting for it (a fair unlock: the training thread cannot take it
+/// back first), so a reader in another thread (`steps`, `config`, `predict`, `to_bytes`, ...)
+/// waits at most one chunk and sees the state between two steps. A call that changes the trainer also *claims*
 /// it for its whole duration (`fit` for its whole run, through [`PyClaim`]): a second such
 /// call from another thread meanwhile is a `BusyError`, so nothing changes a run's state
 /// between its chunks, and a reader can never make a writer fail.
@@ -226,9 +228,8 @@ impl PyTrainer {
     /// after the chunk of steps in progress, waiting with the GIL released. For quick reads.
     fn read<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Trainer) -> R + Send) -> R {
         match self.inner.try_read() {
-            Ok(trainer) => f(&trainer),
-            Err(TryLockError::Poisoned(poisoned)) => f(&poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => py.detach(|| f(&self.read_lock())),
+            Some(trainer) => f(&trainer),
+            None => py.detach(|| f(&self.read_lock())),
         }
     }
 
@@ -238,26 +239,26 @@ impl PyTrainer {
         py.detach(|| f(&self.read_lock()))
     }
 
-    /// `f` with exclusive access to the trainer, the GIL released, under `claim`.
+    /// `f` with exclusive access to the trainer, the GIL released, under `claim`; the lock is
+    /// then handed to the threads waiting for it (see [`PyTrainer`]).
     fn compute_mut<R: Send>(
         &self,
         py: Python<'_>,
         _claim: &Claim<'_>,
         f: impl FnOnce(&mut Trainer) -> R + Send,
     ) -> R {
-        py.detach(|| f(&mut self.write_lock()))
+        py.detach(|| {
+            let mut trainer = self.inner.write();
+            let out = f(&mut trainer);
+            RwLockWriteGuard::unlock_fair(trainer);
+            out
+        })
     }
 
     /// The read lock, blocking: only with the GIL released (see [`PyTrainer`]). A panic while
-    /// training (a defect) leaves the lock poisoned; the state is then what it was when the
-    /// panic happened, as it was before the lock, so poisoning is ignored.
+    /// training (a defect) releases the lock with the state as it was when the panic happened.
     fn read_lock(&self) -> RwLockReadGuard<'_, Trainer> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The write lock, blocking: only with the GIL released (see [`PyTrainer::read_lock`]).
-    fn write_lock(&self) -> RwLockWriteGuard<'_, Trainer> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+        self.inner.read()
     }
 }
 
