@@ -6,7 +6,7 @@
 //! The threads share a block's work in one of two ways, with the same bits (every value is one
 //! thread's, computed in order):
 //! - **layer by layer**: each layer shares out its own work (samples, or a product's rows or
-//!   columns: [`super::share`]), the way that serves layers which need the whole block at once
+//!   columns: `share`), the way that serves layers which need the whole block at once
 //!   (BatchNorm's statistics) or whose work is its own to split (convolutions, pooling);
 //! - **the whole model per thread**, for lists of layers that act on each sample alone and keep
 //!   nothing between the passes (Dense and the pointwise layers: every MLP): each thread takes

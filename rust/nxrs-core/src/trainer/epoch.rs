@@ -28,7 +28,7 @@ impl Until {
     }
 }
 
-/// What the callback of [`Trainer::run`] hears about.
+/// What the callback of `Trainer::run` hears about.
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
     /// A step is done; the state's counters already count it.
