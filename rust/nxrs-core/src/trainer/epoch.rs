@@ -64,6 +64,13 @@ pub struct EpochReport {
     pub whole: bool,
 }
 
+impl EpochReport {
+    /// The steps' accuracy ([`crate::loss::accuracy`]); None for regression.
+    pub fn accuracy(&self) -> Option<f64> {
+        self.correct.map(|c| crate::loss::accuracy(c, self.samples))
+    }
+}
+
 /// The running report of the epoch under way (information, not state): it continues only while
 /// the steps it sees follow each other, so a state replaced or resumed starts a new one.
 #[derive(Clone, Copy, Debug)]

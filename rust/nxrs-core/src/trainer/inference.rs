@@ -22,6 +22,13 @@ pub struct Evaluation {
     pub samples: usize,
 }
 
+impl Evaluation {
+    /// The accuracy on the data ([`crate::loss::accuracy`]); None for regression.
+    pub fn accuracy(&self) -> Option<f64> {
+        self.correct.map(|c| crate::loss::accuracy(c, self.samples))
+    }
+}
+
 /// The model's loss (and accuracy, for classification) on `data` (checked by the caller), on
 /// `backend`.
 pub(super) fn evaluate(
