@@ -5,13 +5,14 @@
 use crate::config::TrainerConfig;
 use crate::digest;
 use crate::error::{clip, Error, Result};
-use crate::mlp::Layer;
 use crate::model::Model;
+use crate::model::TensorSpec;
 use crate::nxck::v2::direct::{self, Contents, Loaded};
 use crate::nxck::v2::{Checkpoint, Header, Verify};
 use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
+use crate::params::Layer;
 use crate::softf32::F32;
-use crate::state::{check_scalars, TensorSpec, TrainState, SCALAR_NAMES};
+use crate::state::{check_scalars, TrainState, SCALAR_NAMES};
 use crate::trainer::Trainer;
 use std::collections::HashMap;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! [`Dataset::new`] (labels) and [`Dataset::regression`] (targets) are the one check of data
 //! given by users (sizes, finiteness, labels); a single sample for a step goes through them too.
 
+use crate::cell_bytes::write_cells;
 use crate::error::{Error, Result};
 use crate::fnv::Fnv1a64;
 use crate::loss::Target;
@@ -189,7 +190,7 @@ impl Dataset {
         let word = |write: &mut dyn FnMut(&[u8]), n: usize| write(&(n as u64).to_le_bytes());
         word(write, self.len());
         word(write, self.features);
-        crate::digest::write_cells(&self.inputs, write);
+        write_cells(&self.inputs, write);
         match &self.targets {
             Targets::Labels { classes, labels } => {
                 write(&[0]);
@@ -199,7 +200,7 @@ impl Dataset {
             Targets::Values { width, values } => {
                 write(&[1]);
                 word(write, *width);
-                crate::digest::write_cells(values, write);
+                write_cells(values, write);
             }
         }
     }

@@ -3,8 +3,8 @@
 //! and shapes.
 
 use crate::error::{Error, Result};
-use crate::mlp::Layer;
-use crate::model::Model;
+use crate::model::{Model, TensorSpec};
+use crate::params::Layer;
 use crate::softf32::F32;
 
 /// Parameters, optimiser slots and counters.
@@ -28,9 +28,6 @@ pub struct TrainState {
     pub b1t: F32,
     pub b2t: F32,
 }
-
-/// A tensor's name and shape, in checkpoint order.
-pub type TensorSpec = (String, Vec<usize>);
 
 /// The scalars' names, in the order of the hash and of checkpoints.
 pub const SCALAR_NAMES: [&str; 5] = ["epoch", "b1t_bits", "b2t_bits", "step", "batch"];
@@ -65,11 +62,7 @@ impl TrainState {
         second_moments: bool,
     ) -> Result<TrainState> {
         let layout: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
-        // An MLP is named by its sizes; a layer model's sizes (cells per layer) name nothing.
-        let named = match model {
-            Model::Mlp(mlp) => format!("the model {:?}", mlp.sizes()),
-            Model::Network(_) => "the model".to_string(),
-        };
+        let named = model.name();
         let mut cells = fitting(tensors, &layout, "parameter", &named)?.into_iter();
         let params = (0..layout.len() / 2)
             .map(|_| Layer {
@@ -265,11 +258,15 @@ pub fn zeroed_like(layer: &Layer) -> Layer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlp::Mlp;
+    use crate::model::Architecture;
+
+    fn mlp(sizes: &[usize]) -> Model {
+        Model::new(&Architecture::Sizes(sizes.to_vec())).unwrap()
+    }
 
     #[test]
     fn seed_tensor_names_in_checkpoint_order() {
-        let mlp = Model::Mlp(Mlp::new(vec![6, 10, 4]).unwrap());
+        let mlp = mlp(&[6, 10, 4]);
         let names: Vec<String> = TrainState::layout(&mlp, true)
             .into_iter()
             .map(|(n, _)| n)
@@ -287,7 +284,7 @@ mod tests {
 
     #[test]
     fn starting_from_checks_shapes_and_values() {
-        let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
+        let mlp = mlp(&[3, 2]);
         let w: Vec<F32> = (0..6).map(F32::from_i64).collect();
         let b = vec![F32::ONE, F32::ZERO];
         let good = vec![(w.clone(), vec![2, 3]), (b.clone(), vec![2])];
@@ -325,7 +322,7 @@ mod tests {
 
     #[test]
     fn starting_from_takes_running_statistics_under_the_same_checks() {
-        use crate::layers::{LayerSpec, Network};
+        use crate::layers::LayerSpec;
         let specs: Vec<LayerSpec> = [
             r#"{"type": "Input", "shape": [3]}"#,
             r#"{"type": "BatchNorm1d"}"#,
@@ -335,7 +332,7 @@ mod tests {
         .enumerate()
         .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
         .collect();
-        let net = Model::Network(Network::new(&specs).unwrap());
+        let net = Model::new(&Architecture::Layers(specs)).unwrap();
         let params = || {
             vec![
                 (vec![F32::ONE; 3], vec![3]),
@@ -384,8 +381,8 @@ mod tests {
 
     #[test]
     fn tensors_follow_the_layout() {
-        let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
-        let (params, buffers) = mlp.init(crate::mlp::Init::Seed, 1);
+        let mlp = mlp(&[3, 2]);
+        let (params, buffers) = mlp.init(crate::init::Init::Seed, 1);
         let mut state = TrainState::fresh(params, buffers, true);
         state.m[0].b[1] = F32::ONE;
         let layout = TrainState::layout(&mlp, true);

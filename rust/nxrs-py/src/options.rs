@@ -8,10 +8,10 @@ use crate::errors::{to_py, ConfigError};
 use crate::inputs::{shown, AnyInt, AnyInts};
 use nxrs_core::config::schema::Default;
 use nxrs_core::config::{
-    differences_of, setting, settings, Architecture, Family, Setting, TrainerConfig, Type, Value,
+    differences_of, setting, settings, Family, Setting, TrainerConfig, Type, Value,
 };
 use nxrs_core::layers::LayerSpec;
-use nxrs_core::model::Model;
+use nxrs_core::model::{Architecture, Model};
 use nxrs_core::F32;
 use pyo3::exceptions::{PyRecursionError, PyTypeError};
 use pyo3::intern;
@@ -433,9 +433,7 @@ pub fn _layer_table<'py>(layers: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, 
         .ok_or_else(|| ConfigError::new_err("a layer table needs layer objects, Input first"))?;
     let architecture = Architecture::Layers(specs.clone());
     let model = Model::new(&architecture).map_err(to_py)?;
-    let Model::Network(net) = &model else {
-        unreachable!("layer objects make a network")
-    };
+    let net = model.network();
     // Each layer's tensors, in the state's order: parameters, then running statistics.
     let mut params = model.param_specs().into_iter();
     let mut buffers = model.buffer_specs().into_iter();

@@ -6,7 +6,9 @@
 //! - [`pool`]: max and average pooling; [`norm`]: BatchNorm and LayerNorm;
 //! - [`pointwise`]: ReLU, Sigmoid, Tanh and Dropout;
 //! - [`pass`]: one layer's forward and backward pass, dispatched to those kernels;
-//! - [`network`]: a whole list's passes over a block.
+//! - `share`: how a layer's work is shared out among threads;
+//! - [`transposed`]: Dense layers' weights transposed for their forward passes;
+//! - [`network`]: a whole list's passes over a block (MLPs' too: the one model engine).
 //!
 //! [`Real`]: crate::arith::Real
 
@@ -18,10 +20,12 @@ pub mod norm;
 pub mod pass;
 pub mod pointwise;
 pub mod pool;
+mod share;
+pub mod transposed;
 pub mod window;
 
 use crate::error::{Error, Result};
-use crate::mlp::{MAX_LAYERS, MAX_LAYER_SIZE, MAX_PARAMETERS};
+use crate::limits::{MAX_LAYERS, MAX_LAYER_SIZE, MAX_PARAMETERS};
 use crate::softf32::F32;
 use conv::Conv;
 use window::Window;

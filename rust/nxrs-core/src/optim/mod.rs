@@ -14,7 +14,7 @@ pub use adam::BiasCorrection;
 use crate::arith::{cells_mut, Real};
 use crate::error::{Error, Result};
 use crate::math::Math;
-use crate::mlp::Layer;
+use crate::params::Layer;
 use crate::softf32::F32;
 
 crate::names::names! {

@@ -127,7 +127,7 @@ impl PyTrainer {
         x: &Bound<'_, PyAny>,
         rank: usize,
     ) -> PyResult<(Vec<F32>, usize)> {
-        let input = self.read(py, |t| t.model().input_shape());
+        let input = self.read(py, |t| t.model().input_shape().to_vec());
         let ndims = [rank + 1, rank + input.len()];
         let ndims = if input.len() > 1 {
             &ndims[..]

@@ -56,13 +56,6 @@ fn floats(cells: &[F32]) -> Vec<f32> {
     bytemuck::cast_slice(cells).to_vec()
 }
 
-/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
-/// statistic of exact integer counts, not training arithmetic (which is all softf32).
-#[allow(clippy::float_arithmetic)]
-fn accuracy(correct: usize, samples: usize) -> f64 {
-    correct as f64 / samples as f64
-}
-
 /// Bit-reproducible MLP training on softf32: the compiled part of `nxrs.Trainer` (which
 /// documents it, in `python/nxrs/_trainer.py`).
 ///

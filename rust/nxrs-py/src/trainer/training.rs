@@ -1,7 +1,7 @@
 //! The training loop at the boundary: steps in chunks with the GIL released, and what one call
 //! of the loop did (`RunChunk`, its ended epochs as `EpochEnd`).
 
-use super::{accuracy, float_of, Claim, PyTrainer};
+use super::{float_of, Claim, PyTrainer};
 use crate::errors::to_py;
 use nxrs_core::dataset::Dataset;
 use nxrs_core::trainer::{EpochReport, Event, Until};
@@ -36,7 +36,7 @@ impl From<&EpochReport> for PyEpochEnd {
         PyEpochEnd {
             epoch: end.epoch,
             loss: float_of(end.loss),
-            accuracy: end.correct.map(|c| accuracy(c, end.samples)),
+            accuracy: end.accuracy(),
             samples: end.samples,
             whole: end.whole,
         }
