@@ -237,6 +237,54 @@ impl Model {
     }
 }
 
+/// One layer of a layer table: what `nxrs.layers.summary` shows of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerRow {
+    /// The layer's position in the list (`Input` is 0, so rows start at 1).
+    pub position: usize,
+    /// PyTorch's name of the layer.
+    pub type_name: String,
+    /// The shape of one sample going in.
+    pub input: Vec<usize>,
+    /// The shape of one sample coming out.
+    pub output: Vec<usize>,
+    /// The layer's tensors, names and shapes, in the state's order: parameters, then running
+    /// statistics (section 15.4's numbering).
+    pub tensors: Vec<TensorSpec>,
+}
+
+/// The checked layer list `specs` (`Input` first), one row per layer after `Input`: the
+/// model's network with the tensors each layer owns in the state.
+pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
+    let model = Model::new(&Architecture::Layers(specs.to_vec()))?;
+    let mut params = model.param_specs().into_iter();
+    let mut buffers = model.buffer_specs().into_iter();
+    Ok(model
+        .network
+        .layers
+        .iter()
+        .zip(&specs[1..])
+        .map(|(layer, spec)| {
+            let (p, b) = layer.tensor_shapes();
+            // A layer with parameters owns the next pair, and one running statistic per
+            // buffer shape it has.
+            let owned = if p.is_empty() { None } else { params.next() };
+            let tensors = owned
+                .into_iter()
+                .flatten()
+                .chain(b.iter().filter_map(|_| buffers.next()))
+                .collect();
+            LayerRow {
+                position: layer.position,
+                type_name: spec.type_name(),
+                input: layer.input.clone(),
+                output: layer.output.clone(),
+                tensors,
+            }
+        })
+        .collect())
+}
+
 /// The layers that have tensors, with their numbers `1, 2, ...` (section 15.4).
 fn numbered(net: &Network) -> impl Iterator<Item = (usize, &crate::layers::Layer)> {
     net.layers
@@ -259,5 +307,59 @@ mod tests {
         assert!(he.iter().all(|&x| x.ieee_lt(a) && (-a).ieee_le(x)));
         assert_ne!(he, w(Init::He, 4));
         assert_ne!(he, w(Init::Glorot, 3));
+    }
+
+    #[test]
+    fn a_layer_table_gives_each_layer_its_own_tensors() {
+        let specs: Vec<LayerSpec> = [
+            r#"{"type": "Input", "shape": [1, 4, 4]}"#,
+            r#"{"type": "Conv2d", "out_channels": 2, "kernel_size": 3}"#,
+            r#"{"type": "BatchNorm2d"}"#,
+            r#"{"type": "ReLU"}"#,
+            r#"{"type": "Flatten"}"#,
+            r#"{"type": "Dense", "units": 3}"#,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
+        .collect();
+        let rows = layer_table(&specs).unwrap();
+        type Shown<'a> = (usize, &'a str, Vec<usize>, Vec<usize>, Vec<String>);
+        let shown: Vec<Shown> = rows
+            .iter()
+            .map(|r| {
+                let names = r.tensors.iter().map(|(n, s)| format!("{n}{s:?}")).collect();
+                (
+                    r.position,
+                    r.type_name.as_str(),
+                    r.input.clone(),
+                    r.output.clone(),
+                    names,
+                )
+            })
+            .collect();
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shown,
+            vec![
+                (
+                    1,
+                    "Conv2d",
+                    vec![1, 4, 4],
+                    vec![2, 2, 2],
+                    names(&["W1[2, 1, 3, 3]", "b1[2]"])
+                ),
+                (
+                    2,
+                    "BatchNorm2d",
+                    vec![2, 2, 2],
+                    vec![2, 2, 2],
+                    names(&["gamma2[2]", "beta2[2]", "mean2[2]", "var2[2]"])
+                ),
+                (3, "ReLU", vec![2, 2, 2], vec![2, 2, 2], vec![]),
+                (4, "Flatten", vec![2, 2, 2], vec![8], vec![]),
+                (5, "Dense", vec![8], vec![3], names(&["W3[3, 8]", "b3[3]"])),
+            ]
+        );
     }
 }

@@ -11,7 +11,7 @@ use nxrs_core::config::{
     differences_of, setting, settings, Family, Setting, TrainerConfig, Type, Value,
 };
 use nxrs_core::layers::LayerSpec;
-use nxrs_core::model::{Architecture, Model};
+use nxrs_core::model::layer_table;
 use nxrs_core::F32;
 use pyo3::exceptions::{PyRecursionError, PyTypeError};
 use pyo3::intern;
@@ -431,35 +431,17 @@ pub fn _layer_table<'py>(layers: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, 
     let py = layers.py();
     let specs = layer_objects(layers)?
         .ok_or_else(|| ConfigError::new_err("a layer table needs layer objects, Input first"))?;
-    let architecture = Architecture::Layers(specs.clone());
-    let model = Model::new(&architecture).map_err(to_py)?;
-    let net = model.network();
-    // Each layer's tensors, in the state's order: parameters, then running statistics.
-    let mut params = model.param_specs().into_iter();
-    let mut buffers = model.buffer_specs().into_iter();
-    let mut rows = Vec::with_capacity(net.layers.len());
-    for (layer, spec) in net.layers.iter().zip(&specs[1..]) {
-        let (p, b) = layer.tensor_shapes();
-        let tensors: Vec<(String, Vec<usize>)> = if p.is_empty() {
-            Vec::new()
-        } else {
-            params
-                .next()
-                .expect("a layer's parameters")
-                .into_iter()
-                .collect()
-        };
-        let running: Vec<(String, Vec<usize>)> = b.iter().filter_map(|_| buffers.next()).collect();
-        let row = PyDict::new(py);
-        row.set_item("position", layer.position)?;
-        row.set_item("type", spec.type_name())?;
-        row.set_item("input", &layer.input)?;
-        row.set_item("output", &layer.output)?;
-        row.set_item(
-            "tensors",
-            tensors.into_iter().chain(running).collect::<Vec<_>>(),
-        )?;
-        rows.push(row);
-    }
-    Ok(rows)
+    layer_table(&specs)
+        .map_err(to_py)?
+        .into_iter()
+        .map(|row| {
+            let dict = PyDict::new(py);
+            dict.set_item("position", row.position)?;
+            dict.set_item("type", row.type_name)?;
+            dict.set_item("input", row.input)?;
+            dict.set_item("output", row.output)?;
+            dict.set_item("tensors", row.tensors)?;
+            Ok(dict)
+        })
+        .collect()
 }
