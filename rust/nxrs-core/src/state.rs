@@ -82,6 +82,27 @@ impl TrainState {
         Ok(TrainState::fresh(params, buffers, second_moments))
     }
 
+    /// What [`TrainState::starting_from`] calls given parameter tensor `k` (`W1 b1 W2 b2 ...`,
+    /// counted from 0) and how many dimensions it must have, for reading it: the model's
+    /// tensor's name and rank, or for one beyond the model's count an MLP's (`W{l}` of rank 2,
+    /// `b{l}` of rank 1), which the count check then refuses.
+    pub fn starting_param(model: &Model, k: usize) -> (String, usize) {
+        let params: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
+        let (prefix, rank) = if k.is_multiple_of(2) {
+            ("W", 2)
+        } else {
+            ("b", 1)
+        };
+        given_spec(&params, k, || (format!("{prefix}{}", k / 2 + 1), rank))
+    }
+
+    /// What [`TrainState::starting_from`] calls given running statistic `k` and how many
+    /// dimensions it must have: the model's tensor's name and rank, or `buffers[k]` of rank 1
+    /// beyond the model's count.
+    pub fn starting_buffer(model: &Model, k: usize) -> (String, usize) {
+        given_spec(&model.buffer_specs(), k, || (format!("buffers[{k}]"), 1))
+    }
+
     /// The names and shapes of the tensors of a state of `model` (with second moments or not):
     /// `W1 b1 W2 b2 ...`, then per parameter `m<p> v<p>` (the seed's `mW1 vW1 mb1 vb1 ...`),
     /// or `m<p>` alone without second moments, then the running statistics.
@@ -166,6 +187,17 @@ impl TrainState {
         }
         Ok(())
     }
+}
+
+/// Tensor `k` of `specs` as a name and rank, or `beyond` for one past the model's count.
+fn given_spec(
+    specs: &[TensorSpec],
+    k: usize,
+    beyond: impl FnOnce() -> (String, usize),
+) -> (String, usize) {
+    specs
+        .get(k)
+        .map_or_else(beyond, |(name, shape)| (name.clone(), shape.len()))
 }
 
 /// The cells of `tensors` when they are `layout`'s tensors (`what` they are: "parameter", ...)
@@ -258,6 +290,7 @@ pub fn zeroed_like(layer: &Layer) -> Layer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::LayerSpec;
     use crate::model::Architecture;
 
     fn mlp(sizes: &[usize]) -> Model {
@@ -280,6 +313,56 @@ mod tests {
             .map(|(n, _)| n)
             .collect();
         assert_eq!(sgd.join(" "), "W1 b1 W2 b2 mW1 mb1 mW2 mb2");
+    }
+
+    #[test]
+    fn given_tensors_are_read_by_the_models_names_and_ranks() {
+        let names = |model: &Model, of: fn(&Model, usize) -> (String, usize), n: usize| {
+            (0..n).map(|k| of(model, k)).collect::<Vec<_>>()
+        };
+        let owned = |v: &[(&str, usize)]| {
+            v.iter()
+                .map(|&(n, r)| (n.to_string(), r))
+                .collect::<Vec<_>>()
+        };
+        // Beyond an MLP's count, more of an MLP's names.
+        let sizes = mlp(&[3, 2]);
+        assert_eq!(
+            names(&sizes, TrainState::starting_param, 4),
+            owned(&[("W1", 2), ("b1", 1), ("W2", 2), ("b2", 1)])
+        );
+        assert_eq!(
+            names(&sizes, TrainState::starting_buffer, 1),
+            owned(&[("buffers[0]", 1)])
+        );
+        let specs: Vec<LayerSpec> = [
+            r#"{"type": "Input", "shape": [1, 4, 4]}"#,
+            r#"{"type": "Conv2d", "out_channels": 2, "kernel_size": 3}"#,
+            r#"{"type": "BatchNorm2d"}"#,
+            r#"{"type": "Flatten"}"#,
+            r#"{"type": "Dense", "units": 3}"#,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
+        .collect();
+        let layers = Model::new(&Architecture::Layers(specs)).unwrap();
+        assert_eq!(
+            names(&layers, TrainState::starting_param, 7),
+            owned(&[
+                ("W1", 4),
+                ("b1", 1),
+                ("gamma2", 1),
+                ("beta2", 1),
+                ("W3", 2),
+                ("b3", 1),
+                ("W4", 2)
+            ])
+        );
+        assert_eq!(
+            names(&layers, TrainState::starting_buffer, 3),
+            owned(&[("mean2", 1), ("var2", 1), ("buffers[2]", 1)])
+        );
     }
 
     #[test]
