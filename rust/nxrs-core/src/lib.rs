@@ -53,6 +53,7 @@ pub mod nxck;
 pub mod optim;
 pub mod params;
 pub mod rng;
+pub mod samples;
 pub mod schedule;
 pub mod softf32;
 pub mod state;

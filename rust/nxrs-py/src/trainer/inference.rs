@@ -1,11 +1,11 @@
 //! Inference and evaluation: the model's outputs, its predictions, its loss on data. Each
 //! reads the trainer (with the GIL released) and changes nothing.
 
-use super::datasets::Rows;
 use super::{float_of, floats, PyTrainer};
 use crate::errors::to_py;
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use nxrs_core::loss::{argmax, Loss};
+use nxrs_core::samples::Rows;
 use pyo3::prelude::*;
 
 impl PyTrainer {

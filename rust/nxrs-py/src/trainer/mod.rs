@@ -15,8 +15,8 @@ mod training;
 
 pub(crate) use training::CHUNK;
 
-use datasets::Rows;
 pub use datasets::{_data_digest, permutation, seed_dataset, PyDataset};
+use nxrs_core::samples::Rows;
 pub use training::{PyEpochEnd, PyRunChunk};
 
 use crate::checkpoint::PyCheckpoint;
