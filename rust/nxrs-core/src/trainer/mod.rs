@@ -4,15 +4,18 @@
 //!
 //! This module holds the [`Trainer`] type and its API; the others hold its parts, each knowing
 //! nothing of the `Trainer` itself: `step` the optimiser step (a batch's gradient blocks, their
-//! sum, the update), `epoch` the epoch structure (counters, sample order, the epoch's report),
+//! sum, the update), `epoch` the epoch structure (counters, sample order, the epoch's report), `chunk` a bounded
+//! stretch of the training loop (its stop rules and tally),
 //! `inference` evaluation and prediction, and `setup` what they read besides the state. Every
 //! computation runs on the trainer's backend through [`Backend::run`].
 
+mod chunk;
 mod epoch;
 mod inference;
 mod setup;
 mod step;
 
+pub use chunk::{Chunk, Limits};
 pub use epoch::{EpochReport, Event, StepReport, Until};
 pub use inference::Evaluation;
 pub use step::BlockGradient;

@@ -32,6 +32,7 @@ use nxrs_core::config::{Family, TrainerConfig, Value};
 use nxrs_core::digest;
 use nxrs_core::state::TrainState;
 use nxrs_core::threads::{Threads, MAX_THREADS};
+use nxrs_core::trainer::Limits;
 use nxrs_core::trainer::Until;
 use nxrs_core::{Trainer, F32};
 use parallel::BlockArrays;
@@ -45,7 +46,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
-use training::{seconds, Limits};
+use training::{seconds, Training};
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
@@ -374,7 +375,7 @@ impl PyTrainer {
         let epoch = count(&epoch, "epoch", 0, InputError::new_err)?;
         let claim = self.claim("train_until")?;
         let data = self.dataset(py, x, y, Rows::Many)?;
-        let limits = Limits::interactive(Until::Epoch(epoch), false);
+        let limits = Training::interactive(Until::Epoch(epoch), false);
         self.train(py, &claim, &data, &limits)?;
         Ok(())
     }
@@ -392,7 +393,7 @@ impl PyTrainer {
         let data = self.dataset(py, x, y, Rows::Many)?;
         // Under the claim: no other thread moves the step counter until this call returns.
         let now = self.read(py, |t| t.state().step);
-        let limits = Limits::interactive(Until::Step(now.saturating_add(steps)), true);
+        let limits = Training::interactive(Until::Step(now.saturating_add(steps)), true);
         let chunk = self.train(py, &claim, &data, &limits)?;
         Ok(chunk.losses.into_iter().map(float_of).collect())
     }
@@ -437,13 +438,15 @@ impl PyTrainer {
             Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
             None => None,
         };
-        let limits = Limits {
-            until: Until::Epoch(epochs),
-            max_steps,
-            max_time: seconds(max_seconds)?,
-            keep_losses: true,
+        let limits = Training {
+            limits: Limits {
+                until: Until::Epoch(epochs),
+                max_steps,
+                max_time: seconds(max_seconds)?,
+                keep_losses: true,
+                stop_after_epoch: epoch_end,
+            },
             signals: false,
-            stop_after_epoch: epoch_end,
         };
         let claim = self.claim("_run")?;
         let chunk = self.train(py, &claim, &dataset.inner, &limits)?;
