@@ -7,7 +7,8 @@
 //! Dependencies run one way (no module uses one after it):
 //! [`softf32`], [`rng`], [`limits`] -> [`arith`], [`init`], [`schedule`], [`threads`] ->
 //! [`backend`], [`math`], [`nxck`], [`params`] -> [`layers`], [`loss`], [`optim`] ->
-//! [`dataset`], [`mlp`] -> [`model`] -> [`config`], [`state`] -> [`digest`], [`hash`] ->
+//! [`dataset`], [`mlp`] -> [`model`] -> [`config`], [`state`], [`samples`] -> [`digest`],
+//! [`hash`] ->
 //! [`trainer`] -> [`checkpoint`].
 //!
 //! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over;
@@ -21,12 +22,13 @@
 //!   [`params`], [`init`], [`limits`]: a layer's tensors, their initial draws, the size limits.
 //! - [`optim`], [`schedule`]: Adam, AdamW, SGD, clipping; learning-rate schedules.
 //! - [`rng`]: the random streams of initialisation, shuffling and splitting.
-//! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data.
+//! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data;
+//!   [`samples`]: the shapes of data a model takes.
 //! - [`hash`]: the seed's state hash and the full-state hash; [`digest`]: the SHA-256 digests
 //!   of states, configurations and data.
 //! - [`nxck`]: checkpoint files (names, shapes, scalars and a configuration record);
 //!   [`checkpoint`]: trainers to those files and back.
-//! - [`trainer`]: the training loop, evaluation and prediction.
+//! - [`trainer`]: the training loop (and its bounded stretches), evaluation and prediction.
 //!
 //! `docs/TRAINING.md` defines every bit a run computes.
 
