@@ -1,4 +1,4 @@
-"""Saves that do not stop training (issue 23): ``fit(async_save=True)`` against synchronous
+"""Saves that do not stop training ``fit(async_save=True)`` against synchronous
 saves on a ~1 GB state.
 
 Run from the repository root::
@@ -11,7 +11,7 @@ The state: an MLP with Adam, three tensors a parameter (weights, m, v), 4 bytes 
 
 1. **Training time blocked per checkpoint.** The same ``fit`` (batch 1, ``every`` steps, the
    default ``keep=3``) with synchronous and with background saves; the training thread's time
-   inside the run directory's save calls (``_Session.save``, ``poll``, ``settle``: the copy or
+   inside the run directory's save calls (``Session.save``, ``poll``, ``settle``: the copy or
    the write, the pruning, the transcript's state digest, the manifest) is summed and divided by
    the checkpoints saved. Each periodic save is followed by ``every`` steps, longer than a
    background write, so an async save point never waits for the previous one. The final save
@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 import nxrs
-from nxrs import _fit
-from nxrs._files import fsync_path
+from nxrs._train import session as _session
+from nxrs._util.files import fsync_path
 
 MB = 1e6
 SIZES = {"1GB": [4096, 10240, 4096], "100MB": [1024, 4096, 1024]}
@@ -63,11 +63,11 @@ def data(layers: list[int], n: int = 64) -> tuple[np.ndarray, np.ndarray]:
 
 @contextmanager
 def blocked_time() -> Iterator[dict[str, list[float]]]:
-    """The training thread's times in ``_Session.save``/``poll``/``settle`` (outermost calls
+    """The training thread's times in ``Session.save``/``poll``/``settle`` (outermost calls
     only: ``save`` calls ``settle``), by method, the final save left out."""
     spent: dict[str, list[float]] = {}
     depth = [0]
-    originals = {name: getattr(_fit._Session, name) for name in ("save", "poll", "settle")}
+    originals = {name: getattr(_session.Session, name) for name in ("save", "poll", "settle")}
 
     def timed(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def call(self: Any, *args: Any) -> Any:
@@ -83,12 +83,12 @@ def blocked_time() -> Iterator[dict[str, list[float]]]:
         return call
 
     for name, original in originals.items():
-        setattr(_fit._Session, name, timed(name, original))
+        setattr(_session.Session, name, timed(name, original))
     try:
         yield spent
     finally:
         for name, original in originals.items():
-            setattr(_fit._Session, name, original)
+            setattr(_session.Session, name, original)
 
 
 def blocked_per_checkpoint(

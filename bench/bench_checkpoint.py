@@ -42,7 +42,7 @@ import numpy.typing as npt
 from _machine import cpu_model
 
 import nxrs
-from nxrs._files import fsync_path
+from nxrs._util.files import fsync_path
 
 F32Array = npt.NDArray[np.float32]
 StateDict = dict[str, F32Array]
@@ -56,7 +56,7 @@ SIZES_100MB = [1024, 4096, 1024]  # 8,393,728 params -> 100.7 MB
 SIZES_1GB = [4096, 10240, 4096]  # 83,900,416 params -> 1006.8 MB
 
 GOALS = (
-    "goals (from the issues): durable save >= 90% of raw write+fsync throughput, and faster than\n"
+    "goals: durable save >= 90% of raw write+fsync throughput, and faster than\n"
     "  safetensors+fsync and torch.save+fsync; nxrs.open(verify=False) + first tensor element of\n"
     "  the 1 GB file < 1 ms; full verification (CRC-32C of every tensor) >= 5 GB/s;\n"
     "  Trainer.load warm <= 0.6x safetensors load_file and <= 1.5x a raw read + the CRC-32C of\n"

@@ -1,4 +1,5 @@
-"""Convolutional networks, side by side in one process: nxrs vs PyTorch (issue 21's goals).
+"""Convolutional networks, side by side in one process: nxrs vs PyTorch (the goal: at or
+above PyTorch's speed).
 
 Run from the repository root (needs the ``mnist1d`` and ``torch`` packages)::
 

@@ -1,4 +1,4 @@
-"""Run directories on object storage (issue 23): checkpoints of a ~1 GB state saved to a
+"""Run directories on object storage: checkpoints of a ~1 GB state saved to a
 store, against the fsspec backend's own upload of the same bytes and against synchronous saves.
 
 Run from the repository root (needs the test extra: moto[server] and s3fs; for ``--store gs``
@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench_async_save import MB, arguments, blocked_time, data
 
 import nxrs
-from nxrs._object_checkpoints import ObjectCheckpoints
+from nxrs._runs.object_checkpoints import ObjectCheckpoints
 
 
 def backend_upload(url: str) -> Callable[[bytes], object]:

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_model
 
 import nxrs
-from nxrs import _distributed as distributed
 from nxrs._sweeps import train_config
+from nxrs._train import distributed as distributed
 
 LAYERS = [784, 512, 512, 10]
 BATCH, BLOCK = 1024, 128

@@ -4,12 +4,12 @@ Run from the repository root::
 
     python bench/bench_train.py           # best of 5 (Rust-fast rows) / 3 (the others)
     python bench/bench_train.py --quick   # one timed run per row, fewer steps
-    python bench/bench_train.py --real    # issue 20's table only (add --quick: ~2 minutes)
+    python bench/bench_train.py --real    # the speed table only (add --quick: ~2 minutes)
     python bench/bench_train.py --workloads seed,real   # any of the names below
 
 ``--workloads`` takes names separated by commas (default: all): ``seed`` (a), ``digits1`` (b),
 ``digits32`` (c), ``digits-predict`` (d), ``real`` (e)-(g), ``real-predict`` (h) and ``peak``
-(p); ``--real`` is ``seed,digits32,real,real-predict,peak``, every row issue 20's table needs.
+(p); ``--real`` is ``seed,digits32,real,real-predict,peak``, every row the speed table needs.
 
 Training workloads, each timed over a fixed number of optimiser steps from a fresh state (not
 whole training runs, except (a), whose 6400 steps are the seed's whole run):
@@ -21,7 +21,7 @@ whole training runs, except (a), whose 6400 steps are the seed's whole run):
   ``nxrs.Trainer(layers=[64, 128, 10], batch_size=B)`` ("ieee" math, He init, seed 0,
   Adam lr 0.001, shuffled every epoch);
 * (e) 784-256-10, batch 128; (f) 784-512-512-10, batch 128; (g) 784-512-512-10, batch 1024
-  (issue 20's "real size" rows): 8192 random samples (standard normal float32 features from
+  (the speed table's "real size" rows): 8192 random samples (standard normal float32 features from
   ``np.random.default_rng(20)``, 10 classes), the same defaults through
   ``nxrs.Trainer(layers=..., batch_size=B, backend="hw", threads=T)``; 60 / 60 / 20 steps with
   ``--quick``, else 200 / 200 / 60.
@@ -44,8 +44,8 @@ hours); instead nxrs's 1- and 2-thread runs must end in the same full-state hash
 
 All train the same initial weights on the same batches (TRAINING.md's shuffle, drawn by
 the reference's ``epoch_order``). (a) also keeps its older rows: the full gate
-(``nxrs._gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step`` calls and
-the seed's own numpy reference ``tests/reference/seed_ref.py``.
+(``nxrs._audit.gate.run_gate``), ``Trainer.train_until``, 6400 Python-level ``Trainer.step``
+calls and the seed's own numpy reference ``tests/reference/seed_ref.py``.
 
 Inference: (d) ``predict_proba`` on 100,000 rows (the digits repeated) of the digits model,
 (h) on 100,000 random rows of 784-512-512-10 (initial weights): nxrs per backend and thread
@@ -73,11 +73,11 @@ summation orders: never compared by bits). BLAS and OpenMP default to one thread
 variables set before numpy is imported); the torch rows set ``torch.set_num_threads(T)`` and
 check it took.
 
-Last, issue 20's summary in markdown: the CPU (model, avx512f / avx2 / fma flags), the ISA nxrs
-used (``NXRS_ISA`` and ``nxrs.hardware_isa()`` when the package has it), a table of samples/s
-(rows/s for predict_proba) for nxrs and torch on 1 and 2 threads with the ratios, nxrs's 2/1
-thread scaling, GFLOP/s per thread and share of the peak, the seed's us per step, and the
-issue's goals, each MET or NOT MET with its number.
+Last, the speed table's summary in markdown: the CPU (model, avx512f / avx2 / fma flags), the
+ISA nxrs used (``NXRS_ISA`` and ``nxrs.hardware_isa()`` when the package has it), a table of
+samples/s (rows/s for predict_proba) for nxrs and torch on 1 and 2 threads with the ratios, nxrs's
+2/1 thread scaling, GFLOP/s per thread and share of the peak, the seed's us per step, and the
+table's goals, each MET or NOT MET with its number.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ from _machine import cpu_model, print_machine  # noqa: E402
 from reference import general_ref, seed_ref  # noqa: E402
 
 import nxrs  # noqa: E402
-from nxrs._gate import run_gate  # noqa: E402
+from nxrs._audit.gate import run_gate  # noqa: E402
 
 F32Array = npt.NDArray[np.float32]
 I64Array = npt.NDArray[np.int64]
@@ -122,7 +122,7 @@ GATE_STEPS = (SEED_EPOCHS + 3 * (SEED_EPOCHS // 2)) * SEED_NSAMP
 DIGITS_LAYERS = [64, 128, 10]
 WARMUP_STEPS = 5
 TORCH_SKIPPED = "skipped: torch is not installed (pip install torch, or the bench extra)"
-# nxrs's and torch's thread counts: one, two (issue 20's table) and every core (torch's default).
+# nxrs's and torch's thread counts: one, two (the speed table) and every core (torch's default).
 CORES = os.cpu_count() or 1
 NXRS_THREADS = tuple(sorted({1, min(2, CORES), CORES}))
 TORCH_THREADS = NXRS_THREADS
@@ -131,8 +131,8 @@ PREDICT_ROWS = 100_000
 # model would double its time for nothing).
 PREDICT_WARMUP_ROWS = 10_000
 
-# Issue 20's "real size" rows: random 784-feature data, 10 classes (fixed seed), and the steps
-# each row is timed over (quick, full).
+# The speed table's "real size" rows: random 784-feature data, 10 classes (fixed seed), and the
+# steps each row is timed over (quick, full).
 REAL_SAMPLES = 8192
 REAL_FEATURES = 784
 REAL_CLASSES = 10
@@ -143,10 +143,10 @@ REAL_MODELS = (  # key, hidden layers, batch, steps (quick, full)
     ("g", [512, 512], 1024, (20, 60)),
 )
 PREDICT_REAL_HIDDEN = [512, 512]
-# What --workloads selects (default: all); --real is the issue-20 set: every row its table needs.
+# What --workloads selects (default: all); --real is the speed table's set: every row it needs.
 WORKLOADS = ("seed", "digits1", "digits32", "digits-predict", "real", "real-predict", "peak")
-ISSUE20_WORKLOADS = ("seed", "digits32", "real", "real-predict", "peak")
-# The issue's goals (bench only; nothing fails on them).
+TABLE_WORKLOADS = ("seed", "digits32", "real", "real-predict", "peak")
+# The speed table's goals (bench only; nothing fails on them).
 GOAL_RATIO = 1.0  # nxrs / torch samples/s (rows/s for predict_proba), at 1 and at 2 threads
 GOAL_PEAK_FRACTION = 0.60  # 784-512-512-10 batch 1024: GFLOP/s per thread / no-FMA peak
 GOAL_SCALING_REAL = 1.8  # 784-512-512-10 batch 1024: 2 threads / 1 thread
@@ -180,8 +180,8 @@ class Workload:
         dense layers: 6 per weight (forward 2: a multiply and an add; the gradient for the
         layer below 2; the weight gradient 2). Biases, activations, the softmax and the
         optimiser's per-parameter update are left out (under 1% at the real sizes); the first
-        layer's input gradient is counted although no contender computes it (the count issue
-        20's figures use)."""
+        layer's input gradient is counted although no contender computes it (the count the speed
+        table's figures use)."""
         return 6 * sum(i * o for i, o in zip(self.sizes, self.sizes[1:]))
 
     def new_nxrs(self, backend: str = "soft", threads: int = 1) -> nxrs.Trainer:
@@ -668,7 +668,7 @@ def parse_workloads(text: str) -> list[str]:
 
 
 def real_workloads(quick: bool) -> list[Workload]:
-    """(e)-(g): issue 20's real-size rows on random data (fixed seed), hw backend defaults."""
+    """(e)-(g): the speed table's real-size rows on random data (fixed seed), hw defaults."""
     rng = np.random.default_rng(REAL_DATA_SEED)
     x = rng.standard_normal((REAL_SAMPLES, REAL_FEATURES), dtype=np.float32)
     y = rng.integers(0, REAL_CLASSES, REAL_SAMPLES, dtype=np.int64)
@@ -716,8 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         "--real",
         action="store_const",
         dest="workloads",
-        const=list(ISSUE20_WORKLOADS),
-        help=f"issue 20's table only: --workloads {','.join(ISSUE20_WORKLOADS)}",
+        const=list(TABLE_WORKLOADS),
+        help=f"the speed table only: --workloads {','.join(TABLE_WORKLOADS)}",
     )
     args = ap.parse_args(argv)
     selected: list[str] = args.workloads
@@ -843,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
     for pr in predicts:
         ok &= print_predict(pr, peak.no_fma)
         print()
-    print_issue20(results, predicts, peak)
+    print_speed_table(results, predicts, peak)
     if not ok:
         print("FAILED: a bit-identity check above did not hold")
     return 0 if ok else 1
@@ -1068,7 +1068,7 @@ def print_peak(peak: PeakResult) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Issue 20's table
+# The speed table
 # ---------------------------------------------------------------------------
 
 
@@ -1094,12 +1094,12 @@ def _verdict(ok: bool) -> str:
     return "MET" if ok else "NOT MET"
 
 
-def print_issue20(
+def print_speed_table(
     results: list[tuple[Workload, list[Row]]],
     predicts: list[PredictResult],
     peak: PeakResult,
 ) -> None:
-    """Issue 20's table in markdown (samples/s; rows/s for predict_proba), then its goals."""
+    """The speed table in markdown (samples/s; rows/s for predict_proba), then its goals."""
 
     def find(rows: list[Row], backend: str, threads: int) -> Row | None:
         return next(
@@ -1120,7 +1120,7 @@ def print_issue20(
     no_fma = peak.no_fma
     flags = cpu_flags()
     isa_env = os.environ.get("NXRS_ISA")
-    print("issue 20 summary (markdown)")
+    print("speed table summary (markdown)")
     print()
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
     print(
@@ -1298,7 +1298,7 @@ def print_issue20(
         if t.backend == "torch" and t.threads == 2
     ]
     contended = bool(used) and min(used) < BUSY_CPU_PER_WALL
-    print("Goals (issue 20):")
+    print("Goals (the speed table's):")
     print()
     for goal, held, numbers, threads in goals:
         if threads > 1 and contended:

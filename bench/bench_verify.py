@@ -1,4 +1,5 @@
-"""``nxrs verify``'s cost against training's, side by side in one process (issue 22's goals).
+"""``nxrs verify``'s cost against training's, side by side in one process (the goals for
+verification's cost).
 
 Run from the repository root::
 

@@ -44,7 +44,7 @@ def ray_cluster() -> Any:
     installed. It claims 3 logical CPUs on this 2-core machine: each data-parallel worker
     reserves one, and the tests run 3 workers."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
-    if ray.is_initialized():  # by code under test before (the README's example): not sized
+    if ray.is_initialized():  # by code under test before (a docs example): not sized
         ray.shutdown()
     # address="local": a new cluster of this test run's own, whatever RAY_ADDRESS says.
     ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)

@@ -1,4 +1,4 @@
-"""Issue 18's Python API edges: one count rule (``nxrs._checks``), typed errors for every bad
+"""The Python API's edges: one count rule (``nxrs._util.checks``), typed errors for every bad
 value (``NxrsError`` subclasses), run manifests checked against one schema and kept bounded,
 scikit-learn fits that change nothing when refused, ``fit`` refusing empty plans, and Ray
 refusing workers a fixed cluster cannot hold.
@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._rundir import MANIFEST_NAME, RunDirectory, run_status
-from nxrs.cli.status import format_status
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import MANIFEST_NAME
+from nxrs.cli.status import format_status, run_status
 
 RNG = np.random.default_rng(18)
 X = RNG.standard_normal((60, 4)).astype(np.float32)
@@ -52,17 +53,17 @@ def one_line_error(proc: subprocess.CompletedProcess[str], status: int, fragment
 
 
 def test_the_count_rules_examples() -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
-    result = doctest.testmod(nxrs._checks, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(nxrs._util.checks, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.int32(3), np.uint8(3), np.array(3)], ids=repr)
 def test_every_integer_is_a_count(value: Any) -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
-    n = nxrs._checks.count("n", value, minimum=1)
+    n = nxrs._util.checks.count("n", value, minimum=1)
     assert n == 3 and type(n) is int
 
 
@@ -72,18 +73,18 @@ def test_every_integer_is_a_count(value: Any) -> None:
     ids=repr,
 )
 def test_bools_floats_and_the_rest_are_not_counts(value: Any) -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
     with pytest.raises(nxrs.ConfigError, match="must be an int") as caught:
-        nxrs._checks.count("n", value)
+        nxrs._util.checks.count("n", value)
     assert isinstance(caught.value, ValueError)  # `except ValueError` still catches it
 
 
 def test_a_count_below_its_minimum_names_both() -> None:
-    import nxrs._checks
+    import nxrs._util.checks
 
     with pytest.raises(nxrs.ConfigError, match=r"^keep = 0 must be at least 1$"):
-        nxrs._checks.count("keep", 0, minimum=1)
+        nxrs._util.checks.count("keep", 0, minimum=1)
 
 
 def test_config_and_input_errors_are_value_errors_and_pickle() -> None:
@@ -259,7 +260,7 @@ def test_a_refused_classifier_fit_changes_nothing() -> None:
         ) == state
         assert np.array_equal(clf.predict(X), labels)
     # Data nxrs refuses after scikit-learn accepted it (beyond binary32's range). numpy's
-    # overflow warning on the way is issue 18's item 11, another branch's.
+    # overflow warning on the way is not the subject here.
     with pytest.raises(nxrs.InputError), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         clf.fit(np.full((40, 6), 1e300), y6)
@@ -467,7 +468,7 @@ def test_the_event_history_is_bounded(tmp_path: Path) -> None:
 def test_ray_workers_beyond_a_fixed_cluster_are_refused_at_once(
     ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nxrs import _distributed as distributed
+    from nxrs._train import distributed as distributed
 
     # Before the fix the start waited START_TIMEOUT (600 s) and timed out: keep a failure short.
     monkeypatch.setattr(distributed, "START_TIMEOUT", 5.0)
@@ -483,7 +484,7 @@ def test_ray_workers_beyond_a_fixed_cluster_are_refused_at_once(
 def test_ray_workers_on_a_cluster_that_may_grow_are_waited_for_aloud(
     ray_cluster: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from nxrs import _distributed as distributed
+    from nxrs._train import distributed as distributed
 
     monkeypatch.setattr(distributed, "can_grow", lambda: True)
     monkeypatch.setattr(distributed, "WAIT_REPORT_SECONDS", 0.5)

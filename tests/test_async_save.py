@@ -2,7 +2,7 @@
 ``docs/RUNS.md``, "Saves in the background"): the same bits as synchronous saves, one save in
 flight, a checkpoint counted only once durable, failures and signals as with synchronous saves.
 
-The writer is made slow, blocked or failing through the seam ``nxrs._async_save._before_write``
+The writer is made slow, blocked or failing through the seam ``nxrs._runs.async_save._before_write``
 (called in the writer thread before each background write)."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs import _async_save
-from nxrs._transcript import entry_digest
+from nxrs._runs import async_save as _async_save
+from nxrs._runs.transcript import entry_digest
 
 LAYERS = [16, 32, 4]
 EPOCHS = 3
@@ -159,7 +159,7 @@ KILLED_CHILD = """
 import sys, threading, pathlib
 import numpy as np
 import nxrs
-from nxrs import _async_save
+from nxrs._runs import async_save as _async_save
 
 def block(path):
     if path.name == "step-000000000020.nxck":
@@ -255,8 +255,8 @@ STOPPED_CHILD = """
 import sys, time, pathlib
 import numpy as np
 import nxrs
-from nxrs import _async_save
-from nxrs._rundir import RunStopped
+from nxrs._runs import async_save as _async_save
+from nxrs._runs.errors import RunStopped
 
 def slow(path):
     if path.name == "step-000000000010.nxck":
@@ -336,7 +336,7 @@ def test_a_stop_waits_for_the_save_in_flight_then_saves_its_step(
 ) -> None:
     """The stop (here its flag, set while the save of step 10 is being written) waits for
     that save, counts it, then saves the step it stopped at: both checkpoints, in order."""
-    from nxrs._signals import StopFlag
+    from nxrs._util.signals import StopFlag
 
     stop = StopFlag()
     _HeldAfterStep10.flagged.clear()

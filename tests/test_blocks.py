@@ -1,4 +1,5 @@
-"""Training from gradient blocks (what `nxrs._distributed`'s workers compute) gives fit's bits.
+"""Training from gradient blocks (what `nxrs._train.distributed`'s workers compute) gives fit's
+bits.
 
 A trainer driven by ``_batch_blocks`` -> ``_block_gradient`` (on a second trainer that holds only
 the current parameters, as a worker does) -> ``_apply_blocks`` must end in the same full state

@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._rundir import MANIFEST_NAME, RunDirectory
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import MANIFEST_NAME
 
 KILLS = int(os.environ.get("NXRS_CHAOS_KILLS", "30"))
 #: Layers, batch size, epochs and checkpoint interval of the run the harnesses interrupt:
@@ -346,7 +347,7 @@ FIT_CHILD = """
 import json, sys
 import numpy as np
 import nxrs
-from nxrs._rundir import RunStopped
+from nxrs._runs.errors import RunStopped
 
 d = np.load(sys.argv[1])
 t = nxrs.Trainer(layers=[16, 32, 4], batch_size=8, lr=0.01, seed=5)
@@ -462,6 +463,51 @@ def test_a_save_that_fails_part_way_keeps_the_previous_checkpoint(
         timeout=300,
     )
     assert json.loads(again.stdout)["state_hash"] == json.loads(straight.stdout)["state_hash"]
+
+
+def test_a_transcript_the_disk_cannot_hold_fails_the_run_and_the_next_one_writes_it(
+    data_file: Path, tmp_path: Path
+) -> None:
+    """A file-size limit (RLIMIT_FSIZE: a write past it moves what fits, then fails, EFBIG, as
+    a write to a full disk fails with ENOSPC) above a checkpoint's and the manifest's size but
+    below what the transcript grows to: every checkpoint is saved, the transcript's later
+    entries are not. The run ends with exit 5 saying what is missing, and nxrs status says so;
+    the same command without the limit writes them, and the run verifies."""
+    argv = train_argv(data_file, tmp_path)
+    limit = 24 * 1024
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    full = subprocess.run(argv, capture_output=True, text=True, timeout=300, preexec_fn=limited)
+    assert full.returncode == 5, full.stderr
+    last = full.stderr.strip().splitlines()[-1]
+    assert re.match(r"nxrs train: the transcript .* lacks \d+ entries, steps \d+ to \d+ ", last)
+    assert "File too large" in last and "run the same command again" in last
+    assert "nxrs train: warning: the transcript" in full.stderr  # at the saves before
+    transcript = tmp_path / "nxrs-transcript.jsonl"
+    text = transcript.read_bytes()
+    assert len(text) <= limit and text.endswith(b"\n")  # cut back to its last whole line
+    recorded = [json.loads(line)["step"] for line in text.splitlines()]
+    newest = check_nothing_torn(tmp_path)
+    assert newest == EPOCHS * 100 and recorded[-1] < newest
+    status = subprocess.run(
+        [sys.executable, "-m", "nxrs", "status", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert status.returncode == 1
+    assert f"PROBLEM: the transcript has no entry for step-{newest:012d}.nxck" in status.stdout
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    straight = subprocess.run(
+        train_argv(data_file, None), capture_output=True, text=True, timeout=300
+    )
+    assert json.loads(again.stdout)["state_hash"] == json.loads(straight.stdout)["state_hash"]
+    verified = subprocess.run(
+        [sys.executable, "-m", "nxrs", "verify", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def test_a_second_process_is_refused_and_a_killed_ones_lock_blocks_nothing(

@@ -1,4 +1,4 @@
-"""The command line at its edges (issue 18): hostile data files, malformed options, diverged
+"""The command line at its edges: hostile data files, malformed options, diverged
 runs, warnings, labels, empty paths, the data file's fingerprint and the plan after a resume.
 Every CLI check runs a real ``python -m nxrs`` process: exit status, ONE line on stderr, no
 traceback."""
@@ -194,7 +194,7 @@ def test_diverged_run_is_strict_json_with_its_own_exit_status(tmp_path: Path) ->
     assert summary["diverged"] is True and summary["train_loss"] is None
     # The status is documented where the others are.
     root = Path(__file__).resolve().parent.parent
-    assert "**6**" in (root / "README.md").read_text()
+    assert "**6**" in (root / "docs" / "quickstart.md").read_text()
     assert "| 6 |" in (root / "docs" / "RUNS.md").read_text()
     assert "\n  6    the run diverged" in nxrs_cli("train", "--help").stdout
 

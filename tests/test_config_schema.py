@@ -1,7 +1,7 @@
 """The configuration schema (``nxrs.config_schema()``, the core's one table of settings) against
 what uses it: ``docs/TRAINING.md``'s table of defaults, ``Trainer(...)``'s keywords and
 signature, the configuration dict, the scikit-learn estimators' defaults, and the one
-comparison of configurations (``nxrs._config.config_diff``)."""
+comparison of configurations (``nxrs._util.config.config_diff``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs import _config
+from nxrs._util import config as _config
 
 TRAINING = Path(__file__).resolve().parents[1] / "docs" / "TRAINING.md"
 #: Trainer(...)'s keywords that are not settings: the seed model's name for `layers`, and how

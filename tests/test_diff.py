@@ -282,3 +282,63 @@ def test_runs_saved_at_every_step_need_no_replay_and_no_data(
     report = nxrs.diff(tmp_path / "a", tmp_path / "b")
     assert report.first_differing_step == STEP and report.replayed_steps == 0
     check_against_reference(report, fit_runs["config"], (x, y), (xb, y))
+
+
+def cli_outcome(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """A command's exit status (a usage error's too) and its error's words, without the
+    command's prefix and the exception's name (``nxrs diff: InputError: ...``), the command
+    named COMMAND."""
+    try:
+        status = main(argv)
+    except SystemExit as usage:
+        status = int(usage.code or 0)
+    err = re.sub(r"^nxrs \w+: (error: )?(\w+Error: )?", "", capsys.readouterr().err.strip())
+    return status, re.sub(r"nxrs (diff|verify)", "nxrs COMMAND", err)
+
+
+def test_diff_data_and_verify_data_accept_and_refuse_the_same_files(
+    fit_runs: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One reading of a data file for both commands: for two fit runs that must be replayed
+    (saved at other steps), the file is their data read whole, in both."""
+    x, xb, y = (fit_runs[k] for k in ("x", "xb", "y"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    nxrs.Trainer(**FIT).fit(x, y, 2, checkpoint=a, every=15, progress=False)
+    nxrs.Trainer(**FIT).fit(x, y, 1, checkpoint=b, every=7, progress=False)
+    (tmp_path / "notes.txt").write_text("not data")
+    files = {
+        "theirs": write_npz(tmp_path / "theirs.npz", x, y),
+        "missing": str(tmp_path / "missing.npz"),
+        "a text file": str(tmp_path / "notes.txt"),
+        "empty": "",
+    }
+    for what, file in files.items():
+        verified = cli_outcome(["verify", str(a), "--segments", "1", "--data", file], capsys)
+        diffed = cli_outcome(["diff", str(a), str(b), "--data", file], capsys)
+        assert verified == diffed, what
+        assert (verified[0] == 0) == (what == "theirs"), (what, verified)
+    # Other data: both refuse it as not the run's (in their own words: a digest that differs).
+    other = write_npz(tmp_path / "other.npz", xb, y)
+    assert main(["verify", str(a), "--segments", "1", "--data", other]) == 1
+    assert main(["diff", str(a), str(b), "--data", other]) == 1
+    assert "not the data it trained on" in capsys.readouterr().err
+
+
+def test_checkpoints_of_nxrs_train_replay_on_the_train_split_of_the_data_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x, y = gr.case_data(60, 6, 3, "cross_entropy")
+    data = write_npz(tmp_path / "data.npz", x, y)
+    run = tmp_path / "run"
+    argv = ["train", "--data", data, "--hidden", "8", "--batch-size", "4", "--epochs", "2"]
+    assert main([*argv, "--every", "4", "--keep", "all", "--ckpt-dir", str(run), "--json"]) == 0
+    capsys.readouterr()
+    early, late = (str(run / f"step-{s:012d}.nxck") for s in (4, 16))
+    assert main(["diff", early, late, "--data", data, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["identical"] is True and report["replayed_steps"] == 12
+    result = nxrs.diff(early, late, data=data)
+    assert result.identical and result.compared_step == 16
+    # The train split is what the run trained on: the whole file is not.
+    with pytest.raises(nxrs.MismatchError, match="not the data"):
+        nxrs.diff(early, late, x, y)

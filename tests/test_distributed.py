@@ -33,7 +33,7 @@ CONFIGS = {
         "clip_norm": 0.5,
         "shuffle": False,
     },
-    # A layer model (issue 21): BatchNorm's block statistics travel back with each block and
+    # A layer model: BatchNorm's block statistics travel back with each block and
     # update the running averages in block order; dropout's masks need the step and each
     # block's position in its batch on the workers.
     "layer-objects": {

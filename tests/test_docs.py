@@ -8,15 +8,15 @@ from types import ModuleType
 import pytest
 
 import nxrs
-import nxrs._manager
-import nxrs._sweeps
+import nxrs._runs.checkpoints
 import nxrs.cli._common
+import nxrs.cli._grid
 import nxrs.softf32
 
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs._manager, nxrs._sweeps, nxrs.cli._common],
+    [nxrs, nxrs.softf32, nxrs._runs.checkpoints, nxrs.cli._common, nxrs.cli._grid],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

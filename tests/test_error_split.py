@@ -1,4 +1,4 @@
-"""Issue 19, point 5: data that does not fit a run is an InputError; a checkpoint or run
+"""Data that does not fit a run is an InputError; a checkpoint or run
 directory of another run is a MismatchError, an NxrsError but not a CheckpointError (which means
 a file that cannot be read), so ``except CheckpointError`` no longer catches either."""
 

@@ -36,7 +36,7 @@ def test_exception_family(exc: type[Exception]) -> None:
 
 def test_checkpoint_errors_are_checkpoint_errors() -> None:
     for exc in EXCEPTIONS[4:]:
-        # A MismatchError is a sound file of another run, not an unreadable one (issue 19).
+        # A MismatchError is a sound file of another run, not an unreadable one.
         assert issubclass(exc, nxrs.CheckpointError) == (exc is not nxrs.MismatchError)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import nxrs
-from nxrs import _gate as gate
+from nxrs._audit import gate as gate
 
 
 def test_gate_command_is_green(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Layer models through the Python API (issue 21, docs/TRAINING.md section 15): ``Trainer``
+"""Layer models through the Python API (docs/TRAINING.md section 15): ``Trainer``
 built from ``nxrs.layers`` objects trains to exactly the independent numpy reference's bits
 (``tests/reference/layers_ref.py``, written from the text alone) on both backends and any
 thread count; shaped or flat inputs; checkpoints that resume mid-epoch to the uninterrupted

@@ -1,4 +1,4 @@
-"""Layer models (issue 21) in everything that runs them: run directories stopped by a signal
+"""Layer models in everything that runs them: run directories stopped by a signal
 (``nxrs train --model`` and ``fit(checkpoint=...)``) and resumed end with the uninterrupted
 run's bits; sweeps of layer objects (``nxrs.sweep``, ``nxrs sweep --model``) equal each
 configuration trained alone; ``--model`` naming nothing is one line; the layer objects' keys in
@@ -20,7 +20,7 @@ import pytest
 from test_layer_models import MODELS, SETTINGS, data
 
 import nxrs
-from nxrs._rundir import RunStopped
+from nxrs._runs.errors import RunStopped
 from nxrs.cli import main
 from nxrs.data import load, train_test
 from nxrs.layers import BatchNorm1d, Conv1d, Dense, Dropout, Flatten, Input, ReLU

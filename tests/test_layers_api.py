@@ -1,4 +1,4 @@
-"""The public layer objects ``nxrs.layers`` (issue 21, TRAINING.md section 15.1): their JSON
+"""The public layer objects ``nxrs.layers`` (TRAINING.md section 15.1): their JSON
 form against the definition's, the inverse, type conversion (and only that: values are the
 core's to check), ``repr``, model files and the presets, run through PyTorch modules of the
 same meaning."""

@@ -70,6 +70,15 @@ def conv1d(o: int, k: int, s: int = 1, q: int = 0) -> dict[str, Any]:
     return {"type": "Conv1d", "out_channels": o, "kernel_size": [k], "stride": [s], "padding": [q]}
 
 
+def conv2d(o: int, k: int, s: int = 1, q: int = 0) -> dict[str, Any]:
+    sizes = {"kernel_size": [k, k], "stride": [s, s], "padding": [q, q]}
+    return {"type": "Conv2d", "out_channels": o, **sizes}
+
+
+def avg_pool2d(k: int, s: int) -> dict[str, Any]:
+    return {"type": "AvgPool2d", "kernel_size": [k, k], "stride": [s, s]}
+
+
 DENSE2 = {"type": "Dense", "units": 2}
 FLAT = {"type": "Flatten"}
 
@@ -115,6 +124,12 @@ FLAT = {"type": "Flatten"}
         ([inp(0, 3), FLAT, DENSE2], "sizes must be >= 1"),
         ([inp(3), {"type": "Conv3d"}], "unknown layer type"),
         ([inp(4096, 4097), FLAT, DENSE2], "2^24"),
+        # Working cells: 1007^2 positions x 1000^2 kernel cells; 65^2 x 64^2; a padded input of
+        # 4098^2 (its 4 positions' columns are small); average pooling's table as the columns.
+        ([inp(1, 8, 8), conv2d(1, 1000, q=999), FLAT, DENSE2], "columns of 1014049000000"),
+        ([inp(1, 128, 128), conv2d(1, 64), FLAT, DENSE2], "columns of 17305600 cells > 2^24"),
+        ([inp(1, 4096, 4096), conv2d(1, 2, s=4096, q=1), FLAT, DENSE2], "padded input of"),
+        ([inp(1, 128, 128), avg_pool2d(64, 1), FLAT, DENSE2], "window table of"),
     ],
 )
 def test_refusals(layers: list[dict[str, Any]], message: str) -> None:

@@ -1,4 +1,4 @@
-"""CheckpointManager: keeps the newest valid checkpoints and never loses data (issue 7)."""
+"""CheckpointManager: keeps the newest valid checkpoints and never loses data."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_an_empty_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("keep", "error"),
-    # Issue 18: every refusal is a ConfigError (a ValueError), the type errors included.
+    # Every refusal is a ConfigError (a ValueError), the type errors included.
     [(0, ValueError), (-1, ValueError), (True, nxrs.ConfigError), (2.0, nxrs.ConfigError),
      ("3", nxrs.ConfigError)],
 )  # fmt: skip
@@ -161,7 +161,7 @@ def test_step_must_be_a_non_negative_int(
     assert os.listdir(tmp_path) == []
 
 
-# ------------------------------------------------------------------ the findings of issue 7
+# ------------------------------------------------------- what a hostile run of the manager found
 
 
 def test_junk_with_a_higher_step_does_not_displace_the_saved_file(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""MNIST-1D as a built-in data set (issue 21): ``nxrs.data.load_mnist1d``, ``load("mnist1d")``,
+"""MNIST-1D as a built-in data set: ``nxrs.data.load_mnist1d``, ``load("mnist1d")``,
 its own split (``train_test``) and ``nxrs train --data mnist1d`` (TRAINING.md section 12).
 
 The data's meaning is checked against the ``mnist1d`` package's own ``make_dataset`` run here

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import random
 import signal
@@ -23,15 +24,20 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from store_support import Emulator, FaultProxy, store_environment
 
 import nxrs
-from nxrs._lease import LeaseLostError, lease_holder
-from nxrs._rundir import LEASE_NAME, MANIFEST_NAME, ObjectRunDirectory, RunLockedError
-from nxrs._store import ObjectDirectory, open_store
+import nxrs._runs.async_save
+from nxrs._runs.async_save import SavedState
+from nxrs._runs.directory import ObjectRunDirectory
+from nxrs._runs.errors import LEASE_NAME, MANIFEST_NAME, RunLockedError
+from nxrs._runs.lease import LeaseLostError, lease_holder
+from nxrs._runs.transcript import TRANSCRIPT_NAME, DataDigests, Transcript, segment_name
+from nxrs._storage.store import ObjectDirectory, open_store
 
 LAYERS = [16, 32, 4]
 #: Short leases, so that a killed holder's lease expires within the tests' patience.
@@ -151,7 +157,7 @@ def test_a_run_on_a_store_ends_in_the_bits_and_bytes_of_a_local_run(
 def test_async_saves_are_the_default_on_a_store(
     url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nxrs import _async_save
+    from nxrs._runs import async_save as _async_save
 
     started: list[int] = []
     original = _async_save.SaveInFlight.start
@@ -209,7 +215,7 @@ def test_an_upload_whose_bytes_do_not_match_its_checksum_is_never_stored(
 ) -> None:
     """The store checks a checkpoint's bytes against the checksum sent with them: bytes that
     changed after their checksum was taken (a failing disk, say) are refused, not stored."""
-    from nxrs import _store
+    from nxrs._storage import store as _store
 
     path = tmp_path / "step-000000000001.nxck"
     path.write_bytes(b"x" * 100_000)
@@ -293,7 +299,7 @@ def test_an_azure_download_reads_one_version_only(
     between two of them fails the download (OSError) rather than mixing two versions."""
     if store.scheme != "az":
         pytest.skip("Azure's ranged downloads")
-    from nxrs import _store
+    from nxrs._storage import store as _store
 
     monkeypatch.setattr(_store, "PIECE", 1000)  # three pieces
     directory = open_store(url)
@@ -334,7 +340,7 @@ def test_a_bad_store_timeout_is_a_config_error(
 
 HOLD = """
 import sys, time
-from nxrs._rundir import ObjectRunDirectory
+from nxrs._runs.directory import ObjectRunDirectory
 run = ObjectRunDirectory(sys.argv[1])
 run.acquire()
 print("held", flush=True)
@@ -383,6 +389,69 @@ def test_a_second_process_is_refused_and_takes_over_once_the_lease_expires(
     assert t.state_hash() == uninterrupted_hash(data, 1)
 
 
+def killed_holder(url: str, env: dict[str, str]) -> int:
+    """The pid of a process that held ``url``'s lease and was killed a moment ago (a spot
+    machine reclaimed): its lease is neither released nor expired."""
+    holder = hold(url, env)
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate()
+    return holder.pid
+
+
+def test_a_restart_right_after_a_kill_waits_for_the_lease_and_takes_the_run_over(
+    url: str, env: dict[str, str], data_file: Path
+) -> None:
+    argv = train_argv(data_file, url, 1, 20)
+    # A lease longer than an interpreter's start, so that it is still held when nxrs starts.
+    env = {**env, "NXRS_LEASE_SECONDS": "8"}
+    pid = killed_holder(url, env)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (waiting,) = [line for line in done.stderr.splitlines() if "waiting for it" in line]
+    assert waiting.startswith(f"nxrs train: {url} is held by process {pid} on ")
+    assert "expires in" in waiting
+    assert json.loads(done.stdout.splitlines()[-1])["state_hash"] == uninterrupted_command(
+        argv, env
+    )
+    # A signal while waiting ends the wait at once, changing nothing.
+    before = {n: store_bytes(url, n) for n in names(url) if not n.startswith(".")}
+    pid = killed_holder(url, env)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    proc = subprocess.Popen(argv, env=env, **pipes)  # type: ignore[call-overload]
+    assert proc.stderr is not None
+    while "waiting for it" not in (line := proc.stderr.readline()):
+        assert line, "it never waited"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4 and "stopped waiting for the lease" in err and "SIGTERM" in err
+    assert {n: store_bytes(url, n) for n in names(url) if not n.startswith(".")} == before
+
+
+def store_bytes(url: str, name: str) -> bytes | None:
+    found = open_store(url).get(name)
+    return None if found is None else found.data
+
+
+def test_a_holder_seen_renewing_its_lease_is_refused_at_once(
+    url: str, env: dict[str, str], data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    # A lease of 8 s, renewed every 2.7 s: a loaded machine (a holder whose renewal comes late,
+    # a slow start of fit) still sees a renewal long before the lease would expire.
+    lease = 8.0
+    holder = hold(url, {**env, "NXRS_LEASE_SECONDS": str(int(lease))})
+    try:
+        start = time.monotonic()
+        with pytest.raises(
+            RunLockedError, match=f"in use by process {holder.pid} .*, seen renewing its lease"
+        ):
+            trainer().fit(*data, epochs=1, checkpoint=url)
+        # It renews every third of its lease: seen well before the lease would expire.
+        assert time.monotonic() - start < lease
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.communicate()
+
+
 def test_of_two_processes_racing_for_a_free_lease_exactly_one_wins(url: str) -> None:
     a, b = ObjectRunDirectory(url), ObjectRunDirectory(url)
     a.acquire()
@@ -395,17 +464,88 @@ def test_of_two_processes_racing_for_a_free_lease_exactly_one_wins(url: str) -> 
     b.release()
 
 
-def test_a_manifest_changed_by_another_process_is_never_overwritten(
-    store: Emulator, url: str
-) -> None:
+def test_only_the_lease_holder_writes_the_manifest(store: Emulator, url: str) -> None:
     a, b = ObjectRunDirectory(url), ObjectRunDirectory(url)
-    document = {"written_by": "a"}
-    a.write_manifest(document)
-    b._manifest_bytes()  # b read the version a wrote
-    a.write_manifest({"written_by": "a, again"})
-    with pytest.raises(LeaseLostError, match="changed by another process"):
+    a.acquire()
+    try:
+        a.write_manifest({"written_by": "a"})
+        b._manifest_bytes()  # b read the version a wrote
+        with pytest.raises(LeaseLostError, match="does not hold the run's lease"):
+            b.write_manifest({"written_by": "b"})
+    finally:
+        a.release()
+    assert json.loads(store.read(f"{url}/{MANIFEST_NAME}"))["written_by"] == "a"
+
+
+# ---------------------------------------------------------------------- a takeover
+
+
+def pause(run: ObjectRunDirectory) -> None:
+    """``run``'s process stops renewing its lease, as one paused (a stopped VM, SIGSTOP) or
+    cut off from the store does, without knowing it."""
+    lease = run._lease
+    lease._stop.set()
+    lease._renewer.join()
+
+
+DATA = DataDigests(digest="d" * 64, train="t" * 64)
+
+
+def saved(step: int) -> SavedState:
+    return SavedState(step, 0, step, f"{step:064x}", "c" * 64)
+
+
+def test_a_process_that_lost_its_lease_writes_nothing_more(store: Emulator, url: str) -> None:
+    a = ObjectRunDirectory(url)
+    a.acquire()
+    a.write_manifest({"written_by": "a"})
+    late = a.transcript()
+    late.read()
+    late.add(saved(0), "start", None, DATA)
+    late.write()
+    pause(a)
+    wait_until_free(url)
+    b = ObjectRunDirectory(url)
+    b.acquire()
+    try:
+        b._manifest_bytes()  # b read what a wrote, as fit does when it starts
+        before = {n: store.read(f"{url}/{n}") for n in names(url) if not n.startswith(".")}
+        # a goes on (its renewer has not noticed yet): it learns it lost the lease before
+        # it writes anything.
+        with pytest.raises(LeaseLostError, match="lost its lease"):
+            a.write_manifest({"written_by": "a, late"})
+        late.add(saved(3), "checkpoint", "step-000000000003.nxck", DATA)
+        with pytest.raises(LeaseLostError, match="lost its lease"):
+            late.write()
+        after = {n: store.read(f"{url}/{n}") for n in names(url) if not n.startswith(".")}
+        assert after == before
         b.write_manifest({"written_by": "b"})
-    assert json.loads(store.read(f"{url}/{MANIFEST_NAME}"))["written_by"] == "a, again"
+    finally:
+        b.release()
+    assert json.loads(store.read(f"{url}/{MANIFEST_NAME}"))["written_by"] == "b"
+
+
+def test_the_holder_survives_a_late_write_that_lost_its_race(store: Emulator, url: str) -> None:
+    b = ObjectRunDirectory(url)
+    b.acquire()
+    try:
+        b.write_manifest({"written_by": "b"})
+        transcript = b.transcript()
+        transcript.read()
+        transcript.add(saved(0), "start", None, DATA)
+        transcript.write()
+        # The process b took the lease from wrote late: its requests left before the takeover.
+        directory = open_store(url)
+        directory.put(MANIFEST_NAME, b'{"written_by": "the previous holder"}')
+        directory.put(segment_name(1), b'{"entry": 1, "written_by": "the previous holder"}\n')
+        b.write_manifest({"written_by": "b, again"})
+        transcript.add(saved(3), "checkpoint", "step-000000000003.nxck", DATA)
+        transcript.write()
+    finally:
+        b.release()
+    assert json.loads(store.read(f"{url}/{MANIFEST_NAME}"))["written_by"] == "b, again"
+    reread = Transcript(url, open_store(url)).read()
+    assert reread == transcript.entries and [e["step"] for e in reread] == [0, 3]
 
 
 def train_argv(data_file: Path, url: str, epochs: int, every: int, *extra: str) -> list[str]:
@@ -458,6 +598,44 @@ def test_a_process_whose_lease_is_taken_over_stops_without_writing(
     assert proc.returncode == 4, err
     assert "lost its lease" in err or "changed by another process" in err
     assert directory.get(LEASE_NAME).data == usurper  # type: ignore[union-attr]
+
+
+def test_after_a_takeover_the_old_holder_stops_and_the_new_one_finishes(
+    store: Emulator, env: dict[str, str], data_file: Path
+) -> None:
+    """A process paused (SIGSTOP) past its lease, its successor taking the run over, then the
+    paused one let go on: it stops (exit 4) without writing, and the successor ends the run
+    as an uninterrupted one, with a transcript that verifies."""
+    url = store.url("takeover")
+    argv = train_argv(data_file, url, 30, 50)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    first = subprocess.Popen(argv, env=env, **pipes)  # type: ignore[call-overload]
+    try:
+        directory = open_store(url)
+        deadline = time.monotonic() + 120
+        while len(Transcript(url, directory).read() if directory.exists() else []) < 4:
+            assert first.poll() is None and time.monotonic() < deadline, "it ended too soon"
+            time.sleep(0.05)
+        first.send_signal(signal.SIGSTOP)
+        wait_until_free(url)
+        second = subprocess.Popen(argv, env=env, **pipes)  # type: ignore[call-overload]
+        assert second.stderr is not None
+        while f"resuming {url}" not in (line := second.stderr.readline()):
+            assert line, "the second process never resumed the run"
+        first.send_signal(signal.SIGCONT)
+        _, first_err = first.communicate(timeout=120)
+        out, err = second.communicate(timeout=600)
+    finally:
+        first.kill()
+    assert first.returncode == 4, first_err
+    assert "lost its lease" in first_err
+    assert second.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["state_hash"] == uninterrupted_command(argv, env)
+    verified = subprocess.run(
+        [sys.executable, "-m", "nxrs", "verify", url, "--json"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 # ---------------------------------------------------------------------- kills and faults
@@ -759,3 +937,89 @@ def test_a_restart_moves_the_run_aside_on_the_store(
     manifest = json.loads(store.read(f"{url}/{MANIFEST_NAME}"))
     assert manifest["events"][0]["moved_aside"].startswith("previous/")
     assert manifest["state"] == "complete"
+
+
+# ---------------------------------------------------------------------- the transcript
+
+
+def local_entries(directory: Path) -> list[tuple[int, str | None, str]]:
+    return [(e["step"], e["checkpoint"], e["state_digest"]) for e in Transcript(directory).read()]
+
+
+def store_entries(url: str) -> list[tuple[int, str | None, str]]:
+    return [
+        (e["step"], e["checkpoint"], e["state_digest"])
+        for e in Transcript(url, open_store(url)).read()
+    ]
+
+
+def test_the_transcript_grows_by_segments_and_reads_as_one(
+    store: Emulator,
+    url: str,
+    tmp_path: Path,
+    data: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = type(open_store(url))
+    sent: list[int] = []
+    put = backend.put
+
+    def counting(self: ObjectDirectory, name: str, body: bytes, **conditions: Any) -> str:
+        if name.startswith("nxrs-transcript."):
+            sent.append(len(body))
+        return put(self, name, body, **conditions)
+
+    monkeypatch.setattr(backend, "put", counting)
+    trainer().fit(*data, epochs=6, checkpoint=url, every=1, async_save=False, progress=False)
+    trainer().fit(*data, epochs=6, checkpoint=tmp_path / "local", every=1, progress=False)
+    assert store_entries(url) == local_entries(tmp_path / "local")
+    n = len(store_entries(url))
+    assert n == 73
+    # Objects: the first entries, then segments each named by its first entry, in order.
+    objects = sorted(o.name for o in open_store(url).listing() if o.name.startswith("nxrs-tr"))
+    assert TRANSCRIPT_NAME in objects and len(objects) > 1
+    levels = math.ceil(math.log(n, 8))
+    assert len(objects) <= 1 + 7 * levels
+    # Each entry written about log8(n) times, not once per later save.
+    size = sum(len(store.read(f"{url}/{name}")) for name in objects)
+    assert sum(sent) <= size * (1 + levels)
+
+
+def test_a_transcript_written_whole_by_an_earlier_nxrs_is_read_and_appended_to(
+    store: Emulator, url: str, tmp_path: Path, data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    earlier = tmp_path / "earlier"
+    trainer().fit(*data, epochs=1, checkpoint=earlier, every=6, progress=False)
+    for path in earlier.iterdir():
+        if path.is_file() and not path.name.startswith("."):
+            store.write(f"{url}/{path.name}", path.read_bytes())
+    trainer().fit(*data, epochs=2, checkpoint=url, every=6, progress=False)
+    trainer().fit(*data, epochs=2, checkpoint=tmp_path / "straight", every=6, progress=False)
+    assert store_entries(url) == local_entries(tmp_path / "straight")
+    assert segment_name(3) in names(url)  # appended, the earlier object left as it was
+
+
+def test_a_manifest_and_transcript_deleted_during_a_run_are_written_again(
+    url: str,
+    tmp_path: Path,
+    data: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    directory = open_store(url)
+    deleted: list[str] = []
+
+    def delete_the_records(path: Path) -> None:  # in the writer of each periodic checkpoint
+        if path.name == "step-000000000018.nxck":
+            for listed in directory.listing():
+                if listed.name.startswith("nxrs-"):
+                    directory.delete(listed.name)
+                    deleted.append(listed.name)
+
+    monkeypatch.setattr(nxrs._runs.async_save, "_before_write", delete_the_records)
+    t = trainer()
+    t.fit(*data, epochs=3, checkpoint=url, every=6, progress=False)  # background saves
+    assert MANIFEST_NAME in deleted and TRANSCRIPT_NAME in deleted
+    manifest = json.loads(directory.get(MANIFEST_NAME).data)  # type: ignore[union-attr]
+    assert manifest["state"] == "complete" and manifest["progress"]["step"] == 36
+    trainer().fit(*data, epochs=3, checkpoint=tmp_path / "local", every=6, progress=False)
+    assert store_entries(url) == local_entries(tmp_path / "local")

@@ -1,4 +1,4 @@
-"""Issue 18's leftovers: strict JSON and a diverged status for sweeps, ``nxrs sweep --json``'s
+"""Small edges: strict JSON and a diverged status for sweeps, ``nxrs sweep --json``'s
 stdout holding the JSON alone when a Ray worker dies, a sweep's grid counts, a sweep's label
 errors naming the file's row, and the stubs' count types. CLI checks run a real
 ``python -m nxrs`` process."""
@@ -19,7 +19,7 @@ import pytest
 from sweep_support import killing_first_checkpointed
 
 import nxrs
-from nxrs._sweeps import expand_grid
+from nxrs.cli._grid import expand_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def sweep_cli(
 
 def test_json_text_is_strict() -> None:
     """The one serialiser: non-finite floats at any depth become null."""
-    from nxrs._rundir import json_text
+    from nxrs._util.files import json_text
 
     document = {"a": [math.nan, math.inf, 1.5], "b": {"c": (-math.inf,)}, "d": "NaN"}
     assert json_text(document) == '{"a": [null, null, 1.5], "b": {"c": [null]}, "d": "NaN"}'

@@ -1,4 +1,4 @@
-"""``nxrs.Trainer`` is a Python class over the compiled ``nxrs._nxrs._Trainer`` (issue 19):
+"""``nxrs.Trainer`` is a Python class over the compiled ``nxrs._nxrs._Trainer``:
 every way of getting a trainer gives an ``nxrs.Trainer``, old pickles still load, the extension
 imports nothing from the package, and the chunked loop's result has named fields."""
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import nxrs
-from nxrs._manager import CheckpointManager
+from nxrs._runs.checkpoints import CheckpointManager
 from nxrs.sklearn import ExactMLPClassifier
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,7 @@ def test_the_public_classes_keep_their_names() -> None:
 
 
 def test_a_pickle_made_by_the_previous_release_loads_bit_for_bit() -> None:
-    # Made by nxrs 0.1.0 before issue 19 (``nxrs.Trainer`` was the compiled class):
+    # Made by nxrs 0.1.0 (``nxrs.Trainer`` was the compiled class):
     # Trainer(layers=[6, 5, 4], batch_size=3, optimizer="adamw", seed=7), train_steps on
     # seed_dataset() for 5 steps, pickle protocol 4. Its hash and counters were printed by
     # that release; the file references ``nxrs.Trainer.from_bytes``.

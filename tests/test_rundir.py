@@ -15,17 +15,17 @@ import pytest
 from test_fit import X, Y, small
 
 import nxrs
-from nxrs import _fit
-from nxrs._rundir import (
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.errors import (
     MANIFEST_NAME,
     CheckpointSaveError,
-    RunDirectory,
     RunLockedError,
     RunStopped,
     SaveFailedWarning,
-    run_status,
 )
+from nxrs._train import fit as _fit
 from nxrs.cli import main
+from nxrs.cli.status import run_status
 
 
 def manifest(directory: Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Issue 19, point 3: one home for each fact of the run directory and the command line.
+"""One home for each fact of the run directory and the command line.
 
-The manifest is made, updated and read by one class (``nxrs._rundir.RunManifest``); the run
+The manifest is made, updated and read by one class (``nxrs._runs.manifest.RunManifest``); the run
 directory lists checkpoints by the manager's naming; every atomic write of the package (the
 manifest, a sweep's results) fsyncs the file and its directory; the library loads no
 command-line code.
@@ -19,7 +19,9 @@ from test_fit import X, Y, small
 
 import nxrs
 from nxrs import _sweeps as sweeps
-from nxrs._rundir import MANIFEST_SCHEMA, RunDirectory, RunManifest, event, run_status
+from nxrs._runs.directory import RunDirectory
+from nxrs._runs.manifest import MANIFEST_SCHEMA, RunManifest, event
+from nxrs.cli.status import run_status
 
 
 def test_a_manifest_written_by_its_class_reads_back_with_every_key(tmp_path: Path) -> None:
@@ -39,8 +41,9 @@ def test_a_manifest_written_by_its_class_reads_back_with_every_key(tmp_path: Pat
     # Every key of docs/RUNS.md's manifest, with the values given.
     assert set(read.document) == {
         "format", "nxrs_version", "started", "updated", "state", "config", "data", "plan",
-        "progress", "events", "command", "cwd",
+        "progress", "events", "command", "cwd", "keep",
     }  # fmt: skip
+    assert read.document["keep"] == 3  # begin's default, CheckpointManager's
     assert read.document["format"] == "nxrs-run/1"
     assert read.document["state"] == "stopped"
     assert read.document["data"] == {"fingerprint": "0123456789abcdef", "samples": 40,
@@ -140,7 +143,7 @@ def test_the_library_loads_no_command_line_code() -> None:
     """``import nxrs`` (and the run directory, sweeps, data modules) never import the command
     line: argparse and ``nxrs.cli`` load only with the ``nxrs`` command."""
     code = (
-        "import sys, nxrs, nxrs._sweeps, nxrs._rundir, nxrs.data, nxrs._manager\n"
+        "import sys, nxrs, nxrs._sweeps, nxrs._runs.directory, nxrs.data, nxrs._runs.checkpoints\n"
         "print(sorted(m for m in sys.modules if m == 'argparse' or m.startswith('nxrs.cli')"
         " or m == 'nxrs.training'))"
     )

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 import nxrs
-import nxrs._transcript
-from nxrs._sweeps import expand_grid, parse_grid, sweep
+import nxrs._runs.transcript
+from nxrs._sweeps import sweep
 from nxrs.cli import main
+from nxrs.cli._grid import expand_grid, parse_grid
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((600, 16)).astype(np.float32)
@@ -93,10 +94,10 @@ def test_sweep_survives_a_killed_task_and_matches_solo_runs(
     assert all(r["resumed_from_step"] is None for r in results[1:])
     # Each run's transcript (the killed one's too) is a whole chain ending at its final state.
     for record in results:
-        entries = nxrs._transcript.Transcript(record["run_dir"]).read()
+        entries = nxrs._runs.transcript.Transcript(record["run_dir"]).read()
         assert [e["prev"] for e in entries[1:]] == [e["digest"] for e in entries[:-1]]
         assert entries[-1]["state_digest"] == record["state_digest"]
-    steps = [e["step"] for e in nxrs._transcript.Transcript(long["run_dir"]).read()]
+    steps = [e["step"] for e in nxrs._runs.transcript.Transcript(long["run_dir"]).read()]
     assert steps == sorted(set(steps)) and steps[-1] == long["steps"]
     trainer = nxrs.Trainer(**{k: v for k, v in CONFIGS[1].items()})
     trainer.fit(X, Y, epochs=EPOCHS)

@@ -1,11 +1,13 @@
-"""Edges of the Trainer class (issue 18): v1 files only of the seed model, a trainer used from
+"""Edges of the Trainer class: v1 files only of the seed model, a trainer used from
 several threads, pickling and copying, and the one rule for integer parameters."""
 
 from __future__ import annotations
 
 import copy
 import pickle
+import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 import nxrs
+from nxrs._util.signals import StopFlag
 
 X, Y = nxrs.seed_dataset()
 
@@ -113,7 +116,7 @@ def undisturbed() -> int:
 def one_step_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """``fit`` takes its steps in chunks of one step (a chunk of at most 0 s still takes one), so
     a run has hundreds of chunk boundaries where another thread gets the trainer."""
-    monkeypatch.setattr(nxrs._fit, "_CHUNK_SECONDS", 0.0)
+    monkeypatch.setattr(nxrs._train.fit, "_CHUNK_SECONDS", 0.0)
 
 
 #: The step at whose chunk boundary ``fit`` waits for the second thread (mid-epoch 2 of 6).
@@ -136,7 +139,7 @@ def run_beside_fit(
     paused, resume = threading.Event(), threading.Event()
     errors: list[BaseException] = []
     seen: list[int] = []
-    fit_with = nxrs._fit._fit_with
+    fit_with = nxrs._train.fit._fit_with
 
     def waiting_fit_with(
         t: nxrs.Trainer, data: object, options: object, runner: Callable[..., object]
@@ -150,7 +153,7 @@ def run_beside_fit(
 
         return fit_with(t, data, options, run)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(nxrs._fit, "_fit_with", waiting_fit_with)
+    monkeypatch.setattr(nxrs._train.fit, "_fit_with", waiting_fit_with)
 
     def call() -> None:
         seen.append(trainer.steps)
@@ -228,6 +231,97 @@ def test_a_second_change_during_fit_is_busy_and_never_kills_the_run(
     # Once fit has returned, the trainer is free again.
     trainer.threads = 2
     assert trainer.threads == 2
+
+
+def test_a_read_and_a_second_fit_answer_within_a_chunk_while_fit_runs() -> None:
+    """Without any pause arranged (``run_beside_fit`` arranges one): while one thread trains,
+    another thread's reads answer within about a chunk of training (0.1 s), from the state
+    between two steps, and a second ``fit`` raises ``BusyError`` as fast. Each is timed while
+    the run is still going, so none of them can have waited for the whole run."""
+    trainer = nxrs.Trainer(layers=[16, 256, 4], batch_size=8, seed=3, backend="soft", threads=1)
+    stop = StopFlag()
+    ended: list[BaseException] = []
+
+    def train() -> None:
+        try:
+            trainer.fit(BIG_X, BIG_Y, 100_000, progress=False, _stop=stop)  # until stopped
+        except BaseException as err:  # RunStopped, or the test's finding
+            ended.append(err)
+
+    fit_thread = threading.Thread(target=train)
+    fit_thread.start()
+    slowest: dict[str, float] = {}
+
+    def timed(name: str, call: Callable[[], object]) -> object:
+        start = time.perf_counter()
+        out = call()
+        slowest[name] = max(slowest.get(name, 0.0), time.perf_counter() - start)
+        return out
+
+    def second_fit() -> None:
+        with pytest.raises(nxrs.BusyError, match=r"another thread is in Trainer\.fit"):
+            trainer.fit(BIG_X, BIG_Y, 1, progress=False)
+
+    try:
+        deadline = time.monotonic() + 60
+        while timed("steps", lambda: trainer.steps) == 0:
+            assert time.monotonic() < deadline, "fit never started"
+            time.sleep(0.01)
+        seen = []
+        for _ in range(5):
+            time.sleep(0.05)
+            seen.append(timed("steps", lambda: trainer.steps))
+            timed("predict", lambda: trainer.predict(BIG_X[:5]))
+            timed("state_hash", trainer.state_hash)
+            timed("second fit", second_fit)
+        assert fit_thread.is_alive(), "the run ended early: nothing shows the reads did not wait"
+    finally:
+        stop.signum = signal.SIGTERM
+        fit_thread.join(timeout=120)
+    assert not fit_thread.is_alive()
+    assert len(ended) == 1 and isinstance(ended[0], nxrs.RunStopped), ended
+    assert seen == sorted(seen) and seen[-1] > seen[0]  # the run went on between the reads
+    assert max(slowest.values()) < 1.0, slowest
+
+
+def test_a_second_change_is_busy_at_once_not_after_the_step_in_progress() -> None:
+    """A step long enough to be caught in its middle (about 1 s): a second ``fit``, ``step``
+    or ``threads =`` is refused at once, without waiting for the step to end (it used to read
+    the trainer before claiming it, and so waited for the chunk in progress)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4096, 256)).astype(np.float32)
+    y = rng.integers(0, 10, 4096)
+    trainer = nxrs.Trainer(layers=[256, 2048, 2048, 10], batch_size=1024, seed=1, threads=1)
+    stop = StopFlag()
+    ended: list[BaseException] = []
+
+    def train() -> None:
+        try:
+            trainer.fit(x, y, 1_000, progress=False, _stop=stop)  # until stopped
+        except BaseException as err:  # RunStopped, or the test's finding
+            ended.append(err)
+
+    fit_thread = threading.Thread(target=train)
+    fit_thread.start()
+    waits = []
+    try:
+        for change in (
+            lambda: trainer.fit(x, y, 1, progress=False),
+            lambda: trainer.step(x[0], y[0]),
+            lambda: setattr(trainer, "threads", 2),
+        ):
+            assert trainer.steps >= 0  # returns between two steps (a chunk is one step here)
+            time.sleep(0.1)  # into the next step
+            start = time.perf_counter()
+            with pytest.raises(nxrs.BusyError, match=r"another thread is in Trainer\.fit"):
+                change()
+            waits.append(time.perf_counter() - start)
+        assert fit_thread.is_alive(), "the run ended early: nothing shows the calls did not wait"
+    finally:
+        stop.signum = signal.SIGTERM
+        fit_thread.join(timeout=120)
+    assert len(ended) == 1 and isinstance(ended[0], nxrs.RunStopped), ended
+    assert max(waits) < 0.2, waits
 
 
 def test_busy_error_is_an_nxrs_error() -> None:

@@ -5,9 +5,11 @@ recomputed here with hashlib, the data digests by the reference of docs/TRAINING
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,9 @@ import numpy as np
 import pytest
 
 import nxrs
-import nxrs._rundir
+import nxrs._runs.transcript
+import nxrs.cli.status
+from nxrs.cli import main
 
 _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
@@ -194,15 +198,16 @@ def test_a_killed_writers_temporary_transcript_is_swept(tmp_path: Path) -> None:
 def test_status_shows_the_transcript(tmp_path: Path) -> None:
     run = tmp_path / "run"
     t = fit(run, 1)
-    status = nxrs._rundir.run_status(run)
+    status = nxrs.cli.status.run_status(run)
     assert status["transcript"] == {
         "entries": 3,
         "last_step": 6,
         "last_state_digest": t.state_digest(),
+        "torn_bytes": 0,
         "error": None,
     }
     (run / "nxrs-transcript.jsonl").write_bytes(b"[1]\n")
-    assert "line 1 is not a JSON object" in nxrs._rundir.run_status(run)["transcript"]["error"]
+    assert "line 1 is not a JSON object" in nxrs.cli.status.run_status(run)["transcript"]["error"]
 
 
 def test_inspect_verify_prints_the_digest_the_transcript_records(tmp_path: Path) -> None:
@@ -225,3 +230,181 @@ def test_inspect_verify_prints_the_digest_the_transcript_records(tmp_path: Path)
             check=True,
         ).stdout
     )
+
+
+# ---------------------------------------------------------------------- appends and full disks
+
+
+class Disk:
+    """Python's writes (``os.write``, ``os.pwrite``) to the files whose names begin with
+    ``names`` (their temporary files included), counted in ``written``; while ``full``, they
+    fail as on a full disk: a call moves half its bytes (a disk that fills midway), the next
+    raises ENOSPC."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+        self.names, self.full, self.written = names, False, 0
+        self._short: set[int] = set()
+        real_write, real_pwrite = os.write, os.pwrite
+
+        def write(fd: int, data: Any) -> int:
+            return self._move(fd, data, lambda piece: real_write(fd, piece))
+
+        def pwrite(fd: int, data: Any, offset: int) -> int:
+            return self._move(fd, data, lambda piece: real_pwrite(fd, piece, offset))
+
+        monkeypatch.setattr(os, "write", write)
+        monkeypatch.setattr(os, "pwrite", pwrite)
+
+    def _target(self, fd: int) -> bool:
+        try:
+            name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            return False
+        return name.lstrip(".").startswith(self.names)
+
+    def _move(self, fd: int, data: Any, move: Any) -> int:
+        if not self._target(fd):
+            return int(move(data))
+        view = memoryview(data)
+        if self.full:
+            if fd in self._short or len(view) < 2:
+                self._short.discard(fd)
+                raise OSError(errno.ENOSPC, "No space left on device (injected)")
+            self._short.add(fd)
+            view = view[: len(view) // 2]
+        done = int(move(view))
+        self.written += done
+        return done
+
+
+class FillingManager(nxrs.CheckpointManager):
+    """Saves every checkpoint; the disk is full for the other files of ``disk`` from the
+    save of a step in ``full_at`` until the save of a step not in it."""
+
+    def __init__(self, directory: Path, disk: Disk, full_at: set[int]) -> None:
+        super().__init__(directory, keep="all")
+        self.disk, self.full_at = disk, full_at
+
+    def save(self, trainer: nxrs.Trainer, step: int, metadata: Any = None) -> Path:
+        self.disk.full = step in self.full_at
+        return super().save(trainer, step, metadata)
+
+
+def straight_entries(tmp_path: Path) -> list[tuple[int, str]]:
+    """The steps and state digests of an uninterrupted run's transcript (2 epochs)."""
+    run = tmp_path / "straight"
+    fit(run, 2, keep="all")
+    return [(e["step"], e["state_digest"]) for e in entries(run)]
+
+
+def test_each_entry_is_written_once_by_an_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    disk = Disk(monkeypatch, "nxrs-transcript")
+    fit(run, 4, keep="all")
+    path = run / "nxrs-transcript.jsonl"
+    found = entries(run)
+    check_chain(found)
+    assert len(found) == 9
+    # Every byte of the file written once: never the earlier entries again.
+    assert disk.written == path.stat().st_size
+
+
+def test_entries_that_cannot_be_written_are_kept_and_written_at_the_next_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    manager = FillingManager(run, Disk(monkeypatch, "nxrs-transcript"), full_at={6, 9})
+    with pytest.warns(nxrs.SaveFailedWarning) as caught:
+        nxrs.Trainer(**SETTINGS).fit(X, Y, 2, checkpoint=manager, every=3, progress=False)
+    lacking = [str(w.message).split(" lacks ")[1].split(" (")[0] for w in caught]
+    assert lacking == ["its entry of step 6", "2 entries, steps 6 to 9"]
+    found = entries(run)  # each line whole: a write that failed part-way was cut back
+    check_chain(found)
+    assert [(e["step"], e["state_digest"]) for e in found] == straight_entries(tmp_path)
+    status = nxrs.cli.status.run_status(run)
+    assert status["ok"] and status["records_missing"] == []
+
+
+def test_a_run_that_ends_with_its_transcript_unwritten_fails_and_a_rerun_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    disk = Disk(monkeypatch, "nxrs-transcript")
+    manager = FillingManager(run, disk, full_at={9, 12})
+    t = nxrs.Trainer(**SETTINGS)
+    with (
+        pytest.warns(nxrs.SaveFailedWarning),
+        pytest.raises(nxrs.RecordSaveError, match=r"lacks 2 entries, steps 9 to 12") as raised,
+    ):
+        t.fit(X, Y, 2, checkpoint=manager, every=3, progress=False)
+    assert isinstance(raised.value, nxrs.CheckpointSaveError)
+    assert t.steps == 12 and (run / "step-000000000012.nxck").is_file()
+    assert [e["step"] for e in entries(run)] == [0, 3, 6]
+    manifest = json.loads((run / "nxrs-run.json").read_text())
+    assert manifest["state"] == "failed"
+    assert [e["event"] for e in manifest["events"][-2:]] == ["complete", "save-failed"]
+    assert "lacks 2 entries" in manifest["events"][-1]["error"]
+    # nxrs status says so, and exits 1.
+    status = nxrs.cli.status.run_status(run)
+    assert not status["ok"]
+    assert status["records_missing"] == [
+        "the transcript has no entry for step-000000000012.nxck (its last entry is of step 6)"
+    ]
+    assert main(["status", str(run)]) == 1
+    assert "PROBLEM: the transcript has no entry for step-000000000012.nxck" in (
+        capsys.readouterr().out
+    )
+    # Once the disk has room, the same call resumes the run and records the checkpoints its
+    # transcript lacks: the run verifies.
+    disk.full = False
+    with pytest.warns(nxrs.NothingToTrainWarning):
+        nxrs.Trainer(**SETTINGS).fit(X, Y, 2, checkpoint=run, keep="all", progress=False)
+    found = entries(run)
+    check_chain(found)
+    assert [(e["step"], e["state_digest"]) for e in found] == straight_entries(tmp_path)
+    assert nxrs.cli.status.run_status(run)["ok"]
+    assert nxrs.verify(run, X, Y, segments="all").ok
+
+
+def test_a_run_that_ends_with_its_manifest_unwritten_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    manager = FillingManager(run, Disk(monkeypatch, "nxrs-run.json"), full_at={12})
+    with (
+        pytest.warns(nxrs.SaveFailedWarning, match="run manifest .* was not updated"),
+        pytest.raises(
+            nxrs.RecordSaveError,
+            match=r"manifest .* does not record the run's end \(state complete, step 12\)",
+        ),
+    ):
+        nxrs.Trainer(**SETTINGS).fit(X, Y, 2, checkpoint=manager, every=3, progress=False)
+    manifest = json.loads((run / "nxrs-run.json").read_text())
+    assert manifest["state"] == "running" and manifest["progress"]["step"] == 9
+    assert nxrs.cli.status.run_status(run)["records_missing"] == [
+        "the manifest does not record step-000000000012.nxck (its newest checkpoint: "
+        "step-000000000009.nxck)"
+    ]
+
+
+@pytest.mark.parametrize("kept", [40, -1], ids=["cut-mid-line", "no-newline"])
+def test_a_torn_last_line_is_no_entry_and_the_next_append_cuts_it_off(
+    tmp_path: Path, kept: int
+) -> None:
+    run = tmp_path / "run"
+    fit(run, 1, keep="all")
+    path = run / "nxrs-transcript.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    # Killed while appending the entry of step 6: its line written in part.
+    torn = lines[-1][:kept]
+    path.write_bytes(b"".join(lines[:-1]) + torn)
+    reader = nxrs._runs.transcript.Transcript(run)
+    assert [e["step"] for e in reader.read()] == [0, 3]
+    assert reader.torn == len(torn)
+    assert nxrs.cli.status.run_status(run)["transcript"]["torn_bytes"] == len(torn)
+    fit(run, 2, keep="all")  # resumes from step 6, whose entry it adds first
+    found = entries(run)
+    check_chain(found)
+    assert [(e["step"], e["state_digest"]) for e in found] == straight_entries(tmp_path)

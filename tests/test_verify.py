@@ -22,9 +22,9 @@ import nxck_edit
 import pytest
 
 import nxrs
-import nxrs._transcript
-import nxrs._verify
-from nxrs._transcript import TRANSCRIPT_NAME
+import nxrs._audit.verify_replays
+import nxrs._runs.transcript
+from nxrs._runs.transcript import TRANSCRIPT_NAME
 from nxrs.cli import main
 from nxrs.data import split
 
@@ -221,7 +221,7 @@ def test_a_deleted_final_model(run: Path) -> None:
 def test_a_failed_segment_names_the_first_difference(run: Path) -> None:
     """A transcript forged consistently (the chain recomputed) around a tampered checkpoint:
     only the replay can tell, and it names the tensor and element."""
-    from nxrs._transcript import canonical, entry_digest
+    from nxrs._runs.transcript import canonical, entry_digest
 
     path = run / name_of(20)
     path.write_bytes(nxck_edit.flip_tensor_bit(path.read_bytes(), "W2", cell=7, bit=1))
@@ -285,21 +285,22 @@ def test_a_pruned_segment_replays_from_the_nearest_kept_state(
 ) -> None:
     fit_run(tmp_path / "run", keep=3)
     replayed = []
-    original = nxrs._verify.replay
+    original = nxrs._audit.verify_replays.replay
 
     def counting(trainer: nxrs.Trainer, data: Any, step: int) -> None:
         replayed.append(step - trainer.steps)
         original(trainer, data, step)
 
-    monkeypatch.setattr(nxrs._verify, "replay", counting)
+    monkeypatch.setattr(nxrs._audit.verify_replays, "replay", counting)
     report = nxrs.verify(tmp_path / "run", X, Y, validation_data=VAL, segments="all")
     # The segments replayed from the start share one replay: no step is computed twice, so
     # verifying every segment of a pruned run costs no more than its training.
     assert sum(replayed) <= report.segments[-1].end_step
     assert report.ok, report.failures
     n = report.entries
-    kept = {c["entry"] for c in report.checkpoints}
+    kept = {c["entry"] for c in report.checkpoints if c["status"] == "ok"}
     assert kept == {n - 3, n - 2, n - 1}
+    assert {c["status"] for c in report.checkpoints} == {"ok", "missing"}  # pruned, listed
     for s in report.segments:
         if s.start in kept:
             assert (s.replayed_from, s.replayed_from_kind) == (s.start, "checkpoint")
@@ -350,7 +351,7 @@ def test_a_run_killed_10_times_verifies(tmp_path: Path) -> None:
 
 def test_errors(tmp_path: Path, cli_run: Path, capsys: Any) -> None:
     fit_run(tmp_path / "fit")
-    with pytest.raises(nxrs.MismatchError, match="give the run's data"):
+    with pytest.raises(nxrs.MismatchError, match="was trained by fit: give its data"):
         nxrs.verify(tmp_path / "fit")
     with pytest.raises(nxrs.ConfigError, match="segments"):
         nxrs.verify(cli_run, segments="some")  # type: ignore[arg-type]
@@ -411,9 +412,9 @@ def test_a_run_written_by_another_version_verifies_with_a_note(tmp_path: Path) -
     previous = None
     for entry in entries:  # rewritten as nxrs 0.0.9 would have written them, chain and all
         entry.update(nxrs_version="0.0.9", prev=previous)
-        entry["digest"] = nxrs._transcript.entry_digest(entry)
+        entry["digest"] = nxrs._runs.transcript.entry_digest(entry)
         previous = entry["digest"]
-    path.write_text("".join(nxrs._transcript.canonical(e).decode() + "\n" for e in entries))
+    path.write_text("".join(nxrs._runs.transcript.canonical(e).decode() + "\n" for e in entries))
     report = nxrs.verify(run, x, y, segments="all")
     assert report.ok, report.first_failure
     assert any("written by nxrs 0.0.9" in note for note in report.notes)

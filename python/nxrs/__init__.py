@@ -32,11 +32,9 @@ private (underscored); what of them is public is re-exported here.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from nxrs import _renamed, layers, softf32
+from nxrs._audit.diff import DiffReport, diff
+from nxrs._audit.verify import SegmentResult, VerifyReport, verify
 from nxrs._checkpoint import Checkpoint, open
-from nxrs._diff import DiffReport, diff
-from nxrs._fit import History, NothingToTrainWarning
-from nxrs._lease import LeaseLostError
-from nxrs._manager import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
 from nxrs._nxrs import (
     BadMagicError,
     BusyError,
@@ -57,16 +55,19 @@ from nxrs._nxrs import (
     seed_dataset,
     sweep_temp_files,
 )
-from nxrs._rundir import (
+from nxrs._runs.checkpoints import CheckpointEntry, CheckpointManager, CorruptCheckpointWarning
+from nxrs._runs.errors import (
     CheckpointSaveError,
     ManifestError,
+    RecordSaveError,
     RunLockedError,
     RunStopped,
     SaveFailedWarning,
 )
+from nxrs._runs.lease import LeaseLostError
 from nxrs._sweeps import SweepResults, sweep
+from nxrs._train.fit import History, NothingToTrainWarning
 from nxrs._trainer import Trainer
-from nxrs._verify import SegmentResult, VerifyReport, verify
 
 _renamed.install()
 if not _TYPE_CHECKING:  # for type checkers, only the names below exist
@@ -94,6 +95,7 @@ __all__ = [
     "MismatchError",
     "NothingToTrainWarning",
     "NxrsError",
+    "RecordSaveError",
     "RunLockedError",
     "RunStopped",
     "SaveFailedWarning",

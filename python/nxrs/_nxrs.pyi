@@ -497,7 +497,7 @@ def sweep_temp_files(directory: StrOrBytesPath) -> list[Path]:
     """Removes temporary files left by interrupted saves whose writer is gone; returns them."""
 
 #: The longest stretch (seconds) training holds the GIL released and Ctrl-C waits: the Rust
-#: loops' chunk, which ``fit`` uses too (``nxrs._fit`` reads it as ``_CHUNK_SECONDS``).
+#: loops' chunk, which ``fit`` uses too (``nxrs._train.fit`` reads it as ``_CHUNK_SECONDS``).
 _CHUNK_SECONDS: float
 
 def hardware_isa() -> str | None:
@@ -531,7 +531,7 @@ def config_schema() -> list[dict[str, Any]]:
     """
 
 def _config_differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    """The keys in which two configuration dicts differ (``nxrs._config.config_diff``)."""
+    """The keys in which two configuration dicts differ (``nxrs._util.config.config_diff``)."""
 
 def clip(text: str) -> str:
     """``text`` cut as nxrs's error messages cut values read from a file: the first 100

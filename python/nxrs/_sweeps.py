@@ -31,15 +31,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nxrs._checks import count, save_points
-from nxrs._files import json_text, write_bytes_atomically, write_json_atomically
-from nxrs._fit import NothingToTrainWarning
 from nxrs._nxrs import ConfigError, InputError
-from nxrs._rundir import RunDirectory
-from nxrs._signals import StopFlag
+from nxrs._runs.directory import RunDirectory
+from nxrs._train.fit import NothingToTrainWarning
 from nxrs._trainer import Trainer
+from nxrs._util.checks import count, save_points
+from nxrs._util.files import json_text, write_bytes_atomically, write_json_atomically
+from nxrs._util.signals import StopFlag
 
-__all__ = ["SweepResults", "expand_grid", "parse_grid", "sweep", "train_config"]
+__all__ = ["SweepResults", "sweep", "train_config"]
 
 log = logging.getLogger("nxrs.sweeps")
 
@@ -134,7 +134,7 @@ def sweep(
     built once on the driver first, so a bad one raises ``ConfigError`` (or ``TypeError`` for
     an unknown keyword) before anything runs; so do two that train the same run, an empty
     ``configs``, and ``epochs`` (at least 1), ``every`` (at least 1), ``every_seconds`` (positive)
-    or ``max_retries`` (at least 0) out of range or not counts (``nxrs._checks``).
+    or ``max_retries`` (at least 0) out of range or not counts (``nxrs._util.checks``).
 
     Each trains with ``fit(checkpoint=directory/run-<digest>, every=every,
     every_seconds=every_seconds)``; a task whose process dies is retried up to ``max_retries``
@@ -148,7 +148,7 @@ def sweep(
     sweep``'s), checked instead, so a sample index in an error is the file's row, as ``nxrs
     train`` reports it.
     """
-    from nxrs import _distributed as distributed
+    from nxrs._train import distributed as distributed
 
     epochs = count("epochs", epochs, minimum=1)
     max_retries = count("max_retries", max_retries, minimum=0)
@@ -336,56 +336,3 @@ def _write(results: SweepResults, root: Path) -> None:
     writer.writerows(rows)
     results.csv_path = root / CSV_NAME
     write_bytes_atomically(results.csv_path, text.getvalue().encode())
-
-
-def _scalar(text: str) -> Any:
-    """A grid value: JSON (numbers, ``true``, ``null``, quoted strings), Python's ``True``,
-    ``False`` and ``None``, or else the text itself (``adam``)."""
-    words = {"true": True, "false": False, "none": None}
-    if text.lower() in words:
-        return words[text.lower()]
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
-    """``nxrs sweep``'s grid syntax, one axis per spec: ``KEY=V1,V2,...`` (scalars: numbers,
-    booleans, ``none``, words), or ``KEY=[V1, V2, ...]``, a JSON array, for values that are
-    lists themselves. A key given twice, an empty key or no value is a ``ValueError``.
-
-    >>> parse_grid(["lr=0.001,0.01", "hidden=[[64], [128, 64]]", "optimizer=adam"])
-    {'lr': [0.001, 0.01], 'hidden': [[64], [128, 64]], 'optimizer': ['adam']}
-    """
-    grid: dict[str, list[Any]] = {}
-    for spec in specs:
-        key, sep, values = spec.partition("=")
-        key = key.strip()
-        if not sep or not key or not values.strip():
-            raise ValueError(f"grid axis {spec!r}: KEY=V1,V2,... or KEY=[JSON values] expected")
-        if key in grid:
-            raise ValueError(f"grid axis {key!r} is given twice")
-        if values.lstrip().startswith("["):
-            try:
-                parsed = json.loads(values)
-            except ValueError as err:
-                raise ValueError(f"grid axis {spec!r}: not a JSON array: {err}") from err
-            if not isinstance(parsed, list) or not parsed:
-                raise ValueError(f"grid axis {spec!r}: a non-empty JSON array expected")
-            grid[key] = parsed
-        else:
-            grid[key] = [_scalar(v.strip()) for v in values.split(",")]
-    return grid
-
-
-def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the grid's values, the last axis varying fastest.
-
-    >>> expand_grid({"lr": [0.1, 0.2], "seed": [0, 1]})
-    [{'lr': 0.1, 'seed': 0}, {'lr': 0.1, 'seed': 1}, {'lr': 0.2, 'seed': 0}, {'lr': 0.2, 'seed': 1}]
-    """
-    configs: list[dict[str, Any]] = [{}]
-    for key, values in grid.items():
-        configs = [{**config, key: value} for config in configs for value in values]
-    return configs

@@ -1,10 +1,12 @@
 """``nxrs.Trainer``: the Python class over the compiled trainer (``nxrs._nxrs._Trainer``).
 
 The compiled class computes (steps, inference, checkpoints, the state); this subclass adds what
-is orchestration, in Python: ``fit`` (the loop of ``nxrs._fit``), the conversions of
-``nxrs.interop``, pickling and copying. It adds no slots, so every compiled method is its own,
-called without a Python layer in between, and the compiled class methods that build a trainer
-(``load``, ``from_bytes``, ``seed_model``) give an ``nxrs.Trainer``.
+is orchestration, in Python: ``fit`` (``nxrs._train.fit``), the conversions (one module per
+format in ``nxrs._interop``), pickling and copying. ``fit`` and the conversions are one-line
+delegations to those modules, a layer below, which take this class where they build a trainer
+and never import it (``docs/ARCHITECTURE.md``). It adds no slots, so every compiled method is
+its own, called without a Python layer in between, and the compiled class methods that build a
+trainer (``load``, ``from_bytes``, ``seed_model``) give an ``nxrs.Trainer``.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, final
 
 import numpy.typing as npt
 
-from nxrs._checks import count, flag, keep_count, save_points
-from nxrs._nxrs import ConfigError, InputError, _Trainer
+from nxrs._interop import onnx as _onnx
+from nxrs._interop import safetensors as _safetensors
+from nxrs._interop import torch as _torch
+from nxrs._interop import weights as _weights
+from nxrs._nxrs import _Trainer
+from nxrs._runs.checkpoints import CheckpointManager
+from nxrs._runs.transcript import DataDigests
+from nxrs._train import fit as _fit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from nxrs._fit import History
-    from nxrs._manager import CheckpointManager
-    from nxrs._signals import StopFlag
+    from nxrs._train.fit import History
+    from nxrs._util.signals import StopFlag
 
 __all__ = ["Trainer"]
 
@@ -80,11 +87,12 @@ class Trainer(_Trainer):
 
     One trainer may be used from several Python threads. Reading it (``steps``, ``config``,
     ``predict``, ``state_hash()``, ``to_bytes()``, ``save()``, ...) always works, also while
-    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s at
-    most) and sees the state between two steps. A call that changes the trainer (``fit``,
-    ``step``, ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or
-    ``threads``) while another thread is in such a call raises ``BusyError`` and changes
-    nothing; a run in progress is never disturbed, so its bits are an undisturbed run's.
+    another thread trains it: a read waits for the chunk of steps in progress (about 0.1 s, or
+    the one step in progress when a step takes longer), which then hands the trainer to it, and
+    sees the state between two steps. A call that changes the trainer (``fit``, ``step``,
+    ``train_until``, ``train_steps``, ``restore``, setting ``backend`` or ``threads``) while
+    another thread is in such a call raises ``BusyError`` at once and changes nothing; a run in
+    progress is never disturbed, so its bits are an undisturbed run's.
 
     ``pickle``, ``copy.copy`` and ``copy.deepcopy`` give an independent trainer with the same
     state and configuration, bit for bit (pickling goes through ``to_bytes``/``from_bytes``). A
@@ -121,6 +129,7 @@ class Trainer(_Trainer):
         _command: list[str] | None = None,
         _say: Callable[[str], None] | None = None,
         _source: Mapping[str, Any] | None = None,
+        _data_source: Mapping[str, Any] | None = None,
     ) -> History:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
@@ -194,7 +203,7 @@ class Trainer(_Trainer):
 
         ``engine="ray"`` computes each step's gradient blocks on ``workers`` Ray actors (by
         default one per CPU of the cluster; each reserves a CPU: a cluster this process started
-        with fewer CPUs is a ConfigError at once) with ``nxrs._distributed``
+        with fewer CPUs is a ConfigError at once) with ``nxrs._train.distributed``
         (``pip install 'nxrs[ray]'``), and ends in the same bits as ``engine="local"`` for any
         number of workers. Ray is used as already initialised, else at ``ray_address`` (or
         ``RAY_ADDRESS``), else a local cluster is started. A worker whose process dies is
@@ -202,63 +211,33 @@ class Trainer(_Trainer):
         ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
         ``engine="local"``.
 
-        ``_stop``, ``_command``, ``_say`` and ``_source`` are for nxrs's own command line and
-        sweeps (a stop flag whose signal handlers the caller installed, the command recorded in
-        the manifest, where messages go, the whole data file's identity); not part of the API.
+        ``_stop``, ``_command``, ``_say``, ``_source`` and ``_data_source`` are for nxrs's own
+        command line and sweeps (a stop flag whose signal handlers the caller installed, the
+        command recorded in the manifest, where messages go, the whole data file's identity,
+        how the data was read); not part of the API.
         """
-        from nxrs import _fit
-        from nxrs._manager import CheckpointManager
-
-        # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
-        epochs = count("epochs", epochs, minimum=1)
-        every, every_seconds = save_points(
-            every, every_seconds, checkpointed=checkpoint is not None
+        return _fit.fit(
+            self,
+            x,
+            y,
+            epochs,
+            validation_data=validation_data,
+            checkpoint=checkpoint,
+            every=every,
+            every_seconds=every_seconds,
+            resume=resume,
+            keep=keep,
+            progress=progress,
+            engine=engine,
+            workers=workers,
+            ray_address=ray_address,
+            async_save=async_save,
+            _stop=_stop,
+            _command=_command,
+            _say=_say,
+            _source=_source,
+            _data_source=_data_source,
         )
-        if checkpoint is not None and not isinstance(
-            checkpoint, (str, os.PathLike, CheckpointManager)
-        ):
-            raise ConfigError(
-                "checkpoint must be a directory (a str or os.PathLike), a CheckpointManager or "
-                f"None, not {type(checkpoint).__name__}"
-            )
-        if isinstance(checkpoint, (str, os.PathLike)) and not os.fspath(checkpoint):
-            # An empty path would make the current directory the run directory.
-            raise ConfigError("checkpoint must name a directory, not ''")
-        resume = flag("resume", resume)
-        kept = keep_count(keep)
-        if isinstance(checkpoint, CheckpointManager) and kept != 3:
-            raise ConfigError(
-                "keep is the CheckpointManager's own setting when checkpoint is one: pass "
-                "CheckpointManager(directory, keep=...)"
-            )
-        progress = None if progress is None else flag("progress", progress)
-        if async_save is None:
-            # The default: in the background on object storage, where an upload takes long.
-            async_save = _fit.on_object_storage(checkpoint)
-        async_save = flag("async_save", async_save)
-        if async_save and checkpoint is None:
-            raise ConfigError("async_save needs a checkpoint (a run directory to save into)")
-        workers = _fit.check_engine(engine, workers, ray_address)
-        if self.config["loss"] == "cross_entropy" and self.sizes[-1] < 2:
-            # One output is one class: softmax gives it probability 1 whatever the weights, so
-            # the loss and every gradient are 0 and nothing is learnt.
-            raise ConfigError(
-                "a classifier needs at least two outputs, one per class; this model "
-                f"({self.sizes}) has one (for one class there is nothing to learn; for a single "
-                "float target use loss='mse')"
-            )
-        if validation_data is not None and (
-            not isinstance(validation_data, tuple) or len(validation_data) != 2
-        ):
-            raise InputError("validation_data must be a tuple (x, y)")
-        options = _fit.RunOptions(
-            epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
-            _command, _say, None if _source is None else dict(_source), kept, async_save,
-        )  # fmt: skip
-        # The whole run is one claim: no other thread changes the trainer between its chunks
-        # (reading it is allowed); the loop's own calls (``_run``, ``restore``, ...) nest in it.
-        with self._claim("fit"):
-            return _fit.fit(self, x, y, options, engine == "ray", workers, ray_address)
 
     def data_digest(
         self,
@@ -281,8 +260,6 @@ class Trainer(_Trainer):
         >>> t.data_digest(x, y) == t.data_digest(x, y, test_data=(x, y))
         False
         """
-        from nxrs._transcript import DataDigests
-
         parts = [None if d is None else self._dataset(*d) for d in (validation_data, test_data)]
         return DataDigests.of(self._dataset(x, y), *parts).digest
 
@@ -309,9 +286,7 @@ class Trainer(_Trainer):
         ``config``: the keywords of ``Trainer(layers=...)`` but ``layers``. The optimiser starts
         fresh (zero moments, step 0). InputError for weights that make no model, ConfigError
         for the configuration (``nxrs.interop.from_weights``)."""
-        from nxrs import interop
-
-        return interop.from_weights(weights, **config)
+        return _weights.from_weights(cls, weights, **config)
 
     def to_torch(self, *, softmax: bool = False) -> Any:
         """The model as a ``torch.nn.Sequential`` (float32, CPU): ``Linear`` and ``ReLU`` for an
@@ -319,9 +294,7 @@ class Trainer(_Trainer):
         gives nxrs's evaluation mode), ending in ``Softmax(dim=-1)`` when ``softmax``
         (cross-entropy models only, ConfigError otherwise). Needs torch (``pip install
         'nxrs[torch]'``; ImportError naming it). See ``nxrs.interop.to_torch``."""
-        from nxrs import interop
-
-        return interop.to_torch(self, softmax=softmax)
+        return _torch.to_torch(self, softmax=softmax)
 
     @classmethod
     def from_torch(cls, module: Any, *, input_shape: Any = None, **config: Any) -> Trainer:
@@ -331,9 +304,7 @@ class Trainer(_Trainer):
         the modules ``to_torch`` writes for layer models, which becomes one (BatchNorm's
         running statistics included). A module nxrs cannot represent is a ConfigError naming
         it and why. ``config`` as for ``from_weights`` (``nxrs.interop.from_torch``)."""
-        from nxrs import interop
-
-        return interop.from_torch(module, input_shape=input_shape, **config)
+        return _torch.from_torch(cls, module, input_shape=input_shape, **config)
 
     def save_safetensors(self, path: str | os.PathLike[str], *, moments: bool = False) -> None:
         """Writes the weights ``W1 b1 ... WL bL`` (float32, shaped as in a checkpoint; a layer
@@ -341,9 +312,7 @@ class Trainer(_Trainer):
         ``moments``, the optimiser's slots (``mW1 vW1 ...``) to ``path`` in the safetensors
         format, crash-safely. Not a checkpoint: see ``nxrs.interop.save_safetensors`` for what
         only NXCK keeps. Needs safetensors (``pip install 'nxrs[safetensors]'``)."""
-        from nxrs import interop
-
-        interop.save_safetensors(self, path, moments=moments)
+        _safetensors.save_safetensors(self, path, moments=moments)
 
     @classmethod
     def from_safetensors(cls, path: str | os.PathLike[str], **config: Any) -> Trainer:
@@ -351,9 +320,7 @@ class Trainer(_Trainer):
         ``save_safetensors`` (optimiser slots there are not used; a layer model's file gives
         that layer model, its running statistics included). ``config`` as for
         ``from_weights``."""
-        from nxrs import interop
-
-        return interop.from_safetensors(path, **config)
+        return _safetensors.from_safetensors(cls, path, **config)
 
     def to_onnx(self, path: str | os.PathLike[str], *, softmax: bool | None = None) -> None:
         """Writes the model's inference as ONNX (opset 13: MatMul, Add, Relu, Softmax; a layer
@@ -362,6 +329,8 @@ class Trainer(_Trainer):
         (batch, inputs) or (batch, *shape) float32, output ``probabilities`` (the default for
         cross-entropy), ``logits`` (``softmax=False``) or ``outputs`` (mse). Needs onnx
         (``pip install 'nxrs[onnx]'``). See ``nxrs.interop.to_onnx``."""
-        from nxrs import interop
+        _onnx.to_onnx(self, path, softmax=softmax)
 
-        interop.to_onnx(self, path, softmax=softmax)
+
+# The checkpoint manager (a layer below) gives trainers of this class.
+CheckpointManager._trainer_class = Trainer

@@ -280,6 +280,34 @@ def _split_record(data: str, test_size: float | None, seed: int) -> dict[str, An
     return {"test_size": TEST_SIZE if test_size is None else test_size, "split_seed": seed}
 
 
+def _source_record(data: str, target: str | None, task: str) -> dict[str, Any]:
+    """How ``nxrs train`` read its data (``--data``, ``--target``, ``--task``), for the run
+    manifest's ``data_source``: what replaying the run (``nxrs verify``, ``nxrs diff``) reads
+    the data again by, with the split of the manifest's ``data.file`` (``_split_record``)."""
+    return {"data": data, "target": target, "task": task}
+
+
+def _read_again(
+    source: Mapping[str, Any],
+    split: Mapping[str, Any],
+    data: str | None = None,
+    cwd: str | None = None,
+) -> tuple[F32Array, npt.NDArray[Any], F32Array, npt.NDArray[Any]]:
+    """The training and test samples (``x_train, y_train, x_test, y_test``) of an ``nxrs
+    train`` run, read and split again as it did from its manifest's records: ``source``
+    (``_source_record``) and ``split`` (``_split_record``'s). ``data`` replaces the recorded
+    ``--data`` (a file moved since); ``cwd`` (the manifest's) is where the run's command ran,
+    which a relative data path is relative to."""
+    if data is None:
+        data = str(source["data"])
+        if cwd is not None and data not in BUILTIN:
+            data = str(Path(cwd) / data)
+    x, y = load(data, source.get("target"), source.get("task", "auto"))
+    test_size, seed = split.get("test_size"), split.get("split_seed", 0)
+    train_idx, test_idx = train_test(data, len(x), test_size, seed)
+    return x[train_idx], y[train_idx], x[test_idx], y[test_idx]
+
+
 def _describe_split(record: Mapping[str, Any]) -> str:
     """``_split_record``'s record in words, for messages: ``"mnist1d's own split"`` or
     ``"test size 0.2, split seed 0"``."""

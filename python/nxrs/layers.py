@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Union
 
 import numpy as np
 
-from nxrs._checks import _shown, count
 from nxrs._nxrs import ConfigError
+from nxrs._util.checks import _shown, count
+from nxrs._util.strict_json import read_strict_json
 
 __all__ = [
     "PRESETS",
@@ -73,8 +72,12 @@ Size = Union[int, Sequence[int]]
 
 
 def _int(where: str, name: str, value: object) -> int:
-    """A size: the count rule of ``nxrs._checks`` (no lower bound: the core checks values)."""
-    return count(f"{where}: {name}", value, minimum=None)
+    """A size: the count rule of ``nxrs._util.checks`` (no lower bound: the core checks values),
+    within what a layer's JSON form holds (a size is below 2**64)."""
+    n = count(f"{where}: {name}", value, minimum=None)
+    if abs(n) >= 2**64:
+        raise ConfigError(f"{where}: {name} = {_shown(n)} is too large (a size is below 2**64)")
+    return n
 
 
 def _sizes(where: str, name: str, value: object, dims: int) -> tuple[int, ...]:
@@ -127,6 +130,11 @@ class Layer:
             value = getattr(self, field.name)
             d[field.name] = list(value) if isinstance(value, tuple) else value
         return d
+
+    def _json_form(self) -> dict[str, Any]:
+        """How ``nxrs._util.files.json_text`` writes a layer (a sweep's configuration): its JSON
+        object."""
+        return self.to_dict()
 
     def _arguments(self) -> list[str]:
         """The arguments of the call that builds this layer, defaults left out."""
@@ -495,20 +503,12 @@ def from_dicts(items: Sequence[Mapping[str, Any]]) -> list[Layer]:
     return layers
 
 
-def _not_json(constant: str) -> None:
-    """``json.loads``'s hook for ``NaN`` and ``Infinity``, which JSON does not have."""
-    raise ValueError(f"{constant} is not JSON")
-
-
 def load_model(path: str | os.PathLike[str]) -> list[Layer]:
     """The layers of a model file: JSON holding a list of layer objects (section 15.1), or an
-    object ``{"layers": [...]}``. A file that is not JSON or not a model is a ``ConfigError``
-    naming the file (one that cannot be read, an ``OSError``)."""
-    raw = Path(path).read_bytes()
-    try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ConfigError(f"{path}: not a JSON file: {err}") from None
+    object ``{"layers": [...]}``. A file that is not JSON or not a model (a key given twice in
+    an object, an integer of more than 100 digits, nesting deeper than Python's recursion
+    limit) is a ``ConfigError`` naming the file (one that cannot be read, an ``OSError``)."""
+    doc = read_strict_json(path, "a model file")
     if isinstance(doc, dict):
         extra = sorted(set(doc) - {"layers"})
         if extra or "layers" not in doc:

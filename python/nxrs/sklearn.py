@@ -31,7 +31,7 @@ parameters unchanged since the model was built (ConfigError otherwise). Pickling
 as NXCK checkpoint bytes (``Trainer.to_bytes``): the unpickled estimator holds the same bits.
 
 Counts (``max_iter``, ``batch_size``, ``hidden_layer_sizes``, ``grad_block``, an int
-``random_state``) are ints or numpy integers, never bools or floats (``nxrs._checks``), so
+``random_state``) are ints or numpy integers, never bools or floats (``nxrs._util.checks``), so
 ``GridSearchCV`` grids may be numpy arrays. Every parameter is checked when ``fit`` or
 ``partial_fit`` starts, before the data; a bad value is a ``ConfigError``, bad data an
 ``InputError`` or scikit-learn's ``ValueError`` (all ``ValueError``s). A call that raises leaves
@@ -64,10 +64,10 @@ from sklearn.utils.validation import (  # type: ignore[import-untyped,unused-ign
     validate_data,
 )
 
-from nxrs import _config
-from nxrs._checks import count, flag, optional_count
 from nxrs._nxrs import ConfigError, InputError
 from nxrs._trainer import Trainer
+from nxrs._util import config as _config
+from nxrs._util.checks import count, flag, optional_count
 from nxrs.interop import weights
 
 __all__ = ["ExactMLPClassifier", "ExactMLPRegressor"]

@@ -8,7 +8,7 @@ parameter); every sequential sum the spec defines is a sequential loop here.
 
 ``math="seed"`` reuses the seed's primitives from ``seed_ref.py`` (its exp, log, sqrt, le);
 ``math="ieee"`` takes ``exp``/``log`` as the binary64 result rounded once to binary32 (accepted
-by issue 8 for the reference's inputs) and ``sqrt`` from numpy's float32 ``sqrt`` (IEEE).
+for the reference's inputs) and ``sqrt`` from numpy's float32 ``sqrt`` (IEEE).
 Integers and the u64 generator (section 9) are Python ints, masked to 64 bits.
 
 API: :class:`Config` (section 1), :class:`Trainer` with ``step(x, y)``, ``train_steps``,

@@ -601,9 +601,21 @@ class Spatial(Layer):
         return self.k, self.s, self.q
 
     def _windows(self) -> Windows:
-        _, h, w = self._hw(self.in_shape)
+        c, h, w = self._hw(self.in_shape)
         k, s, q = self._k2()
+        # Section 15.1's working cells, checked before the windows' index table is made.
+        ho = out_len(h, k[0], s[0], q[0], self.position, self.kind)
+        wo = out_len(w, k[1], s[1], q[1], self.position, self.kind)
+        columns = ho * wo * c * k[0] * k[1]
+        for buffer, cells in self._working_cells(columns, c * (h + 2 * q[0]) * (w + 2 * q[1])):
+            if cells > MAX_ACTIVATION_CELLS:
+                raise _refuse(self.position, self.kind, f"its {buffer} of {cells} cells > 2^24")
         return windows(h, w, k, s, q, self.position, self.kind)
+
+    def _working_cells(self, columns: int, padded: int) -> list[tuple[str, int]]:
+        """The layer's working buffers per sample (section 15.1), from its windows' cells
+        (``positions x C x kh x kw``) and its padded input's: none for max pooling."""
+        return []
 
     def _spatial_out(self, c: int, win: Windows) -> Shape:
         return (c, win.wo) if self.dims == 1 else (c, win.ho, win.wo)
@@ -633,6 +645,9 @@ class Conv(Spatial):
         self._hw(shape)  # refuses a shape it does not take
         self.win = self._windows()
         return self._spatial_out(self.out_channels, self.win)
+
+    def _working_cells(self, columns: int, padded: int) -> list[tuple[str, int]]:
+        return [("columns", columns), ("padded input", padded)]
 
     def params(self) -> list[tuple[str, Shape]]:
         return [("W", (self.out_channels, self.in_shape[0], *self.k)), ("b", (self.out_channels,))]
@@ -767,6 +782,9 @@ class MaxPool(Pool):
 
 
 class AvgPool(Pool):
+    def _working_cells(self, columns: int, padded: int) -> list[tuple[str, int]]:
+        return [("window table", columns)]
+
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
         wv = from_u32(self._gather(x))
         with np.errstate(all="ignore"):

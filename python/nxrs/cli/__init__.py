@@ -1,7 +1,8 @@
 """The ``nxrs`` command line.
 
-- ``nxrs train``: train an MLP (by default on scikit-learn's bundled digits) and print its
-  accuracy, full-state hash and checkpoint; ``--json`` for a machine-readable summary.
+- ``nxrs train``: train an MLP or a model of layer objects (``--model``; by default an MLP on
+  scikit-learn's bundled digits) and print its accuracy, full-state hash and checkpoint;
+  ``--json`` for a machine-readable summary.
 - ``nxrs gate``: the seed's checkpoint/resume proof; exit 0 when GREEN.
 - ``nxrs inspect FILE [--verify] [--json]``: what a checkpoint holds (and, with ``--verify``,
   whether every tensor is intact).
@@ -25,14 +26,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import nxrs
-from nxrs._rundir import SaveFailedWarning
+from nxrs._runs.errors import SaveFailedWarning
 from nxrs.cli import diff, gate, inspect, status, sweep, train, verify
 from nxrs.cli._common import (
     EXIT_DIVERGED,
@@ -44,8 +45,11 @@ from nxrs.cli._common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     EXIT_USAGE,
+    Parser,
     add_command,
+    error_line,
 )
+from nxrs.cli._streams import own_standard_streams
 
 __all__ = [
     "EXIT_DIVERGED",
@@ -88,11 +92,19 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         yield
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with usage errors on one line: ``nxrs train: error: ... (see ...--help)``."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+@contextlib.contextmanager
+def _library_logs_hidden() -> Iterator[None]:
+    """The log records of the libraries a command uses not shown: without a handler of its
+    own, a record of WARNING or above would go to stderr through ``logging.lastResort`` (an
+    unreachable gs:// store: gcsfs's traceback of its last retry, 50 lines before nxrs's one
+    line saying what failed). A handler on the root logger that drops them takes its place."""
+    root = logging.getLogger()
+    dropped = logging.NullHandler()
+    root.addHandler(dropped)
+    try:
+        yield
+    finally:
+        root.removeHandler(dropped)
 
 
 MAIN_EPILOG = """\
@@ -110,7 +122,7 @@ With no command, nxrs prints this help and exits 2. Errors are one line on stder
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="nxrs",
         description="Bit-reproducible training with exact checkpoint/resume.",
         epilog=MAIN_EPILOG,
@@ -137,28 +149,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if check is not None:
         check(getattr(args, "parser", parser), args)
     try:
-        with _warnings_as_lines(args.command):
+        with _warnings_as_lines(args.command), _library_logs_hidden():
             code: int = args.run(args)
-    except BrokenPipeError:
-        raise
     except KeyboardInterrupt:
         print(f"nxrs {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGINT
     except (nxrs.NxrsError, OSError, ValueError) as err:
         # A user error a command did not report itself (an unwritable --workdir, a file that
         # vanished meanwhile): one line, as every other error, rather than a traceback.
-        print(f"nxrs {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs {args.command}: error: {error_line(err)}", file=sys.stderr)
         return EXIT_FAILED
     return code
 
 
 def run() -> None:
-    """Console-script entry point."""
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Output piped into a command that stopped reading: quietly stop, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    """Console-script entry point: ``main`` on standard streams whose fate (a reader that goes
+    away, a closed descriptor) never changes the exit status (``nxrs.cli._streams``)."""
+    own_standard_streams()
+    sys.exit(main())

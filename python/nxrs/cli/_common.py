@@ -5,22 +5,24 @@ its type), the data options, ``--model`` and the model the data implies."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 import numpy.typing as npt
 
-from nxrs import _config, layers
-from nxrs._checks import save_points
+from nxrs import layers
 from nxrs._nxrs import ConfigError
+from nxrs._util import config as _config
+from nxrs._util.checks import save_points
 from nxrs.data import TASKS, TEST_SIZE
 
-#: ``nxrs train``'s exit statuses (also in its --help and the README).
+#: ``nxrs train``'s exit statuses (also in its --help and docs/RUNS.md).
 EXIT_DONE = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -36,6 +38,21 @@ EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 
 class CliError(Exception):
     """A failure reported as one line on stderr with exit status 1."""
+
+
+def error_line(err: BaseException) -> str:
+    """``err`` as the command line reports it: its type and message (a ``CliError``'s message
+    alone), on one line: a message of several lines (a storage client's ``Forbidden: PATH``
+    then the store's answer) has its lines joined."""
+    name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
+    return name + re.sub(r"\s*\n\s*", " ", str(err).strip())
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line: ``nxrs train: error: ... (see ...--help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def add_command(
@@ -110,25 +127,53 @@ def hidden_sizes(text: str) -> list[int]:
 
 
 def nonempty_text(text: str) -> str:
-    """A path option's text (``--data``), refused when empty: an empty path would silently
-    mean the current directory."""
+    """A local path option's text (``--data``, ``--model``), refused when empty (an empty path
+    would silently mean the current directory) or a URL (``nxrs._storage.store.has_scheme``: as a
+    path, ``s3://bucket/x`` would be the relative ``s3:/bucket/x``)."""
+    from nxrs._storage.store import has_scheme
+
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
+    if has_scheme(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a local path is expected, not a URL (./{text} for a relative path "
+            "whose first name has a colon)"
+        )
     return text
 
 
 def nonempty_path(text: str) -> Path:
-    """A file or directory option (``--ckpt-dir``, ``--plot``, ``nxrs status DIR``, ...),
-    refused when empty."""
+    """A local file or directory option (``--plot``, ``nxrs inspect FILE``, ...), as
+    ``nonempty_text`` takes it."""
     return Path(nonempty_text(text))
 
 
 def nonempty_location(text: str) -> Path | str:
     """A run directory option (``--ckpt-dir``, ``nxrs status DIR``, ...): a local path, or a
-    URL on object storage (``s3://bucket/run``, ``gs://...``) kept as text; refused when empty."""
-    from nxrs._store import is_url
+    URL on object storage (``s3://bucket/run``, ``gs://...``) kept as text; refused when empty,
+    and when it starts with a scheme but is no URL nxrs takes (``nxrs._storage.store.url_protocol``:
+    ``s3:/bucket/run``, ``file:///abs/run``), which would otherwise be a local directory."""
+    from nxrs._storage.store import is_url
 
-    return text if is_url(text) else nonempty_path(text)
+    try:
+        url = bool(text) and is_url(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text if url else nonempty_path(text)
+
+
+def output_file(text: str) -> Path:
+    """A file a command writes at its end (``--plot``), checked before anything runs: a local
+    path (``nonempty_path``) that is not a directory, in a directory that exists. A missing
+    directory is refused rather than made: a mistyped path should not cost the run."""
+    path = nonempty_path(text)
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} names a directory; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        why = "is not a directory" if parent.exists() else "does not exist (nxrs makes none)"
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(parent)!r} {why}")
+    return path
 
 
 def _test_fraction(text: str) -> float:
@@ -181,7 +226,7 @@ def add_save_point_arguments(
 def check_save_points(
     parser: argparse.ArgumentParser, args: argparse.Namespace, *, checkpointed: bool
 ) -> None:
-    """``--every`` and ``--every-seconds`` by ``fit``'s rule (``nxrs._checks.save_points``),
+    """``--every`` and ``--every-seconds`` by ``fit``'s rule (``nxrs._util.checks.save_points``),
     each refused as a usage error naming it: without a run directory (not ``checkpointed``:
     no ``--ckpt-dir``), or out of range."""
     given: tuple[tuple[str, int | None, float | None], ...] = (
@@ -262,6 +307,7 @@ def add_model_argument(parser: Any, more: str = "") -> None:
     parser.add_argument(
         "--model",
         default=None,
+        type=nonempty_text,
         metavar="PRESET|FILE.json",
         help="a model of layer objects: a preset ("
         + ", ".join(layers.PRESETS)

@@ -1,5 +1,5 @@
 """``nxrs diff A B``: why two runs (or checkpoints) of one configuration differ
-(``nxrs._diff.diff``), in words or as JSON."""
+(``nxrs._audit.diff.diff``), in words or as JSON."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ import argparse
 import sys
 
 import nxrs
-from nxrs._diff import diff
-from nxrs._object_checkpoints import local_copy
-from nxrs.cli._common import EXIT_DONE, EXIT_FAILED, nonempty_location
+from nxrs._audit.diff import diff
+from nxrs.cli._common import (
+    EXIT_DONE,
+    EXIT_FAILED,
+    error_line,
+    nonempty_location,
+    nonempty_text,
+)
+from nxrs.cli._recorded import read_command
 
 HELP = "find the first step at which two runs (or checkpoints) of one configuration differ"
 DESCRIPTION = (
@@ -22,8 +28,9 @@ DESCRIPTION = (
     "given (--data, --data-b: the whole file, as nxrs.data.load reads it), needed only when the "
     "transcripts do not settle the question (nxrs.diff(a, b, x, y) in Python takes arrays). "
     "Data that is not a run's own is refused. For checkpoint files: at one step, their first "
-    "difference; at different steps, the earlier is replayed on --data (the whole file as its "
-    "training data) to the later's step."
+    "difference; at different steps, the earlier is replayed on --data to the later's step (read "
+    "as the run directory holding the earlier checkpoint read it: an nxrs train run's train "
+    "split, else the whole file)."
 )
 EPILOG = """\
 examples:
@@ -49,34 +56,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("b", metavar="B", type=nonempty_location, help="the other one")
     parser.add_argument(
         "--data",
+        type=nonempty_text,
         metavar="FILE",
         help="A's data file in place of the one its nxrs train command names, or the file a fit "
         "run trained on (and B's, unless --data-b); for two checkpoint files, the data to replay "
-        "the earlier one on",
+        "the earlier one on, read as its run directory read it (an nxrs train run's train split)",
     )
-    parser.add_argument("--data-b", metavar="FILE", help="B's data file (as --data is A's)")
+    parser.add_argument(
+        "--data-b", type=nonempty_text, metavar="FILE", help="B's data file (as --data is A's)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        # On object storage, local copies of the objects (made once, here).
-        a, b = local_copy(args.a), local_copy(args.b)
-        if a.is_dir() or b.is_dir():
-            report = diff(a, b, data=args.data, data_b=args.data_b)
-        else:
-            x = y = None
-            if args.data is not None:
-                from nxrs.data import load
-
-                x, y = load(args.data)
-            if args.data_b is not None:
-                raise nxrs.InputError("--data-b is for run directories")
-            report = diff(a, b, x, y)
+        report = diff(
+            args.a, args.b, data=args.data, data_b=args.data_b, _read_command=read_command
+        )
     except BrokenPipeError:
         raise
     except (nxrs.NxrsError, OSError, ValueError) as err:
-        print(f"nxrs diff: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs diff: {error_line(err)}", file=sys.stderr)
         return EXIT_FAILED
     sys.stdout.write(report.to_json() + "\n" if args.json else str(report))
     return EXIT_DONE if report.identical else EXIT_FAILED

@@ -1,11 +1,11 @@
-"""``nxrs gate``: the seed's checkpoint/resume proof (``nxrs._gate.run_gate``)."""
+"""``nxrs gate``: the seed's checkpoint/resume proof (``nxrs._audit.gate.run_gate``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from nxrs._gate import run_gate
+from nxrs._audit.gate import run_gate
 from nxrs.cli._common import nonempty_path
 
 HELP = "run the seed's checkpoint/resume proof (T1-T4) and the v2 checks (T5-T6)"

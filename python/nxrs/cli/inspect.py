@@ -1,5 +1,5 @@
-"""``nxrs inspect FILE``: what a checkpoint holds (``nxrs._inspection``), and with ``--verify``
-whether every tensor is intact."""
+"""``nxrs inspect FILE``: what a checkpoint holds (``nxrs._audit.inspection``), and with
+``--verify`` whether every tensor is intact."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 import sys
 
 import nxrs
-from nxrs._files import json_text
-from nxrs._inspection import describe_checkpoint, inspect_checkpoint
-from nxrs.cli._common import nonempty_path
+from nxrs._audit.inspection import describe_checkpoint, inspect_checkpoint
+from nxrs._util.files import json_text
+from nxrs.cli._common import error_line, nonempty_path
 
 HELP = "print a checkpoint's format, configuration, scalars and tensor table"
 DESCRIPTION = (
@@ -54,10 +54,8 @@ def run(args: argparse.Namespace) -> int:
             problems: int = summary["problems"]
         else:
             problems = inspect_checkpoint(args.file, sys.stdout, verify=args.verify)
-    except BrokenPipeError:
-        raise  # the reader of our output went away (e.g. `| head`): not the file's fault
     except (nxrs.NxrsError, OSError) as err:
-        print(f"nxrs inspect: {args.file}: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"nxrs inspect: {args.file}: {error_line(err)}", file=sys.stderr)
         return 1
     if problems:
         print(f"{problems} tensor(s) failed their checksum", file=sys.stderr)

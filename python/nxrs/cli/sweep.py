@@ -10,21 +10,27 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from nxrs._checks import count
-from nxrs._files import json_text
 from nxrs._nxrs import ConfigError, InputError
-from nxrs._sweeps import expand_grid, log, parse_grid, record_summary, sweep
-from nxrs.cli import _common
+from nxrs._sweeps import log, record_summary, sweep
+from nxrs._util.checks import count
+from nxrs._util.files import json_text
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     CliError,
+    add_data_arguments,
+    add_epochs_argument,
+    add_model_argument,
+    add_save_point_arguments,
     apply_recipe,
+    check_save_points,
     default_layers,
+    error_line,
     loss_for,
     model_layers,
     nonempty_path,
     nonnegative_int,
 )
+from nxrs.cli._grid import expand_grid, parse_grid
 from nxrs.data import check_test_size, load, train_test
 
 EPILOG = """\
@@ -59,7 +65,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    _common.add_data_arguments(parser)
+    add_data_arguments(parser)
     parser.add_argument(
         "--grid",
         action="append",
@@ -68,19 +74,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a grid axis (one --grid per axis; see below)",
     )
     parser.add_argument("--dir", type=nonempty_path, required=True, help="the sweep's directory")
-    _common.add_model_argument(
+    add_model_argument(
         parser,
         "; the model of every configuration without a layers or hidden grid axis (default: "
         "an MLP of the data's inputs, 128 hidden units and its outputs)",
     )
-    _common.add_epochs_argument(parser)
+    add_epochs_argument(parser)
     parser.add_argument(
         "--split-seed",
         type=int,
         default=0,
         help="seed of the train/test split (default 0; none for mnist1d, which has its own)",
     )
-    _common.add_save_point_arguments(
+    add_save_point_arguments(
         parser,
         every="checkpoint every N steps (default: by time)",
         seconds="checkpoint N seconds after the previous save (default 30)",
@@ -101,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    _common.check_save_points(parser, args, checkpointed=True)
+    check_save_points(parser, args, checkpointed=True)
     try:
         args.configs = expand_grid(parse_grid(args.grid))
     except ValueError as err:
@@ -140,7 +146,7 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 config["loss"] = "mse"
             configs.append(config)
         # Ray, or an ImportError saying how to install it.
-        from nxrs._distributed import ray
+        from nxrs._train.distributed import ray
 
         # Ray's driver prints its notes ("(raylet) A worker died ...") and its workers' output
         # on sys.stdout, from its own threads, at any time while it is connected: stdout is for
@@ -166,11 +172,8 @@ def sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             finally:
                 if ours and ray.is_initialized():
                     ray.shutdown()
-    except BrokenPipeError:
-        raise
     except (CliError, ImportError, TypeError, ValueError, OSError, ConfigError, InputError) as err:
-        name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
-        print(f"nxrs sweep: {name}{err}", file=sys.stderr)
+        print(f"nxrs sweep: {error_line(err)}", file=sys.stderr)
         return 1
     finally:
         log.removeHandler(handler)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import nxrs
-from nxrs._files import finite_or_null, json_text
-from nxrs._rundir import CheckpointSaveError, RunLockedError, RunStopped
-from nxrs._signals import StopFlag, stop_signals
+from nxrs._runs.errors import CheckpointSaveError, RunLockedError, RunStopped
+from nxrs._util.files import finite_or_null, json_text
+from nxrs._util.signals import StopFlag, stop_signals
 from nxrs.cli._common import (
     EXIT_DIVERGED,
     EXIT_FAILED,
@@ -30,22 +30,24 @@ from nxrs.cli._common import (
     apply_recipe,
     check_save_points,
     default_layers,
+    error_line,
     hidden_sizes,
     keep_option,
     layer_sizes,
     loss_for,
     model_layers,
     nonempty_location,
-    nonempty_path,
+    output_file,
     positive_int,
 )
-from nxrs.data import _split_record, check_test_size, load, train_test
+from nxrs.data import _source_record, _split_record, check_test_size, load, train_test
 
-HELP = "train an MLP exactly (default: a quick run on scikit-learn's digits)"
+HELP = "train an MLP or a layer model exactly (default: a quick MLP run on scikit-learn's digits)"
 DESCRIPTION = (
-    "Train an MLP with nxrs's exact arithmetic on a deterministic train/test "
-    "split, then print the final train and test accuracy, the full-state hash and the "
-    "checkpoint. With no arguments: 64-128-10 on scikit-learn's bundled 8x8 digits."
+    "Train a model with nxrs's exact arithmetic on a deterministic train/test split: an MLP "
+    "(--layers, --hidden) or a model of layer objects (--model: a preset such as a CNN, or a "
+    "JSON file), then print the final train and test accuracy, the full-state hash and the "
+    "checkpoint. With no arguments: the MLP 64-128-10 on scikit-learn's bundled 8x8 digits."
 )
 EPILOG = """\
 examples:
@@ -68,8 +70,10 @@ exit status:
   2    usage error
   3    --ckpt-dir holds a run of another configuration or other data (--restart moves it
        aside to DIR/previous/<time>/ and starts over)
-  4    --ckpt-dir is in use by another running nxrs train or fit
-  5    a checkpoint that had to be written could not be (the previous one is intact)
+  4    --ckpt-dir is in use by another running nxrs train or fit (on object storage: its
+       holder was seen renewing its lease, or this process lost it)
+  5    a checkpoint that had to be written could not be (the previous one is intact), or
+       the run ended with its transcript or manifest not written (the line says what)
   6    the run diverged: its final loss is not finite (the summary is printed, --json with
        null for the non-finite values and "diverged": true; a warning on stderr)
   130  stopped by SIGINT, checkpoint saved (run the same command to resume)
@@ -82,8 +86,6 @@ def run(args: argparse.Namespace) -> int:
     with stop_signals() as stop:
         try:
             return train_command(args, sys.stdout, stop=stop)
-        except BrokenPipeError:
-            raise
         except RunStopped as stopped:
             resume = "" if stopped.checkpoint is None else "; run the same command to resume"
             print(f"nxrs train: {stopped}{resume}", file=sys.stderr)
@@ -98,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"nxrs train: {err.strerror}", file=sys.stderr)
             return EXIT_SAVE_FAILED
         except (CliError, nxrs.NxrsError, OSError, ValueError) as err:
-            name = "" if isinstance(err, CliError) else f"{type(err).__name__}: "
-            print(f"nxrs train: {name}{err}", file=sys.stderr)
+            print(f"nxrs train: {error_line(err)}", file=sys.stderr)
             return EXIT_FAILED
 
 
@@ -195,10 +196,12 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--plot",
-        type=nonempty_path,
+        type=output_file,
         default=None,
         metavar="PNG",
-        help="write loss/accuracy curves (needs matplotlib: pip install 'nxrs[plot]')",
+        help="write loss/accuracy curves (needs matplotlib: pip install 'nxrs[plot]'); a file "
+        "in an existing directory, in a format matplotlib writes (by its extension: .png, "
+        ".pdf, .svg, ...), checked before training",
     )
 
 
@@ -212,26 +215,39 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 def strict_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` for strict JSON (which has no NaN or infinity): its non-finite floats as None
-    (``nxrs._rundir.finite_or_null``), and ``diverged``: whether there were any (a run's losses
+    (``nxrs._util.files.finite_or_null``), and ``diverged``: whether there were any (a run's losses
     are finite unless it diverged)."""
     strict: dict[str, Any] = finite_or_null(dict(record))
     strict["diverged"] = any(isinstance(v, float) and strict[k] is None for k, v in record.items())
     return strict
 
 
-def _plotter() -> Any:
-    """matplotlib's pyplot, for --plot: imported before the data is read or a step taken, so
-    a missing optional dependency never throws a run away."""
+def _plotter(path: Path) -> Any:
+    """matplotlib's pyplot, for --plot ``path``: imported, and the file's format (its
+    extension) checked to be one matplotlib writes, before the data is read or a step taken,
+    so a missing optional dependency or a mistyped name never throws a run away."""
     try:
         import matplotlib  # type: ignore[import-not-found,unused-ignore]
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+        from matplotlib.backend_bases import (  # type: ignore[import-not-found,unused-ignore]
+            FigureCanvasBase,
+        )
     except ImportError as err:
         raise CliError(
             "--plot needs matplotlib, which is not installed: pip install 'nxrs[plot]' "
             "(or pip install matplotlib)"
         ) from err
+    # savefig's own rule: the format is the extension's, png without one.
+    formats = FigureCanvasBase.get_supported_filetypes()
+    extension = path.suffix[1:].lower()
+    if extension and extension not in formats:
+        raise CliError(
+            f"--plot {path}: matplotlib writes no .{extension} files (it writes "
+            + ", ".join(f".{f}" for f in sorted(formats))
+            + ")"
+        )
     return plt
 
 
@@ -241,7 +257,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     installed before loading the data."""
     start = time.perf_counter()
     apply_recipe(args)
-    plt = _plotter() if args.plot is not None else None
+    plt = _plotter(args.plot) if args.plot is not None else None
     test_size = getattr(args, "test_size", None)
     check_test_size(args.data, test_size)  # before the data is read or generated
     model = getattr(args, "model", None)
@@ -301,6 +317,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
         _say=lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True),
         _source=source,
+        _data_source=_source_record(args.data, args.target, getattr(args, "task", "auto")),
     )
     train_loss, train_acc = trainer.evaluate(x_train, y_train)
     test_loss, test_acc = trainer.evaluate(x_test, y_test)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nxrs._files import json_text
-from nxrs._verify import verify
+from nxrs._audit.verify import verify
+from nxrs._util.files import json_text
 from nxrs.cli._common import (
     EXIT_DONE,
     EXIT_FAILED,
@@ -15,6 +15,7 @@ from nxrs.cli._common import (
     nonempty_text,
     positive_int,
 )
+from nxrs.cli._recorded import read_command
 
 HELP = "check that a run directory's model came from its data and configuration, bit for bit"
 DESCRIPTION = (
@@ -22,7 +23,8 @@ DESCRIPTION = (
     "transcript nxrs-transcript.jsonl, with a tolerance of zero: the transcript's hash chain; "
     "every checkpoint file against its entry (configuration, then state digest) and that the "
     "final model is kept; the data (read and split again as the recorded nxrs train command "
-    "did, or --data FILE in its place) against the recorded digests; and segments of the run "
+    "did, or --data FILE in its place; for a fit run, --data FILE read whole) against the "
+    "recorded digests; and segments of the run "
     "(consecutive entries) replayed from the nearest kept checkpoint before them, or from the "
     "run's fresh start, comparing the state digest at every entry on the way. Segments are "
     "replayed in parallel threads (or Ray tasks with --engine ray); any thread count, backend "
@@ -37,15 +39,21 @@ examples:
   nxrs verify run --engine ray --workers 8
 
 A segment that cannot be replayed (no kept checkpoint before it, and a run that started from
-given weights) is reported as not verifiable, not as a failure. --json prints the report: ok,
-run_dir, entries, checkpoints, segments (start, end, start_step, end_step, replayed_from,
-steps, seconds, status, difference), failures, first_failure, data, seconds.
+given weights) is reported as not verifiable, not as a failure. A checkpoint the transcript
+lists but the directory lacks is missing: a failure when the run keeps every checkpoint
+(--keep all), pruned otherwise. A run being trained is verified as its transcript was when
+read (later checkpoints are not recorded yet; files it prunes meanwhile are skipped and said
+so); a run killed between saving a checkpoint and recording it ended uncleanly: that newest
+checkpoint is noted, not a failure. --json prints the report: ok, run_dir, entries,
+checkpoints (file, entry, step, status), missing, keep, held_by, segments (start, end,
+start_step, end_step, replayed_from, steps, seconds, status, difference), failures,
+first_failure, data, notes, seconds.
 
 exit status:
   0    every check holds
   1    a check failed (the first failing one on stderr as one line, 'nxrs verify: ...'),
-       or the run cannot be verified (no such directory, a run not started by nxrs train
-       without its data, an unreadable data file)
+       or the run cannot be verified (no such directory, a file rather than a run directory,
+       a fit run without --data, an unreadable data file)
   2    usage error
 """
 
@@ -58,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="the data file, in place of the --data the run's command recorded (a file moved "
-        "since); read and split as the run did",
+        "since), read and split as the run did; for a run of fit, the file it trained on, read "
+        "whole",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
@@ -103,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         engine=args.engine,
         workers=args.workers,
         threads=args.threads,
+        _read_command=read_command,
     )
     if args.json:
         sys.stdout.write(json_text(report.to_dict(), indent=1) + "\n")

@@ -1,5 +1,5 @@
 //! The peak float32 rate of one core without FMA: a register-only microbenchmark for
-//! `bench/bench_train.py` (issue 20's "no-FMA peak"), which runs it with
+//! `bench/bench_train.py` (the speed table's "no-FMA peak"), which runs it with
 //! `cargo run --release --example peak_flops -p nxrs-core` and reads the one JSON line it prints.
 //!
 //! Each kernel keeps independent accumulator chains in vector registers (no loads or stores

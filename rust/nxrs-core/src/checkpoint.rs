@@ -5,13 +5,14 @@
 use crate::config::TrainerConfig;
 use crate::digest;
 use crate::error::{clip, Error, Result};
-use crate::mlp::Layer;
 use crate::model::Model;
+use crate::model::TensorSpec;
 use crate::nxck::v2::direct::{self, Contents, Loaded};
 use crate::nxck::v2::{Checkpoint, Header, Verify};
 use crate::nxck::{detect, v1, v2, Format, Record, TensorRecord};
+use crate::params::Layer;
 use crate::softf32::F32;
-use crate::state::{check_scalars, TensorSpec, TrainState, SCALAR_NAMES};
+use crate::state::{check_scalars, TrainState, SCALAR_NAMES};
 use crate::trainer::Trainer;
 use std::collections::HashMap;
 use std::path::Path;
@@ -85,7 +86,7 @@ impl Snapshot {
 
     /// Makes this the copy of `trainer`'s state, as [`Snapshot::of`], in the memory of the
     /// previous copy where the sizes allow: fresh memory costs a page fault per page on first
-    /// touch, several times the copy itself on a loaded VM (issue 23's bench: 0.4 to 2.7 s
+    /// touch, several times the copy itself on a loaded VM (bench/bench_async_save.py: 0.4 to 2.7 s
     /// against 0.15 s for 1 GB), so a run saving every few minutes keeps one copy's memory.
     pub fn refill(&mut self, trainer: &Trainer) {
         self.config.clone_from(trainer.config());

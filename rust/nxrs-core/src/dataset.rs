@@ -3,6 +3,7 @@
 //! [`Dataset::new`] (labels) and [`Dataset::regression`] (targets) are the one check of data
 //! given by users (sizes, finiteness, labels); a single sample for a step goes through them too.
 
+use crate::cell_bytes::write_cells;
 use crate::error::{Error, Result};
 use crate::fnv::Fnv1a64;
 use crate::loss::Target;
@@ -33,6 +34,27 @@ pub struct Dataset {
     targets: Targets,
 }
 
+/// Why label `y` of sample `s` is not one of the `classes` (the model's outputs, one per class):
+/// negative, or beyond them, saying how many outputs the labels would need.
+fn label_outside<T: Integer>(s: usize, y: T, classes: usize, labels: &[T]) -> String {
+    let outside = format!(
+        "label {y} of sample {s} is outside 0..{classes}, the classes of a model with {classes} \
+         outputs (one per class)"
+    );
+    if y.to_string().starts_with('-') {
+        return format!("{outside}: a label is a class index, from 0");
+    }
+    let largest = labels.iter().filter_map(|&y| y.try_into().ok()).max();
+    match largest.and_then(|largest: usize| largest.checked_add(1)) {
+        Some(needed) if y.try_into().is_ok() => format!(
+            "{outside}: these labels go up to {} ({needed} classes), so the model needs \
+             {needed} outputs (its last layer's size)",
+            needed - 1
+        ),
+        _ => outside,
+    }
+}
+
 impl Dataset {
     /// A dataset from row-major features and one label per row. Refuses (`Error::Input`) an empty
     /// dataset, more than [`MAX_CELLS`] cells, lengths that do not agree, a NaN or infinite
@@ -52,11 +74,7 @@ impl Dataset {
                 y.try_into()
                     .ok()
                     .filter(|&label| label < classes)
-                    .ok_or_else(|| {
-                        Error::Input(format!(
-                            "label {y} of sample {s} is outside 0..{classes} (the classes)"
-                        ))
-                    })
+                    .ok_or_else(|| Error::Input(label_outside(s, y, classes, labels)))
             })
             .collect::<Result<_>>()?;
         Ok(Dataset {
@@ -172,7 +190,7 @@ impl Dataset {
         let word = |write: &mut dyn FnMut(&[u8]), n: usize| write(&(n as u64).to_le_bytes());
         word(write, self.len());
         word(write, self.features);
-        crate::digest::write_cells(&self.inputs, write);
+        write_cells(&self.inputs, write);
         match &self.targets {
             Targets::Labels { classes, labels } => {
                 write(&[0]);
@@ -182,7 +200,7 @@ impl Dataset {
             Targets::Values { width, values } => {
                 write(&[1]);
                 word(write, *width);
-                crate::digest::write_cells(values, write);
+                write_cells(values, write);
             }
         }
     }

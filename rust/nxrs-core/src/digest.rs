@@ -6,10 +6,11 @@
 //! use a collision-resistant hash, a tag per kind of thing digested, and an encoding that
 //! spells out every name, shape and length: two different states never encode alike.
 
+use crate::cell_bytes::write_cells;
 use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
-use crate::softf32::F32;
-use crate::state::{TensorSpec, TrainState};
+use crate::model::TensorSpec;
+use crate::state::TrainState;
 use sha2::{Digest as _, Sha256};
 
 /// A SHA-256 digest.
@@ -23,18 +24,6 @@ const DATA_TAG: &[u8] = b"nxrs-data/1\0";
 
 /// The roles of a run's data, in the order the data digest encodes them.
 pub const DATA_ROLES: [&str; 3] = ["train", "validation", "test"];
-
-/// Writes `cells`' bit patterns as little-endian `u32`s, in one piece where the machine is
-/// little-endian (a digest of a large state is then as fast as SHA-256 itself).
-pub(crate) fn write_cells(cells: &[F32], write: &mut dyn FnMut(&[u8])) {
-    if cfg!(target_endian = "little") {
-        write(bytemuck::cast_slice(cells));
-    } else {
-        for cell in cells {
-            write(&cell.to_bits().to_le_bytes());
-        }
-    }
-}
 
 fn write_u32(h: &mut Sha256, n: usize) {
     h.update((n as u32).to_le_bytes());

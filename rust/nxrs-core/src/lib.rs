@@ -4,30 +4,38 @@
 //! operations in a fixed order, so a run gives the same bits on every CPU and under every compiler
 //! flag. This crate has no Python in it; `nxrs-py` wraps it.
 //!
-//! Dependencies run one way:
-//! [`softf32`] -> [`arith`] -> [`backend`], [`math`] -> [`mlp`], [`layers`], [`loss`], [`optim`], [`schedule`], [`rng`]
-//! -> [`config`], [`state`], [`dataset`] -> [`hash`], [`nxck`] -> [`trainer`] -> [`checkpoint`].
+//! Dependencies run one way (no module uses one after it):
+//! [`softf32`], [`rng`], [`limits`] -> [`arith`], [`init`], [`schedule`], [`threads`] ->
+//! [`backend`], [`math`], [`nxck`], [`params`] -> [`layers`], [`loss`], [`optim`] ->
+//! [`dataset`], [`mlp`] -> [`model`] -> [`config`], [`state`], [`samples`] -> [`digest`],
+//! [`hash`] ->
+//! [`trainer`] -> [`checkpoint`].
 //!
 //! - [`softf32`]: the arithmetic; [`arith`]: the trait the kernels are written over;
 //!   [`backend`]: the verified hardware-float backend behind it, and its environment guard.
 //! - [`math`]: the two settings of `exp`, `log`, `sqrt` and `le` (the seed's and IEEE's).
-//! - [`mlp`], [`loss`]: the model's forward and backward passes and its losses.
-//! - [`layers`]: layer models (convolutions, pooling, normalisation, dropout): the checked
-//!   layer list and each layer's kernels (`docs/TRAINING.md` section 15; the trainer does not
-//!   run them yet).
+//! - [`layers`]: the one engine every model is computed by: the checked layer list, each
+//!   layer's kernels, and a network's passes shared out among threads (`docs/TRAINING.md`
+//!   section 15); [`loss`]: the losses.
+//! - [`mlp`]: what is an MLP's own: its sizes, the seed's initialisation and its layers;
+//!   [`model`]: a model as the trainer holds it (its network, and the MLP it stands for);
+//!   [`params`], [`init`], [`limits`]: a layer's tensors, their initial draws, the size limits.
 //! - [`optim`], [`schedule`]: Adam, AdamW, SGD, clipping; learning-rate schedules.
 //! - [`rng`]: the random streams of initialisation, shuffling and splitting.
-//! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data.
-//! - [`hash`]: the seed's state hash and the full-state hash.
+//! - [`config`], [`state`], [`dataset`]: what a run is built from, what it advances, its data;
+//!   [`samples`]: the shapes of data a model takes.
+//! - [`hash`]: the seed's state hash and the full-state hash; [`digest`]: the SHA-256 digests
+//!   of states, configurations and data.
 //! - [`nxck`]: checkpoint files (names, shapes, scalars and a configuration record);
 //!   [`checkpoint`]: trainers to those files and back.
-//! - [`trainer`]: the training loop, evaluation and prediction.
+//! - [`trainer`]: the training loop (and its bounded stretches), evaluation and prediction.
 //!
 //! `docs/TRAINING.md` defines every bit a run computes.
 
 pub mod arith;
 pub mod backend;
 mod bounded;
+mod cell_bytes;
 pub mod checkpoint;
 pub mod config;
 pub mod dataset;
@@ -35,7 +43,9 @@ pub mod digest;
 pub mod error;
 mod fnv;
 pub mod hash;
+pub mod init;
 pub mod layers;
+pub mod limits;
 pub mod loss;
 pub mod math;
 pub mod mlp;
@@ -43,7 +53,9 @@ pub mod model;
 mod names;
 pub mod nxck;
 pub mod optim;
+pub mod params;
 pub mod rng;
+pub mod samples;
 pub mod schedule;
 pub mod softf32;
 pub mod state;

@@ -71,6 +71,18 @@ impl Loss {
     }
 }
 
+/// `correct / samples` in binary64, as section 10 defines accuracy: a reported statistic of
+/// exact integer counts, not training arithmetic (which is all softf32).
+#[allow(clippy::float_arithmetic)]
+pub fn accuracy(correct: usize, samples: usize) -> f64 {
+    correct as f64 / samples as f64
+}
+
+/// Whether the maximum of the probabilities `p` (section 10's rule) is the sample's label.
+pub fn is_correct<R: Real>(math: Math, p: &[R], target: Target<'_, R>) -> bool {
+    matches!(target, Target::Class(label) if argmax(math, p) == label)
+}
+
 /// The index of the largest value by the setting's rule: the seed's `le` lets a later equal
 /// value win; IEEE `<` keeps the first maximum and never picks a NaN after the first value.
 pub fn argmax<R: Real>(math: Math, z: &[R]) -> usize {

@@ -1,40 +1,73 @@
-//! The model a configuration describes (`docs/TRAINING.md` sections 4, 11 and 15.4): an MLP of
-//! layer sizes or a list of layer objects, with what the state needs of either: its parameter
-//! tensors (two per layer that has any, `W b` or `gamma beta`), their names and shapes, its
-//! running statistics, and their initial values.
+//! The model a configuration describes (`docs/TRAINING.md` sections 4, 11 and 15.4): layer sizes
+//! (an MLP) or a list of layer objects, computed as a layer network either way, with what the
+//! state needs of it: its parameter tensors (two per layer that has any, `W b` or `gamma beta`),
+//! their names and shapes, its running statistics, and their initial values.
 
-use crate::config::Architecture;
 use crate::error::{Error, Result};
-use crate::layers::{Network, Op};
-use crate::mlp::{uniform, zeros, Init, Layer, Mlp};
+use crate::init::{uniform, Init};
+use crate::layers::{LayerSpec, Network, Op};
+use crate::mlp::Mlp;
+use crate::params::{zeros, Layer};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
-use crate::state::TensorSpec;
 
-/// A checked model.
+/// The model a configuration describes: layer sizes (Dense and ReLU, sections 4-5) or a list of
+/// layer objects (section 15).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Model {
-    Mlp(Mlp),
-    Network(Network),
+pub enum Architecture {
+    /// Layer sizes, inputs first.
+    Sizes(Vec<usize>),
+    /// Layer objects, `Input` first.
+    Layers(Vec<LayerSpec>),
+}
+
+/// A tensor's name and shape, in checkpoint order.
+pub type TensorSpec = (String, Vec<usize>);
+
+/// A checked model: the layer network every pass computes, and the layer sizes it stands for
+/// when it was given as an MLP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Model {
+    network: Network,
+    mlp: Option<Mlp>,
 }
 
 impl Model {
     /// The model `architecture` describes, checked.
     pub fn new(architecture: &Architecture) -> Result<Model> {
         Ok(match architecture {
-            Architecture::Sizes(sizes) => Model::Mlp(Mlp::new(sizes.clone())?),
-            Architecture::Layers(specs) => Model::Network(Network::new(specs)?),
+            Architecture::Sizes(sizes) => {
+                let mlp = Mlp::new(sizes.clone())?;
+                Model {
+                    network: mlp.network(),
+                    mlp: Some(mlp),
+                }
+            }
+            Architecture::Layers(specs) => Model {
+                network: Network::new(specs)?,
+                mlp: None,
+            },
         })
+    }
+
+    /// The layers every pass computes.
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// The layer sizes, when the model was given as an MLP.
+    pub fn mlp(&self) -> Option<&Mlp> {
+        self.mlp.as_ref()
     }
 
     /// Whether `init` applies: the seed's pattern to layer sizes only, PyTorch's bounds to layer
     /// objects only (section 15.4).
     pub fn check_init(&self, init: Init) -> Result<()> {
-        match (self, init) {
-            (Model::Mlp(_), Init::Torch) => Err(Error::Config(
+        match (&self.mlp, init) {
+            (Some(_), Init::Torch) => Err(Error::Config(
                 "init = \"torch\" is for layer objects; layer sizes take seed, he or glorot".into(),
             )),
-            (Model::Network(_), Init::Seed) => Err(Error::Config(
+            (None, Init::Seed) => Err(Error::Config(
                 "init = \"seed\" is the seed model's pattern, for layer sizes; layer objects take \
                  torch, he or glorot"
                     .into(),
@@ -43,105 +76,84 @@ impl Model {
         }
     }
 
+    /// The model as messages name it: an MLP by its sizes.
+    pub fn name(&self) -> String {
+        match &self.mlp {
+            Some(mlp) => format!("the model {:?}", mlp.sizes()),
+            // A layer model's sizes (cells per layer) name nothing.
+            None => "the model".to_string(),
+        }
+    }
+
     /// Layer sizes, inputs first; for layer objects the cells per sample at every layer
     /// boundary (the input's, then each layer's output's).
     pub fn sizes(&self) -> Vec<usize> {
-        match self {
-            Model::Mlp(mlp) => mlp.sizes().to_vec(),
-            Model::Network(net) => std::iter::once(net.input.iter().product())
-                .chain(net.layers.iter().map(|l| l.output.iter().product()))
+        match &self.mlp {
+            Some(mlp) => mlp.sizes().to_vec(),
+            None => std::iter::once(self.inputs())
+                .chain(
+                    self.network
+                        .layers
+                        .iter()
+                        .map(|l| l.output.iter().product()),
+                )
                 .collect(),
         }
     }
 
     /// A sample's shape (`[features]` for an MLP).
-    pub fn input_shape(&self) -> Vec<usize> {
-        match self {
-            Model::Mlp(mlp) => vec![mlp.inputs()],
-            Model::Network(net) => net.input.clone(),
-        }
+    pub fn input_shape(&self) -> &[usize] {
+        &self.network.input
     }
 
     /// Features per sample.
     pub fn inputs(&self) -> usize {
-        match self {
-            Model::Mlp(mlp) => mlp.inputs(),
-            Model::Network(net) => net.input.iter().product(),
-        }
+        self.network.input.iter().product()
     }
 
     /// The length of the output vector the loss reads.
     pub fn outputs(&self) -> usize {
-        match self {
-            Model::Mlp(mlp) => mlp.outputs(),
-            Model::Network(net) => net.outputs(),
-        }
+        self.network.outputs()
     }
 
     /// Multiply-adds of one sample's forward pass, roughly: how threads share out samples.
     pub fn work_per_sample(&self) -> usize {
-        match self {
-            Model::Mlp(mlp) => mlp.parameters(),
-            Model::Network(net) => net
-                .layers
-                .iter()
-                .map(|l| match &l.op {
-                    Op::Conv(conv) => {
-                        conv.window.positions() * conv.window.column() * conv.out_channels
-                    }
-                    _ => l.output.iter().product(),
-                })
-                .sum(),
-        }
+        self.network.work_per_sample()
     }
 
     /// The parameter tensors' names and shapes, two per layer that has parameters, in the
-    /// state's order (`W1 b1 W2 b2 ...`; section 15.4's numbering for layer objects).
+    /// state's order (`W1 b1 W2 b2 ...`; section 15.4's numbering, an MLP's Dense layers
+    /// numbered as its weight layers).
     pub fn param_specs(&self) -> Vec<[TensorSpec; 2]> {
-        match self {
-            Model::Mlp(mlp) => (0..mlp.layers())
-                .map(|l| {
-                    let (outputs, inputs) = mlp.weight_shape(l);
-                    let n = l + 1;
-                    [
-                        (format!("W{n}"), vec![outputs, inputs]),
-                        (format!("b{n}"), vec![outputs]),
-                    ]
-                })
-                .collect(),
-            Model::Network(net) => numbered(net)
-                .filter_map(|(n, layer)| {
-                    let (params, _) = layer.tensor_shapes();
-                    let [w, b]: [Vec<usize>; 2] = params.try_into().ok()?;
-                    let (wn, bn) = match layer.op {
-                        Op::Conv(_) => ("W", "b"),
-                        _ => ("gamma", "beta"),
-                    };
-                    Some([(format!("{wn}{n}"), w), (format!("{bn}{n}"), b)])
-                })
-                .collect(),
-        }
+        numbered(&self.network)
+            .filter_map(|(n, layer)| {
+                let (params, _) = layer.tensor_shapes();
+                let [w, b]: [Vec<usize>; 2] = params.try_into().ok()?;
+                let (wn, bn) = match layer.op {
+                    Op::Conv(_) => ("W", "b"),
+                    _ => ("gamma", "beta"),
+                };
+                Some([(format!("{wn}{n}"), w), (format!("{bn}{n}"), b)])
+            })
+            .collect()
     }
 
     /// The running statistics' names and shapes (`mean{n} var{n}` of every BatchNorm), after
     /// the optimiser's slots in the state.
     pub fn buffer_specs(&self) -> Vec<TensorSpec> {
-        match self {
-            Model::Mlp(_) => Vec::new(),
-            Model::Network(net) => numbered(net)
-                .flat_map(|(n, layer)| {
-                    let (_, buffers) = layer.tensor_shapes();
-                    buffers
-                        .into_iter()
-                        .zip(["mean", "var"])
-                        .map(move |(shape, name)| (format!("{name}{n}"), shape))
-                })
-                .collect(),
-        }
+        numbered(&self.network)
+            .flat_map(|(n, layer)| {
+                let (_, buffers) = layer.tensor_shapes();
+                buffers
+                    .into_iter()
+                    .zip(["mean", "var"])
+                    .map(move |(shape, name)| (format!("{name}{n}"), shape))
+            })
+            .collect()
     }
 
     /// Zero tensors shaped like the parameters (untouched pages until written: see
-    /// `mlp::zeros`).
+    /// `params::zeros`).
     pub fn zeros(&self) -> Vec<Layer> {
         self.param_specs()
             .iter()
@@ -171,14 +183,15 @@ impl Model {
         }
     }
 
-    /// The initial parameters and running statistics (sections 4 and 15.4).
+    /// The initial parameters and running statistics (sections 4 and 15.4): the seed's pattern
+    /// for an MLP with `init = "seed"`, else each layer's by `init` (an MLP's Dense layers by
+    /// section 4, which section 15.4 is for them).
     pub fn init(&self, init: Init, seed: i64) -> (Vec<Layer>, Vec<Vec<F32>>) {
-        let net = match self {
-            Model::Mlp(mlp) => return (mlp.init_params(init, seed), Vec::new()),
-            Model::Network(net) => net,
-        };
+        if let (Init::Seed, Some(mlp)) = (init, &self.mlp) {
+            return (mlp.seed_params(seed), self.fresh_buffers());
+        }
         let mut params = Vec::new();
-        for (n, layer) in numbered(net) {
+        for (n, layer) in numbered(&self.network) {
             match &layer.op {
                 Op::Conv(conv) => {
                     let w = &conv.window;
@@ -214,10 +227,7 @@ impl Model {
     /// every BatchNorm, in [`Model::buffer_specs`]'s order. Constants, whatever the seed and
     /// the initialisation: a run starting from given weights takes them from here.
     pub fn fresh_buffers(&self) -> Vec<Vec<F32>> {
-        let Model::Network(net) = self else {
-            return Vec::new();
-        };
-        numbered(net)
+        numbered(&self.network)
             .filter_map(|(_, layer)| match &layer.op {
                 Op::BatchNorm(bn) => Some(bn.channels),
                 _ => None,
@@ -227,6 +237,54 @@ impl Model {
     }
 }
 
+/// One layer of a layer table: what `nxrs.layers.summary` shows of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerRow {
+    /// The layer's position in the list (`Input` is 0, so rows start at 1).
+    pub position: usize,
+    /// PyTorch's name of the layer.
+    pub type_name: String,
+    /// The shape of one sample going in.
+    pub input: Vec<usize>,
+    /// The shape of one sample coming out.
+    pub output: Vec<usize>,
+    /// The layer's tensors, names and shapes, in the state's order: parameters, then running
+    /// statistics (section 15.4's numbering).
+    pub tensors: Vec<TensorSpec>,
+}
+
+/// The checked layer list `specs` (`Input` first), one row per layer after `Input`: the
+/// model's network with the tensors each layer owns in the state.
+pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
+    let model = Model::new(&Architecture::Layers(specs.to_vec()))?;
+    let mut params = model.param_specs().into_iter();
+    let mut buffers = model.buffer_specs().into_iter();
+    Ok(model
+        .network
+        .layers
+        .iter()
+        .zip(&specs[1..])
+        .map(|(layer, spec)| {
+            let (p, b) = layer.tensor_shapes();
+            // A layer with parameters owns the next pair, and one running statistic per
+            // buffer shape it has.
+            let owned = if p.is_empty() { None } else { params.next() };
+            let tensors = owned
+                .into_iter()
+                .flatten()
+                .chain(b.iter().filter_map(|_| buffers.next()))
+                .collect();
+            LayerRow {
+                position: layer.position,
+                type_name: spec.type_name(),
+                input: layer.input.clone(),
+                output: layer.output.clone(),
+                tensors,
+            }
+        })
+        .collect())
+}
+
 /// The layers that have tensors, with their numbers `1, 2, ...` (section 15.4).
 fn numbered(net: &Network) -> impl Iterator<Item = (usize, &crate::layers::Layer)> {
     net.layers
@@ -234,4 +292,74 @@ fn numbered(net: &Network) -> impl Iterator<Item = (usize, &crate::layers::Layer
         .filter(|l| matches!(l.op, Op::Conv(_) | Op::BatchNorm(_) | Op::LayerNorm(_)))
         .enumerate()
         .map(|(i, l)| (i + 1, l))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_init_stays_in_its_range() {
+        let mlp = Model::new(&Architecture::Sizes(vec![6, 50])).unwrap();
+        let a = (F32::from_i32(6) / F32::from_i32(6)).sqrt(); // He: sqrt(6 / 6) = 1
+        let w = |init, seed| mlp.init(init, seed).0.remove(0).w;
+        let he = w(Init::He, 3);
+        assert!(he.iter().all(|&x| x.ieee_lt(a) && (-a).ieee_le(x)));
+        assert_ne!(he, w(Init::He, 4));
+        assert_ne!(he, w(Init::Glorot, 3));
+    }
+
+    #[test]
+    fn a_layer_table_gives_each_layer_its_own_tensors() {
+        let specs: Vec<LayerSpec> = [
+            r#"{"type": "Input", "shape": [1, 4, 4]}"#,
+            r#"{"type": "Conv2d", "out_channels": 2, "kernel_size": 3}"#,
+            r#"{"type": "BatchNorm2d"}"#,
+            r#"{"type": "ReLU"}"#,
+            r#"{"type": "Flatten"}"#,
+            r#"{"type": "Dense", "units": 3}"#,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
+        .collect();
+        let rows = layer_table(&specs).unwrap();
+        type Shown<'a> = (usize, &'a str, Vec<usize>, Vec<usize>, Vec<String>);
+        let shown: Vec<Shown> = rows
+            .iter()
+            .map(|r| {
+                let names = r.tensors.iter().map(|(n, s)| format!("{n}{s:?}")).collect();
+                (
+                    r.position,
+                    r.type_name.as_str(),
+                    r.input.clone(),
+                    r.output.clone(),
+                    names,
+                )
+            })
+            .collect();
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shown,
+            vec![
+                (
+                    1,
+                    "Conv2d",
+                    vec![1, 4, 4],
+                    vec![2, 2, 2],
+                    names(&["W1[2, 1, 3, 3]", "b1[2]"])
+                ),
+                (
+                    2,
+                    "BatchNorm2d",
+                    vec![2, 2, 2],
+                    vec![2, 2, 2],
+                    names(&["gamma2[2]", "beta2[2]", "mean2[2]", "var2[2]"])
+                ),
+                (3, "ReLU", vec![2, 2, 2], vec![2, 2, 2], vec![]),
+                (4, "Flatten", vec![2, 2, 2], vec![8], vec![]),
+                (5, "Dense", vec![8], vec![3], names(&["W3[3, 8]", "b3[3]"])),
+            ]
+        );
+    }
 }

@@ -3,8 +3,8 @@
 //! and shapes.
 
 use crate::error::{Error, Result};
-use crate::mlp::Layer;
-use crate::model::Model;
+use crate::model::{Model, TensorSpec};
+use crate::params::Layer;
 use crate::softf32::F32;
 
 /// Parameters, optimiser slots and counters.
@@ -28,9 +28,6 @@ pub struct TrainState {
     pub b1t: F32,
     pub b2t: F32,
 }
-
-/// A tensor's name and shape, in checkpoint order.
-pub type TensorSpec = (String, Vec<usize>);
 
 /// The scalars' names, in the order of the hash and of checkpoints.
 pub const SCALAR_NAMES: [&str; 5] = ["epoch", "b1t_bits", "b2t_bits", "step", "batch"];
@@ -65,11 +62,7 @@ impl TrainState {
         second_moments: bool,
     ) -> Result<TrainState> {
         let layout: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
-        // An MLP is named by its sizes; a layer model's sizes (cells per layer) name nothing.
-        let named = match model {
-            Model::Mlp(mlp) => format!("the model {:?}", mlp.sizes()),
-            Model::Network(_) => "the model".to_string(),
-        };
+        let named = model.name();
         let mut cells = fitting(tensors, &layout, "parameter", &named)?.into_iter();
         let params = (0..layout.len() / 2)
             .map(|_| Layer {
@@ -78,10 +71,36 @@ impl TrainState {
             })
             .collect();
         let buffers = match buffers {
-            Some(given) => fitting(given, &model.buffer_specs(), "running statistics", &named)?,
+            Some(given) => {
+                let specs = model.buffer_specs();
+                let cells = fitting(given, &specs, "running statistics", &named)?;
+                nonnegative_variances(&specs, &cells)?;
+                cells
+            }
             None => model.fresh_buffers(),
         };
         Ok(TrainState::fresh(params, buffers, second_moments))
+    }
+
+    /// What [`TrainState::starting_from`] calls given parameter tensor `k` (`W1 b1 W2 b2 ...`,
+    /// counted from 0) and how many dimensions it must have, for reading it: the model's
+    /// tensor's name and rank, or for one beyond the model's count an MLP's (`W{l}` of rank 2,
+    /// `b{l}` of rank 1), which the count check then refuses.
+    pub fn starting_param(model: &Model, k: usize) -> (String, usize) {
+        let params: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
+        let (prefix, rank) = if k.is_multiple_of(2) {
+            ("W", 2)
+        } else {
+            ("b", 1)
+        };
+        given_spec(&params, k, || (format!("{prefix}{}", k / 2 + 1), rank))
+    }
+
+    /// What [`TrainState::starting_from`] calls given running statistic `k` and how many
+    /// dimensions it must have: the model's tensor's name and rank, or `buffers[k]` of rank 1
+    /// beyond the model's count.
+    pub fn starting_buffer(model: &Model, k: usize) -> (String, usize) {
+        given_spec(&model.buffer_specs(), k, || (format!("buffers[{k}]"), 1))
     }
 
     /// The names and shapes of the tensors of a state of `model` (with second moments or not):
@@ -170,6 +189,17 @@ impl TrainState {
     }
 }
 
+/// Tensor `k` of `specs` as a name and rank, or `beyond` for one past the model's count.
+fn given_spec(
+    specs: &[TensorSpec],
+    k: usize,
+    beyond: impl FnOnce() -> (String, usize),
+) -> (String, usize) {
+    specs
+        .get(k)
+        .map_or_else(beyond, |(name, shape)| (name.clone(), shape.len()))
+}
+
 /// The cells of `tensors` when they are `layout`'s tensors (`what` they are: "parameter", ...)
 /// in its order and shapes, every value finite; else `Error::Input` naming the first that is
 /// not, and the model as `model` says: the one check of tensors given from outside
@@ -207,6 +237,26 @@ fn fitting(
     Ok(cells)
 }
 
+/// Checks that no running variance (`var{n}` of `specs`, the buffers' names) is below zero:
+/// evaluation takes its square root, so one would make every prediction NaN. It is refused
+/// as a value that is not finite is (`fitting`); -0.0 is a zero.
+fn nonnegative_variances(specs: &[TensorSpec], buffers: &[Vec<F32>]) -> Result<()> {
+    let variances = specs
+        .iter()
+        .zip(buffers)
+        .filter(|((name, _), _)| name.starts_with("var"));
+    for ((name, _), values) in variances {
+        // Above -0.0's bits: the sign bit and a magnitude, a negative number.
+        if let Some(k) = values.iter().position(|v| v.to_bits() > 0x8000_0000) {
+            return Err(Error::Input(format!(
+                "{name} value {k} (row-major) is {}: a running variance is never negative",
+                f32::from_bits(values[k].to_bits())
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks scalars in [`TrainState::scalars`]'s encoding (as a checkpoint holds them): the
 /// counters `>= 0`, the powers binary32 bit patterns.
 pub fn check_scalars([epoch, b1t, b2t, step, batch]: [i64; 5]) -> Result<()> {
@@ -240,11 +290,16 @@ pub fn zeroed_like(layer: &Layer) -> Layer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlp::Mlp;
+    use crate::layers::LayerSpec;
+    use crate::model::Architecture;
+
+    fn mlp(sizes: &[usize]) -> Model {
+        Model::new(&Architecture::Sizes(sizes.to_vec())).unwrap()
+    }
 
     #[test]
     fn seed_tensor_names_in_checkpoint_order() {
-        let mlp = Model::Mlp(Mlp::new(vec![6, 10, 4]).unwrap());
+        let mlp = mlp(&[6, 10, 4]);
         let names: Vec<String> = TrainState::layout(&mlp, true)
             .into_iter()
             .map(|(n, _)| n)
@@ -261,8 +316,58 @@ mod tests {
     }
 
     #[test]
+    fn given_tensors_are_read_by_the_models_names_and_ranks() {
+        let names = |model: &Model, of: fn(&Model, usize) -> (String, usize), n: usize| {
+            (0..n).map(|k| of(model, k)).collect::<Vec<_>>()
+        };
+        let owned = |v: &[(&str, usize)]| {
+            v.iter()
+                .map(|&(n, r)| (n.to_string(), r))
+                .collect::<Vec<_>>()
+        };
+        // Beyond an MLP's count, more of an MLP's names.
+        let sizes = mlp(&[3, 2]);
+        assert_eq!(
+            names(&sizes, TrainState::starting_param, 4),
+            owned(&[("W1", 2), ("b1", 1), ("W2", 2), ("b2", 1)])
+        );
+        assert_eq!(
+            names(&sizes, TrainState::starting_buffer, 1),
+            owned(&[("buffers[0]", 1)])
+        );
+        let specs: Vec<LayerSpec> = [
+            r#"{"type": "Input", "shape": [1, 4, 4]}"#,
+            r#"{"type": "Conv2d", "out_channels": 2, "kernel_size": 3}"#,
+            r#"{"type": "BatchNorm2d"}"#,
+            r#"{"type": "Flatten"}"#,
+            r#"{"type": "Dense", "units": 3}"#,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
+        .collect();
+        let layers = Model::new(&Architecture::Layers(specs)).unwrap();
+        assert_eq!(
+            names(&layers, TrainState::starting_param, 7),
+            owned(&[
+                ("W1", 4),
+                ("b1", 1),
+                ("gamma2", 1),
+                ("beta2", 1),
+                ("W3", 2),
+                ("b3", 1),
+                ("W4", 2)
+            ])
+        );
+        assert_eq!(
+            names(&layers, TrainState::starting_buffer, 3),
+            owned(&[("mean2", 1), ("var2", 1), ("buffers[2]", 1)])
+        );
+    }
+
+    #[test]
     fn starting_from_checks_shapes_and_values() {
-        let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
+        let mlp = mlp(&[3, 2]);
         let w: Vec<F32> = (0..6).map(F32::from_i64).collect();
         let b = vec![F32::ONE, F32::ZERO];
         let good = vec![(w.clone(), vec![2, 3]), (b.clone(), vec![2])];
@@ -300,7 +405,7 @@ mod tests {
 
     #[test]
     fn starting_from_takes_running_statistics_under_the_same_checks() {
-        use crate::layers::{LayerSpec, Network};
+        use crate::layers::LayerSpec;
         let specs: Vec<LayerSpec> = [
             r#"{"type": "Input", "shape": [3]}"#,
             r#"{"type": "BatchNorm1d"}"#,
@@ -310,7 +415,7 @@ mod tests {
         .enumerate()
         .map(|(i, text)| LayerSpec::from_json_text(text, i).unwrap())
         .collect();
-        let net = Model::Network(Network::new(&specs).unwrap());
+        let net = Model::new(&Architecture::Layers(specs)).unwrap();
         let params = || {
             vec![
                 (vec![F32::ONE; 3], vec![3]),
@@ -339,12 +444,28 @@ mod tests {
             matches!(&err, Error::Input(m) if m.starts_with("var1 value 1")),
             "{err}"
         );
+        // A negative variance is refused, a negative mean and a variance of -0.0 are not.
+        let minus = |bits: u32| F32::from_bits(bits);
+        let negative = vec![
+            (vec![minus(0xBF80_0000); 3], vec![3]),
+            (vec![F32::ONE, F32::ONE, minus(0xBF00_0000)], vec![3]),
+        ];
+        let err = TrainState::starting_from(&net, params(), Some(negative), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Input(m) if m.starts_with("var1 value 2 (row-major) is -0.5: a running variance is never negative")),
+            "{err}"
+        );
+        let zero = vec![
+            (vec![two; 3], vec![3]),
+            (vec![minus(0x8000_0000); 3], vec![3]),
+        ];
+        assert!(TrainState::starting_from(&net, params(), Some(zero), true).is_ok());
     }
 
     #[test]
     fn tensors_follow_the_layout() {
-        let mlp = Model::Mlp(Mlp::new(vec![3, 2]).unwrap());
-        let (params, buffers) = mlp.init(crate::mlp::Init::Seed, 1);
+        let mlp = mlp(&[3, 2]);
+        let (params, buffers) = mlp.init(crate::init::Init::Seed, 1);
         let mut state = TrainState::fresh(params, buffers, true);
         state.m[0].b[1] = F32::ONE;
         let layout = TrainState::layout(&mlp, true);

@@ -1,4 +1,4 @@
-//! Issue 19's core structure: the one dispatch of a computation to a backend
+//! The core's structure: the one dispatch of a computation to a backend
 //! ([`Backend::run`]), and the split of `Error::Mismatch` (data that does not fit a run is
 //! `Error::Input`; `Error::Mismatch` is a checkpoint of another run, never a file `load`
 //! reads as the seed model).

@@ -14,11 +14,11 @@ use cases::{bits, case_data, config_of, hex, i64_of, one_step, str_of, usize_of}
 use nxrs_core::arith::Real;
 use nxrs_core::backend::Backend;
 use nxrs_core::backend::Compute;
-use nxrs_core::config::Architecture;
+use nxrs_core::init::Init;
 use nxrs_core::layers::pass::{Context, Mode, Saved, Tensors};
-use nxrs_core::layers::{LayerSpec, Network};
+use nxrs_core::layers::{LayerSpec, Network, Op};
 use nxrs_core::math::Math;
-use nxrs_core::mlp::Init;
+use nxrs_core::model::Architecture;
 use nxrs_core::threads::Threads;
 use nxrs_core::F32;
 use nxrs_core::{TrainState, Trainer, TrainerConfig};
@@ -110,6 +110,19 @@ impl Compute for Case<'_> {
         let params = tensors
             .get(names.0)
             .map(|w| (&w[..], &tensors[names.1][..]));
+        // A Dense layer's forward pass reads `Wᵀ`, as a network's passes give it.
+        let w_t = match &layer.op {
+            Op::Conv(conv) if conv.window.positions() == 1 => {
+                let (o, j) = (conv.out_channels, conv.window.column());
+                let w = &tensors["W"];
+                Some(
+                    (0..j * o)
+                        .map(|k| w[(k % o) * j + k / o])
+                        .collect::<Vec<F32>>(),
+                )
+            }
+            _ => None,
+        };
         let x = cells(&case["x"]);
         let g = cells(&case["g"]);
         let n_out = rows * layer.output.iter().product::<usize>();
@@ -125,7 +138,7 @@ impl Compute for Case<'_> {
         };
         layer.forward::<R>(
             context,
-            tensors_of(params, &running),
+            tensors_of(params, &running, w_t.as_deref()),
             &x,
             rows,
             &mut y,
@@ -167,7 +180,7 @@ impl Compute for Case<'_> {
             };
             layer.forward::<R>(
                 eval,
-                tensors_of(params, &running),
+                tensors_of(params, &running, w_t.as_deref()),
                 &x,
                 rows,
                 &mut y,
@@ -179,10 +192,12 @@ impl Compute for Case<'_> {
     }
 }
 
-/// The tensors a pass reads: the parameters, and BatchNorm's running statistics.
+/// The tensors a pass reads: the parameters, BatchNorm's running statistics and a Dense layer's
+/// `Wᵀ`.
 fn tensors_of<'a>(
     params: Option<(&'a [F32], &'a [F32])>,
     running: &'a (Option<Vec<F32>>, Option<Vec<F32>>),
+    transposed: Option<&'a [F32]>,
 ) -> Tensors<'a> {
     Tensors {
         params,
@@ -190,6 +205,7 @@ fn tensors_of<'a>(
             (Some(m), Some(v)) => Some((&m[..], &v[..])),
             _ => None,
         },
+        transposed,
     }
 }
 

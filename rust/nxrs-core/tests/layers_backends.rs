@@ -176,6 +176,7 @@ impl Compute for Run<'_> {
         let tensors = || Tensors {
             params: params.as_ref().map(|(w, b)| (&w[..], &b[..])),
             running: running.as_ref().map(|(m, v)| (&m[..], &v[..])),
+            transposed: None,
         };
         let mode = Mode::Train {
             seed: -3,

@@ -1,11 +1,13 @@
 //! A network's passes let a layer take over its neighbours' work while the cells are in the
 //! cache (a convolution or Dense applies the ReLU above it, and the max pooling above that; max
-//! pooling applies the derivative of the ReLU below it): the network's outputs and every
-//! parameter's block gradient must be the bits of running each layer's own pass in turn
-//! (which the golden cases check one by one). Random models `Conv [-> Tanh] -> ReLU [-> MaxPool]
-//! -> Flatten -> Dense -> ReLU -> Dense` with odd shapes, overlapping or not pooling windows, few
-//! positions (convolutions grouping samples) or many, random cells (special values included),
-//! both `math` settings, on every backend, on 1 and 3 threads.
+//! pooling applies the derivative of the ReLU below it), and let each thread take its samples
+//! through a whole model of layers that act on each sample alone: the network's outputs and
+//! every parameter's block gradient must be the bits of running each layer's own pass in turn
+//! over the whole block (which the golden cases check one by one). Random models `Conv [->
+//! Tanh] -> ReLU [-> MaxPool] -> Flatten -> Dense -> ReLU -> Dense` with odd shapes,
+//! overlapping or not pooling windows, few positions (convolutions grouping samples) or many,
+//! and `Dense -> (ReLU | Tanh | Sigmoid | Dropout)* -> ... -> Dense`, random cells (special
+//! values included), both `math` settings, on every backend, on 1 and 3 threads.
 
 #[path = "support/backends.rs"]
 mod backends;
@@ -15,17 +17,55 @@ mod cell;
 use cell::cell;
 use nxrs_core::arith::Real;
 use nxrs_core::backend::{Backend, Compute};
-use nxrs_core::layers::network::Cells;
+use nxrs_core::layers::network::{Cells, Parameters};
 use nxrs_core::layers::pass::{Context, Mode, Saved, Tensors};
+use nxrs_core::layers::transposed::Transposed;
 use nxrs_core::layers::{LayerSpec, Network};
 use nxrs_core::math::Math;
-use nxrs_core::mlp::Layer as Params;
+use nxrs_core::params::Layer as Params;
 use nxrs_core::threads::Threads;
 use nxrs_core::F32;
 use proptest::prelude::*;
 
-/// A model's layer list.
+/// A model's layer list: a convolution's, or an MLP's.
 fn model() -> impl Strategy<Value = Vec<LayerSpec>> {
+    prop_oneof![convolutional(), dense()]
+}
+
+/// `[Flatten ->] Dense -> (pointwise ->)* Dense ...`: layers that act on each sample alone, which
+/// a thread takes its samples through all at once (the whole model per thread).
+fn dense() -> impl Strategy<Value = Vec<LayerSpec>> {
+    let pointwise = prop_oneof![
+        Just(LayerSpec::ReLU),
+        Just(LayerSpec::Tanh),
+        Just(LayerSpec::Sigmoid),
+        Just(LayerSpec::Dropout {
+            p: F32::ONE / F32::from_i32(4)
+        }),
+    ];
+    let hidden = (1usize..6, proptest::collection::vec(pointwise, 0..3));
+    (
+        proptest::collection::vec(1usize..5, 1..3),
+        proptest::collection::vec(hidden, 0..4),
+        1usize..4,
+    )
+        .prop_map(|(shape, hidden, outputs)| {
+            let flatten = shape.len() > 1;
+            let mut specs = vec![LayerSpec::Input { shape }];
+            if flatten {
+                specs.push(LayerSpec::Flatten);
+            }
+            for (units, pointwise) in hidden {
+                specs.push(LayerSpec::Dense { units });
+                specs.extend(pointwise);
+            }
+            specs.push(LayerSpec::Dense { units: outputs });
+            specs
+        })
+}
+
+/// `Conv [-> Tanh] -> ReLU [-> MaxPool] -> Flatten -> Dense -> ReLU -> Dense`.
+fn convolutional() -> impl Strategy<Value = Vec<LayerSpec>> {
     let shape = prop_oneof![
         (1usize..3, 4usize..14).prop_map(|(c, l)| vec![c, l]),
         (1usize..3, 4usize..9, 4usize..9).prop_map(|(c, h, w)| vec![c, h, w]),
@@ -175,15 +215,35 @@ impl Compute for Run<'_> {
         let outputs = if self.layer_by_layer {
             layer_by_layer::<R>(c, context, &params, (&x, &delta), &mut grads)
         } else {
-            let mut cells = Cells::default();
-            let y = c
-                .net
-                .forward::<R>(context, (&params, &[]), &x, c.rows, &mut cells)
-                .to_vec();
-            let rows = c.rows;
-            c.net
-                .backward::<R>(context, &params, (&x, &delta), rows, &mut cells, &mut grads);
-            y
+            let transposed = Transposed::of(&c.net, &params);
+            let parameters = Parameters {
+                params: &params,
+                running: &[],
+                transposed: &transposed,
+            };
+            let (features, width) = (x.len() / c.rows, c.net.outputs());
+            // Each sample's outputs, and its gradient `delta` given to the backward pass.
+            let mut outputs = vec![Vec::new(); c.rows];
+            c.net.train::<R, Vec<F32>>(
+                context,
+                parameters,
+                &mut Cells::default(),
+                |samples, rows| {
+                    rows.copy_from_slice(&x[samples.start * features..samples.end * features])
+                },
+                |samples, z, d, outputs| {
+                    let given = &delta[samples.start * width..samples.end * width];
+                    for (d, &g) in d.iter_mut().zip(given) {
+                        *d = R::from_f32(g);
+                    }
+                    for (out, z) in outputs.iter_mut().zip(z.chunks_exact(width)) {
+                        *out = z.iter().map(|z| z.to_f32()).collect();
+                    }
+                },
+                &mut outputs,
+                &mut grads,
+            );
+            outputs.concat()
         };
         let mut out = vec![u32s(&outputs)];
         for g in &grads {
@@ -218,6 +278,7 @@ fn layer_by_layer<R: Real>(
         let tensors = Tensors {
             params: slots[i].map(|k| (&params[k].w[..], &params[k].b[..])),
             running: None,
+            transposed: None,
         };
         layer.forward::<R>(context, tensors, &values[i], c.rows, &mut y, &mut saved[i]);
         values.push(y);

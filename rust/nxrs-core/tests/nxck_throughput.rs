@@ -5,10 +5,10 @@
 //! ~1 GB state, `[4096, 20480]`, instead).
 
 use nxrs_core::checkpoint;
-use nxrs_core::mlp::Layer;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify};
 use nxrs_core::nxck::writer::WriteStrategy;
 use nxrs_core::nxck::Format;
+use nxrs_core::params::Layer;
 use nxrs_core::{TrainState, Trainer, TrainerConfig, F32};
 use std::time::{Duration, Instant};
 

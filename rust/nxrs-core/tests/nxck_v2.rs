@@ -6,9 +6,9 @@ mod nxck_support;
 
 use nxck_support::*;
 use nxrs_core::checkpoint;
-use nxrs_core::config::Architecture;
 use nxrs_core::error::Error;
-use nxrs_core::mlp::MAX_LAYERS;
+use nxrs_core::limits::MAX_LAYERS;
+use nxrs_core::model::Architecture;
 use nxrs_core::nxck::v2::{self, Checkpoint, Verify, PRELUDE_LEN};
 use nxrs_core::nxck::{self, v1, Format};
 use nxrs_core::state::SCALAR_NAMES;

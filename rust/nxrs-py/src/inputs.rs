@@ -8,6 +8,7 @@ use numpy::{
 };
 use nxrs_core::F32;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
@@ -56,7 +57,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<AnyInt> {
         let py = obj.py();
         let refused = |obj: Borrowed<'a, 'py, PyAny>| -> PyResult<AnyInt> {
-            Ok(AnyInt(Err(Refused::NotAnInteger(obj.repr()?.to_string()))))
+            Ok(AnyInt(Err(Refused::NotAnInteger(shown(&obj)?))))
         };
         if obj.is_instance_of::<PyBool>() {
             return refused(obj);
@@ -73,11 +74,22 @@ impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
         match int.extract::<i64>() {
             Ok(value) => Ok(AnyInt::new(value)),
             Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
-                Ok(AnyInt(Err(Refused::TooLarge(int.str()?.to_string()))))
+                Ok(AnyInt(Err(Refused::TooLarge(shown(&int)?))))
             }
             Err(e) => Err(e),
         }
     }
+}
+
+/// A value as a message shows it, by the package's one rule (`nxrs._util.checks._shown`): its
+/// repr, clipped, and an integer too long to write (Python refuses over 4,300 digits) by its
+/// size.
+pub(crate) fn shown(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let py = value.py();
+    py.import(intern!(py, "nxrs._util.checks"))?
+        .getattr(intern!(py, "_shown"))?
+        .call1((value,))?
+        .extract()
 }
 
 /// A list of counts (`layers`, `sizes`): the items of any iterable but a string or bytes (a
@@ -105,7 +117,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for AnyInts {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<AnyInts> {
-        let refused = || -> PyResult<AnyInts> { Ok(AnyInts(Err(obj.repr()?.to_string()))) };
+        let refused = || -> PyResult<AnyInts> { Ok(AnyInts(Err(shown(&obj)?))) };
         if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
             return refused();
         }

@@ -5,18 +5,18 @@
 //! two configurations (`_config_differences`).
 
 use crate::errors::{to_py, ConfigError};
-use crate::inputs::{AnyInt, AnyInts};
+use crate::inputs::{shown, AnyInt, AnyInts};
 use nxrs_core::config::schema::Default;
 use nxrs_core::config::{
-    differences_of, setting, settings, Architecture, Family, Setting, TrainerConfig, Type, Value,
+    differences_of, setting, settings, Family, Setting, TrainerConfig, Type, Value,
 };
 use nxrs_core::layers::LayerSpec;
-use nxrs_core::model::Model;
+use nxrs_core::model::layer_table;
 use nxrs_core::F32;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyRecursionError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 /// What `Trainer(layers, **options)` describes: the configuration, and how this machine
 /// computes it (not part of the configuration).
@@ -68,6 +68,7 @@ pub(crate) fn trainer_options(
     };
     let layers = match layers.filter(|l| !l.is_none()) {
         None => None,
+        Some(value) if value.is_instance_of::<PyString>() => return Err(not_a_model(value)),
         Some(value) => match layer_objects(value)? {
             Some(objects) => Some(Value::Layers(objects)),
             None => layer_sizes(Some(value.extract()?), Family::General)?,
@@ -84,6 +85,23 @@ pub(crate) fn trainer_options(
         backend,
         threads,
     })
+}
+
+/// The ConfigError for `layers` given as a string: a model is a list, and a name (the CLI's
+/// `--model NAME`) is a preset's, whose layers `nxrs.layers.preset` gives.
+fn not_a_model(name: &Bound<'_, PyAny>) -> PyErr {
+    let py = name.py();
+    let presets = py
+        .import(intern!(py, "nxrs.layers"))
+        .and_then(|layers| layers.getattr(intern!(py, "PRESETS")))
+        .and_then(|presets| presets.extract::<Vec<String>>())
+        .unwrap_or_default();
+    let name = shown(name).unwrap_or_else(|_| "?".into());
+    ConfigError::new_err(format!(
+        "layers = {name} is a string, not a list of layer sizes or layer objects; for a preset \
+         model give layers=nxrs.layers.preset(NAME), NAME one of: {}",
+        presets.join(", ")
+    ))
 }
 
 /// A PyO3 conversion's TypeError, naming the argument as PyO3's own argument parsing does.
@@ -132,29 +150,69 @@ fn layer_objects(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<LayerSpec>>> {
     if items.is_empty() || items.iter().any(|item| item.is_instance_of::<PyInt>()) {
         return Ok(None);
     }
-    let json = value.py().import(intern!(value.py(), "json"))?;
+    let py = value.py();
+    let json = py.import(intern!(py, "json"))?;
+    // JSON has no NaN or infinity: such a value is refused by name below, not written as the
+    // `NaN` the core's parser would call "not JSON".
+    let strict = [(intern!(py, "allow_nan"), false)].into_py_dict(py)?;
     items
         .iter()
         .enumerate()
         .map(|(i, item)| {
-            let object = if item.hasattr(intern!(value.py(), "to_dict"))? {
-                item.call_method0(intern!(value.py(), "to_dict"))?
+            let object = if item.hasattr(intern!(py, "to_dict"))? {
+                item.call_method0(intern!(py, "to_dict"))?
             } else {
                 item.clone()
             };
             let text: String = json
-                .call_method1(intern!(value.py(), "dumps"), (&object,))
+                .call_method(intern!(py, "dumps"), (&object,), Some(&strict))
                 .and_then(|t| t.extract())
-                .map_err(|_| {
-                    ConfigError::new_err(format!(
-                        "layer {i}: {} is neither a layer size nor a layer object",
-                        object.repr().map_or_else(|_| "?".into(), |r| r.to_string())
-                    ))
-                })?;
+                .map_err(|why| not_a_layer(i, &object, &why))?;
             LayerSpec::from_json_text(&text, i).map_err(to_py)
         })
         .collect::<PyResult<Vec<_>>>()
         .map(Some)
+}
+
+/// The ConfigError for item `i` of a layer list that has no JSON form: a layer object with a
+/// value that is not a finite number or an integer too long to write (named, as given), nested
+/// deeper than Python's recursion limit, or something that is no layer at all.
+fn not_a_layer(i: usize, object: &Bound<'_, PyAny>, why: &PyErr) -> PyErr {
+    let py = object.py();
+    let shown = |v: &Bound<'_, PyAny>| shown(v).unwrap_or_else(|_| "?".into());
+    if why.is_instance_of::<PyRecursionError>(py) {
+        return ConfigError::new_err(format!("layer {i}: its values are nested too deeply"));
+    }
+    if let Ok(dict) = object.cast::<PyDict>() {
+        let kind = dict
+            .get_item("type")
+            .ok()
+            .flatten()
+            .and_then(|t| t.extract::<String>().ok())
+            .unwrap_or_else(|| "?".into());
+        for (key, value) in dict.iter() {
+            let infinite = value
+                .cast::<PyFloat>()
+                .is_ok_and(|x| !x.value().is_finite());
+            // Python writes no integer of more than 4,300 digits.
+            let long = value.is_instance_of::<PyInt>() && value.str().is_err();
+            if infinite || long {
+                let what = if long {
+                    "too large"
+                } else {
+                    "not a finite number"
+                };
+                return ConfigError::new_err(format!(
+                    "layer {i} ({kind}): {key} = {} is {what}",
+                    shown(&value)
+                ));
+            }
+        }
+    }
+    ConfigError::new_err(format!(
+        "layer {i}: {} is neither a layer size nor a layer object",
+        shown(object)
+    ))
 }
 
 /// A value as Python holds it.
@@ -373,37 +431,17 @@ pub fn _layer_table<'py>(layers: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, 
     let py = layers.py();
     let specs = layer_objects(layers)?
         .ok_or_else(|| ConfigError::new_err("a layer table needs layer objects, Input first"))?;
-    let architecture = Architecture::Layers(specs.clone());
-    let model = Model::new(&architecture).map_err(to_py)?;
-    let Model::Network(net) = &model else {
-        unreachable!("layer objects make a network")
-    };
-    // Each layer's tensors, in the state's order: parameters, then running statistics.
-    let mut params = model.param_specs().into_iter();
-    let mut buffers = model.buffer_specs().into_iter();
-    let mut rows = Vec::with_capacity(net.layers.len());
-    for (layer, spec) in net.layers.iter().zip(&specs[1..]) {
-        let (p, b) = layer.tensor_shapes();
-        let tensors: Vec<(String, Vec<usize>)> = if p.is_empty() {
-            Vec::new()
-        } else {
-            params
-                .next()
-                .expect("a layer's parameters")
-                .into_iter()
-                .collect()
-        };
-        let running: Vec<(String, Vec<usize>)> = b.iter().filter_map(|_| buffers.next()).collect();
-        let row = PyDict::new(py);
-        row.set_item("position", layer.position)?;
-        row.set_item("type", spec.type_name())?;
-        row.set_item("input", &layer.input)?;
-        row.set_item("output", &layer.output)?;
-        row.set_item(
-            "tensors",
-            tensors.into_iter().chain(running).collect::<Vec<_>>(),
-        )?;
-        rows.push(row);
-    }
-    Ok(rows)
+    layer_table(&specs)
+        .map_err(to_py)?
+        .into_iter()
+        .map(|row| {
+            let dict = PyDict::new(py);
+            dict.set_item("position", row.position)?;
+            dict.set_item("type", row.type_name)?;
+            dict.set_item("input", row.input)?;
+            dict.set_item("output", row.output)?;
+            dict.set_item("tensors", row.tensors)?;
+            Ok(dict)
+        })
+        .collect()
 }

@@ -1,14 +1,12 @@
-//! Which vector instructions the hardware backend computes with ([`Isa`]), and its matrix
-//! product on each: register tiles of AVX-512 or AVX2 registers, or the portable one.
+//! Which vector instructions the hardware backend computes with ([`Isa`]), and their registers
+//! (the matrix product's tiles are made of them: `native`'s `Isa::matmul`).
 //!
 //! Every path gives the same bits (see [`crate::arith::matmul`]): lanes hold independent
 //! elements, every product and sum is its own IEEE operation (multiply and add instructions,
-//! never FMA: no `fma` feature is enabled anywhere), and NaN results are recomputed in
-//! [`Native`]. The widest path the CPU has is used, unless [`ISA_VARIABLE`] names another (so
-//! that tests can run every path the CPU has); the self-check runs the path in use.
+//! never FMA: no `fma` feature is enabled anywhere). The widest path the CPU has is used, unless
+//! [`ISA_VARIABLE`] names another (so that tests can run every path the CPU has); the
+//! self-check runs the path in use.
 
-use super::native::Native;
-use crate::arith::matmul::{self, MatMul};
 use std::sync::OnceLock;
 
 crate::names::names! {
@@ -86,26 +84,9 @@ impl Isa {
     }
 
     /// [`Isa::active`], or the portable path when the variable is wrong (the hardware backend
-    /// is then unavailable, see `selfcheck`, so only direct uses of [`Native`] get here).
+    /// is then unavailable, see `selfcheck`, so only direct uses of `Native` get here).
     pub(super) fn in_use() -> Isa {
         Isa::active().unwrap_or(Isa::Portable)
-    }
-
-    /// Computes `mm` with this path's tiles.
-    ///
-    /// # Panics
-    /// If the CPU does not have the instructions.
-    pub fn matmul(self, mm: MatMul<'_, Native>) {
-        assert!(self.available(), "this CPU has no {}", self.name());
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU has AVX-512F (asserted above).
-            Isa::Avx512 => unsafe { x86::matmul_avx512(mm) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU has AVX2 (asserted above).
-            Isa::Avx2 => unsafe { x86::matmul_avx2(mm) },
-            _ => matmul::portable(mm),
-        }
     }
 
     /// Runs `f` compiled for this path's instructions, so that the loops inlined into it use
@@ -129,9 +110,8 @@ impl Isa {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::Native;
-    use crate::arith::matmul::{blocked, MatMul, Vector};
+pub(super) mod x86 {
+    use crate::arith::matmul::Vector;
     use core::arch::x86_64::*;
 
     /// Defines a register type over an x86 vector type: its lanes, and its operations as
@@ -146,7 +126,7 @@ mod x86 {
         ) => {
             $(#[$doc])*
             #[derive(Clone, Copy)]
-            struct $name($reg);
+            pub(in crate::backend) struct $name($reg);
 
             impl Vector for $name {
                 const LANES: usize = $lanes;
@@ -198,27 +178,6 @@ mod x86 {
         /// Sixteen lanes of AVX-512F.
         Avx512(__m512, 16):
         _mm512_loadu_ps, _mm512_set1_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_mul_ps
-    }
-
-    /// AVX2 tiles: 6 x 2 registers of accumulators, two of `B`, one broadcast of `A` and one
-    /// product fill the 16 registers.
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn matmul_avx2(mm: MatMul<'_, Native>) {
-        // SAFETY: the CPU has AVX2 (the caller's promise).
-        unsafe { blocked::<Native, Avx2, 6, 2>(mm) }
-    }
-
-    /// AVX-512 tiles: 8 x 2 registers of accumulators (of 32).
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn matmul_avx512(mm: MatMul<'_, Native>) {
-        // SAFETY: the CPU has AVX-512F (the caller's promise).
-        unsafe { blocked::<Native, Avx512, 8, 2>(mm) }
     }
 
     /// # Safety

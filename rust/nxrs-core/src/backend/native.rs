@@ -1,11 +1,12 @@
 //! [`Native`]: the CPU's own binary32 arithmetic behind [`Real`], and [`Unchecked`], the same
-//! without the NaN rule (see the module [`backend`](super) for why its bits are softf32's).
+//! without the NaN rule (see the module [`backend`](super) for why its bits are softf32's);
+//! its matrix product on each [`Isa`]'s registers.
 
 #![allow(clippy::float_arithmetic)] // the hardware backend: native binary32 is its point
 
 use super::fpenv::FpEnvGuard;
 use super::isa::Isa;
-use crate::arith::matmul::MatMul;
+use crate::arith::matmul::{self, MatMul};
 use crate::arith::Real;
 use crate::softf32::F32;
 use core::ops::{Add, Div, Mul, Neg, Sub};
@@ -170,4 +171,52 @@ hardware_float! {
 #[inline(always)]
 fn vector_call<T>(f: impl FnOnce() -> T) -> T {
     Isa::in_use().vectorized(f)
+}
+
+impl Isa {
+    /// Computes `mm` with this path's tiles of registers, NaN results recomputed in
+    /// [`Native`]: the hardware backend's matrix product.
+    ///
+    /// # Panics
+    /// If the CPU does not have the instructions.
+    pub fn matmul(self, mm: MatMul<'_, Native>) {
+        assert!(self.available(), "this CPU has no {}", self.name());
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512F (asserted above).
+            Isa::Avx512 => unsafe { x86::matmul_avx512(mm) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 (asserted above).
+            Isa::Avx2 => unsafe { x86::matmul_avx2(mm) },
+            _ => matmul::portable(mm),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::super::isa::x86::{Avx2, Avx512};
+    use super::Native;
+    use crate::arith::matmul::{blocked, MatMul};
+
+    /// AVX2 tiles: 6 x 2 registers of accumulators, two of `B`, one broadcast of `A` and one
+    /// product fill the 16 registers.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn matmul_avx2(mm: MatMul<'_, Native>) {
+        // SAFETY: the CPU has AVX2 (the caller's promise).
+        unsafe { blocked::<Native, Avx2, 6, 2>(mm) }
+    }
+
+    /// AVX-512 tiles: 8 x 2 registers of accumulators (of 32).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn matmul_avx512(mm: MatMul<'_, Native>) {
+        // SAFETY: the CPU has AVX-512F (the caller's promise).
+        unsafe { blocked::<Native, Avx512, 8, 2>(mm) }
+    }
 }

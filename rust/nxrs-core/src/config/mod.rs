@@ -10,24 +10,13 @@ pub mod schema;
 pub use schema::{setting, settings, Setting, Type, Value};
 
 use crate::error::{clip, Error, Result};
-use crate::layers::LayerSpec;
+use crate::init::Init;
 use crate::loss::Loss;
 use crate::math::Math;
-use crate::mlp::Init;
-use crate::model::Model;
+use crate::model::{Architecture, Model};
 use crate::optim::{Kind, OptimizerConfig};
 use crate::schedule::Schedule;
 use crate::softf32::F32;
-
-/// The model a configuration describes: layer sizes (Dense and ReLU, sections 4-5) or a list of
-/// layer objects (section 15).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Architecture {
-    /// Layer sizes, inputs first.
-    Sizes(Vec<usize>),
-    /// Layer objects, `Input` first.
-    Layers(Vec<LayerSpec>),
-}
 
 /// What a [`crate::Trainer`] is built from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,12 +2,15 @@
 //! are the file format's, fixed: files written before load, files written now are
 //! byte-identical to those of earlier versions.
 
-use super::{Architecture, TrainerConfig};
+use super::TrainerConfig;
 use crate::error::{clip, Error, Result};
+use crate::init::Init;
 use crate::layers::{Floats, LayerSpec};
+use crate::limits::MAX_LAYERS;
 use crate::loss::Loss;
 use crate::math::Math;
-use crate::mlp::{layer_sizes, Init, MAX_LAYERS};
+use crate::mlp::layer_sizes;
+use crate::model::Architecture;
 use crate::optim::{Kind, OptimizerConfig};
 use crate::schedule::{Decay, DecayKind, Schedule};
 use crate::softf32::F32;

@@ -4,12 +4,14 @@
 //! configuration dict, `nxrs.config_schema()` (and through it the command line's choices and
 //! defaults and the scikit-learn estimators' defaults) all go through this table.
 
-use super::{Architecture, Family, TrainerConfig};
+use super::{Family, TrainerConfig};
 use crate::error::{Error, Result};
+use crate::init::Init;
 use crate::layers::{Floats, LayerSpec};
 use crate::loss::Loss;
 use crate::math::Math;
-use crate::mlp::{layer_sizes, Init};
+use crate::mlp::layer_sizes;
+use crate::model::Architecture;
 use crate::optim::{Kind, OptimizerConfig};
 use crate::schedule::{Decay, DecayKind};
 use crate::softf32::F32;

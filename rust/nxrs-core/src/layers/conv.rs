@@ -4,12 +4,13 @@
 //! whose column is the sample itself.
 
 use super::pool::{self, Pooled};
+use super::share::{by_items, by_samples, shared, shared_columns};
 use super::window::{add_into, copy_from, Window};
 use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start, PANEL};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
-use crate::threads::{ranges, split, Threads};
+use crate::threads::Threads;
 
 /// A convolution (or Dense: `window` of one position over `inputs x 1 x 1`, a 1 x 1 kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +37,7 @@ impl Conv {
     }
 
     /// Whether the columns are the samples themselves (Dense), so no copy is made.
-    fn columns_are_inputs(&self) -> bool {
+    pub(super) fn columns_are_inputs(&self) -> bool {
         self.window.positions() == 1 && self.window.column() == self.window.input_cells()
     }
 
@@ -47,11 +48,17 @@ impl Conv {
     /// Samples whose columns are laid out and multiplied together (see [`Conv::columns`]): one
     /// for large images, enough for products of some [`GROUP_POSITIONS`] positions for small
     /// ones (a product per sample of a few positions costs more to set up than to run), and
-    /// one for a single position (the columns are then the samples' rows, as Dense's).
+    /// one for a single position (the columns are then the samples' rows, as Dense's). A group
+    /// touches at most [`GROUP_CELLS`] cells unless one sample does, so that a thread's working
+    /// cells stay within a few samples' (section 15.1's limits), however few positions a wide
+    /// layer has.
     fn group(&self) -> usize {
         match self.positions() {
             1 => 1,
-            p => (GROUP_POSITIONS / p).max(1),
+            p => {
+                let touched = p * (self.window.column() + self.out_channels);
+                (GROUP_POSITIONS / p).min(GROUP_CELLS / touched).max(1)
+            }
         }
     }
 
@@ -169,14 +176,14 @@ impl Conv {
 
     /// The outputs of `rows` samples `x`, channels first (`rows x (out_channels * positions)`):
     /// `z[o, t] = b[o] + Σ_j W[o, j] * col_t[j]`, from the bias (`weights` row-major
-    /// `out_channels x column`). The columns are left in `cols` for the weight gradient when
+    /// `out_channels x column`, or `Wᵀ` for one position: [`Weights`]). The columns are left in `cols` for the weight gradient when
     /// they fit in the cache (`Conv::keeps_columns`; [`Conv::kept_columns`]). `then` names the layers above whose forward passes are applied to
     /// each part of the outputs while it is in the cache; `y` is then the last one's outputs.
     #[allow(clippy::too_many_arguments)] // the threads, the tensors, the inputs and outputs
     pub fn forward<R: Real>(
         &self,
         threads: &Threads,
-        (weights, bias): (&[R], &[R]),
+        (weights, bias): (Weights<'_, R>, &[R]),
         x: &[R],
         rows: usize,
         cols: &mut Vec<F32>,
@@ -187,7 +194,10 @@ impl Conv {
         if p == 1 {
             let cols = self.columns(threads, x, rows, cols);
             let a = Matrix::new(cols, rows, j);
-            let b = Matrix::new(weights, o, j).t();
+            let b = match weights {
+                Weights::Transposed(w_t) => Matrix::new(w_t, j, o),
+                Weights::AsTheyAre(w) => Matrix::new(w, o, j).t(),
+            };
             shared(
                 threads,
                 &mut y[..rows * o],
@@ -212,6 +222,9 @@ impl Conv {
         // the weight gradient only when the block's fit in the cache; larger ones are gathered
         // again there.
         let cells = self.window.input_cells();
+        let Weights::AsTheyAre(weights) = weights else {
+            unreachable!("a convolution of several positions reads its weights as they are")
+        };
         let w = Matrix::new(weights, o, j);
         let runs = self.runs();
         let kept: &mut [R] = if self.keeps_columns(rows) {
@@ -503,67 +516,79 @@ impl Conv {
         let (p, j, o) = (self.positions(), self.window.column(), self.out_channels);
         let cells = self.window.input_cells();
         let runs = self.runs();
-        let parts = threads.parts(o, rows * p * j);
-        let tasks = ranges(o, parts)
-            .zip(split(gw, ranges(o, parts), j))
-            .zip(split(gb, ranges(o, parts), 1));
-        threads.run(tasks, |((channels, gw), gb)| {
-            let _env = R::environment();
-            let q = channels.len();
-            // One group's gradients of these channels by position (sample after sample), and
-            // `gwᵀ`'s chains so far and after the group (the product reads the one and writes
-            // the other).
-            let group = self.group();
-            let mut d = vec![R::ZERO; group * p * q];
-            let (mut now, mut next) = (vec![R::ZERO; j * q], vec![R::ZERO; j * q]);
-            // The group's columns: kept by the forward pass, or gathered again here.
-            let (mut scratch, mut padded) = (Vec::new(), Vec::new());
-            if kept.is_empty() {
-                scratch.resize(group * j * p, R::ZERO);
-                padded.resize(self.padded_cells(), R::ZERO);
-            }
-            let mut masked = Vec::new();
-            for (k, x) in x[..rows * cells].chunks(group * cells).enumerate() {
-                let n = x.len() / cells * p;
-                let cols = if kept.is_empty() {
-                    self.gather(x, &runs, &mut padded, &mut scratch[..j * n]);
-                    &scratch[..j * n]
-                } else {
-                    &kept[k * group * j * p..][..j * n]
-                };
-                for (s, d) in (k * group..).zip(d[..n * q].chunks_exact_mut(p * q)) {
-                    match delta {
-                        Delta::Given(g) => {
-                            let g = &g[s * o * p..][..o * p];
-                            transpose(&g[channels.start * p..channels.end * p], q, p, d);
-                        }
-                        Delta::Pooled(pooled) => {
-                            d.fill(R::ZERO);
-                            let at = |c: usize, t: usize| t * q + c;
-                            pooled.scatter(s, channels.clone(), &mut masked, d, at);
+        by_items(
+            threads,
+            (o, 1),
+            rows * p * j,
+            [(gw, j), (gb, 1)],
+            |channels, [gw, gb]| {
+                let q = channels.len();
+                // One group's gradients of these channels by position (sample after sample), and
+                // `gwᵀ`'s chains so far and after the group (the product reads the one and writes
+                // the other).
+                let group = self.group();
+                let mut d = vec![R::ZERO; group * p * q];
+                let (mut now, mut next) = (vec![R::ZERO; j * q], vec![R::ZERO; j * q]);
+                // The group's columns: kept by the forward pass, or gathered again here.
+                let (mut scratch, mut padded) = (Vec::new(), Vec::new());
+                if kept.is_empty() {
+                    scratch.resize(group * j * p, R::ZERO);
+                    padded.resize(self.padded_cells(), R::ZERO);
+                }
+                let mut masked = Vec::new();
+                for (k, x) in x[..rows * cells].chunks(group * cells).enumerate() {
+                    let n = x.len() / cells * p;
+                    let cols = if kept.is_empty() {
+                        self.gather(x, &runs, &mut padded, &mut scratch[..j * n]);
+                        &scratch[..j * n]
+                    } else {
+                        &kept[k * group * j * p..][..j * n]
+                    };
+                    for (s, d) in (k * group..).zip(d[..n * q].chunks_exact_mut(p * q)) {
+                        match delta {
+                            Delta::Given(g) => {
+                                let g = &g[s * o * p..][..o * p];
+                                transpose(&g[channels.start * p..channels.end * p], q, p, d);
+                            }
+                            Delta::Pooled(pooled) => {
+                                d.fill(R::ZERO);
+                                let at = |c: usize, t: usize| t * q + c;
+                                pooled.scatter(s, channels.clone(), &mut masked, d, at);
+                            }
                         }
                     }
+                    let d = &d[..n * q];
+                    let start = if k == 0 {
+                        Start::FirstTerm
+                    } else {
+                        Start::Matrix(&now)
+                    };
+                    let c = MatrixMut::new(&mut next, j, q);
+                    let a = Matrix::new(cols, j, n);
+                    MatMul::new(c, start, a, Matrix::new(d, n, q), Order::BA).run();
+                    core::mem::swap(&mut now, &mut next);
+                    if k == 0 {
+                        gb.copy_from_slice(&d[..q]);
+                        add_rows(&d[q..], gb);
+                    } else {
+                        add_rows(d, gb);
+                    }
                 }
-                let d = &d[..n * q];
-                let start = if k == 0 {
-                    Start::FirstTerm
-                } else {
-                    Start::Matrix(&now)
-                };
-                let c = MatrixMut::new(&mut next, j, q);
-                let a = Matrix::new(cols, j, n);
-                MatMul::new(c, start, a, Matrix::new(d, n, q), Order::BA).run();
-                core::mem::swap(&mut now, &mut next);
-                if k == 0 {
-                    gb.copy_from_slice(&d[..q]);
-                    add_rows(&d[q..], gb);
-                } else {
-                    add_rows(d, gb);
-                }
-            }
-            transpose(&now, j, q, gw);
-        });
+                transpose(&now, j, q, gw);
+            },
+        );
     }
+}
+
+/// A convolution's weights as its forward pass reads them.
+#[derive(Clone, Copy, Debug)]
+pub enum Weights<'a, R> {
+    /// `W`, `out_channels x column`: the product's `A`, read in place, with several positions;
+    /// with one, its `B`, packed by every thread in every product.
+    AsTheyAre(&'a [R]),
+    /// `Wᵀ`, `column x out_channels`, of a layer of one position (Dense): the product's `B`,
+    /// read in place, as a network's passes give it ([`super::transposed`]).
+    Transposed(&'a [R]),
 }
 
 /// A convolution's output gradients `δ` (channels first, sample after sample).
@@ -604,60 +629,6 @@ fn add_rows<R: Real>(rows: &[R], acc: &mut [R]) {
     );
 }
 
-/// `c = start + a b` (`c` row-major, `a`'s rows by `b`'s columns) with `c`'s rows shared out
-/// among `threads`: every element's chain is still one thread's, in order, so the bits are the
-/// same for any count (parts below a thread's worth of work stay on one).
-fn shared<R: Real>(
-    threads: &Threads,
-    c: &mut [R],
-    start: Start<'_, R>,
-    a: Matrix<'_, R>,
-    b: Matrix<'_, R>,
-    order: Order,
-) {
-    let ((rows, k), (_, cols)) = (a.shape(), b.shape());
-    let parts = threads.parts(rows, k * cols);
-    let tasks = ranges(rows, parts).zip(split(&mut c[..rows * cols], ranges(rows, parts), cols));
-    threads.run(tasks, |(range, c)| {
-        let _env = R::environment();
-        let part = MatrixMut::new(c, range.len(), cols);
-        MatMul::new(part, start, a.rows(range), b, order).run();
-    });
-}
-
-/// `c = a b` from the first term with `c`'s columns shared out among `threads`, for the weight
-/// gradients: their long chains run over the block's positions, and `b` (the columns) is the
-/// large operand, which each part then packs only its own columns of (split by rows, every
-/// part would pack all of it). Every element's chain is still one thread's, in order.
-fn shared_columns<R: Real>(
-    threads: &Threads,
-    c: &mut [R],
-    a: Matrix<'_, R>,
-    b: Matrix<'_, R>,
-    order: Order,
-) {
-    let ((rows, k), (_, cols)) = (a.shape(), b.shape());
-    let parts = threads.parts(cols, k * rows);
-    if parts == 1 {
-        return shared(threads, c, Start::FirstTerm, a, b, order);
-    }
-    // Each part's columns in a buffer of its own (a part's cells of `c` are not contiguous),
-    // copied into `c` after.
-    let mut out: Vec<Vec<R>> = ranges(cols, parts)
-        .map(|r| vec![R::ZERO; rows * r.len()])
-        .collect();
-    threads.run(ranges(cols, parts).zip(out.iter_mut()), |(range, out)| {
-        let _env = R::environment();
-        let part = MatrixMut::new(out, rows, range.len());
-        MatMul::new(part, Start::FirstTerm, a, b.t().rows(range).t(), order).run();
-    });
-    for (range, out) in ranges(cols, parts).zip(&out) {
-        for (i, row) in out.chunks_exact(range.len()).enumerate() {
-            c[i * cols + range.start..][..range.len()].copy_from_slice(row);
-        }
-    }
-}
-
 /// Most columns' cells a forward pass keeps for the weight gradient ([`Conv::keeps_columns`]):
 /// 1 MiB, about a core's L2 cache.
 const KEPT_COLUMNS: usize = 1 << 18;
@@ -665,54 +636,9 @@ const KEPT_COLUMNS: usize = 1 << 18;
 /// Positions a product of [`Conv::group`]'s samples gets at least, where a sample has fewer.
 const GROUP_POSITIONS: usize = 128;
 
-/// Most cells a chunk of samples gives [`by_samples`]' task at a time: about a quarter of a
-/// core's L2 cache, so that what a product writes is still there when it is read back.
-const CHUNK_CELLS: usize = 1 << 15;
-
-/// Runs `task(samples, buffers)` over the `rows` samples in chunks of a few whole groups of
-/// `group` samples (contiguous, in order; the last group may be short), the chunks shared out
-/// among `threads`: `buffers` are the chunk's cells of each buffer (its width cells per
-/// sample). `work` is a sample's multiply-adds (how the samples are shared out) and the cells
-/// it touches (how many make a chunk). Every sample's results are its own, and the groups do
-/// not depend on the threads, so neither the chunks nor the threads change a bit.
-fn by_samples<R: Real, const N: usize>(
-    threads: &Threads,
-    (rows, group): (usize, usize),
-    (work, touched): (usize, usize),
-    buffers: [(&mut [R], usize); N],
-    task: impl Fn(core::ops::Range<usize>, [&mut [R]; N]) + Sync,
-) {
-    let chunk = (CHUNK_CELLS / touched.max(1))
-        .max(1)
-        .next_multiple_of(group);
-    let parts = threads.parts(rows.div_ceil(group), work * group);
-    // The parts' samples: whole groups (the last group may be short).
-    let samples = move || {
-        ranges(rows.div_ceil(group), parts).map(move |r| r.start * group..(r.end * group).min(rows))
-    };
-    let widths = buffers.each_ref().map(|&(_, width)| width);
-    let mut parts_of = buffers.map(|(cells, width)| split(cells, samples(), width));
-    let tasks = samples().map(move |range| {
-        let cells = parts_of
-            .each_mut()
-            .map(|part| part.next().unwrap_or_default());
-        (range, cells)
-    });
-    threads.run(tasks, |(range, mut cells)| {
-        let _env = R::environment();
-        for start in range.clone().step_by(chunk) {
-            let samples = start..(start + chunk).min(range.end);
-            // Each buffer's cells of the chunk, cut off its part's front.
-            let now = core::array::from_fn(|b| {
-                let (now, rest) =
-                    core::mem::take(&mut cells[b]).split_at_mut(samples.len() * widths[b]);
-                cells[b] = rest;
-                now
-            });
-            task(samples, now);
-        }
-    });
-}
+/// Most cells (columns and outputs) a group of several samples touches ([`Conv::group`]): 4 MiB,
+/// far above the groups of the layers that gain from grouping.
+const GROUP_CELLS: usize = 1 << 20;
 
 /// The first `n` cells of `v`, grown if needed (cells reused from pass to pass).
 pub(super) fn resized(v: &mut Vec<F32>, n: usize) -> &mut [F32] {

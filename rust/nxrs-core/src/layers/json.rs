@@ -192,8 +192,16 @@ impl LayerSpec {
 
     /// The layer described by a JSON object's text (`position` in the list, for messages).
     pub fn from_json_text(text: &str, position: usize) -> Result<LayerSpec> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| Error::Config(format!("layer {position}: not JSON: {e}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| {
+            // The text of a layer object given in Python is well formed (json.dumps wrote it):
+            // only nesting beyond the parser's limit (128) fails, which is no layer.
+            let why = if e.to_string().starts_with("recursion limit exceeded") {
+                "its values are nested too deeply"
+            } else {
+                "not JSON"
+            };
+            Error::Config(format!("layer {position}: {why}: {e}"))
+        })?;
         LayerSpec::from_json(&v, position)
     }
 

@@ -6,7 +6,9 @@
 //! - [`pool`]: max and average pooling; [`norm`]: BatchNorm and LayerNorm;
 //! - [`pointwise`]: ReLU, Sigmoid, Tanh and Dropout;
 //! - [`pass`]: one layer's forward and backward pass, dispatched to those kernels;
-//! - [`network`]: a whole list's passes over a block.
+//! - `share`: how a layer's work is shared out among threads;
+//! - [`transposed`]: Dense layers' weights transposed for their forward passes;
+//! - [`network`]: a whole list's passes over a block (MLPs' too: the one model engine).
 //!
 //! [`Real`]: crate::arith::Real
 
@@ -18,10 +20,12 @@ pub mod norm;
 pub mod pass;
 pub mod pointwise;
 pub mod pool;
+mod share;
+pub mod transposed;
 pub mod window;
 
 use crate::error::{Error, Result};
-use crate::mlp::{MAX_LAYERS, MAX_LAYER_SIZE, MAX_PARAMETERS};
+use crate::limits::{MAX_LAYERS, MAX_LAYER_SIZE, MAX_PARAMETERS};
 use crate::softf32::F32;
 use conv::Conv;
 use window::Window;
@@ -171,6 +175,7 @@ impl Network {
                 input: current,
                 output: output.clone(),
             };
+            layer.check_working_cells(&what)?;
             let (params, _) = layer.tensor_shapes();
             parameters = params
                 .iter()
@@ -201,6 +206,65 @@ impl Network {
         self.layers
             .last()
             .map_or(cells(&self.input), |l| cells(&l.output))
+    }
+}
+
+/// `sizes` multiplied, or None past `usize`.
+fn product(sizes: &[usize]) -> Option<usize> {
+    sizes.iter().try_fold(1usize, |n, &s| n.checked_mul(s))
+}
+
+impl Layer {
+    /// The cells per sample of each working buffer a pass of this layer needs besides its
+    /// activations, by name (None past `usize`): a convolution's columns (im2col) and the padded
+    /// input they are gathered from, average pooling's table of its windows' cells.
+    fn working_cells(&self) -> Vec<(&'static str, Option<usize>)> {
+        let windows = |w: &Window| {
+            product(&[
+                w.output[0],
+                w.output[1],
+                w.channels,
+                w.kernel[0],
+                w.kernel[1],
+            ])
+        };
+        match &self.op {
+            Op::Conv(conv) => {
+                let w = &conv.window;
+                // Within usize: `Window::new` checked `input + 2 x padding`.
+                let padded = [0, 1].map(|d| w.input[d] + 2 * w.padding[d]);
+                vec![
+                    ("columns (positions x channels x kernel cells)", windows(w)),
+                    (
+                        "padded input (channels x padded height x padded width)",
+                        product(&[w.channels, padded[0], padded[1]]),
+                    ),
+                ]
+            }
+            Op::AvgPool(w) => vec![(
+                "window table (positions x channels x kernel cells)",
+                windows(w),
+            )],
+            _ => vec![],
+        }
+    }
+
+    /// Section 15.1's limit on working buffers: each at most [`MAX_LAYER_SIZE`] cells per
+    /// sample, as an activation is. With it every buffer a pass allocates is bounded by the
+    /// limits, whatever sizes a model file gives: a kernel and padding of a thousand on an 8 x 8
+    /// image would otherwise ask for a terabyte of columns.
+    fn check_working_cells(&self, what: &str) -> Result<()> {
+        for (buffer, cells) in self.working_cells() {
+            if cells.is_some_and(|n| n <= MAX_LAYER_SIZE) {
+                continue;
+            }
+            let cells = cells.map_or_else(|| "more than 2^64".into(), |n| n.to_string());
+            return Err(Error::Config(format!(
+                "{what}: its {buffer} would have {cells} cells per sample, more than \
+                 {MAX_LAYER_SIZE}: use a smaller kernel, padding or input, or a larger stride"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -338,7 +402,7 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
         LayerSpec::Dropout { p } => {
             if !(F32::ZERO.ieee_le(*p) && p.ieee_lt(F32::ONE)) {
                 return Err(Error::Config(format!(
-                    "{what}: p must be in [0, 1), got {p:?}"
+                    "{what}: p must be in [0, 1), got {p}"
                 )));
             }
             (Op::Dropout { p: *p }, input.to_vec())
@@ -356,7 +420,9 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
                 _ => return Err(wrong_input("(channels, height, width)")),
             };
             if !(momentum.ieee_le(F32::ONE) && F32::ZERO.ieee_le(*momentum)) {
-                return Err(Error::Config(format!("{what}: momentum must be in [0, 1]")));
+                return Err(Error::Config(format!(
+                    "{what}: momentum must be in [0, 1], got {momentum}"
+                )));
             }
             check_eps(what, *eps)?;
             let bn = norm::BatchNorm {
@@ -384,6 +450,8 @@ fn check_eps(what: &str, eps: F32) -> Result<()> {
     if eps.is_finite() && F32::ZERO.ieee_lt(eps) {
         Ok(())
     } else {
-        Err(Error::Config(format!("{what}: eps must be finite and > 0")))
+        Err(Error::Config(format!(
+            "{what}: eps must be finite and > 0, got {eps}"
+        )))
     }
 }

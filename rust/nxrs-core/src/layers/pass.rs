@@ -1,15 +1,16 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
-use super::conv::{resized, Delta, Then};
+use super::conv::{resized, Delta, Then, Weights};
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::pool::{self, Pooled};
+use super::share::by_samples;
 use super::{Layer, Op};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
-use crate::threads::{ranges, split, Threads};
+use crate::threads::Threads;
 use core::ops::Range;
 
 /// Training (batch statistics, dropout masks of this step) or evaluation mode (section 15.6).
@@ -65,6 +66,9 @@ pub struct Tensors<'a> {
     pub params: Option<(&'a [F32], &'a [F32])>,
     /// BatchNorm's running `(mean, var)`, which evaluation mode reads.
     pub running: Option<(&'a [F32], &'a [F32])>,
+    /// `Wᵀ` of a layer of one position (Dense), which its forward pass reads in place of `W`
+    /// (a network's passes give it: [`super::transposed`]).
+    pub transposed: Option<&'a [F32]>,
 }
 
 /// What a layer's forward pass keeps for its backward pass.
@@ -84,26 +88,6 @@ pub struct Saved {
 /// [`by_samples`] weighs those layers' samples against a thread's worth of work.
 const EXP_WORK: usize = 16;
 const MASK_WORK: usize = 8;
-
-/// Runs `task(samples, out)` with `out` the samples' cells of `out` (`width` each), the `rows`
-/// samples shared out among `threads` (`work` multiply-adds or so each). A layer that acts on
-/// each sample alone computes every cell the same way in any part: the bits do not depend on
-/// the count.
-fn by_samples<R: Real>(
-    threads: &Threads,
-    rows: usize,
-    work: usize,
-    (out, width): (&mut [R], usize),
-    task: impl Fn(Range<usize>, &mut [R]) + Sync,
-) {
-    let parts = threads.parts(rows, work);
-    let tasks =
-        ranges(rows, parts).zip(split(&mut out[..rows * width], ranges(rows, parts), width));
-    threads.run(tasks, |(r, out)| {
-        let _env = R::environment();
-        task(r, out);
-    });
-}
 
 /// The cells of samples `r` in `v` (`width` each).
 fn of<'v, T>(v: &'v [T], r: &Range<usize>, width: usize) -> &'v [T] {
@@ -178,7 +162,11 @@ impl Layer {
         match &self.op {
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
-                let params = (cells(w), cells(b));
+                let w = match tensors.transposed {
+                    Some(w_t) => Weights::Transposed(cells(w_t)),
+                    None => Weights::AsTheyAre(cells(w)),
+                };
+                let params = (w, cells(b));
                 let then = match then {
                     Above::Nothing => Then::Nothing,
                     Above::ReLU => Then::Rectify(math),
@@ -195,45 +183,63 @@ impl Layer {
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
                 let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
-                let parts = threads.parts(rows, cells_in);
-                let tasks = ranges(rows, parts)
-                    .zip(split(x, ranges(rows, parts), cells_in))
-                    .zip(split(&mut y[..], ranges(rows, parts), cells_out))
-                    .zip(split(
-                        &mut saved.chosen[..n_out],
-                        ranges(rows, parts),
-                        cells_out,
-                    ));
-                threads.run(tasks, |(((range, x), y), chosen)| {
-                    let _env = R::environment();
-                    pool::max_forward(w, x, range.len(), y, chosen);
-                });
+                let chosen = bytemuck::cast_slice_mut(&mut saved.chosen[..n_out]);
+                let buffers = [(y, cells_out), (chosen, cells_out)];
+                let touched = cells_in + 2 * cells_out;
+                by_samples(
+                    threads,
+                    (rows, 1),
+                    (cells_in, touched),
+                    buffers,
+                    |r, [y, chosen]| {
+                        let chosen = bytemuck::cast_slice_mut(chosen);
+                        pool::max_forward(w, of(x, &r, cells_in), r.len(), y, chosen);
+                    },
+                );
             }
             Op::AvgPool(w) => {
                 let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
-                by_samples(threads, rows, cells_in, (y, cells_out), |r, y| {
-                    pool::avg_forward(w, of(x, &r, cells_in), r.len(), y);
-                });
+                by_samples(
+                    threads,
+                    (rows, 1),
+                    (cells_in, 2 * cells_out),
+                    [(y, cells_out)],
+                    |r, [y]| {
+                        pool::avg_forward(w, of(x, &r, cells_in), r.len(), y);
+                    },
+                );
             }
             Op::Reshape => y.copy_from_slice(x),
             Op::ReLU => {
                 let n = self.input_cells();
-                by_samples(threads, rows, n, (y, n), |r, y| {
+                by_samples(threads, (rows, 1), (n, 2 * n), [(y, n)], |r, [y]| {
                     let x = of(x, &r, n);
                     math.copy_where_positive(x, x, y);
                 });
             }
             Op::Tanh => {
                 let n = self.input_cells();
-                by_samples(threads, rows, n * EXP_WORK, (y, n), |r, y| {
-                    pointwise::tanh(math, of(x, &r, n), y);
-                });
+                by_samples(
+                    threads,
+                    (rows, 1),
+                    (n * EXP_WORK, 2 * n),
+                    [(y, n)],
+                    |r, [y]| {
+                        pointwise::tanh(math, of(x, &r, n), y);
+                    },
+                );
             }
             Op::Sigmoid => {
                 let n = self.input_cells();
-                by_samples(threads, rows, n * EXP_WORK, (y, n), |r, y| {
-                    pointwise::sigmoid(math, of(x, &r, n), y);
-                });
+                by_samples(
+                    threads,
+                    (rows, 1),
+                    (n * EXP_WORK, 2 * n),
+                    [(y, n)],
+                    |r, [y]| {
+                        pointwise::sigmoid(math, of(x, &r, n), y);
+                    },
+                );
             }
             Op::Dropout { p } => match mode {
                 Mode::Train {
@@ -243,9 +249,15 @@ impl Layer {
                 } => {
                     let dropout = Dropout::<R>::new(*p, seed, step, self.position);
                     let n = self.input_cells();
-                    by_samples(threads, rows, n * MASK_WORK, (y, n), |r, y| {
-                        dropout.forward(first_sample + r.start, n, of(x, &r, n), y);
-                    });
+                    by_samples(
+                        threads,
+                        (rows, 1),
+                        (n * MASK_WORK, 2 * n),
+                        [(y, n)],
+                        |r, [y]| {
+                            dropout.forward(first_sample + r.start, n, of(x, &r, n), y);
+                        },
+                    );
                 }
                 Mode::Eval => y.copy_from_slice(x),
             },
@@ -370,19 +382,31 @@ impl Layer {
                 if let Some(gx) = gx {
                     let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
                     let chosen = &saved.chosen[..n_out];
-                    by_samples(threads, rows, cells_in, (gx, cells_in), |r, gx| {
-                        let (g, chosen) = (of(g, &r, cells_out), of(chosen, &r, cells_out));
-                        let rectify = rectify.then(|| (math, of(y(), &r, cells_out)));
-                        pool::max_backward(w, g, chosen, r.len(), gx, rectify);
-                    });
+                    by_samples(
+                        threads,
+                        (rows, 1),
+                        (cells_in, 2 * cells_in),
+                        [(gx, cells_in)],
+                        |r, [gx]| {
+                            let (g, chosen) = (of(g, &r, cells_out), of(chosen, &r, cells_out));
+                            let rectify = rectify.then(|| (math, of(y(), &r, cells_out)));
+                            pool::max_backward(w, g, chosen, r.len(), gx, rectify);
+                        },
+                    );
                 }
             }
             Op::AvgPool(w) => {
                 if let Some(gx) = gx {
                     let (cells_in, cells_out) = (self.input_cells(), self.output_cells());
-                    by_samples(threads, rows, cells_in, (gx, cells_in), |r, gx| {
-                        pool::avg_backward(w, of(g, &r, cells_out), r.len(), gx);
-                    });
+                    by_samples(
+                        threads,
+                        (rows, 1),
+                        (cells_in, 2 * cells_in),
+                        [(gx, cells_in)],
+                        |r, [gx]| {
+                            pool::avg_backward(w, of(g, &r, cells_out), r.len(), gx);
+                        },
+                    );
                 }
             }
             Op::Reshape => {
@@ -393,7 +417,7 @@ impl Layer {
             Op::ReLU => {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
-                    by_samples(threads, rows, n, (gx, n), |r, gx| {
+                    by_samples(threads, (rows, 1), (n, 2 * n), [(gx, n)], |r, [gx]| {
                         // The outputs decide as the inputs would: `y` is positive where `x` is
                         // (section 15.3), and a ReLU whose forward pass its layer below applied
                         // has only its outputs.
@@ -404,7 +428,7 @@ impl Layer {
             Op::Tanh => {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
-                    by_samples(threads, rows, n, (gx, n), |r, gx| {
+                    by_samples(threads, (rows, 1), (n, 2 * n), [(gx, n)], |r, [gx]| {
                         pointwise::tanh_backward(of(g, &r, n), of(y(), &r, n), gx);
                     });
                 }
@@ -412,7 +436,7 @@ impl Layer {
             Op::Sigmoid => {
                 if let Some(gx) = gx {
                     let n = self.input_cells();
-                    by_samples(threads, rows, n, (gx, n), |r, gx| {
+                    by_samples(threads, (rows, 1), (n, 2 * n), [(gx, n)], |r, [gx]| {
                         pointwise::sigmoid_backward(of(g, &r, n), of(y(), &r, n), gx);
                     });
                 }
@@ -429,9 +453,15 @@ impl Layer {
                 {
                     let dropout = Dropout::<R>::new(*p, seed, step, self.position);
                     let n = self.input_cells();
-                    by_samples(threads, rows, n * MASK_WORK, (gx, n), |r, gx| {
-                        dropout.backward(first_sample + r.start, n, of(g, &r, n), gx);
-                    });
+                    by_samples(
+                        threads,
+                        (rows, 1),
+                        (n * MASK_WORK, 2 * n),
+                        [(gx, n)],
+                        |r, [gx]| {
+                            dropout.backward(first_sample + r.start, n, of(g, &r, n), gx);
+                        },
+                    );
                 }
             }
             Op::BatchNorm(bn) => {

@@ -34,11 +34,14 @@ impl Window {
         let mut output = [0; 2];
         for d in 0..2 {
             let (n, k, s, q) = (input[d], kernel[d], stride[d], padding[d]);
-            if k == 0 || s == 0 {
-                return Err(Error::Config(format!(
-                    "{what}: kernel sizes and strides must be >= 1, got kernel {kernel:?}, \
-                     stride {stride:?}"
-                )));
+            // The sizes as the layer was given them, one at a time: a 1-D layer's windows
+            // have a height of 1 that its user never wrote.
+            for (name, size) in [("kernel_size", k), ("stride", s)] {
+                if size == 0 {
+                    return Err(Error::Config(format!(
+                        "{what}: kernel sizes and strides must be >= 1, got {name} 0"
+                    )));
+                }
             }
             if q >= k {
                 return Err(Error::Config(format!(
@@ -46,8 +49,13 @@ impl Window {
                      padding only sees no input)"
                 )));
             }
-            // n + 2q >= k, in arithmetic that cannot overflow (every size is at most 2^24).
-            let padded = n + 2 * q;
+            // n + 2q >= k, in arithmetic that cannot overflow (a model file may give any size).
+            let Some(padded) = q.checked_mul(2).and_then(|twice| twice.checked_add(n)) else {
+                return Err(Error::Config(format!(
+                    "{what}: padding {q} is too large (the padded input would have more than \
+                     2^64 cells)"
+                )));
+            };
             if padded < k {
                 return Err(Error::Config(format!(
                     "{what}: kernel size {k} is longer than its padded input ({n} + 2 x {q})"

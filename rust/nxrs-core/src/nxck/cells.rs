@@ -1,58 +1,14 @@
-//! Binary32 cells as the little-endian bytes every NXCK version stores them as.
-//!
-//! Writers and checksums see a tensor's bytes through [`for_each_le_chunk`]: on a little-endian
-//! host that is the tensor's own memory, one piece, no copy; elsewhere the cells are converted
-//! in bounded chunks, so no full second copy of a large state is ever built.
+//! Binary32 cells as the little-endian bytes every NXCK version stores them as: their
+//! checksums and decoding, and the format's fixed-width fields. Writers see a tensor's bytes
+//! through [`crate::cell_bytes`], the one encoding of cells as bytes.
 
+use crate::cell_bytes::write_cells;
 use crate::softf32::F32;
-
-/// Cells per converted chunk on the portable path (256 KiB of bytes).
-const CHUNK_CELLS: usize = 1 << 16;
-
-/// Calls `f` with the little-endian bytes of `cells`, in order, in as few pieces as possible.
-pub(crate) fn for_each_le_chunk<E>(
-    cells: &[F32],
-    f: impl FnMut(&[u8]) -> Result<(), E>,
-) -> Result<(), E> {
-    #[cfg(target_endian = "little")]
-    {
-        let mut f = f;
-        f(native_bytes(cells))
-    }
-    #[cfg(not(target_endian = "little"))]
-    {
-        for_each_converted_chunk(cells, f)
-    }
-}
-
-/// The memory of `cells` as bytes. On a little-endian host these are the cells' LE encoding.
-#[cfg(target_endian = "little")]
-fn native_bytes(cells: &[F32]) -> &[u8] {
-    bytemuck::cast_slice(cells)
-}
-
-/// The portable path: converts bounded chunks into a scratch buffer (big-endian hosts).
-#[cfg_attr(target_endian = "little", allow(dead_code))]
-fn for_each_converted_chunk<E>(
-    cells: &[F32],
-    mut f: impl FnMut(&[u8]) -> Result<(), E>,
-) -> Result<(), E> {
-    let mut buf = Vec::with_capacity(4 * cells.len().min(CHUNK_CELLS));
-    for chunk in cells.chunks(CHUNK_CELLS) {
-        buf.clear();
-        buf.extend(chunk.iter().flat_map(|c| c.to_bits().to_le_bytes()));
-        f(&buf)?;
-    }
-    Ok(())
-}
 
 /// CRC-32C of the cells' little-endian bytes.
 pub(crate) fn crc32c(cells: &[F32]) -> u32 {
     let mut crc = 0;
-    let _: Result<(), std::convert::Infallible> = for_each_le_chunk(cells, |bytes| {
-        crc = crc32c::crc32c_append(crc, bytes);
-        Ok(())
-    });
+    write_cells(cells, &mut |bytes| crc = crc32c::crc32c_append(crc, bytes));
     crc
 }
 
@@ -141,35 +97,19 @@ fn decode_le_into(bytes: &[u8], cells: &mut [F32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cells(n: usize) -> Vec<F32> {
-        (0..n as u32)
-            .map(|i| F32::from_bits(i.wrapping_mul(0x9E37_79B9)))
-            .collect()
-    }
+    use crate::cell_bytes::tests::{cells, le_bytes};
 
     #[test]
-    fn both_paths_give_the_same_bytes() {
-        // More than one chunk, and not a multiple of the chunk size.
-        let cells = cells(CHUNK_CELLS * 2 + 3);
-        let mut fast = Vec::new();
-        let mut portable = Vec::new();
-        let _ = for_each_le_chunk(&cells, |b| {
-            fast.extend_from_slice(b);
-            Ok::<(), ()>(())
-        });
-        let _ = for_each_converted_chunk(&cells, |b| {
-            portable.extend_from_slice(b);
-            Ok::<(), ()>(())
-        });
-        assert_eq!(fast, portable);
-        assert_eq!(&fast[4..8], &cells[1].to_bits().to_le_bytes());
-        assert_eq!(decode_le(&fast), cells);
+    fn decoding_and_checksums_read_the_encoded_bytes() {
+        // More than a portable chunk of cells, and not a multiple of it.
+        let cells = cells((1 << 17) + 3);
+        let bytes = le_bytes(&cells);
+        assert_eq!(decode_le(&bytes), cells);
         let mut portable_cells = vec![F32::ZERO; cells.len()];
-        decode_le_into(&fast, &mut portable_cells);
+        decode_le_into(&bytes, &mut portable_cells);
         assert_eq!(portable_cells, cells);
         // A trailing partial cell is ignored.
-        assert_eq!(decode_le(&fast[..9]), &cells[..2]);
-        assert_eq!(crc32c(&cells), crc32c::crc32c(&fast));
+        assert_eq!(decode_le(&bytes[..9]), &cells[..2]);
+        assert_eq!(crc32c(&cells), crc32c::crc32c(&bytes));
     }
 }

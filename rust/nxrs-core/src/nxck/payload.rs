@@ -144,7 +144,9 @@ impl<'a> Payload<'a> {
                         n -= k;
                     }
                 }
-                Piece::Cells(c) => cells::for_each_le_chunk(c, |bytes| out.write_all(bytes))?,
+                Piece::Cells(c) => {
+                    crate::cell_bytes::for_each_le_chunk(c, |bytes| out.write_all(bytes))?
+                }
             }
         }
         Ok(())

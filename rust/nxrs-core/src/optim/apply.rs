@@ -4,7 +4,7 @@
 use super::{OptimizerConfig, StepScalars};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
-use crate::mlp::Layer;
+use crate::params::Layer;
 use crate::softf32::F32;
 use crate::threads::{ranges, split, Threads};
 

@@ -14,7 +14,7 @@ pub use adam::BiasCorrection;
 use crate::arith::{cells_mut, Real};
 use crate::error::{Error, Result};
 use crate::math::Math;
-use crate::mlp::Layer;
+use crate::params::Layer;
 use crate::softf32::F32;
 
 crate::names::names! {
@@ -67,8 +67,7 @@ impl OptimizerConfig {
         let value = F32::from_f64_bits(given.to_bits());
         self.accepted_range(name, value).map_err(|range| {
             Error::Config(format!(
-                "{name} = {given:?} (binary32 {}) is outside the accepted range: {range}",
-                shown(value)
+                "{name} = {given:?} (binary32 {value}) is outside the accepted range: {range}"
             ))
         })?;
         Ok(value)
@@ -80,8 +79,7 @@ impl OptimizerConfig {
         for (name, value) in self.named() {
             self.accepted_range(name, value).map_err(|range| {
                 Error::Config(format!(
-                    "{name} = {} is outside the accepted range: {range}",
-                    shown(value)
+                    "{name} = {value} is outside the accepted range: {range}"
                 ))
             })?;
         }
@@ -156,11 +154,6 @@ impl OptimizerConfig {
 /// Smallest positive normal and largest finite binary32.
 const MIN_NORMAL: F32 = F32::from_bits(0x0080_0000);
 const MAX_FINITE: F32 = F32::from_bits(0x7F7F_FFFF);
-
-/// A binary32 value for a message: Rust's shortest round-trip form (`0.01`, `1e-45`, `inf`).
-fn shown(value: F32) -> String {
-    format!("{:?}", f32::from_bits(value.to_bits()))
-}
 
 /// What every cell of one step shares, computed once per step in softf32.
 #[derive(Clone, Copy, Debug)]

@@ -43,6 +43,14 @@ unsafe impl bytemuck::Zeroable for F32 {}
 // SAFETY: as above; F32 is also `Copy` and `'static`.
 unsafe impl bytemuck::Pod for F32 {}
 
+/// The value for people and messages: Rust's shortest form that reads back as the same binary32
+/// (`0.01`, `1.0`, `1e-45`, `inf`, `NaN`), as a user writes a setting. (`{:?}` shows the bits.)
+impl core::fmt::Display for F32 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}", f32::from_bits(self.0))
+    }
+}
+
 const SIGN_BIT: u32 = 0x8000_0000;
 const EXP_MASK: u32 = 0x7F80_0000;
 const FRAC_MASK: u32 = 0x007F_FFFF;

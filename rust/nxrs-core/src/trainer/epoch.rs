@@ -2,11 +2,12 @@
 //! an epoch's samples and its batches, the counters a step advances, and the running report of
 //! the epoch under way.
 
-use super::Trainer;
+use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
+use crate::state::TrainState;
 
 /// Where a run stops (besides a callback asking it to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +20,7 @@ pub enum Until {
 
 impl Until {
     /// Whether a run whose state is `state` has reached this point.
-    pub fn reached(self, state: &crate::state::TrainState) -> bool {
+    pub fn reached(self, state: &TrainState) -> bool {
         match self {
             Until::Epoch(epoch) => state.epoch >= epoch,
             Until::Step(step) => state.step >= step,
@@ -27,7 +28,7 @@ impl Until {
     }
 }
 
-/// What the callback of [`Trainer::run`] hears about.
+/// What the callback of `Trainer::run` hears about.
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
     /// A step is done; the state's counters already count it.
@@ -63,6 +64,13 @@ pub struct EpochReport {
     pub whole: bool,
 }
 
+impl EpochReport {
+    /// The steps' accuracy ([`crate::loss::accuracy`]); None for regression.
+    pub fn accuracy(&self) -> Option<f64> {
+        self.correct.map(|c| crate::loss::accuracy(c, self.samples))
+    }
+}
+
 /// The running report of the epoch under way (information, not state): it continues only while
 /// the steps it sees follow each other, so a state replaced or resumed starts a new one.
 #[derive(Clone, Copy, Debug)]
@@ -77,54 +85,63 @@ pub(super) struct Tally {
     samples: usize,
 }
 
-impl Trainer {
-    /// Batches per epoch of `data`; the state's position must lie inside an epoch of it (data
-    /// with fewer batches is not the data the state was trained on: `Error::Input`, as any data
-    /// that does not fit; `Error::Mismatch` is for checkpoints of another run).
-    pub(super) fn batches_per_epoch(&self, data: &Dataset) -> Result<usize> {
-        let batches = self.config.batches_per_epoch(data.len());
-        if batches == 0 {
-            return Err(Error::Input(format!(
-                "drop_last with {} samples and batch_size {} leaves no batch",
-                data.len(),
-                self.config.batch_size
-            )));
-        }
-        if self.state.batch as u64 >= batches as u64 {
-            return Err(Error::Input(format!(
-                "the state is at batch {} of its epoch, but an epoch of these {} samples has \
-                 only {batches} batches: this is not the data set it was trained on",
-                self.state.batch,
-                data.len()
-            )));
-        }
-        Ok(batches)
+/// Batches per epoch of `data` under `config`; `state`'s position must lie inside an epoch of
+/// it (data with fewer batches is not the data the state was trained on: `Error::Input`, as any
+/// data that does not fit; `Error::Mismatch` is for checkpoints of another run).
+pub(super) fn batches_per_epoch(
+    config: &TrainerConfig,
+    state: &TrainState,
+    data: &Dataset,
+) -> Result<usize> {
+    let batches = config.batches_per_epoch(data.len());
+    if batches == 0 {
+        return Err(Error::Input(format!(
+            "drop_last with {} samples and batch_size {} leaves no batch",
+            data.len(),
+            config.batch_size
+        )));
     }
-
-    /// The order of the current epoch's samples: the identity, or the epoch's permutation.
-    pub(super) fn sample_order(&self, samples: usize) -> Vec<usize> {
-        if self.config.shuffle {
-            Stream::new(self.config.seed, Domain::Shuffle, self.state.epoch as u64)
-                .permutation(samples)
-        } else {
-            (0..samples).collect()
-        }
+    if state.batch as u64 >= batches as u64 {
+        return Err(Error::Input(format!(
+            "the state is at batch {} of its epoch, but an epoch of these {} samples has \
+             only {batches} batches: this is not the data set it was trained on",
+            state.batch,
+            data.len()
+        )));
     }
+    Ok(batches)
+}
 
-    /// Counts a step of the epoch structure (an epoch has `batches` batches): `step` and
-    /// `batch` advance, and after the epoch's last batch `epoch` does and `batch` returns to 0.
-    /// Returns the epoch's report when it ended.
+/// The order of the samples of `state`'s epoch: the identity, or the epoch's permutation.
+pub(super) fn sample_order(
+    config: &TrainerConfig,
+    state: &TrainState,
+    samples: usize,
+) -> Vec<usize> {
+    if config.shuffle {
+        Stream::new(config.seed, Domain::Shuffle, state.epoch as u64).permutation(samples)
+    } else {
+        (0..samples).collect()
+    }
+}
+
+impl Tally {
+    /// Counts a step of the epoch structure in `state` (an epoch has `batches` batches) and in
+    /// the running report `tally`: `step` and `batch` advance, and after the epoch's last batch
+    /// `epoch` does and `batch` returns to 0. Returns the epoch's report when it ended
+    /// (`correct` counted when `classifies`).
     pub(super) fn count_step(
-        &mut self,
-        batches: usize,
+        tally: &mut Option<Tally>,
+        state: &mut TrainState,
+        (batches, classifies): (usize, bool),
         report: &StepReport,
     ) -> Option<EpochReport> {
-        let s = &mut self.state;
+        let s = state;
         let (epoch, batch) = (s.epoch, s.batch);
         s.step += 1;
         s.batch += 1;
         let correct = report.correct.unwrap_or(0);
-        let tally = match self.tally {
+        let next = match *tally {
             Some(t) if t.epoch == epoch && t.next_batch == batch => Tally {
                 next_batch: batch + 1,
                 loss: t.loss + report.loss,
@@ -144,19 +161,19 @@ impl Trainer {
             },
         };
         if s.batch as u64 != batches as u64 {
-            self.tally = Some(tally);
+            *tally = Some(next);
             return None;
         }
         s.epoch += 1;
         s.batch = 0;
-        self.tally = None;
+        *tally = None;
         Some(EpochReport {
             epoch,
-            loss: tally.loss / F32::from_i64(tally.steps),
-            steps: tally.steps,
-            correct: self.classifies().then_some(tally.correct),
-            samples: tally.samples,
-            whole: tally.whole,
+            loss: next.loss / F32::from_i64(next.steps),
+            steps: next.steps,
+            correct: classifies.then_some(next.correct),
+            samples: next.samples,
+            whole: next.whole,
         })
     }
 }

@@ -1,18 +1,16 @@
 //! Evaluation and prediction: the forward pass over a data set or over inputs, the samples
 //! shared out among the threads, on the trainer's backend. They change nothing.
 
-use super::Trainer;
+use super::setup::Setup;
 use crate::arith::{cells, cells_mut, Real};
-use crate::backend::Compute;
+use crate::backend::{Backend, Compute};
 use crate::dataset::Dataset;
-use crate::error::{Error, Result};
-use crate::layers::network::Cells;
+use crate::layers::network::{Cells, Parameters};
 use crate::layers::pass::{Context, Mode};
-use crate::loss::{argmax, Target};
-use crate::math::Math;
-use crate::mlp::{ForwardCells, Transposed};
-use crate::model::Model;
+use crate::layers::transposed::Transposed;
+use crate::loss::{is_correct, Loss};
 use crate::softf32::F32;
+use crate::state::TrainState;
 use crate::threads::{ranges, split, Threads};
 
 /// Loss and accuracy of a model on a data set.
@@ -24,36 +22,81 @@ pub struct Evaluation {
     pub samples: usize,
 }
 
-impl Trainer {
-    /// The model's loss (and accuracy, for classification) on `data`. Changes nothing.
-    pub fn evaluate(&self, data: &Dataset) -> Result<Evaluation> {
-        self.check_data(data)?;
-        Ok(self.backend.run(Evaluate {
-            trainer: self,
-            data,
-        }))
-    }
-
-    /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values
-    /// (MSE), `outputs` per sample, row-major. Changes nothing.
-    pub fn predict(&self, inputs: &[F32]) -> Result<Vec<F32>> {
-        let features = self.model.inputs();
-        if !inputs.len().is_multiple_of(features) {
-            return Err(Error::Input(format!(
-                "{} feature values do not make rows of {features}",
-                inputs.len()
-            )));
-        }
-        Ok(self.backend.run(Predict {
-            trainer: self,
-            inputs,
-        }))
+impl Evaluation {
+    /// The accuracy on the data ([`crate::loss::accuracy`]); None for regression.
+    pub fn accuracy(&self) -> Option<f64> {
+        self.correct.map(|c| crate::loss::accuracy(c, self.samples))
     }
 }
 
-/// [`Trainer::evaluate`]'s computation.
+/// The model's loss (and accuracy, for classification) on `data` (checked by the caller), on
+/// `backend`.
+pub(super) fn evaluate(
+    backend: Backend,
+    setup: Setup<'_>,
+    state: &TrainState,
+    data: &Dataset,
+) -> Evaluation {
+    backend.run(Evaluate {
+        on: On::of(setup, state),
+        data,
+    })
+}
+
+/// The model's outputs for row-major `inputs` (whole rows of its features, checked by the
+/// caller), on `backend`: probabilities (cross-entropy) or values (MSE), `outputs` per sample.
+pub(super) fn predict(
+    backend: Backend,
+    setup: Setup<'_>,
+    state: &TrainState,
+    inputs: &[F32],
+) -> Vec<F32> {
+    backend.run(Predict {
+        on: On::of(setup, state),
+        inputs,
+    })
+}
+
+/// What evaluation and prediction read: the trainer's setup, the state, and its Dense weights
+/// transposed once for all the threads' forward passes.
+struct On<'a> {
+    setup: Setup<'a>,
+    state: &'a TrainState,
+    transposed: Transposed,
+}
+
+impl<'a> On<'a> {
+    fn of(setup: Setup<'a>, state: &'a TrainState) -> On<'a> {
+        On {
+            setup,
+            state,
+            transposed: Transposed::of(setup.model.network(), &state.params),
+        }
+    }
+
+    /// The evaluation-mode forward pass of the row-major samples `x` with `cells` (a thread's):
+    /// the last layer's outputs, one row per sample.
+    fn forward<'c, R: Real>(&self, x: &'c [F32], cells: &'c mut Cells) -> &'c [F32] {
+        let net = self.setup.model.network();
+        let rows = x.len() / self.setup.model.inputs();
+        // Evaluation shares out samples among the threads already: one thread each here.
+        let context = Context {
+            math: self.setup.config.math,
+            mode: Mode::Eval,
+            threads: &Threads::ONE,
+        };
+        let parameters = Parameters {
+            params: &self.state.params,
+            running: &self.state.buffers,
+            transposed: &self.transposed,
+        };
+        net.forward::<R>(context, parameters, x, rows, cells)
+    }
+}
+
+/// [`evaluate`]'s computation.
 struct Evaluate<'a> {
-    trainer: &'a Trainer,
+    on: On<'a>,
     data: &'a Dataset,
 }
 
@@ -61,21 +104,21 @@ impl Compute for Evaluate<'_> {
     type Output = Evaluation;
 
     fn compute<R: Real>(self) -> Evaluation {
-        let Evaluate { trainer: t, data } = self;
-        let math = t.config.math;
-        let transposed = transposed(t);
+        let Evaluate { on, data } = self;
+        let (config, model, threads) = (on.setup.config, on.setup.model, on.setup.threads);
+        let math = config.math;
         let n = data.len();
         let mut losses = vec![F32::ZERO; n];
         let mut correct = vec![false; n];
-        let ranges = ranges(n, t.threads.parts(n, t.model.work_per_sample()));
+        let ranges = ranges(n, threads.parts(n, model.work_per_sample()));
         let tasks = ranges
             .clone()
             .zip(split(&mut losses[..], ranges.clone(), 1))
             .zip(split(&mut correct[..], ranges, 1));
-        t.threads.run(tasks, |((range, losses), correct)| {
+        threads.run(tasks, |((range, losses), correct)| {
             let _env = R::environment();
-            let (features, width) = (t.model.inputs(), t.model.outputs());
-            let mut cells_ = Forward::new(t, transposed.as_ref(), ROWS.min(range.len()));
+            let (features, width) = (model.inputs(), model.outputs());
+            let mut cells_ = Cells::default();
             let mut outputs = vec![F32::ZERO; width];
             let mut delta = vec![F32::ZERO; width];
             let chunks = range
@@ -85,17 +128,14 @@ impl Compute for Evaluate<'_> {
             for chunk in chunks {
                 // The data set's rows are contiguous: the chunk's features are one slice.
                 let x = &data.inputs()[chunk.start * features..chunk.end * features];
-                let z = cells_.forward::<R>(t, x);
+                let z = on.forward::<R>(x, &mut cells_);
                 for (s, z) in chunk.zip(z.chunks_exact(width)) {
                     let target = data.sample(s).1.cells::<R>();
                     let outputs = cells_mut::<R>(&mut outputs);
-                    let loss = t.config.loss.forward(
-                        math,
-                        cells(z),
-                        target,
-                        outputs,
-                        cells_mut(&mut delta),
-                    );
+                    let loss =
+                        config
+                            .loss
+                            .forward(math, cells(z), target, outputs, cells_mut(&mut delta));
                     let k = s - range.start;
                     losses[k] = loss.to_f32();
                     correct[k] = is_correct(math, outputs, target);
@@ -106,8 +146,7 @@ impl Compute for Evaluate<'_> {
         let sum = losses[1..].iter().fold(losses[0], |sum, &loss| sum + loss);
         Evaluation {
             loss: sum / F32::from_i64(n as i64),
-            correct: t
-                .classifies()
+            correct: (config.loss == Loss::CrossEntropy)
                 .then(|| correct.iter().filter(|&&c| c).count()),
             samples: n,
         }
@@ -118,9 +157,9 @@ impl Compute for Evaluate<'_> {
 /// products' tiles and cache blocks, few enough for their cells to stay in cache.
 const ROWS: usize = 1024;
 
-/// [`Trainer::predict`]'s computation.
+/// [`predict`]'s computation.
 struct Predict<'a> {
-    trainer: &'a Trainer,
+    on: On<'a>,
     inputs: &'a [F32],
 }
 
@@ -128,80 +167,28 @@ impl Compute for Predict<'_> {
     type Output = Vec<F32>;
 
     fn compute<R: Real>(self) -> Vec<F32> {
-        let Predict { trainer: t, inputs } = self;
-        let (features, width) = (t.model.inputs(), t.model.outputs());
-        let transposed = transposed(t);
+        let Predict { on, inputs } = self;
+        let (config, model, threads) = (on.setup.config, on.setup.model, on.setup.threads);
+        let (features, width) = (model.inputs(), model.outputs());
         let n = inputs.len() / features;
         let mut out = vec![F32::ZERO; n * width];
-        let ranges = ranges(n, t.threads.parts(n, t.model.work_per_sample()));
+        let ranges = ranges(n, threads.parts(n, model.work_per_sample()));
         let tasks = split(inputs, ranges.clone(), features).zip(split(&mut out[..], ranges, width));
-        t.threads.run(tasks, |(inputs, out)| {
+        threads.run(tasks, |(inputs, out)| {
             let _env = R::environment();
-            let mut cells_ =
-                Forward::new(t, transposed.as_ref(), ROWS.min(inputs.len() / features));
+            let mut cells_ = Cells::default();
             for (x, out) in inputs
                 .chunks(ROWS * features)
                 .zip(out.chunks_mut(ROWS * width))
             {
-                let z = cells_.forward::<R>(t, x);
+                let z = on.forward::<R>(x, &mut cells_);
                 for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
-                    t.config
+                    config
                         .loss
-                        .outputs(t.config.math, cells::<R>(z), cells_mut(out));
+                        .outputs(config.math, cells::<R>(z), cells_mut(out));
                 }
             }
         });
         out
     }
-}
-
-/// An MLP's weights transposed for its forward passes (layer models read them as they are).
-fn transposed(t: &Trainer) -> Option<Transposed> {
-    match &t.model {
-        Model::Mlp(mlp) => Some(Transposed::of(mlp, &t.state.params)),
-        Model::Network(_) => None,
-    }
-}
-
-/// A thread's cells for evaluation-mode forward passes of up to `rows` rows at a time.
-enum Forward<'a> {
-    Mlp(ForwardCells, &'a Transposed),
-    Network(Cells),
-}
-
-impl<'a> Forward<'a> {
-    fn new(t: &Trainer, transposed: Option<&'a Transposed>, rows: usize) -> Forward<'a> {
-        match (&t.model, transposed) {
-            (Model::Mlp(mlp), Some(transposed)) => {
-                Forward::Mlp(ForwardCells::new(mlp, rows), transposed)
-            }
-            _ => Forward::Network(Cells::default()),
-        }
-    }
-
-    /// The last layer's outputs for the row-major samples `x`, one row per sample.
-    fn forward<'c, R: Real>(&'c mut self, t: &Trainer, x: &'c [F32]) -> &'c [F32] {
-        let (math, params) = (t.config.math, &t.state.params[..]);
-        match (self, &t.model) {
-            (Forward::Mlp(cells, transposed), Model::Mlp(mlp)) => {
-                cells.forward::<R>(mlp, math, params, transposed, x)
-            }
-            (Forward::Network(cells), Model::Network(net)) => {
-                let rows = x.len() / net.input.iter().product::<usize>();
-                // Evaluation shares out samples among the threads already: one thread each here.
-                let context = Context {
-                    math,
-                    mode: Mode::Eval,
-                    threads: &Threads::ONE,
-                };
-                net.forward::<R>(context, (params, &t.state.buffers), x, rows, cells)
-            }
-            _ => unreachable!("a forward pass's cells are its model's"),
-        }
-    }
-}
-
-/// Whether the maximum of the probabilities `p` (section 10's rule) is the sample's label.
-pub(super) fn is_correct<R: Real>(math: Math, p: &[R], target: Target<'_, R>) -> bool {
-    matches!(target, Target::Class(label) if argmax(math, p) == label)
 }

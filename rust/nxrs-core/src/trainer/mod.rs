@@ -2,15 +2,20 @@
 //! epoch, as `docs/TRAINING.md` defines them; the training loop, with a callback between steps
 //! that can stop it (Ctrl-C, progress, checkpoints); evaluation and prediction.
 //!
-//! This module holds the [`Trainer`] type and its API; `step` the optimiser step (a batch's
-//! gradient blocks, their sum, the update), `epoch` the epoch structure (counters, sample order,
-//! the epoch's report) and `inference` evaluation and prediction. Every computation runs on the
-//! trainer's backend through [`Backend::run`].
+//! This module holds the [`Trainer`] type and its API; the others hold its parts, each knowing
+//! nothing of the `Trainer` itself: `step` the optimiser step (a batch's gradient blocks, their
+//! sum, the update), `epoch` the epoch structure (counters, sample order, the epoch's report), `chunk` a bounded
+//! stretch of the training loop (its stop rules and tally),
+//! `inference` evaluation and prediction, and `setup` what they read besides the state. Every
+//! computation runs on the trainer's backend through [`Backend::run`].
 
+mod chunk;
 mod epoch;
 mod inference;
+mod setup;
 mod step;
 
+pub use chunk::{Chunk, Limits};
 pub use epoch::{EpochReport, Event, StepReport, Until};
 pub use inference::Evaluation;
 pub use step::BlockGradient;
@@ -20,17 +25,18 @@ use crate::config::TrainerConfig;
 use crate::dataset::{Dataset, Targets};
 use crate::error::{Error, Result};
 use crate::loss::Loss;
-use crate::mlp::Layer;
 use crate::model::Model;
+use crate::params::Layer;
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::Threads;
 use crate::{digest, hash};
 use epoch::{batch_of, Tally};
+use setup::Setup;
 use std::ops::ControlFlow;
 use step::Work;
 
-/// An MLP with its optimiser state, and the backend it computes with (not part of the state:
+/// A model with its optimiser state, and the backend it computes with (not part of the state:
 /// every backend gives the same bits).
 #[derive(Clone, Debug)]
 pub struct Trainer {
@@ -213,7 +219,7 @@ impl Trainer {
         self.check_data(data)?;
         let batches = self.batches_per_epoch(data)?;
         while !until.reached(&self.state) {
-            let order = self.sample_order(data.len());
+            let order = epoch::sample_order(&self.config, &self.state, data.len());
             for b in self.state.batch as usize..batches {
                 let samples = batch_of(&order, b, self.config.batch_size);
                 let report = self.step_unchecked(data, samples);
@@ -239,7 +245,7 @@ impl Trainer {
     pub fn batch_blocks(&self, data: &Dataset) -> Result<Vec<Vec<usize>>> {
         self.check_data(data)?;
         self.batches_per_epoch(data)?;
-        let order = self.sample_order(data.len());
+        let order = epoch::sample_order(&self.config, &self.state, data.len());
         let samples = batch_of(&order, self.state.batch as usize, self.config.batch_size);
         Ok(samples
             .chunks(self.config.block_len())
@@ -259,7 +265,15 @@ impl Trainer {
     ) -> Result<BlockGradient> {
         self.check_data(data)?;
         check_samples(data, samples)?;
-        Ok(self.block_gradient_unchecked(data, samples, first_sample))
+        let setup = self.setup();
+        Ok(step::block_gradient(
+            self.backend,
+            setup,
+            &self.state,
+            data,
+            samples,
+            first_sample,
+        ))
     }
 
     /// Takes the step of the batch the state is at from its blocks (those of
@@ -291,8 +305,10 @@ impl Trainer {
             self.model.check_shaped(&block.grads, "gradient block")?;
         }
         let batch = expected.iter().map(Vec::len).sum();
-        let report = self.combine_blocks(blocks, batch);
         let batches = self.batches_per_epoch(data)?;
+        let backend = self.backend;
+        let (setup, state, work) = self.parts();
+        let report = work.combine(backend, setup, state, blocks, batch);
         let epoch_end = self.count_step(batches, &report);
         Ok((report, epoch_end))
     }
@@ -303,8 +319,68 @@ impl Trainer {
             .map(|_| ())
     }
 
-    fn classifies(&self) -> bool {
-        self.config.loss == Loss::CrossEntropy
+    /// The model's loss (and accuracy, for classification) on `data`. Changes nothing.
+    pub fn evaluate(&self, data: &Dataset) -> Result<Evaluation> {
+        self.check_data(data)?;
+        let setup = self.setup();
+        Ok(inference::evaluate(self.backend, setup, &self.state, data))
+    }
+
+    /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values
+    /// (MSE), `outputs` per sample, row-major. Changes nothing.
+    pub fn predict(&self, inputs: &[F32]) -> Result<Vec<F32>> {
+        let features = self.model.inputs();
+        if !inputs.len().is_multiple_of(features) {
+            return Err(Error::Input(format!(
+                "{} feature values do not make rows of {features}",
+                inputs.len()
+            )));
+        }
+        let setup = self.setup();
+        Ok(inference::predict(self.backend, setup, &self.state, inputs))
+    }
+
+    /// The step on the batch `samples`: its blocks' sums, combined and applied, on the
+    /// trainer's backend. Advances `b1t`, `b2t` but no counters.
+    fn step_unchecked(&mut self, data: &Dataset, samples: &[usize]) -> StepReport {
+        let backend = self.backend;
+        let (setup, state, work) = self.parts();
+        work.step(backend, setup, state, data, samples)
+    }
+
+    /// Batches per epoch of `data`; the state's position must lie inside an epoch of it.
+    fn batches_per_epoch(&self, data: &Dataset) -> Result<usize> {
+        epoch::batches_per_epoch(&self.config, &self.state, data)
+    }
+
+    /// Counts a step of the epoch structure (an epoch has `batches` batches); the epoch's
+    /// report when the step ended it.
+    fn count_step(&mut self, batches: usize, report: &StepReport) -> Option<EpochReport> {
+        let classifies = self.config.loss == Loss::CrossEntropy;
+        Tally::count_step(
+            &mut self.tally,
+            &mut self.state,
+            (batches, classifies),
+            report,
+        )
+    }
+
+    fn setup(&self) -> Setup<'_> {
+        Setup {
+            config: &self.config,
+            model: &self.model,
+            threads: &self.threads,
+        }
+    }
+
+    /// What a step reads, the state it changes and its working memory.
+    fn parts(&mut self) -> (Setup<'_>, &mut TrainState, &mut Work) {
+        let setup = Setup {
+            config: &self.config,
+            model: &self.model,
+            threads: &self.threads,
+        };
+        (setup, &mut self.state, &mut self.work)
     }
 }
 

@@ -4,15 +4,16 @@
 #![allow(dead_code)] // each test crate uses a different subset
 
 use nxrs_core::checkpoint;
-use nxrs_core::config::Architecture;
 use nxrs_core::dataset::Dataset;
+use nxrs_core::init::Init;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
-use nxrs_core::mlp::{Init, Layer};
+use nxrs_core::model::Architecture;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify, ALIGN, PRELUDE_LEN};
 use nxrs_core::nxck::Format;
 use nxrs_core::optim::{Kind, OptimizerConfig};
+use nxrs_core::params::Layer;
 use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::{Error, TrainState, Trainer, TrainerConfig, F32};
 use proptest::prelude::*;

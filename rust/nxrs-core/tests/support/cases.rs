@@ -3,12 +3,12 @@
 //! the fixtures' formula.
 #![allow(dead_code)] // each test file uses its own part
 
-use nxrs_core::config::Architecture;
 use nxrs_core::dataset::Dataset;
+use nxrs_core::init::Init;
 use nxrs_core::layers::LayerSpec;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
-use nxrs_core::mlp::Init;
+use nxrs_core::model::Architecture;
 use nxrs_core::optim::{Kind, OptimizerConfig};
 use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::trainer::{Event, Until};

@@ -8,6 +8,7 @@ use numpy::{PyArray1, PyArrayMethods};
 use nxrs_core::dataset::Dataset;
 use nxrs_core::digest;
 use nxrs_core::loss::Loss;
+use nxrs_core::samples::{check_inference_features, Rows};
 use nxrs_core::F32;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -71,15 +72,6 @@ pub fn _data_digest(
     ]))
 }
 
-/// What an `(x, y)` holds.
-#[derive(Clone, Copy)]
-pub(super) enum Rows {
-    /// One sample: 1-D features; a label, or its targets (0-D for one output, else 1-D).
-    One = 0,
-    /// Samples: 2-D features; 1-D labels, or 2-D targets (1-D for one output).
-    Many = 1,
-}
-
 impl PyTrainer {
     /// The model's loss and its numbers of inputs and outputs (fixed for a trainer's lifetime).
     pub(super) fn shape(&self, py: Python<'_>) -> (Loss, usize, usize) {
@@ -88,7 +80,8 @@ impl PyTrainer {
         })
     }
 
-    /// `(x, y)` as a data set for this model, every input rule checked.
+    /// `(x, y)` as a data set for this model, every input rule checked (the shapes by the
+    /// core's `Rows`, the values by its `Dataset`).
     pub(super) fn dataset(
         &self,
         py: Python<'_>,
@@ -96,21 +89,19 @@ impl PyTrainer {
         y: &Bound<'_, PyAny>,
         rows: Rows,
     ) -> PyResult<Dataset> {
-        let rank = rows as usize;
-        let (cells, features) = self.samples(py, x, rank)?;
-        let (loss, _, outputs) = self.shape(py);
+        let (cells, features) = self.samples(py, x, rows)?;
+        let (loss, outputs, target_ndims) = self.read(py, |t| {
+            let model = t.model();
+            (t.config().loss, model.outputs(), rows.target_ndims(model))
+        });
         let data = match loss {
             Loss::CrossEntropy => {
-                let labels = inputs::labels(y, rank)?;
+                let labels = inputs::labels(y, rows.label_ndim())?;
                 Dataset::new(features, outputs, cells, &labels)
             }
             Loss::Mse => {
-                let ndims = [rank, rank + 1];
-                let ndims: &[usize] = if outputs == 1 { &ndims } else { &ndims[1..] };
-                let (values, tshape) = inputs::targets(y, ndims)?;
-                // One value per sample when the targets lack the outputs' dimension.
-                let width = tshape.get(rank).copied().unwrap_or(1);
-                Dataset::regression(features, cells, width, values)
+                let (values, shape) = inputs::targets(y, &target_ndims)?;
+                Dataset::regression(features, cells, rows.targets_per_sample(&shape), values)
             }
         }
         .map_err(to_py)?;
@@ -118,31 +109,20 @@ impl PyTrainer {
         Ok(data)
     }
 
-    /// Samples' cells, `rank` leading dimensions (0: one sample, 1: a batch) then either the
-    /// features flat or (a layer model's) the input's shape: the cells and the features per
+    /// Samples' cells read by the core's rules for `rows`: the cells and the features per
     /// sample.
     fn samples(
         &self,
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
-        rank: usize,
+        rows: Rows,
     ) -> PyResult<(Vec<F32>, usize)> {
-        let input = self.read(py, |t| t.model().input_shape());
-        let ndims = [rank + 1, rank + input.len()];
-        let ndims = if input.len() > 1 {
-            &ndims[..]
-        } else {
-            &ndims[..1]
-        };
-        let (cells, shape) = inputs::features(x, ndims)?;
-        let sample = &shape[rank..];
-        if sample.len() > 1 && sample != input {
-            return Err(InputError::new_err(format!(
-                "samples have shape {sample:?}, the model takes {input:?} (or their {} cells flat)",
-                input.iter().product::<usize>()
-            )));
-        }
-        Ok((cells, sample.iter().product()))
+        let ndims = self.read(py, |t| rows.feature_ndims(t.model()));
+        let (cells, shape) = inputs::features(x, &ndims)?;
+        let features = self
+            .read(py, |t| rows.features_per_sample(t.model(), &shape))
+            .map_err(to_py)?;
+        Ok((cells, features))
     }
 
     /// Features for inference: a batch of samples (flat or shaped), the model's feature count,
@@ -152,17 +132,12 @@ impl PyTrainer {
         py: Python<'_>,
         x: &Bound<'_, PyAny>,
     ) -> PyResult<(Vec<F32>, usize)> {
-        let (cells, features) = self.samples(py, x, 1)?;
+        let (cells, features) = self.samples(py, x, Rows::Many)?;
         let n = cells.len().checked_div(features).unwrap_or(0);
-        let (_, inputs, _) = self.shape(py);
         // The dataset's checks (size, finiteness), with placeholder labels.
         let data = Dataset::new(features, 1, cells, &vec![0u8; n]).map_err(to_py)?;
-        if data.features() != inputs {
-            return Err(InputError::new_err(format!(
-                "samples have {} features, the model takes {inputs}",
-                data.features(),
-            )));
-        }
+        self.read(py, |t| check_inference_features(t.model(), data.features()))
+            .map_err(to_py)?;
         Ok((data.inputs().to_vec(), n))
     }
 }

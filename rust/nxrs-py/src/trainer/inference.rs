@@ -1,11 +1,11 @@
 //! Inference and evaluation: the model's outputs, its predictions, its loss on data. Each
 //! reads the trainer (with the GIL released) and changes nothing.
 
-use super::datasets::Rows;
-use super::{accuracy, float_of, floats, PyTrainer};
+use super::{float_of, floats, PyTrainer};
 use crate::errors::to_py;
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use nxrs_core::loss::{argmax, Loss};
+use nxrs_core::samples::Rows;
 use pyo3::prelude::*;
 
 impl PyTrainer {
@@ -55,7 +55,6 @@ impl PyTrainer {
     ) -> PyResult<(f64, Option<f64>)> {
         let data = self.dataset(py, x, y, Rows::Many)?;
         let e = self.compute(py, |t| t.evaluate(&data)).map_err(to_py)?;
-        let accuracy = e.correct.map(|c| accuracy(c, e.samples));
-        Ok((float_of(e.loss), accuracy))
+        Ok((float_of(e.loss), e.accuracy()))
     }
 }

@@ -15,8 +15,8 @@ mod training;
 
 pub(crate) use training::CHUNK;
 
-use datasets::Rows;
 pub use datasets::{_data_digest, permutation, seed_dataset, PyDataset};
+use nxrs_core::samples::Rows;
 pub use training::{PyEpochEnd, PyRunChunk};
 
 use crate::checkpoint::PyCheckpoint;
@@ -32,9 +32,11 @@ use nxrs_core::config::{Family, TrainerConfig, Value};
 use nxrs_core::digest;
 use nxrs_core::state::TrainState;
 use nxrs_core::threads::{Threads, MAX_THREADS};
+use nxrs_core::trainer::Limits;
 use nxrs_core::trainer::Until;
 use nxrs_core::{Trainer, F32};
 use parallel::BlockArrays;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -42,9 +44,9 @@ use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
-use training::{seconds, Limits};
+use training::{seconds, Training};
 
 pub(crate) fn float_of(x: F32) -> f64 {
     f64::from(f32::from_bits(x.to_bits()))
@@ -53,13 +55,6 @@ pub(crate) fn float_of(x: F32) -> f64 {
 /// binary32 cells as native f32 values: the same bits (a copy, no arithmetic).
 fn floats(cells: &[F32]) -> Vec<f32> {
     bytemuck::cast_slice(cells).to_vec()
-}
-
-/// `correct / samples` in binary64, as TRAINING.md section 10 defines accuracy: a reported
-/// statistic of exact integer counts, not training arithmetic (which is all softf32).
-#[allow(clippy::float_arithmetic)]
-fn accuracy(correct: usize, samples: usize) -> f64 {
-    correct as f64 / samples as f64
 }
 
 /// Bit-reproducible MLP training on softf32: the compiled part of `nxrs.Trainer` (which
@@ -74,9 +69,10 @@ fn accuracy(correct: usize, samples: usize) -> f64 {
 /// "Already borrowed". The trainer sits behind an `RwLock` instead, under two rules that keep
 /// it and the GIL from deadlocking: a thread holding the GIL only ever *tries* the lock (it
 /// blocks on it only with the GIL released), and nothing holding the lock takes the GIL.
-/// Training holds the write lock for one chunk of steps at a time (`training::CHUNK`), so a
-/// reader in another thread (`steps`, `config`, `predict`, `to_bytes`, ...) waits at most one
-/// chunk and sees the state between two steps. A call that changes the trainer also *claims*
+/// Training holds the write lock for one chunk of steps at a time (`training::CHUNK`) and then
+/// hands it to the threads waiting for it (a fair unlock: the training thread cannot take it
+/// back first), so a reader in another thread (`steps`, `config`, `predict`, `to_bytes`, ...)
+/// waits at most one chunk and sees the state between two steps. A call that changes the trainer also *claims*
 /// it for its whole duration (`fit` for its whole run, through [`PyClaim`]): a second such
 /// call from another thread meanwhile is a `BusyError`, so nothing changes a run's state
 /// between its chunks, and a reader can never make a writer fail.
@@ -226,9 +222,8 @@ impl PyTrainer {
     /// after the chunk of steps in progress, waiting with the GIL released. For quick reads.
     fn read<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Trainer) -> R + Send) -> R {
         match self.inner.try_read() {
-            Ok(trainer) => f(&trainer),
-            Err(TryLockError::Poisoned(poisoned)) => f(&poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => py.detach(|| f(&self.read_lock())),
+            Some(trainer) => f(&trainer),
+            None => py.detach(|| f(&self.read_lock())),
         }
     }
 
@@ -238,26 +233,26 @@ impl PyTrainer {
         py.detach(|| f(&self.read_lock()))
     }
 
-    /// `f` with exclusive access to the trainer, the GIL released, under `claim`.
+    /// `f` with exclusive access to the trainer, the GIL released, under `claim`; the lock is
+    /// then handed to the threads waiting for it (see [`PyTrainer`]).
     fn compute_mut<R: Send>(
         &self,
         py: Python<'_>,
         _claim: &Claim<'_>,
         f: impl FnOnce(&mut Trainer) -> R + Send,
     ) -> R {
-        py.detach(|| f(&mut self.write_lock()))
+        py.detach(|| {
+            let mut trainer = self.inner.write();
+            let out = f(&mut trainer);
+            RwLockWriteGuard::unlock_fair(trainer);
+            out
+        })
     }
 
     /// The read lock, blocking: only with the GIL released (see [`PyTrainer`]). A panic while
-    /// training (a defect) leaves the lock poisoned; the state is then what it was when the
-    /// panic happened, as it was before the lock, so poisoning is ignored.
+    /// training (a defect) releases the lock with the state as it was when the panic happened.
     fn read_lock(&self) -> RwLockReadGuard<'_, Trainer> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The write lock, blocking: only with the GIL released (see [`PyTrainer::read_lock`]).
-    fn write_lock(&self) -> RwLockWriteGuard<'_, Trainer> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+        self.inner.read()
     }
 }
 
@@ -380,7 +375,7 @@ impl PyTrainer {
         let epoch = count(&epoch, "epoch", 0, InputError::new_err)?;
         let claim = self.claim("train_until")?;
         let data = self.dataset(py, x, y, Rows::Many)?;
-        let limits = Limits::interactive(Until::Epoch(epoch), false);
+        let limits = Training::interactive(Until::Epoch(epoch), false);
         self.train(py, &claim, &data, &limits)?;
         Ok(())
     }
@@ -398,7 +393,7 @@ impl PyTrainer {
         let data = self.dataset(py, x, y, Rows::Many)?;
         // Under the claim: no other thread moves the step counter until this call returns.
         let now = self.read(py, |t| t.state().step);
-        let limits = Limits::interactive(Until::Step(now.saturating_add(steps)), true);
+        let limits = Training::interactive(Until::Step(now.saturating_add(steps)), true);
         let chunk = self.train(py, &claim, &data, &limits)?;
         Ok(chunk.losses.into_iter().map(float_of).collect())
     }
@@ -443,13 +438,15 @@ impl PyTrainer {
             Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
             None => None,
         };
-        let limits = Limits {
-            until: Until::Epoch(epochs),
-            max_steps,
-            max_time: seconds(max_seconds)?,
-            keep_losses: true,
+        let limits = Training {
+            limits: Limits {
+                until: Until::Epoch(epochs),
+                max_steps,
+                max_time: seconds(max_seconds)?,
+                keep_losses: true,
+                stop_after_epoch: epoch_end,
+            },
             signals: false,
-            stop_after_epoch: epoch_end,
         };
         let claim = self.claim("_run")?;
         let chunk = self.train(py, &claim, &dataset.inner, &limits)?;

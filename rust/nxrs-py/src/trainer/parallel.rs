@@ -6,7 +6,7 @@ use super::{floats, PyTrainer};
 use crate::errors::{to_py, InputError};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn};
 use nxrs_core::dataset::Dataset;
-use nxrs_core::mlp::Layer;
+use nxrs_core::params::Layer;
 use nxrs_core::trainer::BlockGradient;
 use nxrs_core::F32;
 use pyo3::prelude::*;

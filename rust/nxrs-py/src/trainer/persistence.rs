@@ -7,7 +7,7 @@ use crate::errors::{to_py, ConfigError, InputError};
 use crate::inputs::{self, AnyInt};
 use nxrs_core::checkpoint;
 use nxrs_core::nxck::Format;
-use nxrs_core::state::{TensorSpec, TrainState};
+use nxrs_core::state::TrainState;
 use nxrs_core::Trainer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
@@ -78,25 +78,17 @@ impl PyTrainer {
         buffers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let claim = self.claim("_start_from")?;
-        let (param_specs, buffer_specs) =
-            self.read(py, |t| (t.model().param_specs(), t.model().buffer_specs()));
-        // Each array is read with its model tensor's name and number of dimensions (for its
-        // errors); one beyond the model's count as an MLP's, for the core's count error.
-        let spec = |specs: &[TensorSpec], k: usize, name: String, ndim: usize| {
-            specs
-                .get(k)
-                .map_or((name, ndim), |(name, shape)| (name.clone(), shape.len()))
-        };
-        let params: Vec<TensorSpec> = param_specs.into_iter().flatten().collect();
+        // Each array is read with the name and number of dimensions the core gives it.
+        let model = self.read(py, |t| t.model().clone());
         let mut tensors = Vec::new();
         for (l, pair) in weights.try_iter()?.enumerate() {
             let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
                 .extract()
                 .map_err(|_| InputError::new_err(format!("weights[{l}] is not a pair (W, b)")))?;
-            let (wn, wd) = spec(&params, 2 * l, format!("W{}", l + 1), 2);
-            let (bn, bd) = spec(&params, 2 * l + 1, format!("b{}", l + 1), 1);
-            tensors.push(inputs::tensor(&w, &wn, wd)?);
-            tensors.push(inputs::tensor(&b, &bn, bd)?);
+            for (k, array) in [(2 * l, w), (2 * l + 1, b)] {
+                let (name, ndim) = TrainState::starting_param(&model, k);
+                tensors.push(inputs::tensor(&array, &name, ndim)?);
+            }
         }
         let buffers = match buffers {
             None => None,
@@ -105,7 +97,7 @@ impl PyTrainer {
                     .try_iter()?
                     .enumerate()
                     .map(|(k, array)| {
-                        let (name, ndim) = spec(&buffer_specs, k, format!("buffers[{k}]"), 1);
+                        let (name, ndim) = TrainState::starting_buffer(&model, k);
                         inputs::tensor(&array?, &name, ndim)
                     })
                     .collect::<PyResult<Vec<_>>>()?,

@@ -1,15 +1,14 @@
-//! The training loop at the boundary: steps in chunks with the GIL released, and what one call
-//! of the loop did (`RunChunk`, its ended epochs as `EpochEnd`).
+//! The training loop at the boundary: the core's bounded stretches with the GIL released and
+//! Ctrl-C checked between them, and what one call of the loop did (`RunChunk`, its ended epochs as `EpochEnd`).
 
-use super::{accuracy, float_of, Claim, PyTrainer};
+use super::{float_of, Claim, PyTrainer};
 use crate::errors::to_py;
 use nxrs_core::dataset::Dataset;
-use nxrs_core::trainer::{EpochReport, Event, Until};
+use nxrs_core::trainer::{Chunk, EpochReport, Limits, Until};
 use nxrs_core::F32;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use std::ops::ControlFlow;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest stretch the GIL stays released while training, so that Ctrl-C is honoured promptly.
 pub(crate) const CHUNK: Duration = Duration::from_millis(100);
@@ -36,7 +35,7 @@ impl From<&EpochReport> for PyEpochEnd {
         PyEpochEnd {
             epoch: end.epoch,
             loss: float_of(end.loss),
-            accuracy: end.correct.map(|c| accuracy(c, end.samples)),
+            accuracy: end.accuracy(),
             samples: end.samples,
             whole: end.whole,
         }
@@ -128,122 +127,53 @@ impl PyRunChunk {
     }
 }
 
-/// What one call into the core's training loop did.
-#[derive(Default)]
-pub(super) struct Chunk {
-    /// The reports of the epochs that ended.
-    pub epochs: Vec<EpochReport>,
-    pub steps: u64,
-    pub losses: Vec<F32>,
-    pub reached: bool,
-}
-
-/// When a call of the training loop returns.
-pub(super) struct Limits {
-    pub until: Until,
-    /// At most this many steps.
-    pub max_steps: Option<u64>,
-    /// The GIL released for at most this long at a time.
-    pub max_time: Duration,
-    /// Keep every step's loss (else only the count).
-    pub keep_losses: bool,
-    /// Check Ctrl-C between chunks of [`CHUNK`] and go on until `until`.
+/// How a call of the training loop runs: the core's limits, and whether the GIL is released
+/// in chunks of [`CHUNK`] with Ctrl-C checked between them.
+pub(super) struct Training {
+    pub limits: Limits,
+    /// Check Ctrl-C between chunks and go on until the limits end the run.
     pub signals: bool,
-    /// Also return at the end of an epoch.
-    pub stop_after_epoch: bool,
 }
 
-impl Limits {
+impl Training {
     /// Until `until`, in chunks of [`CHUNK`] with Ctrl-C checked between them.
-    pub(super) fn interactive(until: Until, keep_losses: bool) -> Limits {
-        Limits {
-            until,
-            max_steps: None,
-            max_time: CHUNK,
-            keep_losses,
+    pub(super) fn interactive(until: Until, keep_losses: bool) -> Training {
+        Training {
+            limits: Limits {
+                until,
+                max_steps: None,
+                max_time: CHUNK,
+                keep_losses,
+                stop_after_epoch: false,
+            },
             signals: true,
-            stop_after_epoch: false,
         }
     }
 }
 
 impl PyTrainer {
-    /// Trains on `data` within `limits`, tallying every epoch. The trainer's lock is held for
-    /// one chunk at a time; `claim` keeps other threads from changing it between them.
+    /// Trains on `data` as `training` says, tallying every epoch (the core decides where each
+    /// chunk and the run stop). The trainer's lock is held for one chunk at a time; `claim`
+    /// keeps other threads from changing it between them.
     pub(super) fn train(
         &self,
         py: Python<'_>,
         claim: &Claim<'_>,
         data: &Dataset,
-        limits: &Limits,
+        training: &Training,
     ) -> PyResult<Chunk> {
+        let limits = &training.limits;
         let mut total = Chunk::default();
         loop {
-            let left = limits.max_steps.map(|m| m - total.steps);
-            if left == Some(0) {
-                return Ok(total);
-            }
-            let chunk = self.chunk(py, claim, data, limits, left)?;
-            let epoch_ended = !chunk.epochs.is_empty();
-            total.epochs.extend(chunk.epochs);
-            total.steps += chunk.steps;
-            total.losses.extend(chunk.losses);
-            total.reached = chunk.reached;
-            if chunk.reached || !limits.signals || (limits.stop_after_epoch && epoch_ended) {
+            let chunk = self
+                .compute_mut(py, claim, |t| t.run_chunk(data, limits, total.steps))
+                .map_err(to_py)?;
+            total.extend(chunk);
+            if total.finished(limits) || !training.signals {
                 return Ok(total);
             }
             py.check_signals()?;
         }
-    }
-
-    /// One stretch of steps with the GIL released, at most `max_steps` of them.
-    fn chunk(
-        &self,
-        py: Python<'_>,
-        claim: &Claim<'_>,
-        data: &Dataset,
-        limits: &Limits,
-        max_steps: Option<u64>,
-    ) -> PyResult<Chunk> {
-        let start = Instant::now();
-        let (until, max_time) = (limits.until, limits.max_time);
-        self.compute_mut(py, claim, |inner| -> nxrs_core::error::Result<Chunk> {
-            let mut out = Chunk::default();
-            let mut stop_at_epoch_end = false;
-            // Whether the run broke or reached `until`: `reached` below says which.
-            let _ = inner.run(data, until, |t, event| match event {
-                Event::Step(report) => {
-                    out.steps += 1;
-                    if limits.keep_losses {
-                        out.losses.push(report.loss);
-                    }
-                    // Every step of `run` is in the epoch structure: batch 0 after it means
-                    // it ended its epoch, whose report is the next event.
-                    let epoch_done = t.state().batch == 0;
-                    let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
-                    let epoch_stop = epoch_done && limits.stop_after_epoch;
-                    if out_of_steps || epoch_stop || start.elapsed() >= max_time {
-                        if epoch_done {
-                            stop_at_epoch_end = true;
-                            return ControlFlow::Continue(());
-                        }
-                        return ControlFlow::Break(());
-                    }
-                    ControlFlow::Continue(())
-                }
-                Event::EpochEnd(end) => {
-                    out.epochs.push(*end);
-                    if stop_at_epoch_end {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                }
-            })?;
-            out.reached = until.reached(inner.state());
-            Ok(out)
-        })
-        .map_err(to_py)
     }
 }
 

@@ -1,0 +1,318 @@
+"""PyTorch: a trainer as a ``torch.nn.Sequential`` (``to_torch``) and back (``from_torch``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from nxrs._nxrs import ConfigError, InputError
+from nxrs.layers import Layer
+
+if TYPE_CHECKING:
+    from nxrs._trainer import Trainer
+
+from nxrs._interop.weights import _layer_list, _numbered, _require, _softmax, from_weights, weights
+
+
+def to_torch(trainer: Trainer, *, softmax: bool = False) -> Any:
+    """The model as a ``torch.nn.Sequential`` (float32, on the CPU), ending in
+    ``Softmax(dim=-1)`` when ``softmax`` (cross-entropy models only).
+
+    An integer-list model gives ``Linear`` and ``ReLU`` modules. A layer model gives one module
+    per layer after ``Input``, of the same name (``Dense`` is ``Linear``): ``Conv1d``, ``Conv2d``
+    (kernel, stride, padding), ``MaxPool1d/2d``, ``AvgPool1d/2d``, ``Flatten``, ``ReLU``,
+    ``Tanh``, ``Sigmoid``, ``Dropout(p)``, ``BatchNorm1d/2d`` (``momentum``, ``eps``, the
+    running statistics copied) and ``LayerNorm`` (``normalized_shape`` the layer's input shape,
+    ``eps``); the input is ``(batch, *shape)`` of the model's ``Input``. The module is in
+    torch's default training mode: ``.eval()`` gives nxrs's evaluation mode (section 15.6:
+    Dropout the identity, BatchNorm on its running statistics), what ``predict`` computes.
+
+    Without softmax it outputs logits, what ``torch.nn.CrossEntropyLoss`` trains on. The
+    weights are copies; torch's random number generator is not used.
+    """
+    torch = _require("torch", "torch", "Trainer.to_torch")
+    with_softmax = _softmax(trainer, softmax)
+    layers = _layer_list(trainer)
+    modules: list[Any] = []
+    if layers is not None:
+        modules = _torch_modules(torch, layers, trainer.state_dict())
+    else:
+        for layer, (w, b) in enumerate(weights(trainer)):
+            if layer:
+                modules.append(torch.nn.ReLU())
+            modules.append(_skip_init(torch, torch.nn.Linear, w.shape[1], w.shape[0]))
+            _copy(torch, modules[-1], weight=w, bias=b)
+    if with_softmax:
+        modules.append(torch.nn.Softmax(dim=-1))
+    return torch.nn.Sequential(*modules)
+
+
+def _skip_init(torch: Any, cls: Any, *args: Any, **kwargs: Any) -> Any:
+    """A ``cls(*args, **kwargs)`` module without its random initialisation (which would draw
+    from torch's global generator) of values overwritten at once."""
+    return torch.nn.utils.skip_init(cls, *args, bias=True, dtype=torch.float32, **kwargs)
+
+
+def _copy(torch: Any, module: Any, **tensors: npt.NDArray[np.float32]) -> None:
+    """Copies the arrays into ``module``'s tensors of those names, bit for bit."""
+    with torch.no_grad():
+        for name, array in tensors.items():
+            getattr(module, name).copy_(torch.from_numpy(array))
+
+
+def _torch_modules(
+    torch: Any, layers: list[dict[str, Any]], state: dict[str, npt.NDArray[np.float32]]
+) -> list[Any]:
+    """The torch modules of a layer model's layers (``to_torch``), with its tensors."""
+    nn = torch.nn
+    modules = []
+    for layer, n in _numbered(layers):
+        kind = layer["type"]
+        if kind in ("Dense", "Conv1d", "Conv2d"):
+            w = state[f"W{n}"]
+            if kind == "Dense":
+                module = _skip_init(torch, nn.Linear, w.shape[1], w.shape[0])
+            else:
+                sizes = {key: tuple(layer[key]) for key in ("kernel_size", "stride", "padding")}
+                module = _skip_init(torch, getattr(nn, kind), w.shape[1], w.shape[0], **sizes)
+            _copy(torch, module, weight=w, bias=state[f"b{n}"])
+        elif kind in ("BatchNorm1d", "BatchNorm2d"):
+            # Its initialisation (ones, zeros) draws nothing; it also sets
+            # num_batches_tracked, which skip_init would leave undefined.
+            module = getattr(nn, kind)(
+                len(state[f"gamma{n}"]), eps=layer["eps"], momentum=layer["momentum"]
+            )
+            _copy(
+                torch,
+                module,
+                weight=state[f"gamma{n}"],
+                bias=state[f"beta{n}"],
+                running_mean=state[f"mean{n}"],
+                running_var=state[f"var{n}"],
+            )
+        elif kind == "LayerNorm":
+            module = nn.LayerNorm(state[f"gamma{n}"].shape, eps=layer["eps"])
+            _copy(torch, module, weight=state[f"gamma{n}"], bias=state[f"beta{n}"])
+        elif kind in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
+            module = getattr(nn, kind)(tuple(layer["kernel_size"]), tuple(layer["stride"]))
+        elif kind == "Dropout":
+            module = nn.Dropout(layer["p"])
+        else:  # Flatten, ReLU, Tanh, Sigmoid: torch's modules of the same name, no arguments
+            module = getattr(nn, kind)()
+        modules.append(module)
+    return modules
+
+
+def _torch_array(torch: Any, tensor: Any, name: str) -> npt.NDArray[Any]:
+    if tensor.is_meta:
+        raise InputError(
+            f"{name} is on torch's meta device: it has a shape but no values; give the module "
+            "its weights first (e.g. module.to_empty(device='cpu'), then load_state_dict)"
+        )
+    if tensor.dtype not in (torch.float32, torch.float64):
+        raise InputError(f"{name} is {tensor.dtype}: nxrs takes float32 (or float64) weights")
+    array: npt.NDArray[Any] = tensor.detach().cpu().numpy()
+    return array
+
+
+def from_torch(
+    trainer_class: type[Trainer], module: Any, *, input_shape: Any = None, **config: Any
+) -> Trainer:
+    """``nxrs.interop.from_torch``, building a trainer of ``trainer_class``."""
+    torch = _require("torch", "torch", "Trainer.from_torch")
+    nn = torch.nn
+    if isinstance(module, nn.Sequential):
+        children = list(module)
+    elif isinstance(module, nn.Module):
+        children = [module]
+    else:
+        raise ConfigError(f"from_torch takes a torch.nn.Module, not {type(module).__name__}")
+    if children and isinstance(children[-1], nn.Softmax):
+        if children[-1].dim not in (-1, 1):
+            raise ConfigError(
+                f"module {len(children) - 1}: Softmax(dim={children[-1].dim}); nxrs's softmax "
+                "is over the last dimension (dim=-1)"
+            )
+        if config.get("loss", "cross_entropy") != "cross_entropy":
+            raise ConfigError("a module ending in Softmax is a cross-entropy model, not mse")
+        children = children[:-1]
+    if input_shape is not None:
+        return _from_torch_layers(trainer_class, torch, children, input_shape, config)
+    # A module of layers nxrs.layers has: a layer model, which needs the input's shape.
+    hint = ""
+    if children and all(type(child) in _torch_layer_types(nn) for child in children):
+        hint = (
+            "; as a layer model (nxrs.layers) it may be: give input_shape=, the shape of one "
+            "sample (e.g. (channels, length) for Conv1d)"
+        )
+    pairs = []
+    for k, child in enumerate(children):
+        linear = k % 2 == 0
+        expected = nn.Linear if linear else nn.ReLU
+        if type(child) is not expected or (linear and child.bias is None):
+            raise ConfigError(
+                f"module {k} ({child!r}) cannot be represented: nxrs models are Linear layers "
+                f"with bias and a ReLU between each two, optionally ending in Softmax(dim=-1){hint}"
+            )
+        if linear:
+            w = _torch_array(torch, child.weight, f"module {k}'s weight")
+            b = _torch_array(torch, child.bias, f"module {k}'s bias")
+            pairs.append((w, b))
+    if not children or isinstance(children[-1], nn.ReLU):
+        raise ConfigError(
+            "the module must end in a Linear layer (or Linear then Softmax): nxrs's outputs "
+            f"are the last layer's values or their softmax{hint}"
+        )
+    return from_weights(trainer_class, pairs, **config)
+
+
+def _torch_layer_types(nn: Any) -> tuple[type, ...]:
+    """The torch module types ``from_torch`` turns into layers (``_layer_of``)."""
+    return tuple(
+        getattr(nn, name)
+        for name in (
+            "Linear",
+            "Conv1d",
+            "Conv2d",
+            "MaxPool1d",
+            "MaxPool2d",
+            "AvgPool1d",
+            "AvgPool2d",
+            "Flatten",
+            "ReLU",
+            "Tanh",
+            "Sigmoid",
+            "Dropout",
+            "BatchNorm1d",
+            "BatchNorm2d",
+            "LayerNorm",
+        )
+    )
+
+
+def _from_torch_layers(
+    trainer_class: type[Trainer],
+    torch: Any,
+    children: list[Any],
+    input_shape: Any,
+    config: dict[str, Any],
+) -> Trainer:
+    """``from_torch`` with ``input_shape``: a layer model of the modules ``children``."""
+    from nxrs import layers
+
+    if "layers" in config or "sizes" in config:
+        raise TypeError("from_torch takes the layers from the module")
+    shape = input_shape if isinstance(input_shape, (tuple, list)) else (input_shape,)
+    model: list[Layer] = [layers.Input(*shape)]
+    pairs, buffers = [], []
+    norms = []  # each LayerNorm: its module, its number and its tensor number
+    for k, child in enumerate(children):
+        layer, tensors, statistics = _layer_of(torch, k, child)
+        model.append(layer)
+        arrays = [_torch_array(torch, t, f"module {k}'s {name}") for name, t in tensors]
+        if arrays:
+            pairs.append((arrays[0], arrays[1]))
+        if isinstance(layer, layers.LayerNorm):
+            norms.append((k, child, len(pairs)))
+        buffers += [_torch_array(torch, t, f"module {k}'s {name}") for name, t in statistics]
+    trainer = trainer_class(model, **config)
+    state = trainer.state_dict() if norms else {}
+    for k, child, n in norms:
+        _check_normalized_shape(k, child, state[f"gamma{n}"].shape)
+    trainer._start_from(pairs, buffers)
+    return trainer
+
+
+def _check_normalized_shape(k: int, child: Any, whole: tuple[int, ...]) -> None:
+    """Refuses the torch ``LayerNorm`` ``child`` (module ``k``) unless it normalises over the
+    whole input of the layer, of shape ``whole`` (the model's ``gamma``), as nxrs's does."""
+    if tuple(child.normalized_shape) != tuple(whole):
+        raise ConfigError(
+            f"module {k} ({child!r}) cannot be represented: it normalises over the shape "
+            f"{tuple(child.normalized_shape)}, and its input here has the shape {tuple(whole)}; "
+            "nxrs's LayerNorm normalises over the whole input of the layer (PyTorch's "
+            f"LayerNorm({tuple(whole)}))"
+        )
+
+
+#: A module's tensors by their torch names, in the order of nxrs's (section 15.4).
+_Tensors = list[tuple[str, Any]]
+
+
+def _layer_of(torch: Any, k: int, child: Any) -> tuple[Layer, _Tensors, _Tensors]:
+    """The nxrs layer of the torch module ``child`` (module ``k``), its parameters and running
+    statistics; a ConfigError naming it and why when nxrs has no such layer."""
+    from nxrs import layers
+
+    nn = torch.nn
+    kind = type(child)
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"module {k} ({child!r}) cannot be represented: {why}")
+
+    def nonzero(value: Any) -> bool:
+        return any(np.atleast_1d(value))
+
+    parameters = [("weight", child.weight), ("bias", child.bias)] if hasattr(child, "bias") else []
+    if kind in (nn.Linear, nn.Conv1d, nn.Conv2d) and child.bias is None:
+        raise refuse("it has no bias (bias=False); nxrs's Dense and Conv layers have one")
+    if kind is nn.Linear:
+        return layers.Dense(child.out_features), parameters, []
+    if kind in (nn.Conv1d, nn.Conv2d):
+        if any(d != 1 for d in child.dilation):
+            raise refuse(f"dilation={child.dilation}; nxrs's convolutions have none")
+        if child.groups != 1:
+            raise refuse(f"groups={child.groups}; nxrs's convolutions have one group")
+        if child.padding_mode != "zeros":
+            raise refuse(f"padding_mode={child.padding_mode!r}; nxrs pads with zeros")
+        padding = child.padding
+        if isinstance(padding, str):
+            if padding != "valid":
+                raise refuse(f"padding={padding!r}; give the padding as numbers")
+            padding = 0
+        conv = layers.Conv1d if kind is nn.Conv1d else layers.Conv2d
+        return conv(child.out_channels, child.kernel_size, child.stride, padding), parameters, []
+    if kind in (nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d):
+        if nonzero(child.padding):
+            raise refuse(f"padding={child.padding}; nxrs's pooling has none")
+        if child.ceil_mode:
+            raise refuse("ceil_mode=True; nxrs drops the windows that do not fit, as floor")
+        if nonzero(np.subtract(getattr(child, "dilation", 1), 1)):
+            raise refuse(f"dilation={child.dilation}; nxrs's pooling has none")
+        if getattr(child, "return_indices", False):
+            raise refuse("return_indices=True; a layer returns its output alone")
+        if getattr(child, "divisor_override", None) is not None:
+            raise refuse("divisor_override; nxrs divides by the window's cells")
+        pool = getattr(layers, kind.__name__)
+        return pool(child.kernel_size, child.stride), [], []
+    if kind is nn.Flatten:
+        if (child.start_dim, child.end_dim) != (1, -1):
+            raise refuse("nxrs's Flatten flattens each sample whole (start_dim=1, end_dim=-1)")
+        return layers.Flatten(), [], []
+    if kind in (nn.ReLU, nn.Tanh, nn.Sigmoid):
+        return getattr(layers, kind.__name__)(), [], []
+    if kind is nn.Dropout:
+        return layers.Dropout(child.p), [], []
+    if kind in (nn.BatchNorm1d, nn.BatchNorm2d):
+        if not child.affine:
+            raise refuse("affine=False; nxrs's BatchNorm has its weight and bias")
+        if not child.track_running_stats or child.running_mean is None:
+            raise refuse(
+                "track_running_stats=False; nxrs's BatchNorm evaluates with running statistics"
+            )
+        if child.momentum is None:
+            raise refuse(
+                "momentum=None (a cumulative average); nxrs's running statistics are "
+                "exponential averages with a momentum"
+            )
+        norm = getattr(layers, kind.__name__)
+        statistics = [("running_mean", child.running_mean), ("running_var", child.running_var)]
+        return norm(momentum=child.momentum, eps=child.eps), parameters, statistics
+    if kind is nn.LayerNorm:
+        if not child.elementwise_affine or child.bias is None:
+            raise refuse("it has no elementwise weight or no bias; nxrs's LayerNorm has both")
+        return layers.LayerNorm(eps=child.eps), parameters, []
+    name = f"torch.nn.{kind.__name__}" if getattr(nn, kind.__name__, None) is kind else kind
+    raise refuse(f"nxrs has no layer for {name}")
