@@ -7,7 +7,7 @@
 //! within `2^-67.3` of `2^(j/64) e^r`: `2^-44.3` of a result ulp. Rounding that approximation
 //! once is correct unless `e^x` lies closer than that to a rounding boundary; no binary32 input
 //! does (the hardest, `x = 0xC16912CD`, is `2^-28.7` ulp from one), which
-//! `tests/exhaustive_exp_log.rs` checks on all 2^32 inputs.
+//! `tests/exhaustive_functions.rs` checks on all 2^32 inputs.
 //!
 //! The fixed-point part, from an exponent in Q119 to a scaled significand ([`exp_q119`]), and the
 //! rounding ([`round_scaled`]) also compute the normal distribution's functions (`normal.rs`),

@@ -9,7 +9,7 @@
 //! below `2^-8.5` and the table terms are off by less than `2^-100`, so the relative error stays
 //! below `2^-68.6`: `2^-44.6` of a result ulp. Rounding that approximation once is correct unless
 //! `ln x` lies closer than that to a rounding boundary; no binary32 input does (the hardest,
-//! `x = 0x65D890D3`, is `2^-34.0` ulp from one), which `tests/exhaustive_exp_log.rs` checks on
+//! `x = 0x65D890D3`, is `2^-34.0` ulp from one), which `tests/exhaustive_functions.rs` checks on
 //! all 2^32 inputs.
 
 use super::fixed::{ln_ratio_q126, LN2_Q126};
