@@ -3,12 +3,13 @@ several threads, pickling and copying, and the one rule for integer parameters."
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import pickle
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -233,23 +234,39 @@ def test_a_second_change_during_fit_is_busy_and_never_kills_the_run(
     assert trainer.threads == 2
 
 
+@contextlib.contextmanager
+def fitting_until_stopped(
+    trainer: nxrs.Trainer, x: np.ndarray, y: np.ndarray
+) -> Iterator[threading.Thread]:
+    """``trainer.fit(x, y)`` in another thread for as long as the block lasts (nothing paused,
+    unlike ``run_beside_fit``), then stopped by its stop flag: the block gets the thread, and
+    the run must end stopped (``RunStopped``), not by an error or by running out of epochs."""
+    stop = StopFlag()
+    ended: list[BaseException] = []
+
+    def train() -> None:
+        try:
+            trainer.fit(x, y, 100_000, progress=False, _stop=stop)  # until stopped
+        except BaseException as err:  # RunStopped, or the test's finding
+            ended.append(err)
+
+    fit_thread = threading.Thread(target=train)
+    fit_thread.start()
+    try:
+        yield fit_thread
+    finally:
+        stop.signum = signal.SIGTERM
+        fit_thread.join(timeout=120)
+    assert not fit_thread.is_alive()
+    assert len(ended) == 1 and isinstance(ended[0], nxrs.RunStopped), ended
+
+
 def test_a_read_and_a_second_fit_answer_within_a_chunk_while_fit_runs() -> None:
     """Without any pause arranged (``run_beside_fit`` arranges one): while one thread trains,
     another thread's reads answer within about a chunk of training (0.1 s), from the state
     between two steps, and a second ``fit`` raises ``BusyError`` as fast. Each is timed while
     the run is still going, so none of them can have waited for the whole run."""
     trainer = nxrs.Trainer(layers=[16, 256, 4], batch_size=8, seed=3, backend="soft", threads=1)
-    stop = StopFlag()
-    ended: list[BaseException] = []
-
-    def train() -> None:
-        try:
-            trainer.fit(BIG_X, BIG_Y, 100_000, progress=False, _stop=stop)  # until stopped
-        except BaseException as err:  # RunStopped, or the test's finding
-            ended.append(err)
-
-    fit_thread = threading.Thread(target=train)
-    fit_thread.start()
     slowest: dict[str, float] = {}
 
     def timed(name: str, call: Callable[[], object]) -> object:
@@ -262,7 +279,7 @@ def test_a_read_and_a_second_fit_answer_within_a_chunk_while_fit_runs() -> None:
         with pytest.raises(nxrs.BusyError, match=r"another thread is in Trainer\.fit"):
             trainer.fit(BIG_X, BIG_Y, 1, progress=False)
 
-    try:
+    with fitting_until_stopped(trainer, BIG_X, BIG_Y) as fit_thread:
         deadline = time.monotonic() + 60
         while timed("steps", lambda: trainer.steps) == 0:
             assert time.monotonic() < deadline, "fit never started"
@@ -275,11 +292,6 @@ def test_a_read_and_a_second_fit_answer_within_a_chunk_while_fit_runs() -> None:
             timed("state_hash", trainer.state_hash)
             timed("second fit", second_fit)
         assert fit_thread.is_alive(), "the run ended early: nothing shows the reads did not wait"
-    finally:
-        stop.signum = signal.SIGTERM
-        fit_thread.join(timeout=120)
-    assert not fit_thread.is_alive()
-    assert len(ended) == 1 and isinstance(ended[0], nxrs.RunStopped), ended
     assert seen == sorted(seen) and seen[-1] > seen[0]  # the run went on between the reads
     assert max(slowest.values()) < 1.0, slowest
 
@@ -292,19 +304,8 @@ def test_a_second_change_is_busy_at_once_not_after_the_step_in_progress() -> Non
     x = rng.standard_normal((4096, 256)).astype(np.float32)
     y = rng.integers(0, 10, 4096)
     trainer = nxrs.Trainer(layers=[256, 2048, 2048, 10], batch_size=1024, seed=1, threads=1)
-    stop = StopFlag()
-    ended: list[BaseException] = []
-
-    def train() -> None:
-        try:
-            trainer.fit(x, y, 1_000, progress=False, _stop=stop)  # until stopped
-        except BaseException as err:  # RunStopped, or the test's finding
-            ended.append(err)
-
-    fit_thread = threading.Thread(target=train)
-    fit_thread.start()
     waits = []
-    try:
+    with fitting_until_stopped(trainer, x, y) as fit_thread:
         for change in (
             lambda: trainer.fit(x, y, 1, progress=False),
             lambda: trainer.step(x[0], y[0]),
@@ -317,10 +318,6 @@ def test_a_second_change_is_busy_at_once_not_after_the_step_in_progress() -> Non
                 change()
             waits.append(time.perf_counter() - start)
         assert fit_thread.is_alive(), "the run ended early: nothing shows the calls did not wait"
-    finally:
-        stop.signum = signal.SIGTERM
-        fit_thread.join(timeout=120)
-    assert len(ended) == 1 and isinstance(ended[0], nxrs.RunStopped), ended
     assert max(waits) < 0.2, waits
 
 
