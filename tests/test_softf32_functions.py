@@ -1,4 +1,4 @@
-"""nxrs.softf32.exp, .log, .phi (the normal CDF) and .normal_pdf against mpmath: correctly rounded
+"""nxrs.softf32.exp, .log, .normal_cdf (Φ) and .normal_pdf against mpmath: correctly rounded
 binary32 on a few thousand inputs, the hard cases (inputs whose value lies closest to a rounding
 boundary) and the specials.
 
@@ -28,17 +28,17 @@ DEFAULT_NAN = 0xFFC00000
 MP_FUNCTIONS: dict[str, Callable[[mpmath.mpf], mpmath.mpf]] = {
     "exp": mpmath.exp,
     "log": mpmath.log,
-    "phi": mpmath.ncdf,
+    "normal_cdf": mpmath.ncdf,
     "normal_pdf": mpmath.npdf,
 }
 OURS: dict[str, Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]] = {
     "exp": softf32.exp,
     "log": softf32.log,
-    "phi": softf32.phi,
+    "normal_cdf": softf32.normal_cdf,
     "normal_pdf": softf32.normal_pdf,
 }
 #: The Python names of the hard-case file's ops (the Rust methods' names).
-PYTHON_NAMES = {"exp": "exp", "ln": "log", "normal_cdf": "phi", "normal_pdf": "normal_pdf"}
+PYTHON_NAMES = {"exp": "exp", "ln": "log", "normal_cdf": "normal_cdf", "normal_pdf": "normal_pdf"}
 
 
 def correctly_rounded(op: str, bits: int) -> int:
@@ -98,11 +98,11 @@ def test_log_random_inputs_match_mpmath() -> None:
     check_against_mpmath("log", np.concatenate([anywhere, near_one]))
 
 
-def test_phi_random_inputs_match_mpmath() -> None:
+def test_normal_cdf_random_inputs_match_mpmath() -> None:
     rng = np.random.default_rng(0xCDF)
     spread = f32_bits(rng.uniform(-14.2, 5.5, 1500))
     small = f32_bits(rng.uniform(-1.0, 1.0, 500) * 2.0 ** rng.integers(-26, 0, 500))
-    check_against_mpmath("phi", np.concatenate([spread, small]))
+    check_against_mpmath("normal_cdf", np.concatenate([spread, small]))
 
 
 def test_normal_pdf_random_inputs_match_mpmath() -> None:
@@ -121,7 +121,7 @@ def hard_cases() -> list[tuple[str, int, int]]:
     return cases
 
 
-@pytest.mark.parametrize(("op", "at_least"), [("exp", 50), ("log", 50), ("phi", 50), ("normal_pdf", 50)])
+@pytest.mark.parametrize(("op", "at_least"), [("exp", 50), ("log", 50), ("normal_cdf", 50), ("normal_pdf", 50)])
 def test_hard_cases_match_mpmath(op: str, at_least: int) -> None:
     """The inputs whose binary64 oracle result lies within 64 ulps of a binary32 rounding
     boundary, found by the exhaustive Rust check: mpmath agrees with the listed result, and
@@ -160,18 +160,18 @@ def test_hard_cases_match_mpmath(op: str, at_least: int) -> None:
         ("log", 0x00000001, 0xC2CE8ED0),  # log(2^-149)
         ("log", 0x7F7FFFFF, 0x42B17218),  # log(FLT_MAX)
         ("log", 0x3F7FFFFF, 0xB3800000),  # log(1 - 2^-24)
-        ("phi", 0x00000000, 0x3F000000),  # phi(+0) = 1/2
-        ("phi", 0x80000000, 0x3F000000),  # phi(-0) = 1/2
-        ("phi", 0x7F800000, 0x3F800000),  # phi(inf) = 1
-        ("phi", 0xFF800000, 0x00000000),  # phi(-inf) = +0
-        ("phi", 0x7F800001, 0x7FC00001),
-        ("phi", 0xFFC00000, 0xFFC00000),
-        ("phi", 0xC162B914, 0x00000001),  # the last x above half the smallest subnormal
-        ("phi", 0xC162B915, 0x00000000),  # rounds to +0
-        ("phi", 0xC1500000, 0x00429C2A),  # phi(-13): a subnormal
-        ("phi", 0x40AD7080, 0x3F7FFFFF),  # the last x below 1 - 2^-25
-        ("phi", 0x40AD7081, 0x3F800000),  # rounds to 1
-        ("phi", 0xB3000000, 0x3F000000),  # phi(-2^-25) = 1/2, rounded
+        ("normal_cdf", 0x00000000, 0x3F000000),  # normal_cdf(+0) = 1/2
+        ("normal_cdf", 0x80000000, 0x3F000000),  # normal_cdf(-0) = 1/2
+        ("normal_cdf", 0x7F800000, 0x3F800000),  # normal_cdf(inf) = 1
+        ("normal_cdf", 0xFF800000, 0x00000000),  # normal_cdf(-inf) = +0
+        ("normal_cdf", 0x7F800001, 0x7FC00001),
+        ("normal_cdf", 0xFFC00000, 0xFFC00000),
+        ("normal_cdf", 0xC162B914, 0x00000001),  # the last x above half the smallest subnormal
+        ("normal_cdf", 0xC162B915, 0x00000000),  # rounds to +0
+        ("normal_cdf", 0xC1500000, 0x00429C2A),  # normal_cdf(-13): a subnormal
+        ("normal_cdf", 0x40AD7080, 0x3F7FFFFF),  # the last x below 1 - 2^-25
+        ("normal_cdf", 0x40AD7081, 0x3F800000),  # rounds to 1
+        ("normal_cdf", 0xB3000000, 0x3F000000),  # normal_cdf(-2^-25) = 1/2, rounded
         ("normal_pdf", 0x00000000, 0x3ECC422A),  # 1/sqrt(2 pi)
         ("normal_pdf", 0x80000001, 0x3ECC422A),
         ("normal_pdf", 0x7F800000, 0x00000000),  # normal_pdf(+-inf) = +0

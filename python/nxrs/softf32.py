@@ -40,7 +40,7 @@ __all__ = [
     "mul",
     "neg",
     "normal_pdf",
-    "phi",
+    "normal_cdf",
     "seed_exp",
     "seed_le",
     "seed_log",
@@ -122,26 +122,28 @@ def log(a: Float32Like) -> npt.NDArray[np.float32]:
     return _nxrs.f32_unary("log", _f32(a))
 
 
-def phi(a: Float32Like) -> npt.NDArray[np.float32]:
+def normal_cdf(a: Float32Like) -> npt.NDArray[np.float32]:
     """``Φ(a)``, the standard normal distribution function ``(1 + erf(a/√2)) / 2``, correctly
     rounded (to nearest, ties to even) on every input: the special function of the exact GELU,
     ``a * Φ(a)``.
 
-    ``phi(+-0) = 0.5``, ``phi(-inf) = +0``, ``phi(inf) = 1``; results are subnormal below
+    ``normal_cdf(+-0) = 0.5``, ``normal_cdf(-inf) = +0``, ``normal_cdf(inf) = 1``; results are subnormal below
     ``-12.95``, ``+0`` from ``-14.170186`` down and 1 from ``5.4199834`` up. A NaN comes back
     quieted. Integer fixed point, so the same bits on every machine.
 
     >>> import numpy as np
     >>> from nxrs import softf32
-    >>> softf32.phi(np.array([0.0, 1.0, -1.0, -10.0], dtype=np.float32))
-    array([5.0000000e-01, 8.4134477e-01, 1.5865526e-01, 7.6198530e-24], dtype=float32)
+    >>> softf32.normal_cdf(np.array([0.0, 1.0, -1.0], dtype=np.float32))
+    array([0.5       , 0.8413448 , 0.15865526], dtype=float32)
+    >>> hex(int(softf32.normal_cdf(np.float32(-10.0)).view(np.uint32)))  # 7.619853e-24
+    '0x191363af'
     """
-    return _nxrs.f32_unary("phi", _f32(a))
+    return _nxrs.f32_unary("normal_cdf", _f32(a))
 
 
 def normal_pdf(a: Float32Like) -> npt.NDArray[np.float32]:
     """``φ(a) = exp(-a**2 / 2) / √(2π)``, the standard normal density, correctly rounded (to
-    nearest, ties to even) on every input: with :func:`phi`, GELU's derivative
+    nearest, ties to even) on every input: with :func:`normal_cdf`, GELU's derivative
     ``Φ(a) + a * φ(a)``.
 
     ``normal_pdf(+-inf) = +0``; results are subnormal for ``|a|`` above ``13.15`` and ``+0`` from
@@ -151,7 +153,7 @@ def normal_pdf(a: Float32Like) -> npt.NDArray[np.float32]:
     >>> import numpy as np
     >>> from nxrs import softf32
     >>> softf32.normal_pdf(np.array([0.0, 1.0, -2.0], dtype=np.float32))
-    array([0.3989423 , 0.24197073, 0.05399097], dtype=float32)
+    array([0.3989423 , 0.24197072, 0.05399097], dtype=float32)
     """
     return _nxrs.f32_unary("normal_pdf", _f32(a))
 

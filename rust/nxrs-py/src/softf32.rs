@@ -77,7 +77,7 @@ pub fn f32_unary<'py>(
         "sqrt" => F32::sqrt,
         "exp" => F32::exp,
         "log" => F32::ln,
-        "phi" => F32::normal_cdf,
+        "normal_cdf" => F32::normal_cdf,
         "normal_pdf" => F32::normal_pdf,
         "neg" => |x| -x,
         "abs" => F32::abs,
