@@ -121,7 +121,9 @@ def hard_cases() -> list[tuple[str, int, int]]:
     return cases
 
 
-@pytest.mark.parametrize(("op", "at_least"), [("exp", 50), ("log", 50), ("normal_cdf", 50), ("normal_pdf", 50)])
+@pytest.mark.parametrize(
+    ("op", "at_least"), [("exp", 50), ("log", 50), ("normal_cdf", 50), ("normal_pdf", 50)]
+)
 def test_hard_cases_match_mpmath(op: str, at_least: int) -> None:
     """The inputs whose binary64 oracle result lies within 64 ulps of a binary32 rounding
     boundary, found by the exhaustive Rust check: mpmath agrees with the listed result, and

@@ -39,8 +39,8 @@ __all__ = [
     "lt",
     "mul",
     "neg",
-    "normal_pdf",
     "normal_cdf",
+    "normal_pdf",
     "seed_exp",
     "seed_le",
     "seed_log",
@@ -127,9 +127,9 @@ def normal_cdf(a: Float32Like) -> npt.NDArray[np.float32]:
     rounded (to nearest, ties to even) on every input: the special function of the exact GELU,
     ``a * Φ(a)``.
 
-    ``normal_cdf(+-0) = 0.5``, ``normal_cdf(-inf) = +0``, ``normal_cdf(inf) = 1``; results are subnormal below
-    ``-12.95``, ``+0`` from ``-14.170186`` down and 1 from ``5.4199834`` up. A NaN comes back
-    quieted. Integer fixed point, so the same bits on every machine.
+    ``normal_cdf(+-0) = 0.5``, ``normal_cdf(-inf) = +0``, ``normal_cdf(inf) = 1``; results are
+    subnormal below ``-12.95``, ``+0`` from ``-14.170186`` down and 1 from ``5.4199834`` up. A NaN
+    comes back quieted. Integer fixed point, so the same bits on every machine.
 
     >>> import numpy as np
     >>> from nxrs import softf32
