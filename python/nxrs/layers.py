@@ -51,12 +51,14 @@ __all__ = [
     "Dense",
     "Dropout",
     "Flatten",
+    "GELU",
     "Input",
     "Layer",
     "LayerNorm",
     "MaxPool1d",
     "MaxPool2d",
     "ReLU",
+    "Residual",
     "Sigmoid",
     "Tanh",
     "from_dict",
@@ -185,19 +187,41 @@ class Input(Layer):
 
 @dataclass(frozen=True, init=False, repr=False)
 class Dense(Layer):
-    """A fully connected layer (PyTorch's ``Linear``): input ``(n)``, output ``(units)``.
+    """A fully connected layer (PyTorch's ``Linear``): input ``(n)``, output ``(units)``;
+    ``bias=False`` leaves out ``b`` (section 15.7).
 
     >>> Dense(10).to_dict()
     {'type': 'Dense', 'units': 10}
+    >>> Dense(10, bias=False).to_dict()
+    {'type': 'Dense', 'units': 10, 'bias': False}
     """
 
     units: int
+    bias: bool
 
-    def __init__(self, units: int) -> None:
-        _init(self, units=_int("Dense", "units", units))
+    def __init__(self, units: int, bias: bool = True) -> None:
+        _init(self, units=_int("Dense", "units", units), bias=_bool("Dense", "bias", bias))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_bias(super().to_dict())
 
     def _arguments(self) -> list[str]:
-        return [str(self.units)]
+        return [str(self.units)] + ([] if self.bias else ["bias=False"])
+
+
+def _bool(where: str, name: str, value: object) -> bool:
+    """A true/false argument (a numpy bool too); anything else is a ``ConfigError``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ConfigError(f"{where}: {name} must be True or False, got {_shown(value)}")
+
+
+def _without_bias(d: dict[str, Any]) -> dict[str, Any]:
+    """A layer object with ``"bias"`` only when it is false: the form of every model from before
+    the parameter existed is unchanged (so are its configuration's digests)."""
+    if d.get("bias", False) is True:
+        del d["bias"]
+    return d
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -417,19 +441,93 @@ class BatchNorm2d(_BatchNorm):
 @dataclass(frozen=True, init=False, repr=False)
 class LayerNorm(Layer):
     """Layer normalisation over all of a sample's cells, with ``gamma`` and ``beta`` of the
-    input's shape (PyTorch's ``LayerNorm(shape)``, the shape taken from the layer before).
+    input's shape (PyTorch's ``LayerNorm(shape)``, the shape taken from the layer before);
+    ``bias=False`` leaves out ``beta`` (section 15.7).
 
     >>> LayerNorm(eps=1e-6).to_dict()
     {'type': 'LayerNorm', 'eps': 1e-06}
+    >>> LayerNorm(bias=False)
+    LayerNorm(bias=False)
     """
 
     eps: float
+    bias: bool
 
-    def __init__(self, eps: float = 1e-5) -> None:
-        _init(self, eps=_real("LayerNorm", "eps", eps))
+    def __init__(self, eps: float = 1e-5, bias: bool = True) -> None:
+        _init(
+            self,
+            eps=_real("LayerNorm", "eps", eps),
+            bias=_bool("LayerNorm", "bias", bias),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_bias(super().to_dict())
 
     def _arguments(self) -> list[str]:
-        return [] if self.eps == 1e-5 else [f"eps={self.eps!r}"]
+        return ([] if self.eps == 1e-5 else [f"eps={self.eps!r}"]) + (
+            [] if self.bias else ["bias=False"]
+        )
+
+
+@dataclass(frozen=True, init=False, repr=False)
+class GELU(Layer):
+    """The exact GELU, ``x * Phi(x)`` with the correctly rounded normal distribution function
+    (PyTorch's ``GELU()``, not its tanh approximation; section 15.7).
+
+    >>> GELU().to_dict()
+    {'type': 'GELU'}
+    """
+
+
+@dataclass(frozen=True, init=False, repr=False)
+class Residual(Layer):
+    """``x + f(x)``: the nested list of layers ``f`` applied to the input, its output added to
+    it (a transformer's or ResNet's skip connection; section 15.7). ``f`` must keep the input's
+    shape; Residuals nest.
+
+    >>> block = Residual([LayerNorm(), Dense(16), GELU(), Dense(16)])
+    >>> block
+    Residual([LayerNorm(), Dense(16), GELU(), Dense(16)])
+    >>> block.to_dict()["layers"][2]
+    {'type': 'GELU'}
+    >>> from_dict(block.to_dict()) == block
+    True
+    """
+
+    layers: tuple[Layer, ...]
+
+    def __init__(self, layers: Iterable[Layer]) -> None:
+        if isinstance(layers, (str, bytes, Mapping)) or not isinstance(layers, Iterable):
+            raise ConfigError(f"Residual: layers must be a list of layers, got {_shown(layers)}")
+        items = tuple(layers)
+        for i, layer in enumerate(items):
+            if not isinstance(layer, Layer):
+                raise ConfigError(
+                    f"Residual: layers[{i}] = {_shown(layer)} is not a layer object "
+                    f"(nxrs.layers), but {type(layer).__name__}"
+                )
+        _init(self, layers=items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "Residual", "layers": [layer.to_dict() for layer in self.layers]}
+
+    def _arguments(self) -> list[str]:
+        return [f"[{', '.join(repr(layer) for layer in self.layers)}]"]
+
+    @classmethod
+    def _from_params(cls, params: dict[str, Any]) -> Layer:
+        unknown = [k for k in params if k != "layers"]
+        if unknown:
+            raise ConfigError(f"Residual: unknown parameter {unknown[0]!r}")
+        items = params.get("layers")
+        if not isinstance(items, (list, tuple)):
+            raise ConfigError(
+                f"Residual: layers (a list of layer objects) is required, got {_shown(items)}"
+            )
+        try:
+            return cls(from_dicts(items))
+        except ConfigError as err:
+            raise ConfigError(f"Residual: {err}") from None
 
 
 _TYPES: dict[str, type[Layer]] = {
@@ -447,10 +545,12 @@ _TYPES: dict[str, type[Layer]] = {
         ReLU,
         Tanh,
         Sigmoid,
+        GELU,
         Dropout,
         BatchNorm1d,
         BatchNorm2d,
         LayerNorm,
+        Residual,
     )
 }
 

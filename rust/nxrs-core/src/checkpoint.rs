@@ -337,17 +337,10 @@ fn state_from(
     let mut cells: Vec<Option<Vec<F32>>> = cells()?.into_iter().map(Some).collect();
 
     // The model's tensors, moved (not copied) from the table's order into the slots of a state
-    // that has none yet.
-    let empty = Layer {
-        w: Vec::new(),
-        b: Vec::new(),
-    };
+    // that has none yet: each layer's slots are the model's (a `b` or none), zero pages that
+    // are never touched before they are replaced.
     let buffers = vec![Vec::new(); model.buffer_specs().len()];
-    let mut state = TrainState::fresh(
-        vec![empty; model.param_specs().len()],
-        buffers,
-        second_moments,
-    );
+    let mut state = TrainState::fresh(model.zeros(), buffers, second_moments);
     for (slot, &i) in state.tensors_mut().into_iter().zip(&order) {
         *slot = cells[i].take().expect("each table entry is one tensor");
     }

@@ -97,7 +97,7 @@ impl Mlp {
             }
             layers.push(Layer {
                 position: layers.len() + 1,
-                op: Op::Conv(Conv::dense(inputs, outputs)),
+                op: Op::Conv(Conv::dense(inputs, outputs, true)),
                 input: flat(inputs),
                 output: flat(outputs),
             });

@@ -121,19 +121,23 @@ impl Model {
         self.network.work_per_sample()
     }
 
-    /// The parameter tensors' names and shapes, two per layer that has parameters, in the
-    /// state's order (`W1 b1 W2 b2 ...`; section 15.4's numbering, an MLP's Dense layers
-    /// numbered as its weight layers).
-    pub fn param_specs(&self) -> Vec<[TensorSpec; 2]> {
+    /// The parameter tensors' names and shapes per layer that has parameters (two, or one for a
+    /// layer without biases), in the state's order (`W1 b1 W2 b2 ...`; section 15.4's
+    /// numbering, an MLP's Dense layers numbered as its weight layers).
+    pub fn param_specs(&self) -> Vec<Vec<TensorSpec>> {
         numbered(&self.network)
             .filter_map(|(n, layer)| {
                 let (params, _) = layer.tensor_shapes();
-                let [w, b]: [Vec<usize>; 2] = params.try_into().ok()?;
-                let (wn, bn) = match layer.op {
-                    Op::Conv(_) => ("W", "b"),
-                    _ => ("gamma", "beta"),
+                let names = match layer.op {
+                    Op::Conv(_) => ["W", "b"],
+                    _ => ["gamma", "beta"],
                 };
-                Some([(format!("{wn}{n}"), w), (format!("{bn}{n}"), b)])
+                let specs: Vec<TensorSpec> = names
+                    .iter()
+                    .zip(params)
+                    .map(|(name, shape)| (format!("{name}{n}"), shape))
+                    .collect();
+                (!specs.is_empty()).then_some(specs)
             })
             .collect()
     }
@@ -157,9 +161,12 @@ impl Model {
     pub fn zeros(&self) -> Vec<Layer> {
         self.param_specs()
             .iter()
-            .map(|[(_, w), (_, b)]| Layer {
-                w: zeros(w.iter().product()),
-                b: zeros(b.iter().product()),
+            .map(|specs| {
+                let mut cells = specs.iter().map(|(_, shape)| shape.iter().product());
+                Layer {
+                    w: zeros(cells.next().unwrap_or(0)),
+                    b: zeros(cells.next().unwrap_or(0)),
+                }
             })
             .collect()
     }
@@ -168,9 +175,9 @@ impl Model {
     /// that does not fit the run (`Error::Input`).
     pub fn check_shaped(&self, layers: &[Layer], what: &str) -> Result<()> {
         let expected: Vec<(usize, usize)> = self
-            .param_specs()
+            .zeros()
             .iter()
-            .map(|[(_, w), (_, b)]| (w.iter().product(), b.iter().product()))
+            .map(|l| (l.w.len(), l.b.len()))
             .collect();
         let actual: Vec<(usize, usize)> = layers.iter().map(|l| (l.w.len(), l.b.len())).collect();
         if actual == expected {
@@ -200,9 +207,10 @@ impl Model {
                     let a = init.bound(fan_in, fan_out);
                     let mut stream = Stream::new(seed, Domain::Init, n as u64 - 1);
                     let weights = uniform(&mut stream, conv.out_channels * fan_in, a);
-                    let biases = match init {
-                        Init::Torch => uniform(&mut stream, conv.out_channels, a),
-                        _ => vec![F32::ZERO; conv.out_channels],
+                    let biases = match (conv.bias, init) {
+                        (false, _) => vec![],
+                        (true, Init::Torch) => uniform(&mut stream, conv.out_channels, a),
+                        (true, _) => vec![F32::ZERO; conv.out_channels],
                     };
                     params.push(Layer {
                         w: weights,
@@ -215,7 +223,7 @@ impl Model {
                 }),
                 Op::LayerNorm(ln) => params.push(Layer {
                     w: vec![F32::ONE; ln.cells],
-                    b: vec![F32::ZERO; ln.cells],
+                    b: vec![F32::ZERO; if ln.bias { ln.cells } else { 0 }],
                 }),
                 _ => {}
             }
@@ -259,11 +267,14 @@ pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
     let model = Model::new(&Architecture::Layers(specs.to_vec()))?;
     let mut params = model.param_specs().into_iter();
     let mut buffers = model.buffer_specs().into_iter();
-    Ok(model
+    // A Residual's add is no layer of the list: the Residual's row is its fork's.
+    let rows = model
         .network
         .layers
         .iter()
-        .zip(&specs[1..])
+        .filter(|layer| !matches!(layer.op, Op::Add { .. }));
+    Ok(rows
+        .zip(depth_first(&specs[1..]))
         .map(|(layer, spec)| {
             let (p, b) = layer.tensor_shapes();
             // A layer with parameters owns the next pair, and one running statistic per
@@ -283,6 +294,21 @@ pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
             }
         })
         .collect())
+}
+
+/// Every layer of `specs`, nested ones included, depth first (a Residual before its branch's
+/// layers): the order of the network's layers (section 15.7).
+fn depth_first(specs: &[LayerSpec]) -> Vec<&LayerSpec> {
+    specs
+        .iter()
+        .flat_map(|spec| {
+            let branch = match spec {
+                LayerSpec::Residual { layers } => depth_first(layers),
+                _ => vec![],
+            };
+            core::iter::once(spec).chain(branch)
+        })
+        .collect()
 }
 
 /// The layers that have tensors, with their numbers `1, 2, ...` (section 15.4).

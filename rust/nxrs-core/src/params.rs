@@ -1,5 +1,5 @@
-//! A model's parameter tensors, two per layer that has any (`W b` or `gamma beta`), and anything
-//! shaped like them: gradients, optimiser moments.
+//! A model's parameter tensors, two per layer that has any (`W b` or `gamma beta`; the second
+//! empty in a layer without biases), and anything shaped like them: gradients, optimiser moments.
 
 use crate::arith::Real;
 use crate::softf32::F32;
@@ -9,8 +9,27 @@ use crate::softf32::F32;
 pub struct Layer<R = F32> {
     /// `outputs x inputs`, row-major (or `gamma`).
     pub w: Vec<R>,
-    /// (Or `beta`.)
+    /// (Or `beta`.) Empty in a layer without biases (section 15.7): no tensor of the state.
     pub b: Vec<R>,
+}
+
+impl<R> Layer<R> {
+    /// The layer's tensors in the state's order: `w`, then `b` when the layer has biases.
+    pub fn tensors(&self) -> impl Iterator<Item = &[R]> {
+        [&self.w[..], &self.b[..]]
+            .into_iter()
+            .enumerate()
+            .filter(|(k, t)| *k == 0 || !t.is_empty())
+            .map(|(_, t)| t)
+    }
+
+    /// [`Layer::tensors`], to write: a layer without biases is one whose `b` is empty here.
+    pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Vec<R>> {
+        let has_b = !self.b.is_empty();
+        [Some(&mut self.w), has_b.then_some(&mut self.b)]
+            .into_iter()
+            .flatten()
+    }
 }
 
 /// `n` zeros (+0). Where +0 is the all-zero bit pattern (binary32, so every `Real` nxrs has),

@@ -61,13 +61,18 @@ impl TrainState {
         buffers: Option<Vec<(Vec<F32>, Vec<usize>)>>,
         second_moments: bool,
     ) -> Result<TrainState> {
-        let layout: Vec<TensorSpec> = model.param_specs().into_iter().flatten().collect();
+        let specs = model.param_specs();
+        let layout: Vec<TensorSpec> = specs.iter().flatten().cloned().collect();
         let named = model.name();
         let mut cells = fitting(tensors, &layout, "parameter", &named)?.into_iter();
-        let params = (0..layout.len() / 2)
-            .map(|_| Layer {
-                w: cells.next().expect("two tensors per layer"),
-                b: cells.next().expect("two tensors per layer"),
+        let params = specs
+            .iter()
+            .map(|layer| Layer {
+                w: cells.next().expect("a layer's first tensor"),
+                b: match layer.len() {
+                    2 => cells.next().expect("a layer's second tensor"),
+                    _ => vec![], // a layer without biases
+                },
             })
             .collect();
         let buffers = match buffers {
@@ -126,12 +131,12 @@ impl TrainState {
 
     /// The tensors' cells in [`TrainState::layout`] order.
     pub fn tensors(&self) -> Vec<&[F32]> {
-        let params = self.params.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
-        let m = self.m.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
+        let params = self.params.iter().flat_map(Layer::tensors);
+        let m = self.m.iter().flat_map(Layer::tensors);
         let slots: Vec<&[F32]> = if self.v.is_empty() {
             m.collect()
         } else {
-            let v = self.v.iter().flat_map(|l| [&l.w[..], &l.b[..]]);
+            let v = self.v.iter().flat_map(Layer::tensors);
             m.zip(v).flat_map(|(m, v)| [m, v]).collect()
         };
         let buffers = self.buffers.iter().map(|b| &b[..]);
@@ -140,12 +145,12 @@ impl TrainState {
 
     /// The tensors of [`TrainState::tensors`], mutable, in the same order.
     pub fn tensors_mut(&mut self) -> Vec<&mut Vec<F32>> {
-        let params = self.params.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
-        let m = self.m.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
+        let params = self.params.iter_mut().flat_map(Layer::tensors_mut);
+        let m = self.m.iter_mut().flat_map(Layer::tensors_mut);
         let slots: Vec<&mut Vec<F32>> = if self.v.is_empty() {
             m.collect()
         } else {
-            let v = self.v.iter_mut().flat_map(|l| [&mut l.w, &mut l.b]);
+            let v = self.v.iter_mut().flat_map(Layer::tensors_mut);
             m.zip(v).flat_map(|(m, v)| [m, v]).collect()
         };
         params.chain(slots).chain(self.buffers.iter_mut()).collect()

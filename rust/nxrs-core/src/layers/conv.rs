@@ -17,11 +17,14 @@ use crate::threads::Threads;
 pub struct Conv {
     pub window: Window,
     pub out_channels: usize,
+    /// Whether it has `b` (Dense may not: section 15.7; its passes are then given an empty
+    /// `b`, and its chains start from +0).
+    pub bias: bool,
 }
 
 impl Conv {
-    /// Dense over `inputs` features.
-    pub fn dense(inputs: usize, units: usize) -> Conv {
+    /// Dense over `inputs` features, with biases or not.
+    pub fn dense(inputs: usize, units: usize, bias: bool) -> Conv {
         let window = Window {
             channels: inputs,
             input: [1, 1],
@@ -33,6 +36,7 @@ impl Conv {
         Conv {
             window,
             out_channels: units,
+            bias,
         }
     }
 
@@ -198,14 +202,13 @@ impl Conv {
                 Weights::Transposed(w_t) => Matrix::new(w_t, j, o),
                 Weights::AsTheyAre(w) => Matrix::new(w, o, j).t(),
             };
-            shared(
-                threads,
-                &mut y[..rows * o],
-                Start::Row(bias),
-                a,
-                b,
-                Order::BA,
-            );
+            // Without biases (an empty `b`) the chains start from +0 (section 15.7).
+            let start = if bias.is_empty() {
+                Start::Zero
+            } else {
+                Start::Row(bias)
+            };
+            shared(threads, &mut y[..rows * o], start, a, b, Order::BA);
             match then {
                 Then::Nothing => {}
                 Then::Rectify(math) => math.rectify(&mut y[..rows * o]),
@@ -493,8 +496,10 @@ impl Conv {
             );
             transpose(&gw_t, j, o, gw);
         }
-        gb.copy_from_slice(&g[..o]);
-        add_rows(&g[o..rows * o], gb);
+        if !gb.is_empty() {
+            gb.copy_from_slice(&g[..o]);
+            add_rows(&g[o..rows * o], gb);
+        }
     }
 
     /// [`Conv::block_gradient`] over several positions, group by group ([`Conv::group`]):
@@ -686,6 +691,7 @@ mod tests {
             let conv = Conv {
                 window,
                 out_channels: 3,
+                bias: true,
             };
             let (rows, cells) = (5, window.input_cells());
             let (p, j, o) = (conv.positions(), window.column(), 3);

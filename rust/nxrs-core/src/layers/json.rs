@@ -92,6 +92,18 @@ impl Keys {
         }
     }
 
+    /// A true/false parameter; `default` when absent.
+    fn boolean(&mut self, key: &str, default: bool) -> Result<bool> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(b),
+            Some(v) => Err(Error::Config(format!(
+                "{}: {key} must be true or false, got {v}",
+                self.what
+            ))),
+        }
+    }
+
     fn done(self) -> Result<()> {
         match self.map.keys().next() {
             None => Ok(()),
@@ -143,7 +155,30 @@ impl LayerSpec {
             }
             "Dense" => LayerSpec::Dense {
                 units: keys.count("units")?,
+                bias: keys.boolean("bias", true)?,
             },
+            "GELU" => LayerSpec::GELU,
+            "Residual" => {
+                let Some(Value::Array(items)) = keys.take("layers") else {
+                    return Err(Error::Config(format!(
+                        "{}: layers (a list of layer objects) is required",
+                        keys.what
+                    )));
+                };
+                let layers = items
+                    .iter()
+                    .enumerate()
+                    .map(|(k, item)| {
+                        LayerSpec::from_json(item, position).map_err(|e| match e {
+                            Error::Config(m) => {
+                                Error::Config(format!("Residual's layers[{k}]: {m}"))
+                            }
+                            other => other,
+                        })
+                    })
+                    .collect::<Result<Vec<LayerSpec>>>()?;
+                LayerSpec::Residual { layers }
+            }
             "Conv1d" | "Conv2d" => {
                 let d = dims(&kind);
                 LayerSpec::Conv {
@@ -177,12 +212,13 @@ impl LayerSpec {
             },
             "LayerNorm" => LayerSpec::LayerNorm {
                 eps: keys.float("eps", EPS)?,
+                bias: keys.boolean("bias", true)?,
             },
             _ => {
                 return Err(Error::Config(format!(
                     "layer {position}: unknown layer type {kind:?} (known: Input, Dense, Conv1d, \
                      Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, Flatten, ReLU, Tanh, \
-                     Sigmoid, Dropout, BatchNorm1d, BatchNorm2d, LayerNorm)"
+                     Sigmoid, GELU, Dropout, BatchNorm1d, BatchNorm2d, LayerNorm, Residual)"
                 )))
             }
         };
@@ -225,7 +261,15 @@ impl LayerSpec {
         };
         match self {
             LayerSpec::Input { shape } => json!({"type": "Input", "shape": shape}),
-            LayerSpec::Dense { units } => json!({"type": "Dense", "units": units}),
+            LayerSpec::Dense { units, bias } => {
+                let mut v = json!({"type": "Dense", "units": units});
+                without_bias(&mut v, *bias);
+                v
+            }
+            LayerSpec::Residual { layers } => json!({
+                "type": "Residual",
+                "layers": layers.iter().map(|l| l.to_json(floats)).collect::<Vec<_>>(),
+            }),
             LayerSpec::Conv {
                 out_channels,
                 kernel_size,
@@ -242,7 +286,11 @@ impl LayerSpec {
             } => json!({
                 "type": self.type_name(), "kernel_size": kernel_size, "stride": stride,
             }),
-            LayerSpec::Flatten | LayerSpec::ReLU | LayerSpec::Tanh | LayerSpec::Sigmoid => {
+            LayerSpec::Flatten
+            | LayerSpec::ReLU
+            | LayerSpec::Tanh
+            | LayerSpec::Sigmoid
+            | LayerSpec::GELU => {
                 json!({"type": self.type_name()})
             }
             LayerSpec::Dropout { p } => json!({"type": "Dropout", key("p"): float(*p)}),
@@ -250,8 +298,20 @@ impl LayerSpec {
                 "type": self.type_name(), key("momentum"): float(*momentum),
                 key("eps"): float(*eps),
             }),
-            LayerSpec::LayerNorm { eps } => json!({"type": "LayerNorm", key("eps"): float(*eps)}),
+            LayerSpec::LayerNorm { eps, bias } => {
+                let mut v = json!({"type": "LayerNorm", key("eps"): float(*eps)});
+                without_bias(&mut v, *bias);
+                v
+            }
         }
+    }
+}
+
+/// `"bias": false` added to a layer object without biases; nothing with them, so that every
+/// model from before the key existed keeps its configuration's bytes (and digests).
+fn without_bias(v: &mut Value, bias: bool) {
+    if !bias {
+        v["bias"] = Value::Bool(false);
     }
 }
 

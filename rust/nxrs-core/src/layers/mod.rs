@@ -36,8 +36,10 @@ pub enum LayerSpec {
     Input {
         shape: Vec<usize>,
     },
+    /// `Dense(units, bias=False)` has no `b` (section 15.7).
     Dense {
         units: usize,
+        bias: bool,
     },
     /// `Conv1d` (one size per list) or `Conv2d` (two).
     Conv {
@@ -65,8 +67,16 @@ pub enum LayerSpec {
         momentum: F32,
         eps: F32,
     },
+    /// `LayerNorm(bias=False)` has no `beta` (section 15.7).
     LayerNorm {
         eps: F32,
+        bias: bool,
+    },
+    /// The exact GELU, `x * Phi(x)`.
+    GELU,
+    /// `x + f(x)`, `f` the nested list (section 15.7).
+    Residual {
+        layers: Vec<LayerSpec>,
     },
 }
 
@@ -86,6 +96,17 @@ pub enum Op {
     },
     BatchNorm(norm::BatchNorm<F32>),
     LayerNorm(norm::LayerNorm<F32>),
+    GELU,
+    /// Where a Residual starts: its outputs are its inputs, kept for the [`Op::Add`] that ends
+    /// it (the layer whose index it names), which sends its output gradient back here.
+    Fork {
+        add: usize,
+    },
+    /// Where a Residual ends: its input (the branch's output) added to the [`Op::Fork`]'s
+    /// output (the layer whose index it names), `fork + branch`.
+    Add {
+        fork: usize,
+    },
 }
 
 /// A layer of a checked list: its kernels' operation and both shapes.
@@ -100,7 +121,8 @@ pub struct Layer {
 
 impl Layer {
     /// The shapes of the layer's tensors in the state's order (section 15.4): `W`, `b` or
-    /// `gamma`, `beta` (parameters), then `mean`, `var` (BatchNorm's running statistics).
+    /// `gamma`, `beta` (parameters; the second absent in a layer without biases), then `mean`,
+    /// `var` (BatchNorm's running statistics).
     pub fn tensor_shapes(&self) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
         match &self.op {
             Op::Conv(conv) => {
@@ -111,13 +133,23 @@ impl Layer {
                     2 => shape.push(w.kernel[1]),
                     _ => shape.extend(w.kernel),
                 }
-                (vec![shape, vec![conv.out_channels]], vec![])
+                let b = conv.bias.then(|| vec![conv.out_channels]);
+                ([Some(shape), b].into_iter().flatten().collect(), vec![])
             }
             Op::BatchNorm(bn) => {
                 let c = vec![bn.channels];
                 (vec![c.clone(), c.clone()], vec![c.clone(), c])
             }
-            Op::LayerNorm(_) => (vec![self.input.clone(), self.input.clone()], vec![]),
+            Op::LayerNorm(ln) => {
+                let beta = ln.bias.then(|| self.input.clone());
+                (
+                    [Some(self.input.clone()), beta]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                    vec![],
+                )
+            }
             _ => (vec![], vec![]),
         }
     }
@@ -154,19 +186,71 @@ impl Network {
                 "a layer list starts with Input(*shape)".into(),
             ));
         };
-        if rest.len() > MAX_LAYERS {
+        let count = count_layers(rest);
+        if count > MAX_LAYERS {
             return Err(Error::Config(format!(
-                "{} layers are more than {MAX_LAYERS}",
-                rest.len()
+                "{count} layers are more than {MAX_LAYERS}"
             )));
         }
         check_shape("layer 0 (Input)", shape)?;
-        let mut layers = Vec::with_capacity(rest.len());
-        let mut current = shape.clone();
-        let mut parameters = 0usize;
-        for (i, spec) in rest.iter().enumerate() {
-            let position = i + 1;
+        let mut list = Resolved {
+            layers: Vec::with_capacity(count),
+            position: 0,
+            parameters: 0,
+        };
+        let current = list.resolve(rest, shape.clone())?;
+        if current.len() != 1 {
+            return Err(Error::Config(format!(
+                "the last layer's output must be flat (the loss reads a vector), got shape \
+                 {current:?}: add Flatten() and a Dense layer"
+            )));
+        }
+        Ok(Network {
+            input: shape.clone(),
+            layers: list.layers,
+        })
+    }
+
+    /// The output vector's length.
+    pub fn outputs(&self) -> usize {
+        self.layers
+            .last()
+            .map_or(cells(&self.input), |l| cells(&l.output))
+    }
+}
+
+/// The layers a list holds, nested ones included, each Residual counted once with its branch's
+/// (the count section 15.1's limit is on).
+fn count_layers(specs: &[LayerSpec]) -> usize {
+    specs
+        .iter()
+        .map(|spec| match spec {
+            LayerSpec::Residual { layers } => 1 + count_layers(layers),
+            _ => 1,
+        })
+        .sum()
+}
+
+/// A list being resolved: its layers so far (a Residual's as a fork, its branch's layers and an
+/// add), the last position given (depth first, section 15.7) and the parameter cells so far.
+struct Resolved {
+    layers: Vec<Layer>,
+    position: usize,
+    parameters: usize,
+}
+
+impl Resolved {
+    /// Resolves `specs` on an input of shape `current`, appending their layers: their output
+    /// shape.
+    fn resolve(&mut self, specs: &[LayerSpec], mut current: Vec<usize>) -> Result<Vec<usize>> {
+        for spec in specs {
+            self.position += 1;
+            let position = self.position;
             let what = format!("layer {position} ({})", spec.type_name());
+            if let LayerSpec::Residual { layers } = spec {
+                current = self.residual(&what, layers, current)?;
+                continue;
+            }
             let (op, output) = resolve(&what, spec, &current)?;
             check_shape(&what, &output)?;
             let layer = Layer {
@@ -177,35 +261,57 @@ impl Network {
             };
             layer.check_working_cells(&what)?;
             let (params, _) = layer.tensor_shapes();
-            parameters = params
+            self.parameters = params
                 .iter()
-                .try_fold(parameters, |sum, s| sum.checked_add(cells(s)))
+                .try_fold(self.parameters, |sum, s| sum.checked_add(cells(s)))
                 .filter(|&n| n <= MAX_PARAMETERS)
                 .ok_or_else(|| {
                     Error::Config(format!(
                         "{what}: the layers need more than {MAX_PARAMETERS} parameters"
                     ))
                 })?;
-            layers.push(layer);
+            self.layers.push(layer);
             current = output;
         }
-        if current.len() != 1 {
-            return Err(Error::Config(format!(
-                "the last layer's output must be flat (the loss reads a vector), got shape \
-                 {current:?}: add Flatten() and a Dense layer"
-            )));
-        }
-        Ok(Network {
-            input: shape.clone(),
-            layers,
-        })
+        Ok(current)
     }
 
-    /// The output vector's length.
-    pub fn outputs(&self) -> usize {
-        self.layers
-            .last()
-            .map_or(cells(&self.input), |l| cells(&l.output))
+    /// A Residual (`what`) of `branch` on an input of shape `input`: a fork, the branch, an add.
+    fn residual(
+        &mut self,
+        what: &str,
+        branch: &[LayerSpec],
+        input: Vec<usize>,
+    ) -> Result<Vec<usize>> {
+        if branch.is_empty() {
+            return Err(Error::Config(format!(
+                "{what}: a residual branch needs at least one layer"
+            )));
+        }
+        let position = self.position;
+        let fork = self.layers.len();
+        self.layers.push(Layer {
+            position,
+            op: Op::Fork { add: 0 }, // the add's index, known once the branch is resolved
+            input: input.clone(),
+            output: input.clone(),
+        });
+        let output = self.resolve(branch, input.clone())?;
+        if output != input {
+            return Err(Error::Config(format!(
+                "{what}: a residual branch must keep its input's shape {input:?}, but gives \
+                 {output:?}"
+            )));
+        }
+        let add = self.layers.len();
+        self.layers[fork].op = Op::Fork { add };
+        self.layers.push(Layer {
+            position,
+            op: Op::Add { fork },
+            input: input.clone(),
+            output: input.clone(),
+        });
+        Ok(input)
     }
 }
 
@@ -289,6 +395,8 @@ impl LayerSpec {
         match self {
             LayerSpec::Input { .. } => "Input".into(),
             LayerSpec::Dense { .. } => "Dense".into(),
+            LayerSpec::GELU => "GELU".into(),
+            LayerSpec::Residual { .. } => "Residual".into(),
             LayerSpec::Conv { kernel_size, .. } => format!("Conv{}", d(kernel_size.len())),
             LayerSpec::Pool {
                 max, kernel_size, ..
@@ -336,11 +444,11 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
                 "{what}: only the first layer is an Input"
             )))
         }
-        LayerSpec::Dense { units } => {
+        LayerSpec::Dense { units, bias } => {
             let &[n] = input else {
                 return Err(wrong_input("a flat input (n): put Flatten() before it"));
             };
-            (Op::Conv(Conv::dense(n, *units)), vec![*units])
+            (Op::Conv(Conv::dense(n, *units, *bias)), vec![*units])
         }
         LayerSpec::Conv {
             out_channels,
@@ -366,6 +474,7 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
                 Op::Conv(Conv {
                     window,
                     out_channels: *out_channels,
+                    bias: true,
                 }),
                 output,
             )
@@ -397,6 +506,8 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
         }
         LayerSpec::Flatten => (Op::Reshape, vec![cells(input)]),
         LayerSpec::ReLU => (Op::ReLU, input.to_vec()),
+        LayerSpec::GELU => (Op::GELU, input.to_vec()),
+        LayerSpec::Residual { .. } => unreachable!("Network::new resolves a Residual's list"),
         LayerSpec::Tanh => (Op::Tanh, input.to_vec()),
         LayerSpec::Sigmoid => (Op::Sigmoid, input.to_vec()),
         LayerSpec::Dropout { p } => {
@@ -433,12 +544,13 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
             };
             (Op::BatchNorm(bn), input.to_vec())
         }
-        LayerSpec::LayerNorm { eps } => {
+        LayerSpec::LayerNorm { eps, bias } => {
             check_eps(what, *eps)?;
             (
                 Op::LayerNorm(norm::LayerNorm {
                     cells: cells(input),
                     eps: *eps,
+                    bias: *bias,
                 }),
                 input.to_vec(),
             )

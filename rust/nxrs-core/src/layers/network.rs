@@ -110,7 +110,14 @@ impl Network {
     fn acts_per_sample(&self) -> bool {
         self.layers.iter().all(|layer| match &layer.op {
             Op::Conv(conv) => conv.columns_are_inputs(),
-            Op::ReLU | Op::Tanh | Op::Sigmoid | Op::Dropout { .. } | Op::Reshape => true,
+            Op::ReLU
+            | Op::Tanh
+            | Op::Sigmoid
+            | Op::GELU
+            | Op::Dropout { .. }
+            | Op::Reshape
+            | Op::Fork { .. }
+            | Op::Add { .. } => true,
             Op::MaxPool(_) | Op::AvgPool(_) | Op::BatchNorm(_) | Op::LayerNorm(_) => false,
         })
     }
@@ -367,6 +374,20 @@ impl Network {
             let last = &self.layers[i + taken];
             let (below, above) = outputs.split_at_mut(i);
             let input = if i == 0 { x } else { &below[i - 1][..] };
+            match layer.op {
+                Op::Fork { .. } => {
+                    above[0].copy_from_slice(&input[..above[0].len()]);
+                    i += 1;
+                    continue;
+                }
+                Op::Add { fork } => {
+                    // `x + f(x)`: the fork's outputs (the Residual's input) first.
+                    add_cells::<R>(&below[fork][..], input, &mut above[0][..]);
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
             let (saved, saved_above) = saved[i..].split_at_mut(1);
             let then = match taken {
                 0 => Above::Nothing,
@@ -415,6 +436,26 @@ impl Network {
             } else {
                 &this[taken][..]
             };
+            match layer.op {
+                // The branch's last layer receives the Residual's output gradient.
+                Op::Add { .. } => {
+                    below[i - 1].copy_from_slice(&g[..below[i - 1].len()]);
+                    continue;
+                }
+                // The Residual's input gradient: the branch's first layer's, then the skip's.
+                Op::Fork { add } => {
+                    if i > 0 {
+                        let skip = if add + 1 == n {
+                            delta
+                        } else {
+                            &this[add - i][..]
+                        };
+                        add_cells::<R>(&this[0][..], skip, &mut below[i - 1][..]);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
             // The first layer's input gradient is not needed (nothing below it learns).
             let gx = (i > 0).then(|| &mut below[i - 1][..]);
             let input = if i == 0 { x } else { outputs[i - 1] };
@@ -500,6 +541,15 @@ impl Mode {
             },
             Mode::Eval => Mode::Eval,
         }
+    }
+}
+
+/// `z = a + b`, cell by cell (`a` the first operand), over `z`'s cells.
+fn add_cells<R: Real>(a: &[F32], b: &[F32], z: &mut [F32]) {
+    let n = z.len();
+    let (a, b) = (arith::cells::<R>(&a[..n]), arith::cells::<R>(&b[..n]));
+    for ((z, &a), &b) in arith::cells_mut::<R>(z).iter_mut().zip(a).zip(b) {
+        *z = a + b;
     }
 }
 

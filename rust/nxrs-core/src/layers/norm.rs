@@ -144,6 +144,9 @@ impl<R: Real> BatchNorm<R> {
 pub struct LayerNorm<R> {
     pub cells: usize,
     pub eps: R,
+    /// Whether it has `beta` (section 15.7: without, its passes are given an empty `beta`
+    /// and `y = gamma * x̂`, the product alone).
+    pub bias: bool,
 }
 
 impl<R: Real> LayerNorm<R> {
@@ -155,7 +158,8 @@ impl<R: Real> LayerNorm<R> {
         }
     }
 
-    /// `y`, `xhat` and each sample's `r` (the same in both modes), from `(gamma, beta)`.
+    /// `y`, `xhat` and each sample's `r` (the same in both modes), from `(gamma, beta)` (`beta`
+    /// empty without biases).
     pub fn forward(
         &self,
         (gamma, beta): (&[R], &[R]),
@@ -168,13 +172,15 @@ impl<R: Real> LayerNorm<R> {
         for (s, r) in r[..rows].iter_mut().enumerate() {
             *r = self.group(s).normalize(x, self.eps, xhat).2;
             let cells = s * self.cells..(s + 1) * self.cells;
-            for (((y, &xhat), &gamma), &beta) in y[cells.clone()]
-                .iter_mut()
-                .zip(&xhat[cells])
-                .zip(gamma)
-                .zip(beta)
-            {
-                *y = (gamma * xhat) + beta;
+            let scaled = y[cells.clone()].iter_mut().zip(&xhat[cells]).zip(gamma);
+            if beta.is_empty() {
+                for ((y, &xhat), &gamma) in scaled {
+                    *y = gamma * xhat;
+                }
+            } else {
+                for (((y, &xhat), &gamma), &beta) in scaled.zip(beta) {
+                    *y = (gamma * xhat) + beta;
+                }
             }
         }
     }
@@ -228,8 +234,8 @@ impl<R: Real> Normalization<R> for BatchNorm<R> {
 }
 
 impl<R: Real> Normalization<R> for LayerNorm<R> {
-    /// The block gradients of `gamma` and `beta` (chains over the samples, from the first) and
-    /// the input gradient. `d` is scratch of `g`'s length.
+    /// The block gradients of `gamma` and `beta` (chains over the samples, from the first; no
+    /// `beta`'s without biases) and the input gradient. `d` is scratch of `g`'s length.
     fn backward(
         &self,
         gamma: &[R],
@@ -247,7 +253,9 @@ impl<R: Real> Normalization<R> for LayerNorm<R> {
                 n: rows,
                 at: |s| s * n + k,
             };
-            g_beta[k] = over_samples.sum(|i| g[(over_samples.at)(i)]);
+            if let Some(g_beta) = g_beta.get_mut(k) {
+                *g_beta = over_samples.sum(|i| g[(over_samples.at)(i)]);
+            }
             g_gamma[k] = over_samples.sum(|i| {
                 let i = (over_samples.at)(i);
                 g[i] * xhat[i]

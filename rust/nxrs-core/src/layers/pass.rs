@@ -241,6 +241,21 @@ impl Layer {
                     },
                 );
             }
+            Op::GELU => {
+                let n = self.input_cells();
+                by_samples(
+                    threads,
+                    (rows, 1),
+                    (n * EXP_WORK, 2 * n),
+                    [(y, n)],
+                    |r, [y]| {
+                        pointwise::gelu(of(x, &r, n), y);
+                    },
+                );
+            }
+            Op::Fork { .. } | Op::Add { .. } => {
+                unreachable!("the network's passes add a Residual's cells themselves")
+            }
             Op::Dropout { p } => match mode {
                 Mode::Train {
                     seed,
@@ -289,6 +304,7 @@ impl Layer {
                 let ln = LayerNorm {
                     cells: ln.cells,
                     eps: R::from_f32(ln.eps),
+                    bias: ln.bias,
                 };
                 let (gamma, beta) = tensors.params.expect("a LayerNorm has gamma and beta");
                 let xhat = cells_mut(resized(&mut saved.cells, n_in));
@@ -441,6 +457,23 @@ impl Layer {
                     });
                 }
             }
+            Op::GELU => {
+                if let Some(gx) = gx {
+                    let n = self.input_cells();
+                    by_samples(
+                        threads,
+                        (rows, 1),
+                        (n * EXP_WORK, 2 * n),
+                        [(gx, n)],
+                        |r, [gx]| {
+                            pointwise::gelu_backward(of(g, &r, n), of(x(), &r, n), gx);
+                        },
+                    );
+                }
+            }
+            Op::Fork { .. } | Op::Add { .. } => {
+                unreachable!("the network's passes add a Residual's gradients themselves")
+            }
             Op::Dropout { p } => {
                 if let (
                     Some(gx),
@@ -472,6 +505,7 @@ impl Layer {
                 let norm = LayerNorm {
                     cells: ln.cells,
                     eps: R::from_f32(ln.eps),
+                    bias: ln.bias,
                 };
                 normalization_backward(&norm, params, grads, saved, (g, n_in, rows), gx);
             }

@@ -1,6 +1,7 @@
-//! The layers that act on each cell alone (`docs/TRAINING.md` sections 15.2, 15.3 and 15.5):
-//! ReLU (with `math`'s `le`, as the MLP's), Sigmoid and Tanh (compositions of `math`'s `exp` and
-//! correctly rounded operations), and Dropout with its masks.
+//! The layers that act on each cell alone (`docs/TRAINING.md` sections 15.2, 15.3, 15.5 and
+//! 15.7): ReLU (with `math`'s `le`, as the MLP's), Sigmoid and Tanh (compositions of `math`'s
+//! `exp` and correctly rounded operations), GELU (of the correctly rounded `Phi` and `phi`, in
+//! every `math` setting), and Dropout with its masks.
 
 use crate::arith::Real;
 use crate::math::Math;
@@ -36,6 +37,20 @@ pub fn tanh<R: Real>(math: Math, x: &[R], y: &mut [R]) {
         let r = (R::ONE - t) / (R::ONE + t);
         let sign = x.to_f32().to_bits() & SIGN;
         *y = with_bits(r, |b| (b & !SIGN) | sign);
+    }
+}
+
+/// The exact GELU, `y = x * Phi(x)`.
+pub fn gelu<R: Real>(x: &[R], y: &mut [R]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = x * x.normal_cdf();
+    }
+}
+
+/// `gx = g * (Phi(x) + (x * phi(x)))`, `x` the layer's input.
+pub fn gelu_backward<R: Real>(g: &[R], x: &[R], gx: &mut [R]) {
+    for ((gx, &g), &x) in gx.iter_mut().zip(g).zip(x) {
+        *gx = g * (x.normal_cdf() + (x * x.normal_pdf()));
     }
 }
 

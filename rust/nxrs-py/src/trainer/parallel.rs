@@ -38,20 +38,20 @@ impl PyTrainer {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let (block, shapes) = self
             .compute(py, |t| {
-                let shapes: Vec<[Vec<usize>; 2]> = t
+                let shapes: Vec<Vec<usize>> = t
                     .model()
                     .param_specs()
                     .into_iter()
-                    .map(|[(_, w), (_, b)]| [w, b])
+                    .flatten()
+                    .map(|(_, shape)| shape)
                     .collect();
                 t.block_gradient(data, &samples, first_sample)
                     .map(|block| (block, shapes))
             })
             .map_err(to_py)?;
         let sums = PyList::empty(py);
-        for (layer, [w, b]) in block.grads.iter().zip(shapes) {
-            sums.append(PyArray1::from_vec(py, floats(&layer.w)).reshape(w)?)?;
-            sums.append(PyArray1::from_vec(py, floats(&layer.b)).reshape(b)?)?;
+        for (tensor, shape) in block.grads.iter().flat_map(Layer::tensors).zip(shapes) {
+            sums.append(PyArray1::from_vec(py, floats(tensor)).reshape(shape)?)?;
         }
         let losses = PyArray1::from_vec(py, floats(&block.losses));
         let statistics = PyList::empty(py);
@@ -70,8 +70,8 @@ impl PyTrainer {
         step: i64,
     ) -> PyResult<()> {
         let claim = self.claim("_set_params")?;
-        let layers = self.read(py, |t| t.model().param_specs().len());
-        let params = layers_of(&arrays, layers, "the parameters")?;
+        let layers = self.read(py, |t| tensors_per_layer(t.model()));
+        let params = layers_of(&arrays, &layers, "the parameters")?;
         self.compute_mut(py, &claim, |t| t.set_params(params, step))
             .map_err(to_py)
     }
@@ -84,12 +84,12 @@ impl PyTrainer {
         blocks: Vec<BlockArrays<'_>>,
     ) -> PyResult<PyRunChunk> {
         let claim = self.claim("_apply_blocks")?;
-        let layers = self.read(py, |t| t.model().param_specs().len());
+        let layers = self.read(py, |t| tensors_per_layer(t.model()));
         let blocks = blocks
             .iter()
             .map(|(sums, losses, correct, statistics)| {
                 Ok(BlockGradient {
-                    grads: layers_of(sums, layers, "a gradient block")?,
+                    grads: layers_of(sums, &layers, "a gradient block")?,
                     losses: bits_of(losses.as_array().iter()),
                     correct: *correct,
                     statistics: statistics
@@ -107,26 +107,36 @@ impl PyTrainer {
     }
 }
 
-/// Arrays in tensor order (W1, b1, W2, b2, ...) as the layers of a model of `layers` layers,
-/// bit for bit; `what` names them in the error when the count is wrong (shapes are checked by
-/// the core, which knows the model).
+/// How many parameter tensors each layer with parameters has (2, or 1 without biases).
+fn tensors_per_layer(model: &nxrs_core::model::Model) -> Vec<usize> {
+    model.param_specs().iter().map(Vec::len).collect()
+}
+
+/// Arrays in tensor order (W1, b1, W2, b2, ...) as the layers of a model whose layers have
+/// `layers` tensors each, bit for bit; `what` names them in the error when the count is wrong
+/// (shapes are checked by the core, which knows the model).
 fn layers_of(
     arrays: &[PyReadonlyArrayDyn<'_, f32>],
-    layers: usize,
+    layers: &[usize],
     what: &str,
 ) -> PyResult<Vec<Layer>> {
-    if arrays.len() != 2 * layers {
+    let count: usize = layers.iter().sum();
+    if arrays.len() != count {
         return Err(InputError::new_err(format!(
-            "{what} of this model is {} arrays (W1, b1, ...), not {}",
-            2 * layers,
+            "{what} of this model is {count} arrays (W1, b1, ...), not {}",
             arrays.len()
         )));
     }
-    Ok(arrays
-        .chunks(2)
-        .map(|pair| Layer {
-            w: bits_of(pair[0].as_array().iter()),
-            b: bits_of(pair[1].as_array().iter()),
+    let mut arrays = arrays.iter().map(|a| bits_of(a.as_array().iter()));
+    Ok(layers
+        .iter()
+        .map(|&n| Layer {
+            w: arrays.next().unwrap_or_default(),
+            b: if n == 2 {
+                arrays.next().unwrap_or_default()
+            } else {
+                Vec::new()
+            },
         })
         .collect())
 }
