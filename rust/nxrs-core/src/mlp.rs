@@ -162,11 +162,20 @@ mod tests {
         use crate::layers::LayerSpec::{Dense, Input, ReLU};
         let specs = [
             Input { shape: vec![6] },
-            Dense { units: 10 },
+            Dense {
+                units: 10,
+                bias: true,
+            },
             ReLU,
-            Dense { units: 7 },
+            Dense {
+                units: 7,
+                bias: true,
+            },
             ReLU,
-            Dense { units: 4 },
+            Dense {
+                units: 4,
+                bias: true,
+            },
         ];
         let net = Mlp::new(vec![6, 10, 7, 4]).unwrap().network();
         assert_eq!(net, Network::new(&specs).unwrap());

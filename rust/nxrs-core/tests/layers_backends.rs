@@ -1,6 +1,6 @@
 //! Every layer's kernels give softf32's bits on the hardware backend (`docs/TRAINING.md`
 //! section 14's claim, for section 15's layers): random layers of every type with random odd
-//! shapes, strides, padding and kernels, random cells (ordinary values, and often special ones:
+//! shapes, strides, padding and kernels (GELU and the layers without biases too), random cells (ordinary values, and often special ones:
 //! NaNs with payloads, infinities, signed zeros, subnormals), both `math` settings, training
 //! mode (outputs, input gradients, block gradients, BatchNorm's statistics) and evaluation mode,
 //! computed by softf32 and by the CPU's floats on 1 and on 3 threads, compared bit for bit.
@@ -50,7 +50,8 @@ fn layer() -> impl Strategy<Value = (LayerSpec, Vec<usize>)> {
     };
     let float = |bits: u32| F32::from_bits(bits);
     prop_oneof![
-        (1usize..6, flat.clone()).prop_map(|(units, s)| (LayerSpec::Dense { units }, s)),
+        (1usize..6, any::<bool>(), flat.clone())
+            .prop_map(|(units, bias, s)| (LayerSpec::Dense { units, bias }, s)),
         (conv1, spatial1.clone()).prop_map(|(l, s)| (l, s)),
         (conv2, spatial2.clone()).prop_map(|(l, s)| (l, s)),
         (pool(1), spatial1.clone()).prop_map(|(l, s)| (l, s)),
@@ -58,7 +59,8 @@ fn layer() -> impl Strategy<Value = (LayerSpec, Vec<usize>)> {
         prop_oneof![
             Just(LayerSpec::ReLU),
             Just(LayerSpec::Tanh),
-            Just(LayerSpec::Sigmoid)
+            Just(LayerSpec::Sigmoid),
+            Just(LayerSpec::GELU)
         ]
         .prop_flat_map({
             let (flat, spatial1) = (flat.clone(), spatial1.clone());
@@ -89,8 +91,13 @@ fn layer() -> impl Strategy<Value = (LayerSpec, Vec<usize>)> {
                 s,
             )
         }),
-        (0x3000_0000u32..0x3F00_0000, spatial2)
-            .prop_map(move |(e, s)| (LayerSpec::LayerNorm { eps: float(e) }, s)),
+        (0x3000_0000u32..0x3F00_0000, any::<bool>(), spatial2).prop_map(move |(e, bias, s)| (
+            LayerSpec::LayerNorm {
+                eps: float(e),
+                bias
+            },
+            s
+        )),
     ]
 }
 
@@ -139,7 +146,8 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|((layer, rows, math), params, running, x, g)| {
             let pair = |v: Vec<Vec<u32>>| {
                 let mut v = v.into_iter();
-                v.next().map(|a| (a, v.next().expect("two tensors")))
+                // A layer without biases has one tensor: its second is empty.
+                v.next().map(|a| (a, v.next().unwrap_or_default()))
             };
             Case {
                 layer,

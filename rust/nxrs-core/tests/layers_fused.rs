@@ -6,7 +6,8 @@
 //! over the whole block (which the golden cases check one by one). Random models `Conv [->
 //! Tanh] -> ReLU [-> MaxPool] -> Flatten -> Dense -> ReLU -> Dense` with odd shapes,
 //! overlapping or not pooling windows, few positions (convolutions grouping samples) or many,
-//! and `Dense -> (ReLU | Tanh | Sigmoid | Dropout)* -> ... -> Dense`, random cells (special
+//! and `Dense -> (ReLU | Tanh | Sigmoid | GELU | Dropout)* -> ... -> Dense` (Dense with or without
+//! biases), random cells (special
 //! values included), both `math` settings, on every backend, on 1 and 3 threads.
 
 #[path = "support/backends.rs"]
@@ -39,11 +40,16 @@ fn dense() -> impl Strategy<Value = Vec<LayerSpec>> {
         Just(LayerSpec::ReLU),
         Just(LayerSpec::Tanh),
         Just(LayerSpec::Sigmoid),
+        Just(LayerSpec::GELU),
         Just(LayerSpec::Dropout {
             p: F32::ONE / F32::from_i32(4)
         }),
     ];
-    let hidden = (1usize..6, proptest::collection::vec(pointwise, 0..3));
+    let hidden = (
+        1usize..6,
+        any::<bool>(),
+        proptest::collection::vec(pointwise, 0..3),
+    );
     (
         proptest::collection::vec(1usize..5, 1..3),
         proptest::collection::vec(hidden, 0..4),
@@ -55,11 +61,14 @@ fn dense() -> impl Strategy<Value = Vec<LayerSpec>> {
             if flatten {
                 specs.push(LayerSpec::Flatten);
             }
-            for (units, pointwise) in hidden {
-                specs.push(LayerSpec::Dense { units });
+            for (units, bias, pointwise) in hidden {
+                specs.push(LayerSpec::Dense { units, bias });
                 specs.extend(pointwise);
             }
-            specs.push(LayerSpec::Dense { units: outputs });
+            specs.push(LayerSpec::Dense {
+                units: outputs,
+                bias: true,
+            });
             specs
         })
 }
@@ -109,9 +118,15 @@ fn convolutional() -> impl Strategy<Value = Vec<LayerSpec>> {
             }
             specs.extend([
                 LayerSpec::Flatten,
-                LayerSpec::Dense { units: units + 1 },
+                LayerSpec::Dense {
+                    units: units + 1,
+                    bias: true,
+                },
                 LayerSpec::ReLU,
-                LayerSpec::Dense { units: 2 },
+                LayerSpec::Dense {
+                    units: 2,
+                    bias: true,
+                },
             ]);
             specs
         })
@@ -144,7 +159,8 @@ fn case() -> impl Strategy<Value = Case> {
                 .map(|shapes| {
                     (
                         proptest::collection::vec(cell(), cells(&shapes[0])),
-                        proptest::collection::vec(cell(), cells(&shapes[1])),
+                        // A layer without biases has no second tensor.
+                        proptest::collection::vec(cell(), shapes.get(1).map_or(0, |s| cells(s))),
                     )
                 })
                 .collect();
