@@ -22,14 +22,19 @@ API:
   inference and section 15.1's refusals as ``ValueError``); :func:`build_layer` for one layer;
 * per layer (:class:`Layer`): ``forward(state, x, ctx)`` in training or evaluation mode
   (:class:`Ctx`) and ``backward(state, cache, g, ctx)`` giving the input gradient and the
-  parameters' block gradients;
+  parameters' block gradients; a :class:`Residual` (15.7) holds its branch, which
+  :func:`forward_list` and :func:`backward_list` run with the model's tensors, kept per layer
+  in depth-first order (:attr:`Network.flat`: position ``i + 1`` at index ``i``);
+* :func:`normal_cdf` and :func:`normal_pdf` (section 2's Φ and φ, correctly rounded: binary64
+  values, decided with mpmath where one lies near a binary32 rounding boundary);
 * :class:`LayerTrainer` (a :class:`general_ref.Run`): a whole training run of a layer list with
   ``step``, ``train_steps``, ``fit_epochs``, ``predict``, ``predict_proba``, ``evaluate``,
   ``state_dict`` and ``state_hash``.
 
 Readings of the text where it leaves a choice (each marked "reading" at its place):
 
-* "at most 4096 layers" counts the list's layers after ``Input``;
+* "at most 4096 layers" counts the list's layers after ``Input``, nested ones and the Residuals
+  themselves included (15.7);
 * the 2^28 parameter cells count ``W``, ``b``, ``gamma`` and ``beta`` (the running statistics
   are "not parameters");
 * an integer list keeps section 1's ``init`` values (``"seed"``, ``"he"``, ``"glorot"``; default
@@ -47,7 +52,13 @@ Readings of the text where it leaves a choice (each marked "reading" at its plac
 * Tanh's ``-(a + a)`` flips the sign bit, like Sigmoid's ``-x``;
 * NaN results follow section 14 (the first NaN operand quieted, else ``0xFFC00000``) with the
   operands in the order the text writes them; ``exp`` of a NaN in the ``"ieee"`` setting is that
-  NaN quieted (numpy's binary64 ``exp`` returns its operand).
+  NaN quieted (numpy's binary64 ``exp`` returns its operand);
+* 15.7's ``bias`` is a JSON boolean (anything else is refused); an ``Input`` inside a branch is
+  refused as any later ``Input`` is; a Residual's branch is built and checked layer by layer
+  (a nested layer's refusal names its own position and type, and its activations are checked
+  against 2^24 cells there), then the branch's output shape against the Residual's input;
+* a Residual's own addition ``x + f(x)`` and its input gradient ``g_f + g`` are binary32
+  additions like any other (section 14's NaN, ``x`` and ``g_f`` the first operands).
 
 Run ``python tests/reference/layers_ref.py --write`` to regenerate ``tests/golden/layers.json``;
 without arguments (or with ``--check``) it recomputes the fixture and exits 1 if the file
@@ -1798,6 +1809,51 @@ LAYER_CASES: list[tuple[str, dict[str, Any], Shape, int, dict[str, Any]]] = [
         2,
         {"gen": {"kind": "int", "a": 0, "b": 0, "m": 5, "d": 2}},
     ),
+    # Section 15.7 (appended: the cases above keep their case seeds).
+    ("gelu_wide", {"type": "GELU"}, (2, 6), 4, {"gen": {"kind": "stream", "scale": 16}}),
+    (
+        "gelu_specials",
+        {"type": "GELU"},
+        (16,),
+        2,
+        {
+            "specials": {
+                "x": {
+                    0: NAN,
+                    1: NNAN,
+                    2: NZERO,
+                    3: PZERO,
+                    4: INF,
+                    5: NINF,
+                    6: SUB,
+                    7: NSUB,
+                    8: BIG,
+                    9: BIG | NZERO,
+                    10: 0xC1500000,  # -13: Φ subnormal
+                    11: 0xC1640000,  # -14.25: Φ rounds to +0, φ to 2^-148
+                    12: 0x40B00000,  # 5.5: Φ rounds to 1
+                    13: 0x7F812345,  # a signalling NaN: quieted, payload kept
+                    16: NAN,
+                    17: INF,
+                },
+                "g": {16: NNAN, 17: 0x7FC00005, 18: NAN},
+            }
+        },
+    ),
+    (
+        "dense_nobias",
+        {"type": "Dense", "units": 3, "bias": False},
+        (5,),
+        3,
+        {"specials": {"x": {0: NZERO, 7: INF}, "W": {2: NZERO}}},
+    ),
+    (
+        "layernorm_nobias",
+        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+        (2, 3),
+        3,
+        {"specials": {"g": {4: NAN}}},
+    ),
 ]
 
 
@@ -2041,6 +2097,106 @@ RUNS: list[tuple[str, int, dict[str, Any]]] = [
             step_size=2,
             gamma=0.5,
             warmup_steps=1,
+            batch_size=3,
+        ),
+    ),
+    # Section 15.7: residual blocks, GELU, layers without biases.
+    (
+        "residual_mlp_gelu_nobias_adamw",
+        10,
+        dict(
+            layers=[
+                _inp(6),
+                {"type": "Dense", "units": 8},
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+                        {"type": "Dense", "units": 16, "bias": False},
+                        {"type": "GELU"},
+                        {"type": "Dense", "units": 8, "bias": False},
+                    ],
+                },
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {"type": "LayerNorm", "eps": 1e-5},
+                        {"type": "Dense", "units": 8},
+                        {"type": "GELU"},
+                    ],
+                },
+                {"type": "LayerNorm", "eps": 1e-5},
+                {"type": "Dense", "units": 3},
+            ],
+            seed=12,
+            optimizer="adamw",
+            lr=0.01,
+            batch_size=4,
+        ),
+    ),
+    (
+        "nested_residual_dropout_nobias_mse_sgd_seedmath_gradblock2",
+        11,
+        dict(
+            layers=[
+                _inp(8),
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+                        {"type": "Dense", "units": 8},
+                        {"type": "GELU"},
+                        {"type": "Dropout", "p": 0.25},
+                        {
+                            "type": "Residual",
+                            "layers": [
+                                {"type": "LayerNorm", "eps": 0.001, "bias": False},
+                                {"type": "Dense", "units": 8, "bias": False},
+                                {"type": "Tanh"},
+                                {"type": "Dropout", "p": 0.5},
+                            ],
+                        },
+                    ],
+                },
+                {"type": "GELU"},
+                {"type": "Dense", "units": 2, "bias": False},
+            ],
+            loss="mse",
+            math="seed",
+            seed=-5,
+            optimizer="sgd",
+            lr=0.05,
+            momentum=0.9,
+            batch_size=5,
+            grad_block=2,
+        ),
+    ),
+    (
+        "conv1d_residual_gelu_he_clip",
+        9,
+        dict(
+            layers=[
+                _inp(2, 8),
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {
+                            "type": "Conv1d",
+                            "out_channels": 2,
+                            "kernel_size": [3],
+                            "stride": [1],
+                            "padding": [1],
+                        },
+                        {"type": "GELU"},
+                    ],
+                },
+                {"type": "Flatten"},
+                {"type": "Dense", "units": 3, "bias": False},
+            ],
+            init="he",
+            seed=6,
+            lr=0.02,
+            clip_norm=0.5,
             batch_size=3,
         ),
     ),
