@@ -7,7 +7,9 @@ output shapes, and a few training steps of a small model). The bits are the fixt
 (``layers_ref.py --check``). Also: the reference's refusals happen, its state order and
 names, the integer list's equivalence with general_ref, the dropout masks' purity, and (bit for
 bit) that the vectorised reference equals a scalar, one-operation-at-a-time reading of the text
-for convolution, pooling, BatchNorm, LayerNorm, tanh and sigmoid, special values included.
+for convolution, pooling, BatchNorm, LayerNorm, tanh, sigmoid and GELU, special values included.
+Section 15.7 (GELU, Residual, Dense and LayerNorm without biases) is checked the same way, with
+its positions, numbering and refusals, and its Φ and φ bit for bit against mpmath.
 """
 
 from __future__ import annotations
