@@ -7,7 +7,9 @@ output shapes, and a few training steps of a small model). The bits are the fixt
 (``layers_ref.py --check``). Also: the reference's refusals happen, its state order and
 names, the integer list's equivalence with general_ref, the dropout masks' purity, and (bit for
 bit) that the vectorised reference equals a scalar, one-operation-at-a-time reading of the text
-for convolution, pooling, BatchNorm, LayerNorm, tanh and sigmoid, special values included.
+for convolution, pooling, BatchNorm, LayerNorm, tanh, sigmoid and GELU, special values included.
+Section 15.7 (GELU, Residual, Dense and LayerNorm without biases) is checked the same way, with
+its positions, numbering and refusals, and its Φ and φ bit for bit against mpmath.
 """
 
 from __future__ import annotations
@@ -482,14 +484,34 @@ def test_output_shapes_match_torch(spec: dict[str, Any], shape: tuple[int, ...])
 # ---------------------------------------------------------------------------
 
 
-def torch_model(torch: Any, tr: lr.LayerTrainer) -> Any:
-    """The same model as ``torch.nn.Sequential`` in float64, from the reference's tensors."""
+def residual_module(torch: Any, branch: Any) -> Any:
+    """``x + branch(x)`` as a torch module (15.7's Residual)."""
+
+    class Residual(torch.nn.Module):  # type: ignore[misc,name-defined,unused-ignore]
+        def __init__(self) -> None:
+            super().__init__()
+            self.branch = branch
+
+        def forward(self, x: Any) -> Any:
+            return x + self.branch(x)
+
+    return Residual()
+
+
+def torch_layers(torch: Any, layers: list[lr.Layer], states: list[lr.State]) -> list[Any]:
+    """The layers as float64 torch modules holding the reference's tensors (``states`` by
+    depth-first position, as the reference keeps them); a Residual's branch is nested."""
     mods = []
-    for layer, st in zip(tr.net.layers, tr.states):
+    for layer in layers:
         spec = layer.to_json()
         kind = spec.pop("type")
-        if kind == "Dense":
-            m = torch.nn.Linear(layer.in_shape[0], layer.units)
+        if isinstance(layer, lr.Residual):
+            branch = torch.nn.Sequential(*torch_layers(torch, layer.layers, states))
+            mods.append(residual_module(torch, branch))
+            continue
+        st = states[layer.position - 1]
+        if isinstance(layer, lr.Dense):
+            m = torch.nn.Linear(layer.in_shape[0], layer.units, bias=layer.bias)
         elif kind in ("Conv1d", "Conv2d"):
             m = getattr(torch.nn, kind)(
                 layer.in_shape[0],
@@ -502,8 +524,8 @@ def torch_model(torch: Any, tr: lr.LayerTrainer) -> Any:
             m = getattr(torch.nn, kind)(tuple(spec["kernel_size"]), tuple(spec["stride"]))
         elif kind.startswith("BatchNorm"):
             m = getattr(torch.nn, kind)(layer.in_shape[0], spec["eps"], spec["momentum"])
-        elif kind == "LayerNorm":
-            m = torch.nn.LayerNorm(layer.in_shape, spec["eps"])
+        elif isinstance(layer, lr.LayerNorm):
+            m = torch.nn.LayerNorm(layer.in_shape, spec["eps"], bias=layer.bias)
         else:
             m = getattr(torch.nn, kind)()
         m = m.double()
@@ -520,6 +542,12 @@ def torch_model(torch: Any, tr: lr.LayerTrainer) -> Any:
                 if name in st:
                     getattr(m, tname).copy_(t64(torch, st[name]))
         mods.append(m)
+    return mods
+
+
+def torch_model(torch: Any, tr: lr.LayerTrainer) -> Any:
+    """The same model as ``torch.nn.Sequential`` in float64, from the reference's tensors."""
+    mods = torch_layers(torch, tr.net.layers, tr.states)
     return torch.nn.Sequential(torch.nn.Unflatten(1, tr.net.input_shape), *mods)
 
 
@@ -560,6 +588,28 @@ TRACK = [
             {"type": "Dense", "units": 2},
         ],
         "mse",
+        "adam",
+    ),
+    (
+        [
+            inp(6),
+            {"type": "Dense", "units": 8},
+            {
+                "type": "Residual",
+                "layers": [
+                    {"type": "LayerNorm", "bias": False},
+                    {"type": "Dense", "units": 8, "bias": False},
+                    {"type": "GELU"},
+                    {
+                        "type": "Residual",
+                        "layers": [{"type": "Dense", "units": 8}, {"type": "Tanh"}],
+                    },
+                ],
+            },
+            {"type": "GELU"},
+            {"type": "Dense", "units": 3},
+        ],
+        "cross_entropy",
         "adam",
     ),
 ]
@@ -949,3 +999,361 @@ def test_activations_equal_scalar_reading(kind: str, math_name: str) -> None:
             want = _from_bits((_bits_of(r) & 0x7FFFFFFF) | (bx & 0x80000000))
             want_g = M(gv, S(f(1), M(want, want)))
         assert same(yv, want) and same(gxv, want_g)
+
+
+# ---------------------------------------------------------------------------
+# Section 15.7: GELU, Residual, layers without biases
+# ---------------------------------------------------------------------------
+
+
+def mp_round_f32(v: Any) -> np.float32:
+    """A non-negative mpmath value rounded once to binary32 (nearest, ties to even), by
+    scaling to the binary32 grid: an integer count of ulps (subnormals: of 2^-149)."""
+    import mpmath
+
+    if v == 0:
+        return f(0.0)
+    _, k = mpmath.frexp(v)  # v = m * 2^k, 1/2 <= m < 1
+    e = max(int(k) - 1, -126)  # the binade's exponent (subnormals share -126's ulp)
+    q = mpmath.ldexp(v, 23 - e)  # v in ulps of the binade
+    n = mpmath.floor(q)
+    frac = q - n
+    assert abs(frac - mpmath.mpf(0.5)) > mpmath.mpf(2) ** -100, "too close to a midpoint"
+    if frac > 0.5 or (frac == 0.5 and int(n) % 2 == 1):
+        n += 1
+    with np.errstate(over="ignore"):
+        return f(float(mpmath.ldexp(n, e - 23)))
+
+
+def mp_normal(fn: str, x: np.float32) -> np.float32:
+    """Section 2's ``normal_cdf`` / ``normal_pdf`` of a binary32, by mpmath at 200 bits."""
+    import mpmath
+
+    b = _bits_of(x)
+    if np.isnan(x):
+        return _from_bits(b | 0x00400000)
+    if np.isinf(x):
+        return f(1.0) if fn == "cdf" and x > 0 else f(0.0)
+    with mpmath.workprec(200):
+        t = mpmath.mpf(float(x))
+        if fn == "cdf":
+            v = mpmath.erfc(-t / mpmath.sqrt(2)) / 2
+        else:
+            v = mpmath.exp(-(t * t) / 2) / mpmath.sqrt(2 * mpmath.pi)
+        return mp_round_f32(v)
+
+
+def normal_test_inputs() -> lr.F32Array:
+    """Random binary32 inputs over every range where Φ or φ changes (to underflow and to 1),
+    the cells whose binary64 Φ or φ lies nearest a binary32 rounding boundary among many
+    random ones (the reference's high-precision path), and special values."""
+    rng = np.random.default_rng(12)
+    wide = rng.uniform(-16, 16, 1500)
+    tails = np.concatenate([rng.uniform(-14.5, -12.5, 400), rng.uniform(12.5, 14.5, 200)])
+    near_one = rng.uniform(5, 6, 100)
+    small = rng.uniform(-1, 1, 200) * 2.0 ** rng.integers(-140, 0, 200)
+    many = rng.uniform(-15, 15, 200_000).astype(F32).astype(np.float64)
+    cdf64 = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in many])
+    pdf64 = np.exp(-(many * many) / 2) / math.sqrt(2 * math.pi)
+    hard = []
+    for y in (cdf64, pdf64):
+        y32 = y.astype(F32)
+        up = np.nextafter(y32, F32(np.inf)).astype(np.float64)
+        down = np.nextafter(y32, F32(-np.inf)).astype(np.float64)
+        c = y32.astype(np.float64)
+        dist = np.minimum(np.abs(y - (c + up) / 2), np.abs(y - (c + down) / 2)) / y
+        hard.append(many[np.argsort(dist)[:150]])
+    specials = [0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 1e-40, -3e-39, 1.1754944e-38]
+    specials += [3.4028235e38, -3.4028235e38, 1.0, -1.0, 5.4, -14.2, 14.2, 38.0, -38.0]
+    x = np.concatenate([wide, tails, near_one, small, *hard, specials]).astype(F32)
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345, 0x7FFFFFFF], np.uint32)
+    return np.concatenate([x, nans.view(F32)])
+
+
+def test_normal_cdf_and_pdf_are_correctly_rounded() -> None:
+    pytest.importorskip("mpmath")
+    x = normal_test_inputs()
+    lr._normal_bits.cache_clear()  # so every cell is computed here, none remembered
+    hard_before = dict(lr.NORMAL_HARD_CASES)
+    cdf, pdf = lr.normal_cdf(x), lr.normal_pdf(x)
+    bad = [
+        (_bits_of(xv), fn)
+        for xv, c, p in zip(x, cdf, pdf)
+        for fn, got in (("cdf", c), ("pdf", p))
+        if not same(got, mp_normal(fn, xv))
+    ]
+    assert bad == []
+    # The nearest-boundary inputs took the high-precision path, for both functions.
+    assert all(lr.NORMAL_HARD_CASES[k] > hard_before[k] for k in hard_before)
+    # Section 2's fixed values, as bits.
+    fixed = lr.u32(lr.normal_cdf(np.array([0.0, -0.0, np.inf, -np.inf], F32)).astype(F32)).tolist()
+    assert fixed == [0x3F000000, 0x3F000000, 0x3F800000, 0]
+    assert lr.u32(lr.normal_pdf(np.array([np.inf, -np.inf], F32))).tolist() == [0, 0]
+    nan_in = np.array([0x7F800001, 0xFFA00000], np.uint32).view(F32)
+    for fn in (lr.normal_cdf, lr.normal_pdf):
+        assert lr.u32(fn(nan_in)).tolist() == [0x7FC00001, 0xFFE00000]
+
+
+def test_gelu_matches_torch() -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(13)
+    x = rand(rng, 4, 2, 7, scale=3)
+    g = rand(rng, 4, 2, 7)
+    for mname in ("seed", "ieee"):  # Φ and φ have one form: the settings agree
+        y, gx, grads, _ = run_layer({"type": "GELU"}, (2, 7), x, {}, g, math_name=mname)
+        assert grads == {}
+        tx = t64(torch, x, True)
+        ty = torch.nn.functional.gelu(tx, approximate="none")
+        (ty * t64(torch, g)).sum().backward()
+        close(y, ty)
+        close(gx, tx.grad)
+
+
+def test_layers_without_biases_match_torch() -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(14)
+    n = 4
+    x, W, g = rand(rng, n, 5, scale=2), rand(rng, 3, 5), rand(rng, n, 3)
+    spec = {"type": "Dense", "units": 3, "bias": False}
+    y, gx, grads, _ = run_layer(spec, (5,), x, {"W": W}, g)
+    assert sorted(grads) == ["W"]
+    tx, tW = t64(torch, x, True), t64(torch, W, True)
+    ty = torch.nn.functional.linear(tx, tW)
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty)
+    close(gx, tx.grad)
+    close(grads["W"], tW.grad)
+    shape = (2, 3, 2)
+    x, g, gamma = rand(rng, n, *shape, scale=2), rand(rng, n, *shape), rand(rng, *shape)
+    spec = {"type": "LayerNorm", "eps": 1e-5, "bias": False}
+    y, gx, grads, _ = run_layer(spec, shape, x, {"gamma": gamma}, g)
+    assert sorted(grads) == ["gamma"]
+    mod = torch.nn.LayerNorm(shape, eps=1e-5, bias=False).double()
+    assert [name for name, _ in mod.named_parameters()] == ["weight"]
+    with torch.no_grad():
+        mod.weight.copy_(t64(torch, gamma))
+    tx = t64(torch, x, True)
+    ty = mod(tx)
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty, 1e-4)
+    close(gx, tx.grad, 1e-4)
+    close(grads["gamma"], mod.weight.grad, 1e-4)
+
+
+def res(*layers: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "Residual", "layers": list(layers)}
+
+
+GELU = {"type": "GELU"}
+
+
+def random_states(net: lr.Network, rng: np.random.Generator) -> list[lr.State]:
+    return [{name: rand(rng, *shape) for name, shape in layer.params()} for layer in net.flat]
+
+
+def test_nested_residual_matches_torch() -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(15)
+    layers = [
+        inp(6),
+        res(
+            {"type": "LayerNorm", "eps": 1e-5},
+            {"type": "Dense", "units": 9},
+            GELU,
+            res({"type": "Dense", "units": 9, "bias": False}, {"type": "Tanh"}),
+            {"type": "Dense", "units": 6},
+        ),
+        res({"type": "LayerNorm", "eps": 1e-5, "bias": False}),
+        {"type": "Dense", "units": 3, "bias": False},
+    ]
+    net = lr.parse_layers(layers)
+    assert net.param_names() == ["gamma1", "beta1", "W2", "b2", "W3", "W4", "b4", "gamma5", "W6"]
+    states = random_states(net, rng)
+    n = 5
+    x, g = rand(rng, n, 6, scale=2), rand(rng, n, 3)
+    ctx = lr.Ctx(gr.Math("ieee"))
+    y, caches = net.forward(states, x, ctx)
+    gx, grads = net.backward(states, caches, g, ctx)
+    model = torch.nn.Sequential(*torch_layers(torch, net.layers, states))
+    tx = t64(torch, x, True)
+    ty = model(tx)
+    (ty * t64(torch, g)).sum().backward()
+    close(y, ty, 1e-4)
+    close(gx, tx.grad, 1e-4)
+    theirs = list(model.parameters())
+    assert len(theirs) == len(net.param_names())
+    for name, p in zip(net.param_names(), theirs):
+        close(grads[name], p.grad, 1e-4)
+
+
+def test_residual_adds_in_the_texts_order() -> None:
+    # y = x + f(x) and the input gradient g_f + g, bit for bit, on a one-layer branch.
+    rng = np.random.default_rng(16)
+    net = lr.parse_layers([inp(7), res({"type": "Dense", "units": 7, "bias": False})])
+    states = random_states(net, rng)
+    x, g = specials_input(rng, 3, 7), specials_input(rng, 3, 7)
+    # Two NaNs in a row: at the second, f(x) (and g_f) carry the first one's payload, so the
+    # operand order of x + f(x) and g_f + g shows in the bits.
+    x[0, :2] = g[0, :2] = np.array([0x7FC00001, 0xFFC00002], np.uint32).view(F32)
+    ctx = lr.Ctx(gr.Math("ieee"))
+    y, caches = net.forward(states, x, ctx)
+    gx, _ = net.backward(states, caches, g, ctx)
+    dense = net.layers[0].layers[0]  # type: ignore[attr-defined]
+    fx, cache = dense.forward(states[1], x, ctx)
+    gf, _ = dense.backward(states[1], cache, g, ctx)
+    assert same(y, lr.add(x, fx)) and same(gx, lr.add(gf, g))
+    for a, b, want in zip(x.reshape(-1), fx.reshape(-1), y.reshape(-1)):
+        assert same(want, A(a, b))
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        ([inp(8), res({"type": "Dense", "units": 4}), DENSE2], "layer 1 (Residual): its branch"),
+        ([inp(8), res({"type": "Dense", "units": 4}), DENSE2], "(4,), not its input's shape (8,)"),
+        ([inp(2, 8), res(conv1d(3, 3, q=1)), FLAT, DENSE2], "(3, 8), not its input's shape (2, 8)"),
+        (
+            [inp(8), res(GELU, res(FLAT, {"type": "Dense", "units": 5})), DENSE2],
+            "layer 3 (Residual): its branch gives the shape (5,)",
+        ),
+        ([inp(8), res(), DENSE2], "at least one layer"),
+        ([inp(8), {"type": "Residual"}, DENSE2], "missing parameters ['layers']"),
+        ([inp(8), {"type": "Residual", "layers": GELU}, DENSE2], "at least one layer"),
+        ([inp(8), res(GELU, inp(8)), DENSE2], "layer 3 (Input): only the first"),
+        ([inp(8), res(GELU, conv1d(2, 3)), DENSE2], "layer 3 (Conv1d): does not take"),
+        ([inp(8), {"type": "Dense", "units": 2, "bias": 0}], "bias must be true or false"),
+        ([inp(8), {"type": "LayerNorm", "bias": "no"}, DENSE2], "bias must be true or false"),
+        ([inp(8), {"type": "GELU", "approximate": "tanh"}, DENSE2], "unknown parameters"),
+    ],
+)
+def test_residual_and_bias_refusals(layers: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        lr.parse_layers(layers)
+    assert message in str(info.value)
+
+
+def test_positions_and_numbers_are_depth_first() -> None:
+    # Section 15.7's example.
+    net = lr.parse_layers(
+        [inp(8), res({"type": "LayerNorm"}, {"type": "Dense", "units": 8}), {"type": "ReLU"}]
+    )
+    assert [(layer.kind, layer.position) for layer in net.flat] == [
+        ("Residual", 1),
+        ("LayerNorm", 2),
+        ("Dense", 3),
+        ("ReLU", 4),
+    ]
+    assert net.param_names() == ["gamma1", "beta1", "W2", "b2"]
+    tr = lr.LayerTrainer(
+        layers=[inp(8), res({"type": "LayerNorm"}, {"type": "Dense", "units": 8}), {"type": "ReLU"}]
+    )
+    assert tr.tensor_names()[:4] == ["gamma1", "beta1", "W2", "b2"]
+    # Later layers continue after the branch; a nested Residual takes its own position.
+    net = lr.parse_layers(
+        [inp(4), res(GELU, res({"type": "Dense", "units": 4}), GELU), {"type": "Dense", "units": 2}]
+    )
+    kinds = [(layer.kind, layer.position, layer.number) for layer in net.flat]
+    assert kinds == [
+        ("Residual", 1, 0),
+        ("GELU", 2, 0),
+        ("Residual", 3, 0),
+        ("Dense", 4, 1),
+        ("GELU", 5, 0),
+        ("Dense", 6, 2),
+    ]
+
+
+def test_dropout_in_a_branch_uses_its_depth_first_position() -> None:
+    p = 0.5
+    net = lr.parse_layers(
+        [inp(16), res(GELU, res({"type": "Dropout", "p": p})), {"type": "Dense", "units": 2}]
+    )
+    drop = net.flat[3]
+    assert isinstance(drop, lr.Dropout) and drop.position == 4
+    x = np.ones((3, 16), F32)
+    ctx = lr.Ctx(gr.Math("ieee"), True, seed=11, step=2, first_sample=1)
+    _, dropped = drop.forward({}, x, ctx)
+    assert np.array_equal(dropped, lr.dropout_dropped(11, 2, 4, 1, 3, 16, F32(p)))
+    assert not np.array_equal(dropped, lr.dropout_dropped(11, 2, 2, 1, 3, 16, F32(p)))
+    # Through the model: the Dropout's output is x * 2 or +0 by that mask.
+    states = random_states(net, np.random.default_rng(0))
+    _, caches = net.forward(states, x, ctx)
+    inner_caches = caches[0][1]  # the outer branch's second layer: the inner Residual
+    assert np.array_equal(inner_caches[0], dropped)
+
+
+def test_limits_count_nested_layers_and_residuals() -> None:
+    # 4096 layers in all: 1 Residual + 4093 GELUs in its branch + 2 Dense... at the limit.
+    inner = [GELU] * 4093
+    ok = [inp(2), res(*inner), {"type": "Dense", "units": 2}, DENSE2]
+    assert len(lr.parse_layers(ok).flat) == 4096
+    with pytest.raises(ValueError, match="at most 4096 layers, not 4097"):
+        lr.parse_layers([inp(2), res(*inner, GELU), {"type": "Dense", "units": 2}, DENSE2])
+
+
+def test_bias_free_json_and_init() -> None:
+    plain = [inp(5), {"type": "Dense", "units": 3}, {"type": "LayerNorm"}]
+    free = [
+        inp(5),
+        {"type": "Dense", "units": 3, "bias": False},
+        {"type": "LayerNorm", "bias": False},
+    ]
+    assert lr.parse_layers(plain).to_json()[1:] == [
+        {"type": "Dense", "units": 3},
+        {"type": "LayerNorm", "eps": 1e-5},
+    ]
+    assert lr.parse_layers(free).to_json()[1:] == [
+        {"type": "Dense", "units": 3, "bias": False},
+        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+    ]
+    # "bias": true is the default and means the layers of 15.1-15.4 exactly.
+    explicit = [inp(5), {"type": "Dense", "units": 3, "bias": True}, {"type": "LayerNorm"}]
+    assert lr.parse_layers(explicit).to_json() == lr.parse_layers(plain).to_json()
+    for init in ("torch", "he", "glorot"):
+        a, b = lr.LayerTrainer(layers=plain, init=init), lr.LayerTrainer(layers=free, init=init)
+        assert b.net.param_names() == ["W1", "gamma2"]
+        assert "b1" not in b.tensor_names() and "beta2" not in b.tensor_names()
+        # The weights' draws are unchanged; no bias is drawn.
+        assert same(a.params()["W1"], b.params()["W1"])
+    # A Dense after a bias-free Dense draws from its own number's stream either way.
+    two = lr.LayerTrainer(layers=[*free[:2], {"type": "Dense", "units": 2}])
+    one = lr.LayerTrainer(layers=[inp(3), {"type": "Dense", "units": 2}])
+    assert not same(two.params()["W2"], one.params()["W1"])
+
+
+def test_bias_free_signed_zeros() -> None:
+    # Dense without a bias: a chain from +0, so a lone -0 product gives +0 ...
+    x = np.array([[-0.0, 1.0]], F32)
+    W = np.array([[1.0, -0.0]], F32)  # -0 * 1 + ... : products -0 and -0
+    y, _, _, _ = run_layer({"type": "Dense", "units": 1, "bias": False}, (2,), x, {"W": W}, x)
+    assert lr.u32(y).tolist() == [[0]]
+    # ... and LayerNorm without a bias keeps a -0 product.
+    x = np.array([[1.0, 1.0, 1.0]], F32)  # x̂ = +0 everywhere
+    gamma = np.array([-1.0, 2.0, -0.5], F32)
+    spec = {"type": "LayerNorm", "bias": False}
+    y, _, _, _ = run_layer(spec, (3,), x, {"gamma": gamma}, x)
+    assert lr.u32(y).tolist() == [[0x80000000, 0, 0x80000000]]
+    y, _, _, _ = run_layer(
+        {"type": "LayerNorm"}, (3,), x, {"gamma": gamma, "beta": np.zeros(3, F32)}, x
+    )
+    assert lr.u32(y).tolist() == [[0, 0, 0]]
+
+
+def test_gelu_equals_scalar_reading() -> None:
+    pytest.importorskip("mpmath")
+    rng = np.random.default_rng(17)
+    x = np.concatenate([specials_input(rng, 4, 9).reshape(-1), normal_test_inputs()[-40:]])
+    extra = [0x00000001, 0x80000001, 0x007FFFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0xC1640000, 0x41640000]
+    x = np.concatenate([x, np.array(extra, np.uint32).view(F32)])
+    g = specials_input(rng, x.size)
+    g[: x.size // 3] = rand(rng, x.size // 3)  # finite g over some of the special x too
+    # NaN g over the x whose Φ(x) + (x * φ(x)) is a NaN (x a NaN, ±inf): g's payload wins.
+    pairs = np.array([[0x7FC00001, 0xFFC00005], [0x7F800000, 0x7FC00006], [0xFF800000, 0xFF812345]])
+    x = np.concatenate([x, pairs[:, 0].astype(np.uint32).view(F32)])
+    g = np.concatenate([g, pairs[:, 1].astype(np.uint32).view(F32)])
+    for mname in ("seed", "ieee"):
+        y, gx, _, _ = run_layer({"type": "GELU"}, (x.size,), x[None], {}, g[None], math_name=mname)
+        for xv, gv, yv, gxv in zip(x, g, y.reshape(-1), gx.reshape(-1)):
+            cdf, pdf = mp_normal("cdf", xv), mp_normal("pdf", xv)
+            assert same(yv, M(xv, cdf)), hex(_bits_of(xv))
+            assert same(gxv, M(gv, A(cdf, M(xv, pdf)))), hex(_bits_of(xv))

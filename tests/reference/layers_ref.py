@@ -22,14 +22,19 @@ API:
   inference and section 15.1's refusals as ``ValueError``); :func:`build_layer` for one layer;
 * per layer (:class:`Layer`): ``forward(state, x, ctx)`` in training or evaluation mode
   (:class:`Ctx`) and ``backward(state, cache, g, ctx)`` giving the input gradient and the
-  parameters' block gradients;
+  parameters' block gradients; a :class:`Residual` (15.7) holds its branch, which
+  :func:`forward_list` and :func:`backward_list` run with the model's tensors, kept per layer
+  in depth-first order (:attr:`Network.flat`: position ``i + 1`` at index ``i``);
+* :func:`normal_cdf` and :func:`normal_pdf` (section 2's Φ and φ, correctly rounded: binary64
+  values, decided with mpmath where one lies near a binary32 rounding boundary);
 * :class:`LayerTrainer` (a :class:`general_ref.Run`): a whole training run of a layer list with
   ``step``, ``train_steps``, ``fit_epochs``, ``predict``, ``predict_proba``, ``evaluate``,
   ``state_dict`` and ``state_hash``.
 
 Readings of the text where it leaves a choice (each marked "reading" at its place):
 
-* "at most 4096 layers" counts the list's layers after ``Input``;
+* "at most 4096 layers" counts the list's layers after ``Input``, nested ones and the Residuals
+  themselves included (15.7);
 * the 2^28 parameter cells count ``W``, ``b``, ``gamma`` and ``beta`` (the running statistics
   are "not parameters");
 * an integer list keeps section 1's ``init`` values (``"seed"``, ``"he"``, ``"glorot"``; default
@@ -47,7 +52,13 @@ Readings of the text where it leaves a choice (each marked "reading" at its plac
 * Tanh's ``-(a + a)`` flips the sign bit, like Sigmoid's ``-x``;
 * NaN results follow section 14 (the first NaN operand quieted, else ``0xFFC00000``) with the
   operands in the order the text writes them; ``exp`` of a NaN in the ``"ieee"`` setting is that
-  NaN quieted (numpy's binary64 ``exp`` returns its operand).
+  NaN quieted (numpy's binary64 ``exp`` returns its operand);
+* 15.7's ``bias`` is a JSON boolean (anything else is refused); an ``Input`` inside a branch is
+  refused as any later ``Input`` is; a Residual's branch is built and checked layer by layer
+  (a nested layer's refusal names its own position and type, and its activations are checked
+  against 2^24 cells there), then the branch's output shape against the Residual's input;
+* a Residual's own addition ``x + f(x)`` and its input gradient ``g_f + g`` are binary32
+  additions like any other (section 14's NaN, ``x`` and ``g_f`` the first operands).
 
 Run ``python tests/reference/layers_ref.py --write`` to regenerate ``tests/golden/layers.json``;
 without arguments (or with ``--check``) it recomputes the fixture and exits 1 if the file
@@ -57,8 +68,10 @@ differs. This module must not import nxrs.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -207,6 +220,99 @@ def bits32(a: F32Array) -> list[int]:
 
 
 # ---------------------------------------------------------------------------
+# Section 2: normal_cdf (Φ) and normal_pdf (φ), correctly rounded
+# ---------------------------------------------------------------------------
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+#: A bound, with a wide margin, on the relative error of the binary64 Φ and φ of
+#: :func:`_normal64` at binary32 inputs (measured against mpmath: below 2^-44 for Φ, whose
+#: argument ``-x / sqrt(2)`` is rounded, below 2^-51 for φ, whose ``x * x`` is exact). A
+#: binary64 value this close to a binary32 rounding boundary is decided in high precision.
+_NORMAL_SLACK = 2.0**-36
+#: The bits of that high precision; a value still too close to a boundary at it raises.
+_NORMAL_PREC = 160
+#: How many cells were decided in high precision (so tests can see the path was taken).
+NORMAL_HARD_CASES = {"normal_cdf": 0, "normal_pdf": 0}
+
+
+def _f32_of_bits(b: int) -> float:
+    return cast(float, struct.unpack("<f", struct.pack("<I", b))[0])
+
+
+def _bits_of_f32(v: float) -> int:
+    """The binary32 nearest ``v`` (ties to even: C's conversion), as bits."""
+    return cast(int, struct.unpack("<I", struct.pack("<f", v))[0])
+
+
+def _normal64(fn: str, x: float) -> float:
+    if fn == "normal_cdf":
+        return 0.5 * math.erfc(-x / _SQRT2)
+    return math.exp(-(x * x) / 2.0) / _SQRT_2PI
+
+
+def _normal_exact(fn: str, x: float) -> int:
+    """``fn(x)`` rounded once to binary32 (bits), decided against the exact midpoints with
+    mpmath at :data:`_NORMAL_PREC` bits (Φ and φ of a binary32 other than Φ(0) are
+    transcendental, so never a midpoint)."""
+    import mpmath  # type: ignore[import-untyped,unused-ignore]
+
+    with mpmath.workprec(_NORMAL_PREC):
+        t = mpmath.mpf(x)
+        if fn == "normal_cdf":
+            v = mpmath.erfc(-t / mpmath.sqrt(2)) / 2
+        else:
+            v = mpmath.exp(-(t * t) / 2) / mpmath.sqrt(2 * mpmath.pi)
+        # float(v) rounds twice (to binary64, then binary32): at most one step off.
+        b0 = _bits_of_f32(float(v))
+        ranked = sorted(
+            (abs(v - mpmath.mpf(_f32_of_bits(b))), b) for b in (b0 - 1, b0, b0 + 1) if b >= 0
+        )
+        (d0, best), (d1, _) = ranked[0], ranked[1]
+        if d1 - d0 <= v * mpmath.mpf(2) ** (32 - _NORMAL_PREC):
+            raise RuntimeError(f"{fn}({x!r}) is too close to a midpoint to round")
+        return cast(int, best)
+
+
+@functools.cache
+def _normal_bits(fn: str, xb: int) -> int:
+    """``fn`` of the binary32 with bits ``xb``, correctly rounded, as bits (section 2)."""
+    if xb & 0x7FFFFFFF > 0x7F800000:  # NaN: quieted, its payload kept
+        return xb | 0x00400000
+    if xb & 0x7FFFFFFF == 0x7F800000:  # ±inf: Φ(+inf) = 1, Φ(-inf) = +0, φ(±inf) = +0
+        return 0x3F800000 if fn == "normal_cdf" and xb == 0x7F800000 else 0
+    x = _f32_of_bits(xb)
+    y = _normal64(fn, x)  # >= 0: Φ and φ are never negative
+    b = _bits_of_f32(y)
+    # The two binary32 rounding boundaries around y (midpoints are exact in binary64).
+    c = _f32_of_bits(b)
+    mids = [(c + _f32_of_bits(b + 1)) / 2]
+    if b > 0:
+        mids.append((c + _f32_of_bits(b - 1)) / 2)
+    if any(abs(y - m) <= _NORMAL_SLACK * y for m in mids):
+        NORMAL_HARD_CASES[fn] += 1
+        return _normal_exact(fn, x)
+    return b
+
+
+def _normal(fn: str, x: F32Array) -> F32Array:
+    xb = u32(np.asarray(x, dtype=np.float32))
+    uniq, inv = np.unique(xb, return_inverse=True)
+    vals = np.array([_normal_bits(fn, int(b)) for b in uniq], dtype=np.uint32)
+    return from_u32(vals[inv].reshape(xb.shape))
+
+
+def normal_cdf(x: F32Array) -> F32Array:
+    """Φ(x) = (1 + erf(x / sqrt(2))) / 2, correctly rounded binary32, element-wise."""
+    return _normal("normal_cdf", x)
+
+
+def normal_pdf(x: F32Array) -> F32Array:
+    """φ(x) = exp(-x² / 2) / sqrt(2π), correctly rounded binary32, element-wise."""
+    return _normal("normal_pdf", x)
+
+
+# ---------------------------------------------------------------------------
 # Section 15.5: dropout masks
 # ---------------------------------------------------------------------------
 
@@ -333,6 +439,11 @@ class Layer:
     def _wrong_shape(self, shape: Shape) -> ValueError:
         return _refuse(self.position, self.kind, f"does not take the shape {shape}")
 
+    def walk(self) -> list[Layer]:
+        """This layer and (a Residual) its branch's layers, depth first: the positions it
+        takes (15.7), in order from its own."""
+        return [self]
+
     def params(self) -> list[tuple[str, Shape]]:
         """Parameter tensors (section 15.4's order), names without the layer's number."""
         return []
@@ -440,6 +551,24 @@ class Tanh(Layer):
             return mul(g, sub(ONE, mul(y, y))), {}
 
 
+class GELU(Layer):
+    """15.7: ``y = x * Φ(x)``; backward ``g * (Φ(x) + (x * φ(x)))`` (both ``math`` settings)."""
+
+    kind = "GELU"
+
+    def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
+        cdf = normal_cdf(x)
+        with np.errstate(all="ignore"):
+            return mul(x, cdf), (x, cdf)
+
+    def backward(
+        self, st: State, cache: Any, g: F32Array, ctx: Ctx
+    ) -> tuple[F32Array, dict[str, F32Array]]:
+        x, cdf = cache
+        with np.errstate(all="ignore"):
+            return mul(g, add(cdf, mul(x, normal_pdf(x)))), {}
+
+
 class Dropout(Layer):
     kind = "Dropout"
 
@@ -477,9 +606,10 @@ class Dropout(Layer):
 
 
 def uniform_init(
-    init: str, seed: int, number: int, fan_in: int, fan_out: int, w: Shape, b: Shape
+    init: str, seed: int, number: int, fan_in: int, fan_out: int, w: Shape, b: Shape | None
 ) -> State:
-    """Section 15.4 for a layer with ``W`` and ``b``: the stream ``(seed, INIT, number - 1)``."""
+    """Section 15.4 for a layer with ``W`` and ``b`` (``b`` None: no bias, so no bias draws,
+    15.7): the stream ``(seed, INIT, number - 1)``."""
     if init == "torch":
         a_sq = np.float32(ONE / f32i(fan_in))
     elif init == "he":
@@ -490,6 +620,8 @@ def uniform_init(
     a = gr.ieee_sqrt(np.array([a_sq], dtype=np.float32))[0]
     st = gr.Stream(seed, gr.INIT, number - 1)
     wv = gr.uniform_cells(st, math.prod(w), a).reshape(w)
+    if b is None:
+        return {"W": wv}
     if init == "torch":  # the biases continue the same stream after the last weight
         bv = gr.uniform_cells(st, math.prod(b), a).reshape(b)
     else:
@@ -497,17 +629,26 @@ def uniform_init(
     return {"W": wv, "b": bv}
 
 
+def _bias(v: Any, position: int, kind: str) -> bool:
+    """Section 15.7's ``bias`` (reading: a JSON boolean, nothing else)."""
+    if not isinstance(v, (bool, np.bool_)):
+        raise _refuse(position, kind, f"bias must be true or false, not {v!r}")
+    return bool(v)
+
+
 class Dense(Layer):
     kind = "Dense"
 
-    def __init__(self, position: int, units: Any) -> None:
+    def __init__(self, position: int, units: Any, bias: Any = True) -> None:
         super().__init__(position)
         self.units = _int(units, "units", position, self.kind)
+        self.bias = _bias(bias, position, self.kind)
         if self.units < 1:
             raise _refuse(position, self.kind, f"units must be >= 1, not {self.units}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "units": self.units}
+        # 15.7: "bias" is written only when false, so earlier configurations are unchanged.
+        return {"type": self.kind, "units": self.units, **({} if self.bias else {"bias": False})}
 
     def _infer(self, shape: Shape) -> Shape:
         if len(shape) != 1:
@@ -515,17 +656,22 @@ class Dense(Layer):
         return (self.units,)
 
     def params(self) -> list[tuple[str, Shape]]:
-        return [("W", (self.units, self.in_shape[0])), ("b", (self.units,))]
+        w = [("W", (self.units, self.in_shape[0]))]
+        return [*w, ("b", (self.units,))] if self.bias else w
 
     def init_state(self, init: str, seed: int) -> State:
         n = self.in_shape[0]
-        return uniform_init(init, seed, self.number, n, self.units, (self.units, n), (self.units,))
+        b = (self.units,) if self.bias else None
+        return uniform_init(init, seed, self.number, n, self.units, (self.units, n), b)
 
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
-        W, b = st["W"], st["b"]
+        W = st["W"]
         with np.errstate(all="ignore"):
-            # From the bias, inputs in order (section 5).
-            acc = np.repeat(b[None, :], x.shape[0], axis=0)
+            # From the bias, inputs in order (section 5); without one, from +0 (15.7).
+            if self.bias:
+                acc = np.repeat(st["b"][None, :], x.shape[0], axis=0)
+            else:
+                acc = np.zeros((x.shape[0], self.units), dtype=np.float32)
             for j in range(W.shape[1]):
                 acc = add(acc, mul(W[None, :, j], x[:, j, None]))
         return acc, x
@@ -541,8 +687,8 @@ class Dense(Layer):
             gW = mul(g[0][:, None], a[0][None, :])
             for s in range(1, g.shape[0]):  # samples in batch order, from the first
                 gW = add(gW, mul(g[s][:, None], a[s][None, :]))
-            gb = fold(g)
-        return gx, {"W": gW, "b": gb}
+            grads = {"W": gW, "b": fold(g)} if self.bias else {"W": gW}
+        return gx, grads
 
 
 @dataclass(frozen=True)
@@ -944,31 +1090,36 @@ class BatchNorm2d(BatchNorm):
 class LayerNorm(Layer):
     kind = "LayerNorm"
 
-    def __init__(self, position: int, eps: Any = 1e-5) -> None:
+    def __init__(self, position: int, eps: Any = 1e-5, bias: Any = True) -> None:
         super().__init__(position)
         self.eps = _f32_param(eps, "eps", position, self.kind)
         self.eps_given = _json_number(eps)
+        self.bias = _bias(bias, position, self.kind)
         if not (np.isfinite(self.eps) and self.eps > ZERO):
             raise _refuse(position, self.kind, "eps must be finite and > 0")
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "eps": self.eps_given}
+        # 15.7: "bias" is written only when false, so earlier configurations are unchanged.
+        return {"type": self.kind, "eps": self.eps_given, **({} if self.bias else {"bias": False})}
 
     def params(self) -> list[tuple[str, Shape]]:
-        return [("gamma", self.in_shape), ("beta", self.in_shape)]
+        gamma = [("gamma", self.in_shape)]
+        return [*gamma, ("beta", self.in_shape)] if self.bias else gamma
 
     def init_state(self, init: str, seed: int) -> State:
-        return {
-            "gamma": np.ones(self.in_shape, dtype=np.float32),
-            "beta": np.zeros(self.in_shape, dtype=np.float32),
-        }
+        st = {"gamma": np.ones(self.in_shape, dtype=np.float32)}
+        if self.bias:
+            st["beta"] = np.zeros(self.in_shape, dtype=np.float32)
+        return st
 
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
         n = x.shape[0]
         v = np.ascontiguousarray(x.reshape(n, -1).T)  # (cells, n): the chain runs over cells
         with np.errstate(all="ignore"):
             _, _, _, r, xhat = _norm_stats(v, self.eps)
-            y = add(mul(st["gamma"].reshape(-1, 1), xhat), st["beta"].reshape(-1, 1))
+            y = mul(st["gamma"].reshape(-1, 1), xhat)
+            if self.bias:  # without a bias the product alone (15.7): a -0 stays -0
+                y = add(y, st["beta"].reshape(-1, 1))
         return np.ascontiguousarray(y.T).reshape(x.shape), (xhat, r)
 
     def backward(
@@ -980,11 +1131,99 @@ class LayerNorm(Layer):
         with np.errstate(all="ignore"):
             gx = _norm_backward(gv, st["gamma"].reshape(-1, 1), xhat, r)
             # One term per sample: chains over the samples in batch order.
-            grads = {
-                "gamma": fold(np.ascontiguousarray(mul(gv, xhat).T)).reshape(self.in_shape),
-                "beta": fold(np.ascontiguousarray(gv.T)).reshape(self.in_shape),
-            }
+            grads = {"gamma": fold(np.ascontiguousarray(mul(gv, xhat).T)).reshape(self.in_shape)}
+            if self.bias:
+                grads["beta"] = fold(np.ascontiguousarray(gv.T)).reshape(self.in_shape)
         return np.ascontiguousarray(gx.T).reshape(g.shape), grads
+
+
+# ---- residual blocks ----------------------------------------------------------------------
+
+
+def check_cells(position: int, kind: str, shape: Shape) -> None:
+    """Section 15.1: every activation at most 2^24 cells per sample."""
+    if math.prod(shape) > MAX_ACTIVATION_CELLS:
+        raise _refuse(position, kind, f"an activation of {math.prod(shape)} cells > 2^24")
+
+
+class Residual(Layer):
+    """15.7: ``y = x + f(x)``, ``f`` its branch (a nested list, run by :func:`forward_list`
+    and :func:`backward_list`, which hold the layers' tensors)."""
+
+    kind = "Residual"
+
+    def __init__(self, position: int, layers: Any) -> None:
+        super().__init__(position)
+        if not isinstance(layers, (list, tuple)) or not layers:
+            raise _refuse(position, self.kind, "layers must be a list of at least one layer")
+        # Depth first: the branch's layers take the positions after the Residual's.
+        self.layers: list[Layer] = []
+        pos = position + 1
+        for spec in layers:
+            layer = build_layer(spec, pos)
+            if isinstance(layer, Input):
+                raise _refuse(pos, "Input", "only the first layer is an Input")
+            self.layers.append(layer)
+            pos += len(layer.walk())
+
+    def walk(self) -> list[Layer]:
+        return [self, *(inner for layer in self.layers for inner in layer.walk())]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "layers": [layer.to_json() for layer in self.layers]}
+
+    def _infer(self, shape: Shape) -> Shape:
+        out = shape
+        for layer in self.layers:
+            out = layer.infer(out)
+            check_cells(layer.position, layer.kind, out)
+        if out != shape:
+            raise _refuse(
+                self.position,
+                self.kind,
+                f"its branch gives the shape {out}, not its input's shape {shape}",
+            )
+        return shape
+
+
+def forward_list(
+    layers: Sequence[Layer], states: Sequence[State], x: F32Array, ctx: Ctx
+) -> tuple[F32Array, list[Any]]:
+    """A list of layers (the model's or a branch) on a block; ``states[i]`` holds the tensors
+    of the layer at position ``i + 1`` (every layer depth first: :meth:`Network.flat`)."""
+    caches = []
+    for layer in layers:
+        if isinstance(layer, Residual):
+            fx, cache = forward_list(layer.layers, states, x, ctx)
+            with np.errstate(all="ignore"):
+                x = add(x, fx)  # x the first operand
+        else:
+            x, cache = layer.forward(states[layer.position - 1], x, ctx)
+        caches.append(cache)
+    return x, caches
+
+
+def backward_list(
+    layers: Sequence[Layer],
+    states: Sequence[State],
+    caches: list[Any],
+    g: F32Array,
+    ctx: Ctx,
+    grads: dict[str, F32Array],
+) -> F32Array:
+    """The backward pass of :func:`forward_list`'s list: its input gradient; each parameter's
+    block gradient is put in ``grads`` by name (``W1``, ``gamma2``, ...)."""
+    for layer, cache in zip(reversed(layers), reversed(caches)):
+        if isinstance(layer, Residual):
+            # The branch's last layer gets g; the input gradient is g_f + g.
+            gf = backward_list(layer.layers, states, cache, g, ctx, grads)
+            with np.errstate(all="ignore"):
+                g = add(gf, g)
+        else:
+            g, own = layer.backward(states[layer.position - 1], cache, g, ctx)
+            for name, v in own.items():
+                grads[f"{name}{layer.number}"] = v
+    return g
 
 
 # ---------------------------------------------------------------------------
@@ -994,7 +1233,7 @@ class LayerNorm(Layer):
 #: JSON type -> (class, the parameters it takes, the optional ones with their defaults).
 _TYPES: dict[str, tuple[type[Layer], tuple[str, ...], dict[str, Any]]] = {
     "Input": (Input, ("shape",), {}),
-    "Dense": (Dense, ("units",), {}),
+    "Dense": (Dense, ("units",), {"bias": True}),
     "Conv1d": (Conv1d, ("out_channels", "kernel_size"), {"stride": 1, "padding": 0}),
     "Conv2d": (Conv2d, ("out_channels", "kernel_size"), {"stride": 1, "padding": 0}),
     "MaxPool1d": (MaxPool1d, ("kernel_size",), {"stride": None}),
@@ -1008,7 +1247,9 @@ _TYPES: dict[str, tuple[type[Layer], tuple[str, ...], dict[str, Any]]] = {
     "Dropout": (Dropout, ("p",), {}),
     "BatchNorm1d": (BatchNorm1d, (), {"momentum": 0.1, "eps": 1e-5}),
     "BatchNorm2d": (BatchNorm2d, (), {"momentum": 0.1, "eps": 1e-5}),
-    "LayerNorm": (LayerNorm, (), {"eps": 1e-5}),
+    "LayerNorm": (LayerNorm, (), {"eps": 1e-5, "bias": True}),
+    "GELU": (GELU, (), {}),
+    "Residual": (Residual, ("layers",), {}),
 }
 
 
@@ -1054,34 +1295,37 @@ class Network:
         assert isinstance(first, Input)
         self.input_shape: Shape = first.shape
         shape = self.input_shape
-        self._check_cells(0, "Input", shape)
+        check_cells(0, "Input", shape)
+        #: The list's layers; a Residual holds its branch's.
         self.layers: list[Layer] = []
-        number = 0
-        n_params = 0
-        for pos in range(1, len(specs)):
-            layer = build_layer(specs[pos], pos)
+        pos = 1
+        for spec in specs[1:]:
+            layer = build_layer(spec, pos)
             if isinstance(layer, Input):
                 raise _refuse(pos, "Input", "only the first layer is an Input")
             shape = layer.infer(shape)
-            self._check_cells(pos, layer.kind, shape)
+            check_cells(pos, layer.kind, shape)
+            self.layers.append(layer)
+            pos += len(layer.walk())
+        #: Every layer depth first (15.7): ``flat[i]`` is at position ``i + 1``.
+        self.flat: list[Layer] = [inner for layer in self.layers for inner in layer.walk()]
+        # The limit counts nested layers and the Residuals themselves (15.7).
+        if len(self.flat) > MAX_LIST_LAYERS:
+            raise ValueError(f"at most {MAX_LIST_LAYERS} layers, not {len(self.flat)}")
+        number = 0
+        n_params = 0
+        for layer in self.flat:
             if layer.params():
                 number += 1
                 layer.number = number
                 n_params += sum(math.prod(s) for _, s in layer.params())
-            self.layers.append(layer)
         if len(shape) != 1:
-            raise ValueError(
-                f"layer {len(specs) - 1}: the last layer's output must be (K), not {shape}"
-            )
+            last = self.layers[-1].position if self.layers else 0
+            raise ValueError(f"layer {last}: the last layer's output must be (K), not {shape}")
         # Reading: the running statistics are not parameters.
         if n_params > MAX_PARAMETER_CELLS:
             raise ValueError(f"at most 2^28 parameter cells, not {n_params}")
         self.output_size = shape[0]
-
-    @staticmethod
-    def _check_cells(pos: int, kind: str, shape: Shape) -> None:
-        if math.prod(shape) > MAX_ACTIVATION_CELLS:
-            raise _refuse(pos, kind, f"an activation of {math.prod(shape)} cells > 2^24")
 
     def to_json(self) -> list[dict[str, Any]]:
         return [{"type": "Input", "shape": list(self.input_shape)}] + [
@@ -1094,33 +1338,26 @@ class Network:
         return x.reshape((x.shape[0], *self.input_shape))
 
     def param_names(self) -> list[str]:
-        return [f"{name}{l.number}" for l in self.layers for name, _ in l.params()]  # noqa: E741
+        return [f"{name}{l.number}" for l in self.flat for name, _ in l.params()]  # noqa: E741
 
     def running_names(self) -> list[str]:
-        return [f"{name}{l.number}" for l in self.layers for name, _ in l.running()]  # noqa: E741
+        return [f"{name}{l.number}" for l in self.flat for name, _ in l.running()]  # noqa: E741
 
     def init_state(self, init: str, seed: int) -> list[State]:
-        """Per layer: its tensors (section 15.4)."""
-        return [layer.init_state(init, seed) for layer in self.layers]
+        """Per layer of :attr:`flat`: its tensors (section 15.4)."""
+        return [layer.init_state(init, seed) for layer in self.flat]
 
     def forward(self, states: list[State], x: F32Array, ctx: Ctx) -> tuple[F32Array, list[Any]]:
-        caches = []
-        for layer, st in zip(self.layers, states):
-            x, cache = layer.forward(st, x, ctx)
-            caches.append(cache)
-        return x, caches
+        return forward_list(self.layers, states, x, ctx)
 
     def backward(
         self, states: list[State], caches: list[Any], g: F32Array, ctx: Ctx
-    ) -> dict[str, F32Array]:
-        """The block gradients of every parameter, by name (``W1``, ``gamma2``, ...)."""
-        out: dict[str, F32Array] = {}
-        for i in range(len(self.layers) - 1, -1, -1):
-            layer = self.layers[i]
-            g, grads = layer.backward(states[i], caches[i], g, ctx)
-            for name, v in grads.items():
-                out[f"{name}{layer.number}"] = v
-        return out
+    ) -> tuple[F32Array, dict[str, F32Array]]:
+        """The input gradient and the block gradients of every parameter, by name (``W1``,
+        ``gamma2``, ...)."""
+        grads: dict[str, F32Array] = {}
+        gx = backward_list(self.layers, states, caches, g, ctx, grads)
+        return gx, grads
 
 
 def parse_layers(layers: Sequence[Any]) -> Network:
@@ -1186,7 +1423,7 @@ class LayerTrainer(gr.Run):
                 {"W": ws[layer.number - 1], "b": np.zeros(layer.out_shape, dtype=np.float32)}
                 if isinstance(layer, Dense)
                 else {}
-                for layer in self.net.layers
+                for layer in self.net.flat
             ]
         else:
             self.states = self.net.init_state(cfg.init, cfg.seed)
@@ -1199,7 +1436,7 @@ class LayerTrainer(gr.Run):
     def params(self) -> dict[str, F32Array]:
         """The parameters by name, in state order (no copies)."""
         out: dict[str, F32Array] = {}
-        for layer, st in zip(self.net.layers, self.states):
+        for layer, st in zip(self.net.flat, self.states):
             for name, _ in layer.params():
                 out[f"{name}{layer.number}"] = st[name]
         return out
@@ -1207,12 +1444,12 @@ class LayerTrainer(gr.Run):
     def _running(self) -> list[tuple[str, F32Array]]:
         return [
             (f"{name}{layer.number}", st[name])
-            for layer, st in zip(self.net.layers, self.states)
+            for layer, st in zip(self.net.flat, self.states)
             for name, _ in layer.running()
         ]
 
     def _set_params(self, values: dict[str, F32Array]) -> None:
-        for layer, st in zip(self.net.layers, self.states):
+        for layer, st in zip(self.net.flat, self.states):
             for name, _ in layer.params():
                 st[name] = values[f"{name}{layer.number}"]
 
@@ -1253,7 +1490,7 @@ class LayerTrainer(gr.Run):
                 z, caches = self.net.forward(self.states, xs[start:end], ctx)
                 lb, delta, _ = gr.loss_and_delta(m, cfg.loss, z, y[start:end])
                 losses.append(lb)
-                grads = self.net.backward(self.states, caches, delta, ctx)
+                _, grads = self.net.backward(self.states, caches, delta, ctx)
                 total = grads if total is None else {k: add(total[k], grads[k]) for k in total}
             assert total is not None
             g = {k: div(total[k], f32i(nb)) for k in self.names}
@@ -1572,6 +1809,51 @@ LAYER_CASES: list[tuple[str, dict[str, Any], Shape, int, dict[str, Any]]] = [
         2,
         {"gen": {"kind": "int", "a": 0, "b": 0, "m": 5, "d": 2}},
     ),
+    # Section 15.7 (appended: the cases above keep their case seeds).
+    ("gelu_wide", {"type": "GELU"}, (2, 6), 4, {"gen": {"kind": "stream", "scale": 16}}),
+    (
+        "gelu_specials",
+        {"type": "GELU"},
+        (16,),
+        2,
+        {
+            "specials": {
+                "x": {
+                    0: NAN,
+                    1: NNAN,
+                    2: NZERO,
+                    3: PZERO,
+                    4: INF,
+                    5: NINF,
+                    6: SUB,
+                    7: NSUB,
+                    8: BIG,
+                    9: BIG | NZERO,
+                    10: 0xC1500000,  # -13: Φ subnormal
+                    11: 0xC1640000,  # -14.25: Φ rounds to +0, φ to 2^-148
+                    12: 0x40B00000,  # 5.5: Φ rounds to 1
+                    13: 0x7F812345,  # a signalling NaN: quieted, payload kept
+                    16: NAN,
+                    17: INF,
+                },
+                "g": {16: NNAN, 17: 0x7FC00005, 18: NAN},
+            }
+        },
+    ),
+    (
+        "dense_nobias",
+        {"type": "Dense", "units": 3, "bias": False},
+        (5,),
+        3,
+        {"specials": {"x": {0: NZERO, 7: INF}, "W": {2: NZERO}}},
+    ),
+    (
+        "layernorm_nobias",
+        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+        (2, 3),
+        3,
+        {"specials": {"g": {4: NAN}}},
+    ),
 ]
 
 
@@ -1815,6 +2097,106 @@ RUNS: list[tuple[str, int, dict[str, Any]]] = [
             step_size=2,
             gamma=0.5,
             warmup_steps=1,
+            batch_size=3,
+        ),
+    ),
+    # Section 15.7: residual blocks, GELU, layers without biases.
+    (
+        "residual_mlp_gelu_nobias_adamw",
+        10,
+        dict(
+            layers=[
+                _inp(6),
+                {"type": "Dense", "units": 8},
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+                        {"type": "Dense", "units": 16, "bias": False},
+                        {"type": "GELU"},
+                        {"type": "Dense", "units": 8, "bias": False},
+                    ],
+                },
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {"type": "LayerNorm", "eps": 1e-5},
+                        {"type": "Dense", "units": 8},
+                        {"type": "GELU"},
+                    ],
+                },
+                {"type": "LayerNorm", "eps": 1e-5},
+                {"type": "Dense", "units": 3},
+            ],
+            seed=12,
+            optimizer="adamw",
+            lr=0.01,
+            batch_size=4,
+        ),
+    ),
+    (
+        "nested_residual_dropout_nobias_mse_sgd_seedmath_gradblock2",
+        11,
+        dict(
+            layers=[
+                _inp(8),
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+                        {"type": "Dense", "units": 8},
+                        {"type": "GELU"},
+                        {"type": "Dropout", "p": 0.25},
+                        {
+                            "type": "Residual",
+                            "layers": [
+                                {"type": "LayerNorm", "eps": 0.001, "bias": False},
+                                {"type": "Dense", "units": 8, "bias": False},
+                                {"type": "Tanh"},
+                                {"type": "Dropout", "p": 0.5},
+                            ],
+                        },
+                    ],
+                },
+                {"type": "GELU"},
+                {"type": "Dense", "units": 2, "bias": False},
+            ],
+            loss="mse",
+            math="seed",
+            seed=-5,
+            optimizer="sgd",
+            lr=0.05,
+            momentum=0.9,
+            batch_size=5,
+            grad_block=2,
+        ),
+    ),
+    (
+        "conv1d_residual_gelu_he_clip",
+        9,
+        dict(
+            layers=[
+                _inp(2, 8),
+                {
+                    "type": "Residual",
+                    "layers": [
+                        {
+                            "type": "Conv1d",
+                            "out_channels": 2,
+                            "kernel_size": [3],
+                            "stride": [1],
+                            "padding": [1],
+                        },
+                        {"type": "GELU"},
+                    ],
+                },
+                {"type": "Flatten"},
+                {"type": "Dense", "units": 3, "bias": False},
+            ],
+            init="he",
+            seed=6,
+            lr=0.02,
+            clip_norm=0.5,
             batch_size=3,
         ),
     ),
