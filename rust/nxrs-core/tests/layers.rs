@@ -107,9 +107,11 @@ impl Compute for Case<'_> {
         } else {
             ("gamma", "beta")
         };
-        let params = tensors
-            .get(names.0)
-            .map(|w| (&w[..], &tensors[names.1][..]));
+        // A layer without biases has no second tensor: its passes are given an empty one.
+        let params = tensors.get(names.0).map(|w| {
+            let b = tensors.get(names.1).map_or(&[][..], |b| &b[..]);
+            (&w[..], b)
+        });
         // A Dense layer's forward pass reads `Wᵀ`, as a network's passes give it.
         let w_t = match &layer.op {
             Op::Conv(conv) if conv.window.positions() == 1 => {
@@ -160,8 +162,10 @@ impl Compute for Case<'_> {
         if let Some((w, b)) = grads {
             out.fields
                 .insert(format!("train.block_grads.{}", names.0), w);
-            out.fields
-                .insert(format!("train.block_grads.{}", names.1), b);
+            if tensors.contains_key(names.1) {
+                out.fields
+                    .insert(format!("train.block_grads.{}", names.1), b);
+            }
         }
         if let (Some(m), Some(v)) = &mut running {
             layer.update_running::<R>(rows, saved.statistics(), m, v);
@@ -356,7 +360,7 @@ fn as_layer_objects(sizes: &[usize]) -> Vec<LayerSpec> {
         if l > 0 {
             layers.push(LayerSpec::ReLU);
         }
-        layers.push(LayerSpec::Dense { units });
+        layers.push(LayerSpec::Dense { units, bias: true });
     }
     layers
 }
