@@ -19,6 +19,7 @@ import pytest
 
 import nxrs
 from nxrs.layers import (
+    GELU,
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
@@ -32,6 +33,7 @@ from nxrs.layers import (
     MaxPool1d,
     MaxPool2d,
     ReLU,
+    Residual,
     Sigmoid,
     Tanh,
 )
@@ -80,6 +82,30 @@ MODELS: dict[str, list[nxrs.layers.Layer]] = {
         Dense(5),
         LayerNorm(),
         ReLU(),
+        Dense(4),
+    ],
+    # Pre-norm blocks as a transformer's (section 15.7): nested residuals, GELU, layers without
+    # biases, dropout inside a branch (masks at its depth-first position).
+    "residual_blocks": [
+        Input(6),
+        Dense(8),
+        Residual([LayerNorm(bias=False), Dense(16, bias=False), GELU(), Dense(8, bias=False)]),
+        Residual(
+            [
+                LayerNorm(),
+                Dense(8),
+                GELU(),
+                Dropout(0.25),
+                Residual([LayerNorm(eps=1e-3, bias=False), Dense(8, bias=False), Tanh()]),
+            ]
+        ),
+        LayerNorm(bias=False),
+        Dense(4, bias=False),
+    ],
+    "residual_conv": [
+        Input(2, 7),
+        Residual([Conv1d(2, 3, padding=1), GELU()]),
+        Flatten(),
         Dense(4),
     ],
 }
@@ -217,11 +243,49 @@ def test_batch_norm_state_names_and_running_statistics() -> None:
         ([Dense(3)], "starts with Input"),
         ([Input(4), Dropout(1.0), Dense(2)], "p must be in"),
         ([Input(4), Conv2d(2, 3), Flatten(), Dense(2)], "channels, height, width"),
+        (
+            [Input(4), Residual([Dense(3)]), Dense(2)],
+            r"layer 1 \(Residual\): a residual branch must keep its input's shape \[4\], but "
+            r"gives \[3\]",
+        ),
+        ([Input(4), Residual([]), Dense(2)], "needs at least one layer"),
+        ([Input(4), Residual([GELU(), Input(4)]), Dense(2)], r"layer 3 \(Input\): only the first"),
+        ([Input(4), Residual([Dense(4), Residual([Dropout(2.0)])])], r"layer 4 \(Dropout\)"),
     ],
 )
 def test_bad_layer_lists_are_config_errors(layers: list[Any], message: str) -> None:
     with pytest.raises(nxrs.ConfigError, match=message):
         nxrs.Trainer(layers=layers)
+
+
+def test_residual_layers_are_numbered_depth_first() -> None:
+    """Section 15.7's example: the Residual at 1, LayerNorm at 2, Dense at 3, the ReLU at 4;
+    tensors numbered over the layers with tensors in that order, without a bias's tensor where
+    a layer has none."""
+    layers = [Input(8), Residual([LayerNorm(), Dense(8)]), ReLU(), Dense(2, bias=False)]
+    t = nxrs.Trainer(layers=layers, **SETTINGS)
+    assert list(t.state_dict())[:5] == ["gamma1", "beta1", "W2", "b2", "W3"]
+    assert "b3" not in t.state_dict() and "mb3" not in t.state_dict()
+    assert t.config["layers"][1] == {
+        "type": "Residual",
+        "layers": [
+            {"type": "LayerNorm", "eps": pytest.approx(1e-5)},
+            {"type": "Dense", "units": 8},
+        ],
+    }
+    assert t.config["layers"][3] == {"type": "Dense", "units": 2, "bias": False}
+
+
+def test_bias_key_absent_keeps_earlier_configurations() -> None:
+    """``bias=True`` is written as nothing, so a model from before the key existed has the same
+    configuration (and so config digest) whether built with the default or ``bias=True``."""
+    default = nxrs.Trainer(layers=[Input(4), Dense(3), LayerNorm(), Dense(2)], **SETTINGS)
+    explicit = nxrs.Trainer(
+        layers=[Input(4), Dense(3, bias=True), LayerNorm(bias=True), Dense(2, bias=True)],
+        **SETTINGS,
+    )
+    assert default.config_digest() == explicit.config_digest()
+    assert "bias" not in json.dumps(default.config["layers"])
 
 
 def test_init_rules() -> None:
@@ -274,6 +338,46 @@ def test_nxrs_train_takes_a_model_file_and_inspect_prints_its_layer_table(tmp_pa
     assert "W1[4,1,3,3]" in table[0] and "b1[4]" in table[0]
     assert table[1][:4] == ["3", "MaxPool2d", "4x8x8", "4x4x4"]
     assert table[2][:5] == ["5", "Dense", "64", "10", "W2[10,64]"]
+
+
+def test_a_residual_model_file_trains_and_inspect_indents_its_branches(tmp_path: Path) -> None:
+    model = [
+        Input(1, 8, 8),
+        Flatten(),
+        Dense(16),
+        # eps exact in binary32, so the configuration's layers read back equal to these.
+        Residual(
+            [
+                LayerNorm(eps=2**-10, bias=False),
+                Dense(32, bias=False),
+                GELU(),
+                Dense(16, bias=False),
+            ]
+        ),
+        Dense(10),
+    ]
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(nxrs.layers.to_dicts(model)))
+    run = nxrs_cli(
+        "train", "--model", str(path), "--epochs", "1", "--json", "--ckpt-dir", str(tmp_path / "r")
+    )
+    assert run.returncode == 0, run.stderr
+    assert nxrs.layers.from_dicts(json.loads(run.stdout)["layers"]) == model
+    latest = nxrs.CheckpointManager(tmp_path / "r").latest()
+    assert latest is not None
+    shown = nxrs_cli("inspect", str(latest.path))
+    assert shown.returncode == 0, shown.stderr
+    rows = {
+        line.split()[0]: line
+        for line in shown.stdout.splitlines()
+        if line.split() and line.split()[0].isdigit()
+    }
+    assert rows["3"].split()[:2] == ["3", "Residual"]
+    # The branch's layers come after their Residual, one step further in.
+    assert rows["4"].split()[:5] == ["4", "LayerNorm", "16", "16", "gamma2[16]"]
+    assert rows["4"].index("LayerNorm") == rows["3"].index("Residual") + 2
+    assert "W3[32,16]" in rows["5"] and "b3" not in rows["5"]
+    assert rows["8"].split()[:2] == ["8", "Dense"]
 
 
 def test_a_presets_recipe_fills_what_the_command_line_left_out() -> None:

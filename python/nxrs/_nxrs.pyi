@@ -513,9 +513,10 @@ def hardware_isa() -> str | None:
     """
 
 def _layer_table(layers: Sequence[_LayerObject | Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The checked layer list, one row per layer after ``Input``: ``position``, ``type``,
-    ``input`` and ``output`` shapes and ``tensors`` (``(name, shape)`` pairs, section 15.4's
-    names). ConfigError as ``Trainer(layers=...)`` gives it."""
+    """The checked layer list, one row per layer after ``Input`` (nested ones depth first):
+    ``position``, ``type``, ``depth`` (the Residuals it is in), ``input`` and ``output`` shapes
+    and ``tensors`` (``(name, shape)`` pairs, section 15.4's names). ConfigError as
+    ``Trainer(layers=...)`` gives it."""
 
 def config_schema() -> list[dict[str, Any]]:
     """Every setting of a trainer's configuration (``Trainer(...)``'s keywords but ``backend``

@@ -89,12 +89,12 @@ def inspect_checkpoint(path: Path, out: TextIO, *, verify: bool = False) -> int:
 
 
 def _layer_rows(out: TextIO, layers: list[dict[str, Any]]) -> None:
-    """A layer model's table: each layer's position, type, input and output shapes and
-    tensors (the core's reading of the file's layer list)."""
+    """A layer model's table: each layer's position, type (indented by the Residuals it is in),
+    input and output shapes and tensors (the core's reading of the file's layer list)."""
     rows = [
         (
             str(row["position"]),
-            row["type"],
+            "  " * row["depth"] + row["type"],
             "x".join(map(str, row["input"])),
             "x".join(map(str, row["output"])),
             " ".join(f"{name}[{','.join(map(str, shape))}]" for name, shape in row["tensors"]),

@@ -252,6 +252,8 @@ pub struct LayerRow {
     pub position: usize,
     /// PyTorch's name of the layer.
     pub type_name: String,
+    /// How many Residuals the layer is inside (0 for a layer of the list itself).
+    pub depth: usize,
     /// The shape of one sample going in.
     pub input: Vec<usize>,
     /// The shape of one sample coming out.
@@ -274,8 +276,8 @@ pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
         .iter()
         .filter(|layer| !matches!(layer.op, Op::Add { .. }));
     Ok(rows
-        .zip(depth_first(&specs[1..]))
-        .map(|(layer, spec)| {
+        .zip(depth_first(&specs[1..], 0))
+        .map(|(layer, (spec, depth))| {
             let (p, b) = layer.tensor_shapes();
             // A layer with parameters owns the next pair, and one running statistic per
             // buffer shape it has.
@@ -288,6 +290,7 @@ pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
             LayerRow {
                 position: layer.position,
                 type_name: spec.type_name(),
+                depth,
                 input: layer.input.clone(),
                 output: layer.output.clone(),
                 tensors,
@@ -296,17 +299,18 @@ pub fn layer_table(specs: &[LayerSpec]) -> Result<Vec<LayerRow>> {
         .collect())
 }
 
-/// Every layer of `specs`, nested ones included, depth first (a Residual before its branch's
-/// layers): the order of the network's layers (section 15.7).
-fn depth_first(specs: &[LayerSpec]) -> Vec<&LayerSpec> {
+/// Every layer of `specs` (a list inside `depth` Residuals), nested ones included, depth first (a
+/// Residual before its branch's layers) with its depth: the order of the network's layers
+/// (section 15.7).
+fn depth_first(specs: &[LayerSpec], depth: usize) -> Vec<(&LayerSpec, usize)> {
     specs
         .iter()
         .flat_map(|spec| {
             let branch = match spec {
-                LayerSpec::Residual { layers } => depth_first(layers),
+                LayerSpec::Residual { layers } => depth_first(layers, depth + 1),
                 _ => vec![],
             };
-            core::iter::once(spec).chain(branch)
+            core::iter::once((spec, depth)).chain(branch)
         })
         .collect()
 }

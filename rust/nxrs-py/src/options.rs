@@ -424,7 +424,8 @@ pub fn _config_differences(
 }
 
 /// The checked layer list of `layers` (layer objects or their JSON objects, `Input` first),
-/// one row per layer: its position, type, input and output shapes and tensors (name and
+/// one row per layer (nested ones depth first): its position, type, depth (the Residuals it is
+/// in), input and output shapes and tensors (name and
 /// shape; section 15.4's numbering). ConfigError as `Trainer(layers=...)` gives it.
 #[pyfunction]
 pub fn _layer_table<'py>(layers: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyDict>>> {
@@ -438,6 +439,7 @@ pub fn _layer_table<'py>(layers: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, 
             let dict = PyDict::new(py);
             dict.set_item("position", row.position)?;
             dict.set_item("type", row.type_name)?;
+            dict.set_item("depth", row.depth)?;
             dict.set_item("input", row.input)?;
             dict.set_item("output", row.output)?;
             dict.set_item("tensors", row.tensors)?;
