@@ -1,4 +1,4 @@
-"""Layer models of any sizes, as a user trains them: random valid models (every layer type,
+"""Layer models of any sizes, as a user trains them: random valid models (every layer type, residual branches nested or not,
 outputs larger or smaller than inputs, any number of layers between) train with ``fit``,
 predict and evaluate without a panic, the hardware backend giving softf32's bits; and
 ``nxrs train`` and ``nxrs sweep`` train a model whose output has more cells than its input.
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import nxrs
 from nxrs.cli import main
 from nxrs.layers import (
+    GELU,
     AvgPool1d,
     AvgPool2d,
     BatchNorm1d,
@@ -37,6 +38,7 @@ from nxrs.layers import (
     MaxPool1d,
     MaxPool2d,
     ReLU,
+    Residual,
     Sigmoid,
     Tanh,
 )
@@ -64,23 +66,42 @@ def window(draw: st.DrawFn, n: int, padded: bool) -> tuple[int, int, int]:
 def pointwise() -> st.SearchStrategy[Layer]:
     p = st.sampled_from([0.0, 0.25, 0.5, 0.9])
     return st.one_of(
-        st.sampled_from([ReLU(), Tanh(), Sigmoid(), LayerNorm()]), p.map(lambda p: Dropout(p))
+        st.sampled_from([ReLU(), Tanh(), Sigmoid(), GELU(), LayerNorm(), LayerNorm(bias=False)]),
+        p.map(lambda p: Dropout(p)),
     )
+
+
+@st.composite
+def branch_on(draw: st.DrawFn, shape: Shape, depth: int = 0) -> list[Layer]:
+    """A residual branch that keeps ``shape``: pointwise layers, Dense of the same width on a
+    flat input, and (not too deep) nested Residuals."""
+    layers: list[Layer] = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["pointwise", "dense", "residual"]))
+        if kind == "dense" and len(shape) == 1:
+            layers.append(Dense(shape[0], bias=draw(st.booleans())))
+        elif kind == "residual" and depth < 2:
+            layers.append(Residual(draw(branch_on(shape, depth + 1))))
+        else:
+            layers.append(draw(pointwise()))
+    return layers
 
 
 @st.composite
 def layer_on(draw: st.DrawFn, shape: Shape) -> tuple[Layer, Shape]:
     """A layer that takes ``shape``, and its output shape."""
-    kind = draw(st.sampled_from(["pointwise", "dense", "window", "norm", "flatten"]))
+    kind = draw(st.sampled_from(["pointwise", "dense", "window", "norm", "flatten", "residual"]))
     if kind == "pointwise":
         return draw(pointwise()), shape
+    if kind == "residual":
+        return Residual(draw(branch_on(shape))), shape
     if kind == "norm" and len(shape) <= 2:
         return BatchNorm1d(), shape
     if kind == "norm":
         return BatchNorm2d(), shape
     if len(shape) == 1:  # dense, window and flatten on a flat input: Dense
         units = draw(st.integers(1, 12))
-        return Dense(units), (units,)
+        return Dense(units, bias=draw(st.booleans())), (units,)
     if kind in ("dense", "flatten"):
         return Flatten(), (math.prod(shape),)
     conv = draw(st.booleans())
