@@ -41,6 +41,7 @@ from nxrs._util.checks import _shown, count
 from nxrs._util.strict_json import read_strict_json
 
 __all__ = [
+    "GELU",
     "PRESETS",
     "AvgPool1d",
     "AvgPool2d",
@@ -51,7 +52,6 @@ __all__ = [
     "Dense",
     "Dropout",
     "Flatten",
-    "GELU",
     "Input",
     "Layer",
     "LayerNorm",
