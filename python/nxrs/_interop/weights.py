@@ -88,7 +88,8 @@ class _Numbered:
 
 def _numbered(layers: list[dict[str, Any]]) -> list[_Numbered]:
     """A layer model's layers after ``Input``, numbered depth first (section 15.7): a Residual
-    takes the next position and number, then its branch's layers, then the layers after it."""
+    takes the next position (it has no tensors), then its branch's layers take theirs, then
+    the layers after it."""
     position = n = 0
 
     def walk(layers: list[dict[str, Any]]) -> list[_Numbered]:
