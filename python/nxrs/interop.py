@@ -75,14 +75,19 @@ def from_torch(module: Any, *, input_shape: Any = None, **config: Any) -> Traine
     (``nxrs.layers``, ``Input(*input_shape)`` then one layer per module, optionally ending in
     ``Softmax(dim=-1)``) with its weights and BatchNorm running statistics: what ``to_torch``
     makes of one. The modules it takes are those ``to_torch`` writes, as PyTorch's defaults
-    make them or with the settings nxrs has: ``Linear``, ``Conv1d`` and ``Conv2d`` with bias,
-    zero padding (numbers or ``"valid"``), no dilation, no groups; ``MaxPool1d/2d`` and
-    ``AvgPool1d/2d`` without padding, ``ceil_mode``, dilation or ``divisor_override``;
-    ``Flatten()`` (of each sample: ``start_dim=1``, ``end_dim=-1``); ``ReLU``, ``Tanh``,
-    ``Sigmoid``, ``Dropout``; ``BatchNorm1d/2d`` with ``affine``, ``track_running_stats`` and a
-    ``momentum``; ``LayerNorm`` with its weight and bias, over the whole input of the layer.
+    make them or with the settings nxrs has: ``Linear`` (with or without bias: ``Dense(units,
+    bias=False)``), ``Conv1d`` and ``Conv2d`` with bias, zero padding (numbers or ``"valid"``),
+    no dilation, no groups; ``MaxPool1d/2d`` and ``AvgPool1d/2d`` without padding,
+    ``ceil_mode``, dilation or ``divisor_override``; ``Flatten()`` (of each sample:
+    ``start_dim=1``, ``end_dim=-1``); ``ReLU``, ``Tanh``, ``Sigmoid``, ``GELU()`` (the exact
+    form, ``approximate="none"``), ``Dropout``; ``BatchNorm1d/2d`` with ``affine``,
+    ``track_running_stats`` and a ``momentum``; ``LayerNorm`` with its weight (and a bias, or
+    ``bias=False``), over the whole input of the layer; and the ``Residual`` modules
+    ``to_torch`` writes (``x + branch(x)``), their branches' modules by the same rules. A
+    residual block cannot be recognised from what a module computes: one of any other class
+    is refused.
 
-    Any other module (another activation such as ``GELU``, a setting above) is a ConfigError
+    Any other module (another activation such as ``SiLU``, a setting above) is a ConfigError
     naming its position, the module and why (a module that would need ``input_shape`` when
     it is missing names that); a ``LayerNorm`` over part of its input (its last dimensions)
     is one too. Weights other than float32 or float64, on the meta device (no values), or of

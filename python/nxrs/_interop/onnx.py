@@ -15,7 +15,15 @@ from nxrs._util.files import write_bytes_atomically
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
 
-from nxrs._interop.weights import Weights, _layer_list, _numbered, _require, _softmax, weights
+from nxrs._interop.weights import (
+    Weights,
+    _layer_list,
+    _Numbered,
+    _numbered,
+    _require,
+    _softmax,
+    weights,
+)
 
 #: The ONNX operator set ``to_onnx`` writes for an integer-list model (MatMul, Add, Relu,
 #: Softmax over the last axis).
@@ -40,11 +48,15 @@ def to_onnx(trainer: Trainer, path: str | os.PathLike[str], *, softmax: bool | N
 
     A layer model (opset ``ONNX_LAYERS_OPSET``, 17): input ``input``, float32 (batch, *shape)
     of its ``Input``; one node per layer, its initializers named as in the state (section
-    15.4): ``Gemm`` (``Dense``, ``transB=1`` of ``W{n}``, ``b{n}``), ``Conv`` (1-D or 2-D
-    kernel, strides, pads), ``MaxPool``, ``AveragePool``, ``Flatten``, ``Relu``, ``Tanh``,
-    ``Sigmoid``, ``BatchNormalization`` (inference: ``gamma{n} beta{n} mean{n} var{n}``,
-    ``epsilon``), ``LayerNormalization`` (over every axis but the batch's, ``epsilon``);
-    ``Dropout`` is left out (the identity in inference).
+    15.4): ``Gemm`` (``Dense``, ``transB=1`` of ``W{n}``, ``b{n}``; without ``C`` for
+    ``bias=False``), ``Conv`` (1-D or 2-D kernel, strides, pads), ``MaxPool``, ``AveragePool``,
+    ``Flatten``, ``Relu``, ``Tanh``, ``Sigmoid``, ``BatchNormalization`` (inference: ``gamma{n}
+    beta{n} mean{n} var{n}``, ``epsilon``), ``LayerNormalization`` (over every axis but the
+    batch's, ``epsilon``; without ``B`` for ``bias=False``); ``GELU`` as ``x * (0.5 * (1 +
+    Erf(x / sqrt(2))))`` (``Div``, ``Erf``, ``Add``, ``Mul``, ``Mul``, the constants the
+    initializers ``sqrt2``, ``one``, ``half``: opset 17 has no ``Gelu``); a ``Residual`` its
+    branch's nodes and an ``Add`` of its input and their output; ``Dropout`` is left out (the
+    identity in inference).
     """
     onnx = _require("onnx", "onnx", "Trainer.to_onnx")
     helper = onnx.helper
@@ -123,52 +135,91 @@ def _onnx_layers(
     nodes: list[Any] = []
     initializers: list[Any] = []
 
-    def tensors(*names: str) -> list[str]:
+    def tensors(item: _Numbered) -> list[str]:
+        names = item.tensors()
         for name in names:
             initializers.append(numpy_helper.from_array(state[name], name))
-        return list(names)
+        return names
 
-    x = "input"
-    for i, (layer, n) in enumerate(_numbered(layers), 1):
-        kind, y = layer["type"], f"h{i}"
-        if kind == "Dropout":
-            continue  # the identity in inference
-        if kind == "Dense":
-            node = helper.make_node("Gemm", [x, *tensors(f"W{n}", f"b{n}")], [y], transB=1)
-        elif kind in ("Conv1d", "Conv2d"):
-            node = helper.make_node(
-                "Conv",
-                [x, *tensors(f"W{n}", f"b{n}")],
-                [y],
-                kernel_shape=layer["kernel_size"],
-                strides=layer["stride"],
-                pads=layer["padding"] * 2,  # each dimension's start, then each one's end
-            )
-        elif kind in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
-            node = helper.make_node(
-                "MaxPool" if kind.startswith("Max") else "AveragePool",
-                [x],
-                [y],
-                kernel_shape=layer["kernel_size"],
-                strides=layer["stride"],
-            )
-        elif kind in ("BatchNorm1d", "BatchNorm2d"):
-            names = tensors(f"gamma{n}", f"beta{n}", f"mean{n}", f"var{n}")
-            node = helper.make_node("BatchNormalization", [x, *names], [y], epsilon=layer["eps"])
-        elif kind == "LayerNorm":
-            node = helper.make_node(
-                "LayerNormalization",
-                [x, *tensors(f"gamma{n}", f"beta{n}")],
-                [y],
-                axis=1,  # every axis of a sample
-                epsilon=layer["eps"],
-            )
-        else:
-            node = helper.make_node(_ONNX_ELEMENTWISE[kind], [x], [y])
-        nodes.append(node)
-        x = y
-    if nodes:
+    def constant(name: str, value: float) -> str:
+        """A float32 scalar initializer, added once."""
+        if all(t.name != name for t in initializers):
+            initializers.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        return name
+
+    def gelu(x: str, y: str) -> list[Any]:
+        # x * Phi(x) = x * (0.5 * (1 + erf(x / sqrt(2)))): opset 17 has Erf, not Gelu (20).
+        names = [f"{y}_{step}" for step in ("scaled", "erf", "plus1", "phi")]
+        steps = [
+            ("Div", [x, constant("sqrt2", np.sqrt(2))]),
+            ("Erf", [names[0]]),
+            ("Add", [names[1], constant("one", 1)]),
+            ("Mul", [names[2], constant("half", 0.5)]),
+            ("Mul", [x, names[3]]),
+        ]
+        return [
+            helper.make_node(op, inputs, [out]) for (op, inputs), out in zip(steps, [*names, y])
+        ]
+
+    def add(items: list[_Numbered], x: str) -> str:
+        """Appends the nodes of ``items`` applied to ``x``; the name of their output."""
+        for item in items:
+            layer, kind, y = item.layer, item.layer["type"], f"h{item.position}"
+            if kind == "Dropout":
+                continue  # the identity in inference
+            if kind == "Dense":
+                # Gemm's C (the bias) is optional: a Dense without biases has none.
+                nodes.append(helper.make_node("Gemm", [x, *tensors(item)], [y], transB=1))
+            elif kind in ("Conv1d", "Conv2d"):
+                nodes.append(
+                    helper.make_node(
+                        "Conv",
+                        [x, *tensors(item)],
+                        [y],
+                        kernel_shape=layer["kernel_size"],
+                        strides=layer["stride"],
+                        pads=layer["padding"] * 2,  # each dimension's start, then each one's end
+                    )
+                )
+            elif kind in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
+                nodes.append(
+                    helper.make_node(
+                        "MaxPool" if kind.startswith("Max") else "AveragePool",
+                        [x],
+                        [y],
+                        kernel_shape=layer["kernel_size"],
+                        strides=layer["stride"],
+                    )
+                )
+            elif kind in ("BatchNorm1d", "BatchNorm2d"):
+                n = item.n
+                names = [*tensors(item), f"mean{n}", f"var{n}"]
+                initializers.extend(numpy_helper.from_array(state[m], m) for m in names[2:])
+                nodes.append(
+                    helper.make_node("BatchNormalization", [x, *names], [y], epsilon=layer["eps"])
+                )
+            elif kind == "LayerNorm":
+                # LayerNormalization's B (the bias) is optional: one without biases has none.
+                nodes.append(
+                    helper.make_node(
+                        "LayerNormalization",
+                        [x, *tensors(item)],
+                        [y],
+                        axis=1,  # every axis of a sample
+                        epsilon=layer["eps"],
+                    )
+                )
+            elif kind == "GELU":
+                nodes.extend(gelu(x, y))
+            elif kind == "Residual":
+                nodes.append(helper.make_node("Add", [x, add(item.branch, x)], [y]))
+            else:
+                nodes.append(helper.make_node(_ONNX_ELEMENTWISE[kind], [x], [y]))
+            x = y
+        return x
+
+    if add(_numbered(layers), "input") == "input":  # only Dropout: the input itself
+        nodes.append(helper.make_node("Identity", ["input"], [output]))
+    else:  # the last node computes the model's output
         nodes[-1].output[0] = output
-    else:  # only Dropout: the input itself
-        nodes.append(helper.make_node("Identity", [x], [output]))
     return nodes, initializers

@@ -17,7 +17,7 @@ from nxrs.layers import Layer
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
 
-from nxrs._interop.weights import _layer_list, _require, from_weights
+from nxrs._interop.weights import _layer_list, _require, _start, from_weights
 
 
 def save_safetensors(
@@ -30,8 +30,10 @@ def save_safetensors(
     ``W<l>`` of shape (outputs, inputs) and ``b<l>`` of shape (outputs,) for ``l = 1..L``; with
     ``moments``, also the optimiser's slots shaped like them: Adam and AdamW ``mW<l> vW<l>
     mb<l> vb<l>`` (first and second moments), SGD ``mW<l> mb<l>`` (momentum buffers). A layer
-    model's are its state's (section 15.4): ``W{n} b{n} gamma{n} beta{n}`` and BatchNorm's
-    running statistics ``mean{n} var{n}``, with ``moments`` the slots ``m<p> v<p>`` of each
+    model's are its state's (section 15.4, numbered depth first through ``Residual`` blocks,
+    section 15.7; a layer without biases has no ``b{n}`` or ``beta{n}``): ``W{n} b{n} gamma{n}
+    beta{n}`` and BatchNorm's running statistics ``mean{n} var{n}``, with ``moments`` the slots
+    ``m<p> v<p>`` of each
     parameter ``p``. The header's metadata holds ``format`` ("nxrs"), ``layers`` (JSON: the
     layer sizes, or a layer model's list of layer objects, section 15.1), ``loss`` and
     ``nxrs_version``.
@@ -142,8 +144,7 @@ def _from_named(
     missing = [name for name in parameters + given if name not in tensors]
     if missing:
         raise InputError(f"the file lacks the model's tensors {' '.join(missing)}")
-    arrays = [tensors[name] for name in parameters]
-    trainer._start_from(
-        list(zip(arrays[::2], arrays[1::2])), [tensors[name] for name in given] or None
+    _start(
+        trainer, [tensors[name] for name in parameters], [tensors[name] for name in given] or None
     )
     return trainer

@@ -13,7 +13,16 @@ from nxrs.layers import Layer
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
 
-from nxrs._interop.weights import _layer_list, _numbered, _require, _softmax, from_weights, weights
+from nxrs._interop.weights import (
+    _layer_list,
+    _Numbered,
+    _numbered,
+    _require,
+    _softmax,
+    _start,
+    from_weights,
+    weights,
+)
 
 
 def to_torch(trainer: Trainer, *, softmax: bool = False) -> Any:
@@ -23,9 +32,12 @@ def to_torch(trainer: Trainer, *, softmax: bool = False) -> Any:
     An integer-list model gives ``Linear`` and ``ReLU`` modules. A layer model gives one module
     per layer after ``Input``, of the same name (``Dense`` is ``Linear``): ``Conv1d``, ``Conv2d``
     (kernel, stride, padding), ``MaxPool1d/2d``, ``AvgPool1d/2d``, ``Flatten``, ``ReLU``,
-    ``Tanh``, ``Sigmoid``, ``Dropout(p)``, ``BatchNorm1d/2d`` (``momentum``, ``eps``, the
-    running statistics copied) and ``LayerNorm`` (``normalized_shape`` the layer's input shape,
-    ``eps``); the input is ``(batch, *shape)`` of the model's ``Input``. The module is in
+    ``Tanh``, ``Sigmoid``, ``GELU()`` (the exact form), ``Dropout(p)``, ``BatchNorm1d/2d``
+    (``momentum``, ``eps``, the running statistics copied) and ``LayerNorm``
+    (``normalized_shape`` the layer's input shape, ``eps``); ``Linear`` and ``LayerNorm`` with
+    ``bias=False`` for layers without biases; a ``Residual`` is a module of its own class,
+    ``x + branch(x)`` with ``branch`` the ``Sequential`` of its layers' modules (nested as the
+    layers are). The input is ``(batch, *shape)`` of the model's ``Input``. The module is in
     torch's default training mode: ``.eval()`` gives nxrs's evaluation mode (section 15.6:
     Dropout the identity, BatchNorm on its running statistics), what ``predict`` computes.
 
@@ -37,7 +49,7 @@ def to_torch(trainer: Trainer, *, softmax: bool = False) -> Any:
     layers = _layer_list(trainer)
     modules: list[Any] = []
     if layers is not None:
-        modules = _torch_modules(torch, layers, trainer.state_dict())
+        modules = _torch_modules(torch, _numbered(layers), trainer.state_dict())
     else:
         for layer, (w, b) in enumerate(weights(trainer)):
             if layer:
@@ -49,10 +61,10 @@ def to_torch(trainer: Trainer, *, softmax: bool = False) -> Any:
     return torch.nn.Sequential(*modules)
 
 
-def _skip_init(torch: Any, cls: Any, *args: Any, **kwargs: Any) -> Any:
+def _skip_init(torch: Any, cls: Any, *args: Any, bias: bool = True, **kwargs: Any) -> Any:
     """A ``cls(*args, **kwargs)`` module without its random initialisation (which would draw
     from torch's global generator) of values overwritten at once."""
-    return torch.nn.utils.skip_init(cls, *args, bias=True, dtype=torch.float32, **kwargs)
+    return torch.nn.utils.skip_init(cls, *args, bias=bias, dtype=torch.float32, **kwargs)
 
 
 def _copy(torch: Any, module: Any, **tensors: npt.NDArray[np.float32]) -> None:
@@ -63,21 +75,28 @@ def _copy(torch: Any, module: Any, **tensors: npt.NDArray[np.float32]) -> None:
 
 
 def _torch_modules(
-    torch: Any, layers: list[dict[str, Any]], state: dict[str, npt.NDArray[np.float32]]
+    torch: Any, layers: list[_Numbered], state: dict[str, npt.NDArray[np.float32]]
 ) -> list[Any]:
     """The torch modules of a layer model's layers (``to_torch``), with its tensors."""
+    from nxrs._interop.torch_residual import Residual
+
     nn = torch.nn
     modules = []
-    for layer, n in _numbered(layers):
-        kind = layer["type"]
+    for item in layers:
+        layer, n, kind = item.layer, item.n, item.layer["type"]
+        # The parameters by their torch names: weight, and bias unless the layer has none.
+        tensors = {key: state[name] for key, name in zip(("weight", "bias"), item.tensors())}
+        bias = "bias" in tensors
         if kind in ("Dense", "Conv1d", "Conv2d"):
             w = state[f"W{n}"]
             if kind == "Dense":
-                module = _skip_init(torch, nn.Linear, w.shape[1], w.shape[0])
+                module = _skip_init(torch, nn.Linear, w.shape[1], w.shape[0], bias=bias)
             else:
-                sizes = {key: tuple(layer[key]) for key in ("kernel_size", "stride", "padding")}
+                sizes: dict[str, Any] = {
+                    key: tuple(layer[key]) for key in ("kernel_size", "stride", "padding")
+                }
                 module = _skip_init(torch, getattr(nn, kind), w.shape[1], w.shape[0], **sizes)
-            _copy(torch, module, weight=w, bias=state[f"b{n}"])
+            _copy(torch, module, **tensors)
         elif kind in ("BatchNorm1d", "BatchNorm2d"):
             # Its initialisation (ones, zeros) draws nothing; it also sets
             # num_batches_tracked, which skip_init would leave undefined.
@@ -87,19 +106,23 @@ def _torch_modules(
             _copy(
                 torch,
                 module,
-                weight=state[f"gamma{n}"],
-                bias=state[f"beta{n}"],
+                **tensors,
                 running_mean=state[f"mean{n}"],
                 running_var=state[f"var{n}"],
             )
         elif kind == "LayerNorm":
-            module = nn.LayerNorm(state[f"gamma{n}"].shape, eps=layer["eps"])
-            _copy(torch, module, weight=state[f"gamma{n}"], bias=state[f"beta{n}"])
+            # Only without a bias: torch before 2.1 has no bias= (and a bias by default).
+            no_bias = {} if bias else {"bias": False}
+            module = nn.LayerNorm(state[f"gamma{n}"].shape, eps=layer["eps"], **no_bias)
+            _copy(torch, module, **tensors)
         elif kind in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
             module = getattr(nn, kind)(tuple(layer["kernel_size"]), tuple(layer["stride"]))
         elif kind == "Dropout":
             module = nn.Dropout(layer["p"])
-        else:  # Flatten, ReLU, Tanh, Sigmoid: torch's modules of the same name, no arguments
+        elif kind == "Residual":
+            module = Residual(*_torch_modules(torch, item.branch, state))
+        else:  # Flatten, ReLU, Tanh, Sigmoid, GELU: torch's modules of the same name, their
+            # defaults (GELU's is the exact form, approximate="none")
             module = getattr(nn, kind)()
         modules.append(module)
     return modules
@@ -169,27 +192,29 @@ def from_torch(
 
 
 def _torch_layer_types(nn: Any) -> tuple[type, ...]:
-    """The torch module types ``from_torch`` turns into layers (``_layer_of``)."""
-    return tuple(
-        getattr(nn, name)
-        for name in (
-            "Linear",
-            "Conv1d",
-            "Conv2d",
-            "MaxPool1d",
-            "MaxPool2d",
-            "AvgPool1d",
-            "AvgPool2d",
-            "Flatten",
-            "ReLU",
-            "Tanh",
-            "Sigmoid",
-            "Dropout",
-            "BatchNorm1d",
-            "BatchNorm2d",
-            "LayerNorm",
-        )
+    """The torch module types ``from_torch`` turns into layers (``_layer_of``, and the
+    ``Residual`` modules ``to_torch`` writes)."""
+    from nxrs._interop.torch_residual import Residual
+
+    names = (
+        "Linear",
+        "Conv1d",
+        "Conv2d",
+        "MaxPool1d",
+        "MaxPool2d",
+        "AvgPool1d",
+        "AvgPool2d",
+        "Flatten",
+        "ReLU",
+        "Tanh",
+        "Sigmoid",
+        "Dropout",
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "LayerNorm",
+        "GELU",
     )
+    return (*(getattr(nn, name) for name in names), Residual)
 
 
 def _from_torch_layers(
@@ -201,31 +226,45 @@ def _from_torch_layers(
 ) -> Trainer:
     """``from_torch`` with ``input_shape``: a layer model of the modules ``children``."""
     from nxrs import layers
+    from nxrs._interop.torch_residual import Residual
 
     if "layers" in config or "sizes" in config:
         raise TypeError("from_torch takes the layers from the module")
     shape = input_shape if isinstance(input_shape, (tuple, list)) else (input_shape,)
-    model: list[Layer] = [layers.Input(*shape)]
-    pairs, buffers = [], []
-    norms = []  # each LayerNorm: its module, its number and its tensor number
-    for k, child in enumerate(children):
-        layer, tensors, statistics = _layer_of(torch, k, child)
-        model.append(layer)
-        arrays = [_torch_array(torch, t, f"module {k}'s {name}") for name, t in tensors]
-        if arrays:
-            pairs.append((arrays[0], arrays[1]))
-        if isinstance(layer, layers.LayerNorm):
-            norms.append((k, child, len(pairs)))
-        buffers += [_torch_array(torch, t, f"module {k}'s {name}") for name, t in statistics]
+    parameters: list[npt.NDArray[Any]] = []
+    buffers: list[npt.NDArray[Any]] = []
+    norms = []  # each LayerNorm: its name, its module and its tensor number
+    n = 0  # the tensor number (section 15.4), counted depth first as the layers are
+
+    def convert(named: list[tuple[str, Any]]) -> list[Layer]:
+        """The layers of the modules, each with its name (its index, nested ones as torch's
+        ``named_modules`` names them), their tensors gathered in the state's order."""
+        nonlocal n
+        model: list[Layer] = []
+        for k, child in named:
+            if type(child) is Residual:
+                branch = [(f"{k}.branch.{j}", module) for j, module in enumerate(child.branch)]
+                model.append(layers.Residual(convert(branch)))
+                continue
+            layer, tensors, statistics = _layer_of(torch, k, child)
+            model.append(layer)
+            n += bool(tensors)
+            parameters.extend(_torch_array(torch, t, f"module {k}'s {name}") for name, t in tensors)
+            if isinstance(layer, layers.LayerNorm):
+                norms.append((k, child, n))
+            buffers.extend(_torch_array(torch, t, f"module {k}'s {name}") for name, t in statistics)
+        return model
+
+    model = [layers.Input(*shape), *convert([(str(k), child) for k, child in enumerate(children)])]
     trainer = trainer_class(model, **config)
     state = trainer.state_dict() if norms else {}
-    for k, child, n in norms:
-        _check_normalized_shape(k, child, state[f"gamma{n}"].shape)
-    trainer._start_from(pairs, buffers)
+    for k, child, number in norms:
+        _check_normalized_shape(k, child, state[f"gamma{number}"].shape)
+    _start(trainer, parameters, buffers)
     return trainer
 
 
-def _check_normalized_shape(k: int, child: Any, whole: tuple[int, ...]) -> None:
+def _check_normalized_shape(k: str, child: Any, whole: tuple[int, ...]) -> None:
     """Refuses the torch ``LayerNorm`` ``child`` (module ``k``) unless it normalises over the
     whole input of the layer, of shape ``whole`` (the model's ``gamma``), as nxrs's does."""
     if tuple(child.normalized_shape) != tuple(whole):
@@ -241,7 +280,7 @@ def _check_normalized_shape(k: int, child: Any, whole: tuple[int, ...]) -> None:
 _Tensors = list[tuple[str, Any]]
 
 
-def _layer_of(torch: Any, k: int, child: Any) -> tuple[Layer, _Tensors, _Tensors]:
+def _layer_of(torch: Any, k: str, child: Any) -> tuple[Layer, _Tensors, _Tensors]:
     """The nxrs layer of the torch module ``child`` (module ``k``), its parameters and running
     statistics; a ConfigError naming it and why when nxrs has no such layer."""
     from nxrs import layers
@@ -255,11 +294,16 @@ def _layer_of(torch: Any, k: int, child: Any) -> tuple[Layer, _Tensors, _Tensors
     def nonzero(value: Any) -> bool:
         return any(np.atleast_1d(value))
 
-    parameters = [("weight", child.weight), ("bias", child.bias)] if hasattr(child, "bias") else []
-    if kind in (nn.Linear, nn.Conv1d, nn.Conv2d) and child.bias is None:
-        raise refuse("it has no bias (bias=False); nxrs's Dense and Conv layers have one")
+    parameters = [
+        (name, getattr(child, name))
+        for name in ("weight", "bias")
+        if getattr(child, name, None) is not None
+    ]
+    bias = getattr(child, "bias", None) is not None
+    if kind in (nn.Conv1d, nn.Conv2d) and not bias:
+        raise refuse("it has no bias (bias=False); nxrs's Conv layers have one")
     if kind is nn.Linear:
-        return layers.Dense(child.out_features), parameters, []
+        return layers.Dense(child.out_features, bias=bias), parameters, []
     if kind in (nn.Conv1d, nn.Conv2d):
         if any(d != 1 for d in child.dilation):
             raise refuse(f"dilation={child.dilation}; nxrs's convolutions have none")
@@ -293,6 +337,13 @@ def _layer_of(torch: Any, k: int, child: Any) -> tuple[Layer, _Tensors, _Tensors
         return layers.Flatten(), [], []
     if kind in (nn.ReLU, nn.Tanh, nn.Sigmoid):
         return getattr(layers, kind.__name__)(), [], []
+    if kind is nn.GELU:
+        if child.approximate != "none":
+            raise refuse(
+                f"approximate={child.approximate!r}; nxrs's GELU is the exact form, x * Phi(x) "
+                "(approximate='none')"
+            )
+        return layers.GELU(), [], []
     if kind is nn.Dropout:
         return layers.Dropout(child.p), [], []
     if kind in (nn.BatchNorm1d, nn.BatchNorm2d):
@@ -311,8 +362,12 @@ def _layer_of(torch: Any, k: int, child: Any) -> tuple[Layer, _Tensors, _Tensors
         statistics = [("running_mean", child.running_mean), ("running_var", child.running_var)]
         return norm(momentum=child.momentum, eps=child.eps), parameters, statistics
     if kind is nn.LayerNorm:
-        if not child.elementwise_affine or child.bias is None:
-            raise refuse("it has no elementwise weight or no bias; nxrs's LayerNorm has both")
-        return layers.LayerNorm(eps=child.eps), parameters, []
-    name = f"torch.nn.{kind.__name__}" if getattr(nn, kind.__name__, None) is kind else kind
-    raise refuse(f"nxrs has no layer for {name}")
+        if child.weight is None:
+            raise refuse("it has no elementwise weight; nxrs's LayerNorm has one")
+        return layers.LayerNorm(eps=child.eps, bias=bias), parameters, []
+    if getattr(nn, kind.__name__, None) is kind:
+        raise refuse(f"nxrs has no layer for torch.nn.{kind.__name__}")
+    raise refuse(
+        f"nxrs has no layer for {kind} (a residual block is taken as to_torch writes a "
+        "Residual layer, x + branch(x) of its own module class, and no other)"
+    )

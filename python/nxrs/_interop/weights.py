@@ -4,7 +4,8 @@ the layers and their tensors' names, and importing an optional package (``_requi
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ def _layer_list(trainer: Trainer) -> list[dict[str, Any]] | None:
 
 
 #: The layers with tensors and their parameters' names (section 15.4), as ``W{n} b{n}``; in
-#: torch both are ``weight`` and ``bias``.
+#: torch both are ``weight`` and ``bias``. Dense and LayerNorm may lack the second (section 15.7).
 _TENSORS = {
     "Dense": ("W", "b"),
     "Conv1d": ("W", "b"),
@@ -66,13 +67,60 @@ _TENSORS = {
 }
 
 
-def _numbered(layers: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], int]]:
-    """Each layer after ``Input`` with its tensor number ``n`` (section 15.4; for a layer
-    without tensors, the number of the last one before it)."""
-    n = 0
-    for layer in layers[1:]:
-        n += layer["type"] in _TENSORS
-        yield layer, n
+@dataclass(frozen=True)
+class _Numbered:
+    """A layer of a layer model (its JSON form) where it stands: its position (section 15.7,
+    depth first, ``Input`` at 0), its tensor number ``n`` (section 15.4; for a layer without
+    tensors, the number of the last one before it) and, for a Residual, its branch's layers
+    numbered the same way."""
+
+    layer: dict[str, Any]
+    position: int
+    n: int
+    branch: list[_Numbered]
+
+    def tensors(self) -> list[str]:
+        """The names of the layer's parameters in the state: ``W{n} b{n}``, ``gamma{n}
+        beta{n}``, the first alone without biases, none for a layer without tensors."""
+        names = _TENSORS.get(self.layer["type"], ())
+        return [f"{name}{self.n}" for name in names[: 1 + self.layer.get("bias", True)]]
+
+
+def _numbered(layers: list[dict[str, Any]]) -> list[_Numbered]:
+    """A layer model's layers after ``Input``, numbered depth first (section 15.7): a Residual
+    takes the next position (it has no tensors), then its branch's layers take theirs, then
+    the layers after it."""
+    position = n = 0
+
+    def walk(layers: list[dict[str, Any]]) -> list[_Numbered]:
+        nonlocal position, n
+        numbered = []
+        for layer in layers:
+            position += 1
+            n += layer["type"] in _TENSORS
+            here = position, n  # before the branch's layers take theirs
+            branch = walk(layer["layers"]) if layer["type"] == "Residual" else []
+            numbered.append(_Numbered(layer, *here, branch))
+        return numbered
+
+    return walk(layers[1:])
+
+
+def _start(
+    trainer: Trainer,
+    parameters: Sequence[npt.ArrayLike],
+    buffers: Sequence[npt.ArrayLike] | None = None,
+) -> None:
+    """Restarts ``trainer`` from its parameters (the state's, in order: ``W1 b1 gamma2 ...``)
+    and, when given, its running statistics: a new run's state with them."""
+    # The core reads the parameters two at a time, as (W, b) pairs; a model with layers
+    # without biases may have an odd count, which pairs cannot hold.
+    if len(parameters) % 2:
+        raise ConfigError(
+            f"this model has {len(parameters)} parameter tensors, an odd count (a layer without "
+            "biases), which this version of nxrs cannot start a run from"
+        )
+    trainer._start_from(list(zip(parameters[::2], parameters[1::2])), buffers)
 
 
 def from_weights(
