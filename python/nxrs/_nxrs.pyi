@@ -261,11 +261,12 @@ class _Trainer:
         and threads (``copy.copy``)."""
     def _start_from(
         self,
-        weights: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]],
+        params: Sequence[npt.ArrayLike],
         buffers: Sequence[npt.ArrayLike] | None = None,
     ) -> None:
-        """Restarts from the parameters ``weights`` (pairs in tensor order) and, when given, the
-        running statistics ``buffers`` (``mean{n}, var{n}, ...``): a new run's state with them."""
+        """Restarts from the parameters ``params`` (the state's tensors in its order: ``W1, b1,
+        gamma2, ...``) and, when given, the running statistics ``buffers`` (``mean{n}, var{n},
+        ...``): a new run's state with them."""
     def _claim(self, call: str) -> _Claim:
         """Claims the trainer for ``call``, a method implemented in Python (``fit``), until
         the context manager exits: BusyError while another thread changes the trainer."""

@@ -113,14 +113,7 @@ def _start(
 ) -> None:
     """Restarts ``trainer`` from its parameters (the state's, in order: ``W1 b1 gamma2 ...``)
     and, when given, its running statistics: a new run's state with them."""
-    # The core reads the parameters two at a time, as (W, b) pairs; a model with layers
-    # without biases may have an odd count, which pairs cannot hold.
-    if len(parameters) % 2:
-        raise ConfigError(
-            f"this model has {len(parameters)} parameter tensors, an odd count (a layer without "
-            "biases), which this version of nxrs cannot start a run from"
-        )
-    trainer._start_from(list(zip(parameters[::2], parameters[1::2])), buffers)
+    trainer._start_from(list(parameters), buffers)
 
 
 def from_weights(
@@ -146,5 +139,5 @@ def from_weights(
         shapes.append(shape)
     layers = [shapes[0][1], *(outputs for outputs, _ in shapes)]
     trainer = trainer_class(layers, **config)
-    trainer._start_from(pairs)
+    trainer._start_from([array for pair in pairs for array in pair])
     return trainer

@@ -240,9 +240,10 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
 
 /// Every layer object's keys in the order of its parameters (`nxrs.layers`' classes and
 /// PyTorch's signatures): `type`, then `Input`'s, `Dense`'s, the convolutions' and pools',
-/// `Dropout`'s, and the normalisations' (`momentum` before `eps`). No layer has two of these
-/// groups, so one list orders them all.
-const PARAMETER_ORDER: [&str; 10] = [
+/// `Dropout`'s, the normalisations' (`momentum` before `eps`), the bias switch (after
+/// `units` or `eps`) and a Residual's `layers`. No layer has two of these groups, so one list
+/// orders them all.
+const PARAMETER_ORDER: [&str; 12] = [
     "type",
     "shape",
     "units",
@@ -253,6 +254,8 @@ const PARAMETER_ORDER: [&str; 10] = [
     "p",
     "momentum",
     "eps",
+    "bias",
+    "layers",
 ];
 
 /// `object` (a layer's JSON object, its keys sorted as the core's JSON map holds them) with
@@ -268,6 +271,19 @@ fn in_parameter_order<'py>(
     for key in PARAMETER_ORDER {
         if let Some(value) = object.get_item(key)? {
             ordered.set_item(key, value)?;
+        }
+    }
+    // A Residual's layers, each in the same order.
+    if let Some(layers) = object.get_item("layers")? {
+        if let Ok(layers) = layers.cast::<PyList>() {
+            let nested = layers
+                .iter()
+                .map(|layer| match layer.cast::<PyDict>() {
+                    Ok(layer) => Ok(in_parameter_order(py, layer)?.into_any()),
+                    Err(_) => Ok(layer),
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            ordered.set_item("layers", PyList::new(py, nested)?)?;
         }
     }
     for (key, value) in object.iter() {

@@ -631,18 +631,19 @@ impl PyTrainer {
         PyTrainer::duplicate(slf)
     }
 
-    /// Restarts this trainer from the parameters `weights`, `[(W1, b1), (W2, b2), ...]` (a
-    /// layer model's in its tensor order), and the BatchNorm running statistics `buffers`,
-    /// `[mean{n}, var{n}, ...]`, when given: the state of a new run (zero moments, counters 0)
-    /// with these tensors (`Trainer.from_weights`, `nxrs.interop.from_torch`).
-    #[pyo3(signature = (weights, buffers = None))]
+    /// Restarts this trainer from the parameters `params`, the state's tensors in its order
+    /// (`W1, b1, W2, b2, ...`; a layer model's by its tensor names), and the BatchNorm running
+    /// statistics `buffers`, `[mean{n}, var{n}, ...]`, when given: the state of a new run (zero
+    /// moments, counters 0) with these tensors (`Trainer.from_weights`,
+    /// `nxrs.interop.from_torch`).
+    #[pyo3(signature = (params, buffers = None))]
     fn _start_from(
         &self,
         py: Python<'_>,
-        weights: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
         buffers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self.start_from(py, weights, buffers)
+        self.start_from(py, params, buffers)
     }
 
     // --- reading the state ----------------------------------------------------------------

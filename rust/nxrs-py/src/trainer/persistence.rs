@@ -68,28 +68,27 @@ impl PyTrainer {
     }
 
     /// `_start_from`: the state of a new run (zero moments, counters 0) with the parameters
-    /// `weights`, `[(W1, b1), (W2, b2), ...]` (a layer model's pairs by its tensor names:
-    /// `(gamma2, beta2)`, ...), and the running statistics `buffers`, `[mean2, var2, ...]`,
-    /// when given (else a fresh run's). The core checks the counts, shapes and values.
+    /// `params`, the state's tensors in its order (`W1 b1 W2 b2 ...`, a layer model's by its
+    /// tensor names: `gamma2 beta2`, a layer without biases its one tensor), and the running
+    /// statistics `buffers`, `[mean2, var2, ...]`, when given (else a fresh run's). The core
+    /// checks the counts, shapes and values.
     pub(super) fn start_from(
         &self,
         py: Python<'_>,
-        weights: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
         buffers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let claim = self.claim("_start_from")?;
         // Each array is read with the name and number of dimensions the core gives it.
         let model = self.read(py, |t| t.model().clone());
-        let mut tensors = Vec::new();
-        for (l, pair) in weights.try_iter()?.enumerate() {
-            let (w, b): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?
-                .extract()
-                .map_err(|_| InputError::new_err(format!("weights[{l}] is not a pair (W, b)")))?;
-            for (k, array) in [(2 * l, w), (2 * l + 1, b)] {
+        let tensors = params
+            .try_iter()?
+            .enumerate()
+            .map(|(k, array)| {
                 let (name, ndim) = TrainState::starting_param(&model, k);
-                tensors.push(inputs::tensor(&array, &name, ndim)?);
-            }
-        }
+                inputs::tensor(&array?, &name, ndim)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let buffers = match buffers {
             None => None,
             Some(given) => Some(
