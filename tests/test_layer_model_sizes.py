@@ -1,7 +1,8 @@
-"""Layer models of any sizes, as a user trains them: random valid models (every layer type, residual branches nested or not,
-outputs larger or smaller than inputs, any number of layers between) train with ``fit``,
-predict and evaluate without a panic, the hardware backend giving softf32's bits; and
-``nxrs train`` and ``nxrs sweep`` train a model whose output has more cells than its input.
+"""Layer models of any sizes, as a user trains them: random valid models (every layer type,
+residual branches nested or not, outputs larger or smaller than inputs, any number of layers
+between) train with ``fit``, predict and evaluate without a panic, the hardware backend giving
+softf32's bits; and ``nxrs train`` and ``nxrs sweep`` train a model whose output has more cells
+than its input.
 
 The output shapes here follow docs/TRAINING.md section 15.1's rule (``floor((n + 2q - k) / s) +
 1``), written from the text, so that every model drawn is one the definition accepts."""

@@ -242,9 +242,7 @@ def test_model_naming_neither_a_preset_nor_a_file_is_one_line(
 def key_orders(layers: list[dict[str, Any]]) -> list[list[str]]:
     """Each layer's keys in order, a Residual's nested layers' after its own."""
     return [
-        keys
-        for layer in layers
-        for keys in [list(layer), *key_orders(layer.get("layers", []))]
+        keys for layer in layers for keys in [list(layer), *key_orders(layer.get("layers", []))]
     ]
 
 

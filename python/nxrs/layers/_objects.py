@@ -1,36 +1,11 @@
-"""Layer objects: a model as a list of layers (TRAINING.md section 15), PyTorch's names and
-meanings, channels first.
-
->>> from nxrs.layers import Input, Conv1d, ReLU, Flatten, Dense
->>> model = [Input(1, 40), Conv1d(25, 5, stride=2, padding=1), ReLU(), Flatten(), Dense(10)]
->>> model[1]
-Conv1d(25, 5, stride=2, padding=1)
->>> model[1].to_dict()
-{'type': 'Conv1d', 'out_channels': 25, 'kernel_size': [5], 'stride': [2], 'padding': [1]}
->>> from_dicts(to_dicts(model)) == model
-True
-
-A layer is immutable, compares and hashes by value, and its ``repr`` is the call that builds
-it. ``to_dict`` gives its JSON form (section 15.1: the type and every parameter written out,
-sizes as lists), which ``--model FILE.json``, ``load_model`` and a checkpoint's configuration
-use; ``from_dict`` is the inverse.
-
-These classes only convert types: an argument of the wrong type (a string, a bool, a float
-where a size belongs) is a ``nxrs.ConfigError`` naming the layer and the argument, and a size is
-anything ``operator.index`` accepts (numpy's integers too), as for every count nxrs takes. The
-values themselves (a kernel of at least 1, ``p`` in ``[0, 1)``, a padding smaller than its
-kernel, the shapes fitting together) are checked in one place, the Rust core, when a trainer is
-built from the list. Floats are kept as given; the core rounds them to binary32.
-
-``preset(name)`` gives the models ``nxrs train --model NAME`` knows (``PRESETS``).
-"""
+"""The layer objects of section 15 (one class per layer, PyTorch's names and meanings), the
+base class ``Layer`` that registers them by name, and the argument checks they share."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
@@ -38,35 +13,6 @@ import numpy as np
 
 from nxrs._nxrs import ConfigError
 from nxrs._util.checks import _shown, count
-from nxrs._util.strict_json import read_strict_json
-
-__all__ = [
-    "GELU",
-    "PRESETS",
-    "AvgPool1d",
-    "AvgPool2d",
-    "BatchNorm1d",
-    "BatchNorm2d",
-    "Conv1d",
-    "Conv2d",
-    "Dense",
-    "Dropout",
-    "Flatten",
-    "Input",
-    "Layer",
-    "LayerNorm",
-    "MaxPool1d",
-    "MaxPool2d",
-    "ReLU",
-    "Residual",
-    "Sigmoid",
-    "Tanh",
-    "from_dict",
-    "from_dicts",
-    "load_model",
-    "preset",
-    "to_dicts",
-]
 
 #: A kernel size, stride or padding: an int for every dimension, or one int per dimension
 #: (a pair for the 2-D layers).
@@ -121,6 +67,15 @@ def _init(layer: Layer, **values: object) -> None:
 class Layer:
     """A layer of a model: the base class of every layer object. ``to_dict()`` gives its JSON
     form (section 15.1); ``from_dict`` builds a layer from it."""
+
+    #: Every layer class by its JSON ``"type"`` (its name), as it is defined: what ``from_dict``
+    #: reads (the classes whose names start with ``_`` are bases, not layers).
+    _TYPES: ClassVar[dict[str, type[Layer]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__name__.startswith("_"):
+            Layer._TYPES[cls.__name__] = cls
 
     def __init__(self) -> None:
         """A layer without parameters."""
@@ -477,207 +432,3 @@ class GELU(Layer):
     >>> GELU().to_dict()
     {'type': 'GELU'}
     """
-
-
-@dataclass(frozen=True, init=False, repr=False)
-class Residual(Layer):
-    """``x + f(x)``: the nested list of layers ``f`` applied to the input, its output added to
-    it (a transformer's or ResNet's skip connection; section 15.7). ``f`` must keep the input's
-    shape; Residuals nest.
-
-    >>> block = Residual([LayerNorm(), Dense(16), GELU(), Dense(16)])
-    >>> block
-    Residual([LayerNorm(), Dense(16), GELU(), Dense(16)])
-    >>> block.to_dict()["layers"][2]
-    {'type': 'GELU'}
-    >>> from_dict(block.to_dict()) == block
-    True
-    """
-
-    layers: tuple[Layer, ...]
-
-    def __init__(self, layers: Iterable[Layer]) -> None:
-        if isinstance(layers, (str, bytes, Mapping)) or not isinstance(layers, Iterable):
-            raise ConfigError(f"Residual: layers must be a list of layers, got {_shown(layers)}")
-        items = tuple(layers)
-        for i, layer in enumerate(items):
-            if not isinstance(layer, Layer):
-                raise ConfigError(
-                    f"Residual: layers[{i}] = {_shown(layer)} is not a layer object "
-                    f"(nxrs.layers), but {type(layer).__name__}"
-                )
-        _init(self, layers=items)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "Residual", "layers": [layer.to_dict() for layer in self.layers]}
-
-    def _arguments(self) -> list[str]:
-        return [f"[{', '.join(repr(layer) for layer in self.layers)}]"]
-
-    @classmethod
-    def _from_params(cls, params: dict[str, Any]) -> Layer:
-        unknown = [k for k in params if k != "layers"]
-        if unknown:
-            raise ConfigError(f"Residual: unknown parameter {unknown[0]!r}")
-        items = params.get("layers")
-        if not isinstance(items, (list, tuple)):
-            raise ConfigError(
-                f"Residual: layers (a list of layer objects) is required, got {_shown(items)}"
-            )
-        try:
-            return cls(from_dicts(items))
-        except ConfigError as err:
-            raise ConfigError(f"Residual: {err}") from None
-
-
-_TYPES: dict[str, type[Layer]] = {
-    cls.__name__: cls
-    for cls in (
-        Input,
-        Dense,
-        Conv1d,
-        Conv2d,
-        MaxPool1d,
-        MaxPool2d,
-        AvgPool1d,
-        AvgPool2d,
-        Flatten,
-        ReLU,
-        Tanh,
-        Sigmoid,
-        GELU,
-        Dropout,
-        BatchNorm1d,
-        BatchNorm2d,
-        LayerNorm,
-        Residual,
-    )
-}
-
-
-def from_dict(d: Mapping[str, Any]) -> Layer:
-    """The layer of a JSON object (section 15.1): what ``Layer.to_dict`` and the core write,
-    an int accepted for any size, an absent (or null) parameter taking its default.
-
-    >>> from_dict({"type": "MaxPool2d", "kernel_size": 2})
-    MaxPool2d(2)
-    """
-    if not isinstance(d, Mapping):
-        raise ConfigError(f'a layer is an object with a "type", got {_shown(d)}')
-    kind = d.get("type")
-    if not isinstance(kind, str):
-        raise ConfigError(f'a layer object needs "type" (a layer\'s name), got {_shown(dict(d))}')
-    cls = _TYPES.get(kind)
-    if cls is None:
-        raise ConfigError(f"unknown layer type {_shown(kind)} (known: {', '.join(_TYPES)})")
-    return cls._from_params({k: v for k, v in d.items() if k != "type" and v is not None})
-
-
-def to_dicts(layers: Iterable[Layer]) -> list[dict[str, Any]]:
-    """The JSON form of a list of layers.
-
-    >>> to_dicts([Input(3), Dense(2)])
-    [{'type': 'Input', 'shape': [3]}, {'type': 'Dense', 'units': 2}]
-    """
-    out = []
-    for i, layer in enumerate(layers):
-        if not isinstance(layer, Layer):
-            raise ConfigError(
-                f"layer {i} = {_shown(layer)} is not a layer object (nxrs.layers), "
-                f"but {type(layer).__name__}"
-            )
-        out.append(layer.to_dict())
-    return out
-
-
-def from_dicts(items: Sequence[Mapping[str, Any]]) -> list[Layer]:
-    """The layers of a list of JSON objects; an error names the layer's position (from 0)."""
-    if not isinstance(items, (list, tuple)):
-        raise ConfigError(f"a model is a list of layer objects, got {_shown(items)}")
-    layers = []
-    for i, item in enumerate(items):
-        try:
-            layers.append(from_dict(item))
-        except ConfigError as err:
-            raise ConfigError(f"layer {i}: {err}") from None
-    return layers
-
-
-def load_model(path: str | os.PathLike[str]) -> list[Layer]:
-    """The layers of a model file: JSON holding a list of layer objects (section 15.1), or an
-    object ``{"layers": [...]}``. A file that is not JSON or not a model (a key given twice in
-    an object, an integer of more than 100 digits, nesting deeper than Python's recursion
-    limit) is a ``ConfigError`` naming the file (one that cannot be read, an ``OSError``)."""
-    doc = read_strict_json(path, "a model file")
-    if isinstance(doc, dict):
-        extra = sorted(set(doc) - {"layers"})
-        if extra or "layers" not in doc:
-            raise ConfigError(
-                f'{path}: a model file is a list of layers or {{"layers": [...]}}, '
-                f"got an object with the keys {sorted(doc)}"
-            )
-        doc = doc["layers"]
-    if not isinstance(doc, list):
-        raise ConfigError(
-            f'{path}: a model file is a list of layers or {{"layers": [...]}}, got {_shown(doc)}'
-        )
-    try:
-        return from_dicts(doc)
-    except ConfigError as err:
-        raise ConfigError(f"{path}: {err}") from None
-
-
-_PRESETS: dict[str, tuple[Layer, ...]] = {
-    # The MNIST-1D paper's ConvBase (Greydanus & Kobak): lengths 40 -> 19 -> 10 -> 5, then
-    # 25 * 5 = 125 features -> 10 classes.
-    "mnist1d-cnn": (
-        Input(1, 40),
-        Conv1d(25, 5, stride=2, padding=1),
-        ReLU(),
-        Conv1d(25, 3, stride=2, padding=1),
-        ReLU(),
-        Conv1d(25, 3, stride=2, padding=1),
-        ReLU(),
-        Flatten(),
-        Dense(10),
-    ),
-    # scikit-learn's 8x8 digits: 8x8 -> 4x4 -> 2x2, 32 * 2 * 2 = 128 features -> 10 classes.
-    # PyTorch (float32, Adam lr 1e-2, batch 32, 20 epochs) trained it to 0.983-0.992 test
-    # accuracy on the deterministic split (section 12, seed 0) over five seeds.
-    "digits-cnn": (
-        Input(1, 8, 8),
-        Conv2d(16, 3, padding=1),
-        ReLU(),
-        MaxPool2d(2),
-        Conv2d(32, 3, padding=1),
-        ReLU(),
-        MaxPool2d(2),
-        Flatten(),
-        Dense(10),
-    ),
-}
-
-#: The names ``preset`` knows (``nxrs train --model NAME``).
-PRESETS: tuple[str, ...] = tuple(_PRESETS)
-
-#: How each preset is meant to be trained: its data set and the settings ``nxrs train --model
-#: NAME`` takes unless given (the MNIST-1D paper's Adam lr 1e-2, batch 100, 6,000 steps; the
-#: digits net's settings found with PyTorch, above).
-RECIPES: dict[str, dict[str, Any]] = {
-    "mnist1d-cnn": {"data": "mnist1d", "batch_size": 100, "lr": 0.01, "epochs": 150},
-    "digits-cnn": {"data": "digits", "batch_size": 32, "lr": 0.01, "epochs": 20},
-}
-
-
-def preset(name: str) -> list[Layer]:
-    """A named model (``PRESETS``): ``"mnist1d-cnn"``, the MNIST-1D paper's ConvBase (three
-    ``Conv1d`` of 25 channels, kernels 5, 3, 3, stride 2, padding 1, then ``Dense(10)``), and
-    ``"digits-cnn"``, a small ``Conv2d`` net for the 8x8 digits.
-
-    >>> preset("mnist1d-cnn")[:2]
-    [Input(1, 40), Conv1d(25, 5, stride=2, padding=1)]
-    """
-    layers = _PRESETS.get(name) if isinstance(name, str) else None
-    if layers is None:
-        raise ConfigError(f"unknown model preset {_shown(name)} (known: {', '.join(PRESETS)})")
-    return list(layers)
