@@ -356,16 +356,15 @@ def test_from_torch_checks_the_running_statistics() -> None:
 
 def test_start_from_counts_the_running_statistics() -> None:
     t = nxrs.Trainer(layers=MODELS["dense"])
-    params = t._params()
-    pairs = list(zip(params[::2], params[1::2]))
+    params = t._params()  # the state's parameters in order, as _start_from takes them
     ones = np.ones(4, np.float32)
     with pytest.raises(nxrs.InputError, match=r"1 running statistics tensors given.*mean4 var4"):
-        t._start_from(pairs, [ones])
+        t._start_from(params, [ones])
     with pytest.raises(nxrs.InputError, match=r"var4 has shape \[3\], the model needs \[4\]"):
-        t._start_from(pairs, [ones, ones[:3]])
-    t._start_from(pairs, [ones * 2, ones * 3])
+        t._start_from(params, [ones, ones[:3]])
+    t._start_from(params, [ones * 2, ones * 3])
     assert t.state_dict()["mean4"].tolist() == [2.0] * 4
-    t._start_from(pairs)  # without: a fresh run's
+    t._start_from(params)  # without: a fresh run's
     assert t.state_dict()["var4"].tolist() == [1.0] * 4
 
 
