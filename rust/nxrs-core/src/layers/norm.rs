@@ -248,7 +248,7 @@ impl<R: Real> Normalization<R> for LayerNorm<R> {
     ) {
         let (g_gamma, g_beta) = grads;
         let n = self.cells;
-        for k in 0..n {
+        for (k, g_gamma) in g_gamma[..n].iter_mut().enumerate() {
             let over_samples = Group {
                 n: rows,
                 at: |s| s * n + k,
@@ -256,7 +256,7 @@ impl<R: Real> Normalization<R> for LayerNorm<R> {
             if let Some(g_beta) = g_beta.get_mut(k) {
                 *g_beta = over_samples.sum(|i| g[(over_samples.at)(i)]);
             }
-            g_gamma[k] = over_samples.sum(|i| {
+            *g_gamma = over_samples.sum(|i| {
                 let i = (over_samples.at)(i);
                 g[i] * xhat[i]
             });

@@ -80,7 +80,11 @@ const fn atan_inv_q126(q: u128) -> u128 {
     let mut k = 0u128;
     while power != 0 {
         let term = power / (2 * k + 1);
-        sum = if k % 2 == 0 { sum + term } else { sum - term };
+        sum = if k.is_multiple_of(2) {
+            sum + term
+        } else {
+            sum - term
+        };
         power /= q * q;
         k += 1;
     }

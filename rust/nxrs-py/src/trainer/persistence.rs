@@ -3,7 +3,7 @@
 
 use super::PyTrainer;
 use crate::checkpoint::PyCheckpoint;
-use crate::errors::{to_py, ConfigError, InputError};
+use crate::errors::{to_py, ConfigError};
 use crate::inputs::{self, AnyInt};
 use nxrs_core::checkpoint;
 use nxrs_core::nxck::Format;
