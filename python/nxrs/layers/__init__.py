@@ -54,6 +54,13 @@ from nxrs.layers._objects import (
 )
 from nxrs.layers._presets import PRESETS, preset
 from nxrs.layers._presets import RECIPES as RECIPES
+from nxrs.layers._sequence import (
+    CausalSelfAttention,
+    Embedding,
+    PositionalEmbedding,
+    TiedHead,
+    gpt,
+)
 
 __all__ = [
     "GELU",
@@ -62,22 +69,27 @@ __all__ = [
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "CausalSelfAttention",
     "Conv1d",
     "Conv2d",
     "Dense",
     "Dropout",
+    "Embedding",
     "Flatten",
     "Input",
     "Layer",
     "LayerNorm",
     "MaxPool1d",
     "MaxPool2d",
+    "PositionalEmbedding",
     "ReLU",
     "Residual",
     "Sigmoid",
     "Tanh",
+    "TiedHead",
     "from_dict",
     "from_dicts",
+    "gpt",
     "load_model",
     "preset",
     "to_dicts",

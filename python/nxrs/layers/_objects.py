@@ -81,11 +81,13 @@ class Layer:
         """A layer without parameters."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of section 15.1: ``"type"`` and every parameter, sizes as lists."""
+        """The JSON object of section 15.1: ``"type"`` and every parameter, sizes as lists (an
+        optional parameter left unset, ``None``, is not written)."""
         d: dict[str, Any] = {"type": type(self).__name__}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            d[field.name] = list(value) if isinstance(value, tuple) else value
+            if value is not None:
+                d[field.name] = list(value) if isinstance(value, tuple) else value
         return d
 
     def _json_form(self) -> dict[str, Any]:
@@ -142,26 +144,43 @@ class Input(Layer):
 
 @dataclass(frozen=True, init=False, repr=False)
 class Dense(Layer):
-    """A fully connected layer (PyTorch's ``Linear``): input ``(n)``, output ``(units)``;
-    ``bias=False`` leaves out ``b`` (section 15.7).
+    """A fully connected layer (PyTorch's ``Linear``): input ``(n)``, output ``(units)``, or
+    each token of a ``(T, n)`` sequence to ``(T, units)``; ``bias=False`` leaves out ``b``
+    (section 15.7); ``std`` draws ``W`` from ``N(0, std)`` (section 15.8).
 
     >>> Dense(10).to_dict()
     {'type': 'Dense', 'units': 10}
-    >>> Dense(10, bias=False).to_dict()
-    {'type': 'Dense', 'units': 10, 'bias': False}
+    >>> Dense(10, bias=False, std=0.02).to_dict()
+    {'type': 'Dense', 'units': 10, 'bias': False, 'std': 0.02}
     """
 
     units: int
     bias: bool
+    std: float | None
 
-    def __init__(self, units: int, bias: bool = True) -> None:
-        _init(self, units=_int("Dense", "units", units), bias=_bool("Dense", "bias", bias))
+    def __init__(self, units: int, bias: bool = True, std: float | None = None) -> None:
+        _init(
+            self,
+            units=_int("Dense", "units", units),
+            bias=_bool("Dense", "bias", bias),
+            std=_optional_real("Dense", "std", std),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return _without_bias(super().to_dict())
 
     def _arguments(self) -> list[str]:
-        return [str(self.units)] + ([] if self.bias else ["bias=False"])
+        return [str(self.units)] + ([] if self.bias else ["bias=False"]) + _keyword("std", self.std)
+
+
+def _optional_real(where: str, name: str, value: object) -> float | None:
+    """``None`` (not given), or a real number as ``_real`` reads it."""
+    return None if value is None else _real(where, name, value)
+
+
+def _keyword(name: str, value: object) -> list[str]:
+    """``name=value`` for a ``repr``, nothing for an unset (``None``) value."""
+    return [] if value is None else [f"{name}={value!r}"]
 
 
 def _bool(where: str, name: str, value: object) -> bool:

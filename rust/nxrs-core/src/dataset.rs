@@ -19,8 +19,13 @@ pub const MAX_CELLS: usize = 1 << 28;
 /// What each sample is trained towards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Targets {
-    /// A class index per sample, each in `0..classes` (cross-entropy).
-    Labels { classes: usize, labels: Vec<usize> },
+    /// `per_sample` class indices per sample (one, or a sequence model's one per token), each
+    /// in `0..classes` (cross-entropy).
+    Labels {
+        classes: usize,
+        labels: Vec<usize>,
+        per_sample: usize,
+    },
     /// `width` finite values per sample, row-major (mean squared error).
     Values { width: usize, values: Vec<F32> },
 }
@@ -66,21 +71,51 @@ impl Dataset {
         inputs: Vec<F32>,
         labels: &[T],
     ) -> Result<Dataset> {
-        let features = check_inputs(labels.len(), features, &inputs, "label")?;
+        Dataset::with_labels(features, classes, inputs, labels, 1)
+    }
+
+    /// [`Dataset::new`] with `per_sample` labels per sample, in sample order (a sequence
+    /// model's label per token, section 15.8); a label outside the classes is named by its
+    /// sample and position.
+    pub fn with_labels<T: Integer>(
+        features: usize,
+        classes: usize,
+        inputs: Vec<F32>,
+        labels: &[T],
+        per_sample: usize,
+    ) -> Result<Dataset> {
+        if per_sample == 0 || !labels.len().is_multiple_of(per_sample) {
+            return Err(Error::Input(format!(
+                "{} labels are not rows of {per_sample}, one per token",
+                labels.len()
+            )));
+        }
+        let samples = labels.len() / per_sample;
+        let features = check_inputs(samples, features, &inputs, "row of labels")?;
         let labels = labels
             .iter()
             .enumerate()
-            .map(|(s, &y)| {
+            .map(|(k, &y)| {
                 y.try_into()
                     .ok()
                     .filter(|&label| label < classes)
-                    .ok_or_else(|| Error::Input(label_outside(s, y, classes, labels)))
+                    .ok_or_else(|| {
+                        let outside = label_outside(k / per_sample, y, classes, labels);
+                        Error::Input(match per_sample {
+                            1 => outside,
+                            _ => format!("{outside} (at position {})", k % per_sample),
+                        })
+                    })
             })
             .collect::<Result<_>>()?;
         Ok(Dataset {
             features,
             inputs,
-            targets: Targets::Labels { classes, labels },
+            targets: Targets::Labels {
+                classes,
+                labels,
+                per_sample,
+            },
         })
     }
 
@@ -134,7 +169,11 @@ impl Dataset {
         Ok(Dataset {
             features,
             inputs,
-            targets: Targets::Labels { classes, labels },
+            targets: Targets::Labels {
+                classes,
+                labels,
+                per_sample: 1,
+            },
         })
     }
 
@@ -169,7 +208,12 @@ impl Dataset {
     pub fn sample(&self, s: usize) -> (&[F32], Target<'_, F32>) {
         let row = &self.inputs[s * self.features..(s + 1) * self.features];
         let target = match &self.targets {
-            Targets::Labels { labels, .. } => Target::Class(labels[s]),
+            Targets::Labels {
+                labels, per_sample, ..
+            } => match per_sample {
+                1 => Target::Class(labels[s]),
+                n => Target::Classes(&labels[s * n..(s + 1) * n]),
+            },
             Targets::Values { width, values } => {
                 Target::Values(&values[s * width..(s + 1) * width])
             }
@@ -183,7 +227,8 @@ impl Dataset {
 
     /// The data's canonical encoding, written in pieces to `write`: little-endian `u64`
     /// samples, `u64` features, every feature's `u32` bits, then for labels a 0 byte, `u64`
-    /// classes and each label as `u64`, or for targets a 1 byte, `u64` width and each value's
+    /// classes and each label as `u64` (labels per token: a 2 byte, `u64` classes, `u64` labels per
+    /// sample, each label), or for targets a 1 byte, `u64` width and each value's
     /// `u32` bits. Equal data (same bits, shapes and order) and only equal data encode alike:
     /// the fingerprint and the data digest (`docs/TRAINING.md` section 16) hash it.
     pub fn encode(&self, write: &mut dyn FnMut(&[u8])) {
@@ -192,9 +237,25 @@ impl Dataset {
         word(write, self.features);
         write_cells(&self.inputs, write);
         match &self.targets {
-            Targets::Labels { classes, labels } => {
+            // One label per sample as before labels per token existed (tag 0, so that such
+            // data keeps its digest); labels per token under their own tag, with their count.
+            Targets::Labels {
+                classes,
+                labels,
+                per_sample: 1,
+            } => {
                 write(&[0]);
                 word(write, *classes);
+                labels.iter().for_each(|&y| word(write, y));
+            }
+            Targets::Labels {
+                classes,
+                labels,
+                per_sample,
+            } => {
+                write(&[2]);
+                word(write, *classes);
+                word(write, *per_sample);
                 labels.iter().for_each(|&y| word(write, y));
             }
             Targets::Values { width, values } => {

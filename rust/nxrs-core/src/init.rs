@@ -1,6 +1,6 @@
-//! How a run's parameters start (`docs/TRAINING.md` sections 4 and 15.4): the initialisations'
-//! names and the uniform draws of He, Glorot and PyTorch's bounds. The seed's own pattern is
-//! the MLP's ([`crate::mlp`]).
+//! How a run's parameters start (`docs/TRAINING.md` sections 4, 15.4 and 15.8): the
+//! initialisations' names, the uniform draws of He, Glorot and PyTorch's bounds, and normal
+//! draws (Marsaglia's polar method). The seed's own pattern is the MLP's ([`crate::mlp`]).
 
 use crate::rng::Stream;
 use crate::softf32::F32;
@@ -38,11 +38,33 @@ impl Init {
 /// `cells` values uniform on `[-a, a)`, drawn from `stream`: each draw's top 24 bits give an
 /// integer `k` in `[-2^23, 2^23)`, and the value is `(k * 2^-23) * a` (the first product exact).
 pub fn uniform(stream: &mut Stream, cells: usize, a: F32) -> Vec<F32> {
+    (0..cells).map(|_| unit(stream) * a).collect()
+}
+
+/// A draw's top 24 bits as a value in `[-1, 1)`: `f32(k) * 2^-23` for `k` in `[-2^23, 2^23)`
+/// (the product exact).
+fn unit(stream: &mut Stream) -> F32 {
     let two_pow_minus_23 = F32::from_bits((127 - 23) << 23);
-    (0..cells)
-        .map(|_| {
-            let k = (stream.next_u64() >> 40) as i64 - (1 << 23);
-            (F32::from_i64(k) * two_pow_minus_23) * a
-        })
-        .collect()
+    let k = (stream.next_u64() >> 40) as i64 - (1 << 23);
+    F32::from_i64(k) * two_pow_minus_23
+}
+
+/// `cells` values from `N(0, std)`, drawn from `stream` by Marsaglia's polar method (section
+/// 15.8): pairs `u, v` in `[-1, 1)`, `q = u*u + v*v`, a pair with `q >= 1` or `q = 0` dropped,
+/// else `f = sqrt((-2 * ln q) / q)` (correctly rounded `ln` and `sqrt`) gives `u*f` then `v*f`,
+/// each times `std`.
+pub fn normal(stream: &mut Stream, cells: usize, std: F32) -> Vec<F32> {
+    let minus_two = F32::from_i32(-2);
+    let mut values = Vec::with_capacity(cells + 1);
+    while values.len() < cells {
+        let (u, v) = (unit(stream), unit(stream));
+        let q = (u * u) + (v * v);
+        if !q.ieee_lt(F32::ONE) || q == F32::ZERO {
+            continue;
+        }
+        let f = ((minus_two * q.ln()) / q).sqrt();
+        values.extend([(u * f) * std, (v * f) * std]);
+    }
+    values.truncate(cells);
+    values
 }

@@ -21,6 +21,8 @@ crate::names::names! {
 pub enum Target<'a, R> {
     Class(usize),
     Values(&'a [R]),
+    /// A sequence model's label per token (section 15.8).
+    Classes(&'a [usize]),
 }
 
 impl<'a> Target<'a, F32> {
@@ -29,6 +31,7 @@ impl<'a> Target<'a, F32> {
         match self {
             Target::Class(label) => Target::Class(label),
             Target::Values(values) => Target::Values(cells(values)),
+            Target::Classes(labels) => Target::Classes(labels),
         }
     }
 }
@@ -60,13 +63,50 @@ impl Loss {
         }
     }
 
-    /// The model's outputs for `z`: probabilities (cross-entropy) or `z` itself (MSE).
-    pub fn outputs<R: Real>(self, math: Math, z: &[R], outputs: &mut [R]) {
-        match self {
-            Loss::CrossEntropy => {
-                softmax(math, z, outputs);
+    /// A sample's loss and the outputs it scored correctly (section 10's rule; 0 for MSE):
+    /// [`Loss::forward`], or for a sequence model's labels ([`Target::Classes`]) the same on
+    /// each token's `z` (`z` holding the tokens' outputs one after another), the sample's loss
+    /// the sum of its tokens' from the first (section 15.8).
+    pub fn sample<R: Real>(
+        self,
+        math: Math,
+        z: &[R],
+        target: Target<'_, R>,
+        outputs: &mut [R],
+        delta: &mut [R],
+    ) -> (R, usize) {
+        let Target::Classes(labels) = target else {
+            let loss = self.forward(math, z, target, outputs, delta);
+            return (loss, usize::from(is_correct(math, outputs, target)));
+        };
+        let k = z.len() / labels.len();
+        let rows = z
+            .chunks_exact(k)
+            .zip(outputs.chunks_exact_mut(k))
+            .zip(delta.chunks_exact_mut(k));
+        let (mut sum, mut correct) = (None, 0);
+        for (((z, outputs), delta), &label) in rows.zip(labels) {
+            let target = Target::Class(label);
+            let loss = self.forward(math, z, target, outputs, delta);
+            sum = Some(sum.map_or(loss, |sum| sum + loss));
+            correct += usize::from(is_correct(math, outputs, target));
+        }
+        (sum.unwrap_or(R::ZERO), correct)
+    }
+
+    /// The model's outputs for `z`: probabilities (cross-entropy) or `z` itself (MSE), over
+    /// each `classes` outputs (a sequence model's token; all of `z` otherwise).
+    pub fn outputs<R: Real>(self, math: Math, z: &[R], classes: usize, outputs: &mut [R]) {
+        for (z, outputs) in z
+            .chunks_exact(classes)
+            .zip(outputs.chunks_exact_mut(classes))
+        {
+            match self {
+                Loss::CrossEntropy => {
+                    softmax(math, z, outputs);
+                }
+                Loss::Mse => outputs.copy_from_slice(z),
             }
-            Loss::Mse => outputs.copy_from_slice(z),
         }
     }
 }

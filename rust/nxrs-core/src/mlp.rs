@@ -93,6 +93,8 @@ impl Mlp {
                     op: Op::ReLU,
                     input: flat(inputs),
                     output: flat(inputs),
+                    sequence: None,
+                    std: None,
                 });
             }
             layers.push(Layer {
@@ -100,11 +102,14 @@ impl Mlp {
                 op: Op::Conv(Conv::dense(inputs, outputs, true)),
                 input: flat(inputs),
                 output: flat(outputs),
+                sequence: None,
+                std: None,
             });
         }
         Network {
             input: flat(self.sizes[0]),
             layers,
+            tokens: None,
         }
     }
 

@@ -4,8 +4,8 @@
 //! their names and shapes, its running statistics, and their initial values.
 
 use crate::error::{Error, Result};
-use crate::init::{uniform, Init};
-use crate::layers::{LayerSpec, Network, Op};
+use crate::init::{normal, uniform, Init};
+use crate::layers::{LayerSpec, Network, Op, Tokens};
 use crate::mlp::Mlp;
 use crate::params::{zeros, Layer};
 use crate::rng::{Domain, Stream};
@@ -116,6 +116,48 @@ impl Model {
         self.network.outputs()
     }
 
+    /// A sequence model's tokens and vocabulary (section 15.8); `None` for every other model.
+    pub fn tokens(&self) -> Option<Tokens> {
+        self.network.tokens
+    }
+
+    /// The labels of a sample: one per token of a model whose output is a sequence, else one.
+    pub fn labels_per_sample(&self) -> usize {
+        match self.network.tokens {
+            Some(t) if t.per_token => t.tokens,
+            _ => 1,
+        }
+    }
+
+    /// The outputs each label scores: a token's of a model whose output is a sequence, else
+    /// all of them.
+    pub fn classes(&self) -> usize {
+        self.outputs() / self.labels_per_sample()
+    }
+
+    /// Checks that a sequence model's samples `inputs` are token ids: each an integer in
+    /// `0..vocab` (`Error::Input` naming the sample, the position and the value). Nothing to
+    /// check for other models.
+    pub fn check_token_ids(&self, inputs: &[F32]) -> Result<()> {
+        let Some(Tokens { tokens, vocab, .. }) = self.network.tokens else {
+            return Ok(());
+        };
+        let id = |x: F32| {
+            let k = x.to_i64_trunc();
+            (F32::from_i64(k) == x && (0..vocab as i64).contains(&k)).then_some(k)
+        };
+        match inputs.iter().position(|&x| id(x).is_none()) {
+            None => Ok(()),
+            Some(k) => Err(Error::Input(format!(
+                "token {} of sample {} is {}: a token id is an integer in 0..{vocab} (the \
+                 Embedding's vocab)",
+                k % tokens,
+                k / tokens,
+                f32::from_bits(inputs[k].to_bits())
+            ))),
+        }
+    }
+
     /// Multiply-adds of one sample's forward pass, roughly: how threads share out samples.
     pub fn work_per_sample(&self) -> usize {
         self.network.work_per_sample()
@@ -130,6 +172,9 @@ impl Model {
                 let (params, _) = layer.tensor_shapes();
                 let names = match layer.op {
                     Op::Conv(_) => ["W", "b"],
+                    Op::Embedding { .. } => ["E", ""],
+                    Op::Positional { .. } => ["P", ""],
+                    Op::Attention(_) => ["Wqkv", "Wo"],
                     _ => ["gamma", "beta"],
                 };
                 let specs: Vec<TensorSpec> = names
@@ -204,18 +249,51 @@ impl Model {
                     let w = &conv.window;
                     let fan_in = w.column();
                     let fan_out = conv.out_channels * w.window_cells();
-                    let a = init.bound(fan_in, fan_out);
                     let mut stream = Stream::new(seed, Domain::Init, n as u64 - 1);
-                    let weights = uniform(&mut stream, conv.out_channels * fan_in, a);
-                    let biases = match (conv.bias, init) {
-                        (false, _) => vec![],
-                        (true, Init::Torch) => uniform(&mut stream, conv.out_channels, a),
-                        (true, _) => vec![F32::ZERO; conv.out_channels],
+                    let cells = conv.out_channels * fan_in;
+                    let (weights, biases) = match layer.std {
+                        Some((std, _)) => (normal(&mut stream, cells, std), None),
+                        None => {
+                            let a = init.bound(fan_in, fan_out);
+                            let weights = uniform(&mut stream, cells, a);
+                            let torch = init == Init::Torch;
+                            let biases = torch.then(|| uniform(&mut stream, conv.out_channels, a));
+                            (weights, biases)
+                        }
                     };
+                    let b = match (conv.bias, biases) {
+                        (false, _) => vec![],
+                        (true, Some(biases)) => biases,
+                        (true, None) => vec![F32::ZERO; conv.out_channels],
+                    };
+                    params.push(Layer { w: weights, b });
+                }
+                Op::Embedding { .. } | Op::Positional { .. } => {
+                    let (shapes, _) = layer.tensor_shapes();
+                    let cells = shapes[0].iter().product();
+                    let mut stream = Stream::new(seed, Domain::Init, n as u64 - 1);
+                    // PyTorch's nn.Embedding draws N(0, 1) unless given a std.
+                    let std = layer.std.map_or(F32::ONE, |(std, _)| std);
                     params.push(Layer {
-                        w: weights,
-                        b: biases,
+                        w: normal(&mut stream, cells, std),
+                        b: vec![],
                     });
+                }
+                Op::Attention(a) => {
+                    let d = a.width;
+                    let mut stream = Stream::new(seed, Domain::Init, n as u64 - 1);
+                    let (wqkv, wo) = match layer.std {
+                        Some((std, proj_std)) => (
+                            normal(&mut stream, 3 * d * d, std),
+                            normal(&mut stream, d * d, proj_std),
+                        ),
+                        // As two Dense layers without biases: D to 3D, then D to D.
+                        None => (
+                            uniform(&mut stream, 3 * d * d, init.bound(d, 3 * d)),
+                            uniform(&mut stream, d * d, init.bound(d, d)),
+                        ),
+                    };
+                    params.push(Layer { w: wqkv, b: wo });
                 }
                 Op::BatchNorm(bn) => params.push(Layer {
                     w: vec![F32::ONE; bn.channels],
@@ -319,7 +397,7 @@ fn depth_first(specs: &[LayerSpec], depth: usize) -> Vec<(&LayerSpec, usize)> {
 fn numbered(net: &Network) -> impl Iterator<Item = (usize, &crate::layers::Layer)> {
     net.layers
         .iter()
-        .filter(|l| matches!(l.op, Op::Conv(_) | Op::BatchNorm(_) | Op::LayerNorm(_)))
+        .filter(|l| !l.tensor_shapes().0.is_empty())
         .enumerate()
         .map(|(i, l)| (i + 1, l))
 }

@@ -50,9 +50,10 @@ impl Rows {
         Ok(sample.iter().product())
     }
 
-    /// The number of dimensions of labels: the leading ones.
-    pub fn label_ndim(self) -> usize {
-        self.rank()
+    /// The number of dimensions of labels: the leading ones, and a sequence model's tokens
+    /// (section 15.8).
+    pub fn label_ndim(self, model: &Model) -> usize {
+        self.rank() + usize::from(model.labels_per_sample() > 1)
     }
 
     /// The accepted numbers of dimensions of regression targets for `model`: the leading ones
@@ -144,7 +145,7 @@ mod tests {
         assert_eq!(Rows::Many.targets_per_sample(&[5]), 1);
         assert_eq!(Rows::Many.targets_per_sample(&[5, 3]), 3);
         assert_eq!(Rows::One.targets_per_sample(&[3]), 3);
-        assert_eq!(Rows::Many.label_ndim(), 1);
+        assert_eq!(Rows::Many.label_ndim(&mlp), 1);
         assert_eq!(
             refused(check_inference_features(&mlp, 5)),
             "samples have 5 features, the model takes 6"

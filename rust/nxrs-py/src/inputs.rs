@@ -194,8 +194,32 @@ fn as_typed<'py, T: numpy::Element>(
 
 /// Features as binary32 cells (in logical order, any strides) with their shape. float32 as is;
 /// float64 rounded to nearest (ties to even) by numpy's `astype(numpy.float32)`; any other
-/// dtype (integers, float16, longdouble, bool, object, ...) is InputError.
-pub fn features(value: &Bound<'_, PyAny>, ndims: &[usize]) -> PyResult<(Vec<F32>, Vec<usize>)> {
+/// dtype (integers, float16, longdouble, bool, object, ...) is InputError, but a sequence
+/// model's token ids (`ids`) may also be integers of any width, each becoming its binary32
+/// value (the core then checks each is an id, an integer in `0..vocab`, `vocab <= 2^24`).
+pub fn features(
+    value: &Bound<'_, PyAny>,
+    ndims: &[usize],
+    ids: bool,
+) -> PyResult<(Vec<F32>, Vec<usize>)> {
+    if ids {
+        let array = as_ndarray(value, "x")?;
+        let untyped = array.cast::<PyUntypedArray>()?;
+        if matches!(untyped.dtype().kind(), b'i' | b'u') {
+            let ndim = untyped.ndim();
+            if !ndims.contains(&ndim) {
+                return Err(wrong_ndim(&array, "x", ndims));
+            }
+            let shape = untyped.shape().to_vec();
+            let ids = labels(&array, ndim)?;
+            // Beyond i64 the value is no id anyway: the core names it (as the nearest float).
+            let cells = ids
+                .iter()
+                .map(|&id| F32::from_i64(i64::try_from(id).unwrap_or(i64::MAX)))
+                .collect();
+            return Ok((cells, shape));
+        }
+    }
     floats(value, "x", ndims)
 }
 

@@ -241,12 +241,16 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
 /// Every layer object's keys in the order of its parameters (`nxrs.layers`' classes and
 /// PyTorch's signatures): `type`, then `Input`'s, `Dense`'s, the convolutions' and pools',
 /// `Dropout`'s, the normalisations' (`momentum` before `eps`), the bias switch (after
-/// `units` or `eps`) and a Residual's `layers`. No layer has two of these groups, so one list
+/// `units` or `eps`), the sequence layers' sizes and `std`s, and a Residual's `layers`. No layer has two of these groups, so one list
 /// orders them all.
-const PARAMETER_ORDER: [&str; 12] = [
+const PARAMETER_ORDER: [&str; 18] = [
     "type",
     "shape",
+    "vocab",
+    "context",
     "units",
+    "heads",
+    "width",
     "out_channels",
     "kernel_size",
     "stride",
@@ -255,6 +259,8 @@ const PARAMETER_ORDER: [&str; 12] = [
     "momentum",
     "eps",
     "bias",
+    "std",
+    "proj_std",
     "layers",
 ];
 

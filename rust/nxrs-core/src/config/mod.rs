@@ -227,6 +227,13 @@ impl TrainerConfig {
     pub fn validate(&self) -> Result<Model> {
         let model = Model::new(&self.architecture)?;
         model.check_init(self.init)?;
+        if model.labels_per_sample() > 1 && self.loss != Loss::CrossEntropy {
+            return Err(Error::Config(format!(
+                "loss = {:?}: a model whose output is a sequence is trained with cross_entropy, \
+                 a label per token",
+                self.loss.name()
+            )));
+        }
         self.optimizer.validate()?;
         self.schedule.validate()?;
         if let Some(c) = self.clip_norm {

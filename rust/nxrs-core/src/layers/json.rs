@@ -66,12 +66,21 @@ impl Keys {
     /// A binary32 parameter: `key`, a number (rounded to binary32), or `{key}_bits`, its bit
     /// pattern (as a configuration record writes it); `default` when neither is given.
     fn float(&mut self, key: &str, default: f64) -> Result<F32> {
+        Ok(self
+            .optional_float(key)?
+            .unwrap_or_else(|| F32::from_f64_bits(default.to_bits())))
+    }
+
+    /// [`Keys::float`] without a default: `None` when neither form is given.
+    fn optional_float(&mut self, key: &str) -> Result<Option<F32>> {
         let bits_key = format!("{key}_bits");
-        match (self.take(key), self.take(&bits_key)) {
-            (Some(_), Some(_)) => Err(Error::Config(format!(
-                "{}: {key} and {bits_key} are the same parameter: give one",
-                self.what
-            ))),
+        Ok(Some(match (self.take(key), self.take(&bits_key)) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Config(format!(
+                    "{}: {key} and {bits_key} are the same parameter: give one",
+                    self.what
+                )))
+            }
             (None, Some(v)) => v
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
@@ -81,15 +90,15 @@ impl Keys {
                         "{}: {bits_key} must be a u32 bit pattern, got {v}",
                         self.what
                     ))
-                }),
+                })?,
             (Some(v), None) => {
                 let x = v.as_f64().filter(|_| !v.is_boolean()).ok_or_else(|| {
                     Error::Config(format!("{}: {key} must be a number, got {v}", self.what))
                 })?;
-                Ok(F32::from_f64_bits(x.to_bits()))
+                F32::from_f64_bits(x.to_bits())
             }
-            (None, None) => Ok(F32::from_f64_bits(default.to_bits())),
-        }
+            (None, None) => return Ok(None),
+        }))
     }
 
     /// A true/false parameter; `default` when absent.
@@ -156,7 +165,32 @@ impl LayerSpec {
             "Dense" => LayerSpec::Dense {
                 units: keys.count("units")?,
                 bias: keys.boolean("bias", true)?,
+                std: keys.optional_float("std")?,
             },
+            "Embedding" => LayerSpec::Embedding {
+                vocab: keys.count("vocab")?,
+                width: keys.count("width")?,
+                std: keys.optional_float("std")?,
+            },
+            "PositionalEmbedding" => LayerSpec::PositionalEmbedding {
+                context: keys.count("context")?,
+                width: keys.count("width")?,
+                std: keys.optional_float("std")?,
+            },
+            "CausalSelfAttention" => {
+                if keys.boolean("bias", false)? {
+                    return Err(Error::Config(format!(
+                        "{}: bias=True is not supported: the projections have no biases",
+                        keys.what
+                    )));
+                }
+                LayerSpec::CausalSelfAttention {
+                    heads: keys.count("heads")?,
+                    std: keys.optional_float("std")?,
+                    proj_std: keys.optional_float("proj_std")?,
+                }
+            }
+            "TiedHead" => LayerSpec::TiedHead,
             "GELU" => LayerSpec::GELU,
             "Residual" => {
                 let Some(Value::Array(items)) = keys.take("layers") else {
@@ -218,7 +252,8 @@ impl LayerSpec {
                 return Err(Error::Config(format!(
                     "layer {position}: unknown layer type {kind:?} (known: Input, Dense, Conv1d, \
                      Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, Flatten, ReLU, Tanh, \
-                     Sigmoid, GELU, Dropout, BatchNorm1d, BatchNorm2d, LayerNorm, Residual)"
+                     Sigmoid, GELU, Dropout, BatchNorm1d, BatchNorm2d, LayerNorm, Residual, Embedding, \
+                     PositionalEmbedding, CausalSelfAttention, TiedHead)"
                 )))
             }
         };
@@ -259,13 +294,47 @@ impl LayerSpec {
             Floats::Numbers => name.to_string(),
             Floats::Bits => format!("{name}_bits"),
         };
+        // A parameter written only when given (`std`), so that the forms without it keep
+        // their bytes.
+        let optional = |v: &mut Value, name: &str, x: Option<F32>| {
+            if let Some(x) = x {
+                v[key(name)] = float(x);
+            }
+        };
         match self {
             LayerSpec::Input { shape } => json!({"type": "Input", "shape": shape}),
-            LayerSpec::Dense { units, bias } => {
+            LayerSpec::Dense { units, bias, std } => {
                 let mut v = json!({"type": "Dense", "units": units});
                 without_bias(&mut v, *bias);
+                optional(&mut v, "std", *std);
                 v
             }
+            LayerSpec::Embedding { vocab, width, std } => {
+                let mut v = json!({"type": "Embedding", "vocab": vocab, "width": width});
+                optional(&mut v, "std", *std);
+                v
+            }
+            LayerSpec::PositionalEmbedding {
+                context,
+                width,
+                std,
+            } => {
+                let mut v =
+                    json!({"type": "PositionalEmbedding", "context": context, "width": width});
+                optional(&mut v, "std", *std);
+                v
+            }
+            LayerSpec::CausalSelfAttention {
+                heads,
+                std,
+                proj_std,
+            } => {
+                let mut v = json!({"type": "CausalSelfAttention", "heads": heads});
+                optional(&mut v, "std", *std);
+                optional(&mut v, "proj_std", *proj_std);
+                v
+            }
+            LayerSpec::TiedHead => json!({"type": "TiedHead"}),
             LayerSpec::Residual { layers } => json!({
                 "type": "Residual",
                 "layers": layers.iter().map(|l| l.to_json(floats)).collect::<Vec<_>>(),

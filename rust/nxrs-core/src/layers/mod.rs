@@ -12,7 +12,9 @@
 //!
 //! [`Real`]: crate::arith::Real
 
+pub mod attention;
 pub mod conv;
+pub mod embedding;
 mod json;
 pub use json::Floats;
 pub mod network;
@@ -26,6 +28,9 @@ pub mod window;
 
 use crate::error::{Error, Result};
 use crate::limits::{MAX_LAYERS, MAX_LAYER_SIZE, MAX_PARAMETERS};
+
+/// The largest vocabulary: every id is then an exact binary32 integer (section 15.8).
+pub const MAX_VOCAB: usize = 1 << 24;
 use crate::softf32::F32;
 use conv::Conv;
 use window::Window;
@@ -36,10 +41,12 @@ pub enum LayerSpec {
     Input {
         shape: Vec<usize>,
     },
-    /// `Dense(units, bias=False)` has no `b` (section 15.7).
+    /// `Dense(units, bias=False)` has no `b` (section 15.7); `std` draws `W` from
+    /// `N(0, std)` (section 15.8).
     Dense {
         units: usize,
         bias: bool,
+        std: Option<F32>,
     },
     /// `Conv1d` (one size per list) or `Conv2d` (two).
     Conv {
@@ -78,6 +85,26 @@ pub enum LayerSpec {
     Residual {
         layers: Vec<LayerSpec>,
     },
+    /// Token ids to vectors (section 15.8).
+    Embedding {
+        vocab: usize,
+        width: usize,
+        std: Option<F32>,
+    },
+    /// Learned positions added to a sequence.
+    PositionalEmbedding {
+        context: usize,
+        width: usize,
+        std: Option<F32>,
+    },
+    /// Causal self-attention with its two projections (no biases).
+    CausalSelfAttention {
+        heads: usize,
+        std: Option<F32>,
+        proj_std: Option<F32>,
+    },
+    /// Logits against the list's Embedding's table.
+    TiedHead,
 }
 
 /// A layer with its input shape resolved: what its kernels need.
@@ -107,6 +134,21 @@ pub enum Op {
     Add {
         fork: usize,
     },
+    /// Token ids (a sequence of `T`) to rows of `E` (`vocab x width`); `tied` when a TiedHead
+    /// reads `E` too (its block gradient is then the head's chain plus this one's).
+    Embedding {
+        vocab: usize,
+        tied: bool,
+    },
+    /// `P` (`context x width`) added to a sequence.
+    Positional {
+        context: usize,
+    },
+    Attention(attention::Attention),
+    /// Logits against `E` of the Embedding (layer 0, the network's first).
+    TiedHead {
+        vocab: usize,
+    },
 }
 
 /// A layer of a checked list: its kernels' operation and both shapes.
@@ -117,6 +159,12 @@ pub struct Layer {
     pub op: Op,
     pub input: Vec<usize>,
     pub output: Vec<usize>,
+    /// The tokens of a sample when the layer's input is a sequence (section 15.8): Dense and
+    /// LayerNorm then act on each token alone.
+    pub sequence: Option<usize>,
+    /// The `std` of a layer whose matrices are drawn from `N(0, std)`, and of its second
+    /// matrix (CausalSelfAttention's `Wo`).
+    pub std: Option<(F32, F32)>,
 }
 
 impl Layer {
@@ -124,31 +172,39 @@ impl Layer {
     /// `gamma`, `beta` (parameters; the second absent in a layer without biases), then `mean`,
     /// `var` (BatchNorm's running statistics).
     pub fn tensor_shapes(&self) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+        // A tensor of the state, or none (a layer without biases).
+        let present = |shapes: [Option<Vec<usize>>; 2]| shapes.into_iter().flatten().collect();
         match &self.op {
             Op::Conv(conv) => {
                 let w = &conv.window;
                 let mut shape = vec![conv.out_channels, w.channels];
-                match self.input.len() {
-                    1 => {}
-                    2 => shape.push(w.kernel[1]),
+                // Dense (on a sequence too) has no kernel dimensions.
+                match (self.sequence, self.input.len()) {
+                    (Some(_), _) | (None, 1) => {}
+                    (None, 2) => shape.push(w.kernel[1]),
                     _ => shape.extend(w.kernel),
                 }
                 let b = conv.bias.then(|| vec![conv.out_channels]);
-                ([Some(shape), b].into_iter().flatten().collect(), vec![])
+                (present([Some(shape), b]), vec![])
             }
             Op::BatchNorm(bn) => {
                 let c = vec![bn.channels];
                 (vec![c.clone(), c.clone()], vec![c.clone(), c])
             }
             Op::LayerNorm(ln) => {
-                let beta = ln.bias.then(|| self.input.clone());
-                (
-                    [Some(self.input.clone()), beta]
-                        .into_iter()
-                        .flatten()
-                        .collect(),
-                    vec![],
-                )
+                // A token's cells on a sequence, else the sample's shape.
+                let shape = match self.sequence {
+                    Some(_) => vec![ln.cells],
+                    None => self.input.clone(),
+                };
+                let beta = ln.bias.then(|| shape.clone());
+                (present([Some(shape), beta]), vec![])
+            }
+            Op::Embedding { vocab, .. } => (vec![vec![*vocab, self.output[1]]], vec![]),
+            Op::Positional { context } => (vec![vec![*context, self.input[1]]], vec![]),
+            Op::Attention(a) => {
+                let d = a.width;
+                (vec![vec![3 * d, d], vec![d, d]], vec![])
             }
             _ => (vec![], vec![]),
         }
@@ -160,6 +216,24 @@ impl Layer {
 pub struct Network {
     pub input: Vec<usize>,
     pub layers: Vec<Layer>,
+    /// A sequence model's tokens (section 15.8): `None` for every other model.
+    pub tokens: Option<Tokens>,
+}
+
+/// What a sequence model reads and gives: `T` token ids per sample, each in `0..vocab`, and
+/// (`per_token`) a `(T, K)` sequence of outputs, scored token by token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tokens {
+    pub tokens: usize,
+    pub vocab: usize,
+    pub per_token: bool,
+}
+
+/// An activation's shape and whether it is a sequence (section 15.8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Activation {
+    shape: Vec<usize>,
+    sequence: bool,
 }
 
 fn cells(shape: &[usize]) -> usize {
@@ -197,17 +271,29 @@ impl Network {
             layers: Vec::with_capacity(count),
             position: 0,
             parameters: 0,
+            vocab: None,
         };
-        let current = list.resolve(rest, shape.clone())?;
-        if current.len() != 1 {
+        let input = Activation {
+            shape: shape.clone(),
+            sequence: false,
+        };
+        let last = list.resolve(rest, input)?;
+        if last.shape.len() != 1 && !last.sequence {
             return Err(Error::Config(format!(
-                "the last layer's output must be flat (the loss reads a vector), got shape \
-                 {current:?}: add Flatten() and a Dense layer"
+                "the last layer's output must be flat (the loss reads a vector) or a sequence \
+                 (a loss per token), got shape {:?}: add Flatten() and a Dense layer",
+                last.shape
             )));
         }
+        let tokens = list.vocab.map(|vocab| Tokens {
+            tokens: shape[0],
+            vocab,
+            per_token: last.sequence,
+        });
         Ok(Network {
             input: shape.clone(),
             layers: list.layers,
+            tokens,
         })
     }
 
@@ -232,17 +318,18 @@ fn count_layers(specs: &[LayerSpec]) -> usize {
 }
 
 /// A list being resolved: its layers so far (a Residual's as a fork, its branch's layers and an
-/// add), the last position given (depth first, section 15.7) and the parameter cells so far.
+/// add), the last position given (depth first, section 15.7), the parameter cells so far, and
+/// the vocabulary of its Embedding (section 15.8).
 struct Resolved {
     layers: Vec<Layer>,
     position: usize,
     parameters: usize,
+    vocab: Option<usize>,
 }
 
 impl Resolved {
-    /// Resolves `specs` on an input of shape `current`, appending their layers: their output
-    /// shape.
-    fn resolve(&mut self, specs: &[LayerSpec], mut current: Vec<usize>) -> Result<Vec<usize>> {
+    /// Resolves `specs` on an input `current`, appending their layers: their output.
+    fn resolve(&mut self, specs: &[LayerSpec], mut current: Activation) -> Result<Activation> {
         for spec in specs {
             self.position += 1;
             let position = self.position;
@@ -251,13 +338,16 @@ impl Resolved {
                 current = self.residual(&what, layers, current)?;
                 continue;
             }
-            let (op, output) = resolve(&what, spec, &current)?;
-            check_shape(&what, &output)?;
+            let first = self.layers.is_empty();
+            let (op, output) = self.resolve_one(&what, spec, &current, first)?;
+            check_shape(&what, &output.shape)?;
             let layer = Layer {
                 position,
                 op,
-                input: current,
-                output: output.clone(),
+                input: current.shape,
+                output: output.shape.clone(),
+                sequence: current.sequence.then(|| output.shape[0]),
+                std: spec.std(),
             };
             layer.check_working_cells(&what)?;
             let (params, _) = layer.tensor_shapes();
@@ -276,13 +366,184 @@ impl Resolved {
         Ok(current)
     }
 
-    /// A Residual (`what`) of `branch` on an input of shape `input`: a fork, the branch, an add.
+    /// The operation and output of `spec` (`what`, the list's first layer when `first`) on
+    /// `input`: the sequence layers here, every other by [`resolve`].
+    fn resolve_one(
+        &mut self,
+        what: &str,
+        spec: &LayerSpec,
+        input: &Activation,
+        first: bool,
+    ) -> Result<(Op, Activation)> {
+        let sequence = |shape: Vec<usize>| Activation {
+            shape,
+            sequence: true,
+        };
+        let needs_sequence = || -> Result<(usize, usize)> {
+            match (input.sequence, &input.shape[..]) {
+                (true, &[t, d]) => Ok((t, d)),
+                _ => Err(Error::Config(format!(
+                    "{what}: takes a (tokens, width) sequence, which an Embedding after Input \
+                     makes, got an input of shape {:?}",
+                    input.shape
+                ))),
+            }
+        };
+        let check_std = |name: &str, std: Option<F32>| match std {
+            Some(s) if !(s.is_finite() && F32::ZERO.ieee_lt(s)) => Err(Error::Config(format!(
+                "{what}: {name} must be finite and > 0, got {s}"
+            ))),
+            _ => Ok(()),
+        };
+        let at_least_one = |name: &str, n: usize| {
+            if n == 0 {
+                Err(Error::Config(format!("{what}: {name} must be >= 1")))
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match spec {
+            LayerSpec::Embedding { vocab, width, std } => {
+                let &[t] = &input.shape[..] else {
+                    return Err(Error::Config(format!(
+                        "{what}: takes (tokens) ids, got an input of shape {:?}",
+                        input.shape
+                    )));
+                };
+                if !first {
+                    return Err(Error::Config(format!(
+                        "{what}: an Embedding comes directly after Input (it reads token ids)"
+                    )));
+                }
+                at_least_one("vocab", *vocab)?;
+                at_least_one("width", *width)?;
+                if *vocab > MAX_VOCAB {
+                    return Err(Error::Config(format!(
+                        "{what}: vocab {vocab} is more than {MAX_VOCAB} (ids are exact binary32 \
+                         integers)"
+                    )));
+                }
+                check_std("std", *std)?;
+                self.vocab = Some(*vocab);
+                let op = Op::Embedding {
+                    vocab: *vocab,
+                    tied: false,
+                };
+                (op, sequence(vec![t, *width]))
+            }
+            LayerSpec::PositionalEmbedding {
+                context,
+                width,
+                std,
+            } => {
+                let (t, d) = needs_sequence()?;
+                check_std("std", *std)?;
+                if d != *width {
+                    return Err(Error::Config(format!(
+                        "{what}: width {width} does not match its input's width {d}"
+                    )));
+                }
+                if t > *context {
+                    return Err(Error::Config(format!(
+                        "{what}: sequences of {t} tokens are longer than its context {context}"
+                    )));
+                }
+                (Op::Positional { context: *context }, input.clone())
+            }
+            LayerSpec::CausalSelfAttention {
+                heads,
+                std,
+                proj_std,
+            } => {
+                let (t, d) = needs_sequence()?;
+                at_least_one("heads", *heads)?;
+                if d % heads != 0 {
+                    return Err(Error::Config(format!(
+                        "{what}: {heads} heads do not divide the width {d}"
+                    )));
+                }
+                check_std("std", *std)?;
+                check_std("proj_std", *proj_std)?;
+                if std.is_none() && proj_std.is_some() {
+                    return Err(Error::Config(format!(
+                        "{what}: proj_std is given without std (both matrices are drawn from \
+                         normal distributions, or neither)"
+                    )));
+                }
+                let attention = attention::Attention {
+                    heads: *heads,
+                    tokens: t,
+                    width: d,
+                };
+                (Op::Attention(attention), input.clone())
+            }
+            LayerSpec::TiedHead => {
+                let (t, d) = needs_sequence()?;
+                let embedding = self
+                    .layers
+                    .first_mut()
+                    .filter(|l| matches!(l.op, Op::Embedding { .. }));
+                let Some(embedding) = embedding else {
+                    return Err(Error::Config(format!(
+                        "{what}: a tied head reads the table of the Embedding the list starts \
+                         with, and this list has none"
+                    )));
+                };
+                let (vocab, width) = (self.vocab.unwrap_or(0), embedding.output[1]);
+                if d != width {
+                    return Err(Error::Config(format!(
+                        "{what}: its input's width {d} is not the Embedding's width {width}"
+                    )));
+                }
+                embedding.op = Op::Embedding { vocab, tied: true };
+                (Op::TiedHead { vocab }, sequence(vec![t, vocab]))
+            }
+            // Dense and LayerNorm act on each token of a sequence (section 15.8).
+            LayerSpec::Dense { units, bias, std } if input.sequence => {
+                let (t, n) = needs_sequence()?;
+                check_std("std", *std)?;
+                (
+                    Op::Conv(Conv::dense(n, *units, *bias)),
+                    sequence(vec![t, *units]),
+                )
+            }
+            LayerSpec::LayerNorm { eps, bias } if input.sequence => {
+                let (_, d) = needs_sequence()?;
+                check_eps(what, *eps)?;
+                let ln = norm::LayerNorm {
+                    cells: d,
+                    eps: *eps,
+                    bias: *bias,
+                };
+                (Op::LayerNorm(ln), input.clone())
+            }
+            LayerSpec::Dense { std, .. } => {
+                check_std("std", *std)?;
+                let (op, shape) = resolve(what, spec, &input.shape)?;
+                (
+                    op,
+                    Activation {
+                        shape,
+                        sequence: false,
+                    },
+                )
+            }
+            _ => {
+                let (op, shape) = resolve(what, spec, &input.shape)?;
+                // Layers of one shape keep a sequence one; Flatten ends it.
+                let sequence = input.sequence && !matches!(spec, LayerSpec::Flatten);
+                (op, Activation { shape, sequence })
+            }
+        })
+    }
+
+    /// A Residual (`what`) of `branch` on `input`: a fork, the branch, an add.
     fn residual(
         &mut self,
         what: &str,
         branch: &[LayerSpec],
-        input: Vec<usize>,
-    ) -> Result<Vec<usize>> {
+        input: Activation,
+    ) -> Result<Activation> {
         if branch.is_empty() {
             return Err(Error::Config(format!(
                 "{what}: a residual branch needs at least one layer"
@@ -290,27 +551,26 @@ impl Resolved {
         }
         let position = self.position;
         let fork = self.layers.len();
-        self.layers.push(Layer {
+        let structural = |op: Op| Layer {
             position,
-            op: Op::Fork { add: 0 }, // the add's index, known once the branch is resolved
-            input: input.clone(),
-            output: input.clone(),
-        });
+            op,
+            input: input.shape.clone(),
+            output: input.shape.clone(),
+            sequence: input.sequence.then(|| input.shape[0]),
+            std: None,
+        };
+        // The add's index is known once the branch is resolved.
+        self.layers.push(structural(Op::Fork { add: 0 }));
         let output = self.resolve(branch, input.clone())?;
         if output != input {
             return Err(Error::Config(format!(
-                "{what}: a residual branch must keep its input's shape {input:?}, but gives \
-                 {output:?}"
+                "{what}: a residual branch must keep its input's shape {:?}, but gives {:?}",
+                input.shape, output.shape
             )));
         }
         let add = self.layers.len();
         self.layers[fork].op = Op::Fork { add };
-        self.layers.push(Layer {
-            position,
-            op: Op::Add { fork },
-            input: input.clone(),
-            output: input.clone(),
-        });
+        self.layers.push(structural(Op::Add { fork }));
         Ok(input)
     }
 }
@@ -389,6 +649,20 @@ fn check_shape(what: &str, shape: &[usize]) -> Result<()> {
 }
 
 impl LayerSpec {
+    /// The `std` of a layer whose matrices are drawn from `N(0, std)` (section 15.8), with its
+    /// second matrix's (CausalSelfAttention's `proj_std`, `std` when not given).
+    fn std(&self) -> Option<(F32, F32)> {
+        match self {
+            LayerSpec::Dense { std, .. }
+            | LayerSpec::Embedding { std, .. }
+            | LayerSpec::PositionalEmbedding { std, .. } => std.map(|s| (s, s)),
+            LayerSpec::CausalSelfAttention { std, proj_std, .. } => {
+                std.map(|s| (s, proj_std.unwrap_or(s)))
+            }
+            _ => None,
+        }
+    }
+
     /// PyTorch's name of the layer, for messages.
     pub fn type_name(&self) -> String {
         let d = |n: usize| if n == 2 { "2d" } else { "1d" };
@@ -397,6 +671,10 @@ impl LayerSpec {
             LayerSpec::Dense { .. } => "Dense".into(),
             LayerSpec::GELU => "GELU".into(),
             LayerSpec::Residual { .. } => "Residual".into(),
+            LayerSpec::Embedding { .. } => "Embedding".into(),
+            LayerSpec::PositionalEmbedding { .. } => "PositionalEmbedding".into(),
+            LayerSpec::CausalSelfAttention { .. } => "CausalSelfAttention".into(),
+            LayerSpec::TiedHead => "TiedHead".into(),
             LayerSpec::Conv { kernel_size, .. } => format!("Conv{}", d(kernel_size.len())),
             LayerSpec::Pool {
                 max, kernel_size, ..
@@ -444,7 +722,7 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
                 "{what}: only the first layer is an Input"
             )))
         }
-        LayerSpec::Dense { units, bias } => {
+        LayerSpec::Dense { units, bias, .. } => {
             let &[n] = input else {
                 return Err(wrong_input("a flat input (n): put Flatten() before it"));
             };
@@ -507,7 +785,11 @@ fn resolve(what: &str, spec: &LayerSpec, input: &[usize]) -> Result<(Op, Vec<usi
         LayerSpec::Flatten => (Op::Reshape, vec![cells(input)]),
         LayerSpec::ReLU => (Op::ReLU, input.to_vec()),
         LayerSpec::GELU => (Op::GELU, input.to_vec()),
-        LayerSpec::Residual { .. } => unreachable!("Network::new resolves a Residual's list"),
+        LayerSpec::Residual { .. }
+        | LayerSpec::Embedding { .. }
+        | LayerSpec::PositionalEmbedding { .. }
+        | LayerSpec::CausalSelfAttention { .. }
+        | LayerSpec::TiedHead => unreachable!("Resolved::resolve_one resolves {what}"),
         LayerSpec::Tanh => (Op::Tanh, input.to_vec()),
         LayerSpec::Sigmoid => (Op::Sigmoid, input.to_vec()),
         LayerSpec::Dropout { p } => {

@@ -118,7 +118,14 @@ impl Network {
             | Op::Reshape
             | Op::Fork { .. }
             | Op::Add { .. } => true,
-            Op::MaxPool(_) | Op::AvgPool(_) | Op::BatchNorm(_) | Op::LayerNorm(_) => false,
+            Op::MaxPool(_)
+            | Op::AvgPool(_)
+            | Op::BatchNorm(_)
+            | Op::LayerNorm(_)
+            | Op::Embedding { .. }
+            | Op::Positional { .. }
+            | Op::Attention(_)
+            | Op::TiedHead { .. } => false,
         })
     }
 
@@ -142,7 +149,11 @@ impl Network {
             .map(|layer| {
                 let (params, running) = layer.tensor_shapes();
                 let slots = Slots {
-                    params: (!params.is_empty()).then_some(p),
+                    // A tied head reads (and learns) the Embedding's `E`, the first slot.
+                    params: match layer.op {
+                        Op::TiedHead { .. } => Some(0),
+                        _ => (!params.is_empty()).then_some(p),
+                    },
                     running: (!running.is_empty()).then_some(b),
                 };
                 p += usize::from(!params.is_empty());

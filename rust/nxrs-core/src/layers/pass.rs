@@ -1,7 +1,9 @@
 //! One layer's forward and backward pass over a block of samples: the dispatch from a checked
 //! [`Layer`] to its kernels, on stored cells viewed as backend `R`'s values.
 
+use super::attention;
 use super::conv::{resized, Delta, Then, Weights};
+use super::embedding;
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::pool::{self, Pooled};
@@ -82,6 +84,8 @@ pub struct Saved {
     r: Vec<F32>,
     /// BatchNorm's block statistics for the running averages.
     statistics: Vec<F32>,
+    /// What causal self-attention keeps.
+    attention: attention::Kept,
 }
 
 /// About how many multiply-adds one cell's `exp` (Tanh, Sigmoid) or dropout mask costs: how
@@ -159,7 +163,27 @@ impl Layer {
         let (n_in, n_out) = (rows * self.input_cells(), rows * last.output_cells());
         let x: &[R] = cells(&x[..n_in]);
         let y: &mut [R] = cells_mut(&mut y[..n_out]);
+        // Dense and LayerNorm act on each token of a sequence: its tokens are their rows.
+        let tokens = rows * self.sequence.unwrap_or(1);
         match &self.op {
+            Op::Embedding { .. } => {
+                let (table, _) = tensors.params.expect("an Embedding has E");
+                embedding::embed(cells(table), self.output[1], x, y);
+            }
+            Op::Positional { .. } => {
+                let (table, _) = tensors.params.expect("a PositionalEmbedding has P");
+                embedding::add_positions(cells(table), self.input_cells(), x, y);
+            }
+            Op::Attention(a) => {
+                let (wqkv, wo) = tensors.params.expect("attention has Wqkv and Wo");
+                let weights = (cells(wqkv), cells(wo));
+                a.forward(threads, math, weights, x, rows, &mut saved.attention, y);
+            }
+            Op::TiedHead { vocab } => {
+                let (table, _) = tensors.params.expect("a tied head reads E");
+                let sizes = (*vocab, self.input[1]);
+                embedding::tied_forward(threads, cells(table), sizes, x, tokens, y);
+            }
             Op::Conv(conv) => {
                 let (w, b) = tensors.params.expect("a convolution has W and b");
                 let w = match tensors.transposed {
@@ -178,7 +202,7 @@ impl Layer {
                         Then::RectifyMaxPool(math, window, &mut saved.chosen)
                     }
                 };
-                conv.forward(threads, params, x, rows, &mut saved.cells, y, then);
+                conv.forward(threads, params, x, tokens, &mut saved.cells, y, then);
             }
             Op::MaxPool(w) => {
                 saved.chosen.resize(n_out, 0);
@@ -308,8 +332,8 @@ impl Layer {
                 };
                 let (gamma, beta) = tensors.params.expect("a LayerNorm has gamma and beta");
                 let xhat = cells_mut(resized(&mut saved.cells, n_in));
-                let r = cells_mut(resized(&mut saved.r, rows));
-                ln.forward((cells(gamma), cells(beta)), x, rows, xhat, r, y);
+                let r = cells_mut(resized(&mut saved.r, tokens));
+                ln.forward((cells(gamma), cells(beta)), x, tokens, xhat, r, y);
             }
         }
     }
@@ -367,7 +391,52 @@ impl Layer {
             || -> &[R] { cells(&y[..n_out]) },
         );
         let mut gx = gx.map(|gx| cells_mut::<R>(&mut gx[..n_in]));
+        let tokens = rows * self.sequence.unwrap_or(1);
         match &self.op {
+            Op::Embedding { tied, .. } => {
+                let (g_table, _) = grads.expect("an Embedding's gradient");
+                let g_table = cells_mut::<R>(g_table);
+                let width = self.output[1];
+                if *tied {
+                    // E's block gradient: the tied head's chain (already here) + this one's.
+                    let mut own = vec![R::ZERO; g_table.len()];
+                    embedding::embed_backward(threads, width, x(), g, &mut own);
+                    for (sum, &own) in g_table.iter_mut().zip(&own) {
+                        *sum = *sum + own;
+                    }
+                } else {
+                    embedding::embed_backward(threads, width, x(), g, g_table);
+                }
+            }
+            Op::Positional { .. } => {
+                let (g_table, _) = grads.expect("a PositionalEmbedding's gradient");
+                embedding::positions_backward(self.input_cells(), g, cells_mut(g_table));
+                if let Some(gx) = gx {
+                    gx.copy_from_slice(g);
+                }
+            }
+            Op::Attention(a) => {
+                let (wqkv, wo) = params.expect("attention has Wqkv and Wo");
+                let (g_wqkv, g_wo) = grads.expect("attention's gradients");
+                let weights = (cells(wqkv), cells(wo));
+                let grads = (cells_mut(g_wqkv), cells_mut(g_wo));
+                a.backward(
+                    threads,
+                    weights,
+                    (x(), g),
+                    rows,
+                    &saved.attention,
+                    gx,
+                    grads,
+                );
+            }
+            Op::TiedHead { vocab } => {
+                let (table, _) = params.expect("a tied head reads E");
+                let (g_table, _) = grads.expect("E's gradient");
+                let sizes = (*vocab, self.input[1]);
+                let (xg, g_table) = ((x(), g), cells_mut(g_table));
+                embedding::tied_backward(threads, cells(table), sizes, xg, tokens, gx, g_table);
+            }
             Op::Conv(conv) => {
                 let (w, _) = params.expect("a convolution has W and b");
                 let delta = match taken {
@@ -388,10 +457,10 @@ impl Layer {
                 if let Some((gw, gb)) = grads {
                     let inputs = (x(), &saved.cells[..]);
                     let (gw, gb) = (cells_mut(gw), cells_mut(gb));
-                    conv.block_gradient(threads, delta, inputs, rows, gw, gb);
+                    conv.block_gradient(threads, delta, inputs, tokens, gw, gb);
                 }
                 if let Some(gx) = gx.as_deref_mut() {
-                    conv.input_gradient(threads, cells(w), delta, rows, gx);
+                    conv.input_gradient(threads, cells(w), delta, tokens, gx);
                 }
             }
             Op::MaxPool(w) => {
@@ -507,7 +576,7 @@ impl Layer {
                     eps: R::from_f32(ln.eps),
                     bias: ln.bias,
                 };
-                normalization_backward(&norm, params, grads, saved, (g, n_in, rows), gx);
+                normalization_backward(&norm, params, grads, saved, (g, n_in, tokens), gx);
             }
         }
     }

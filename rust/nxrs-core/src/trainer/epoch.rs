@@ -39,11 +39,12 @@ pub enum Event {
 
 #[derive(Clone, Copy, Debug)]
 pub struct StepReport {
-    /// The step's loss: the mean of its samples' losses.
+    /// The step's loss: the mean of its samples' losses (a sequence model's: of its tokens').
     pub loss: F32,
-    /// Samples in the step's batch.
+    /// Outputs scored in the step's batch: its samples, or a sequence model's tokens (section
+    /// 15.8).
     pub samples: usize,
-    /// Samples of the batch classified correctly (classification only), by section 10's rule.
+    /// Of those, the ones classified correctly (classification only), by section 10's rule.
     pub correct: Option<usize>,
 }
 

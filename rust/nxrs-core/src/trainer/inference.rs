@@ -8,7 +8,7 @@ use crate::dataset::Dataset;
 use crate::layers::network::{Cells, Parameters};
 use crate::layers::pass::{Context, Mode};
 use crate::layers::transposed::Transposed;
-use crate::loss::{is_correct, Loss};
+use crate::loss::Loss;
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::{ranges, split, Threads};
@@ -19,6 +19,7 @@ pub struct Evaluation {
     /// `(Σ sample losses in order) / f32(samples)`.
     pub loss: F32,
     pub correct: Option<usize>,
+    /// The outputs scored: the samples, or a sequence model's tokens (section 15.8).
     pub samples: usize,
 }
 
@@ -109,7 +110,7 @@ impl Compute for Evaluate<'_> {
         let math = config.math;
         let n = data.len();
         let mut losses = vec![F32::ZERO; n];
-        let mut correct = vec![false; n];
+        let mut correct = vec![0; n];
         let ranges = ranges(n, threads.parts(n, model.work_per_sample()));
         let tasks = ranges
             .clone()
@@ -132,23 +133,22 @@ impl Compute for Evaluate<'_> {
                 for (s, z) in chunk.zip(z.chunks_exact(width)) {
                     let target = data.sample(s).1.cells::<R>();
                     let outputs = cells_mut::<R>(&mut outputs);
-                    let loss =
-                        config
-                            .loss
-                            .forward(math, cells(z), target, outputs, cells_mut(&mut delta));
+                    let delta = cells_mut(&mut delta);
+                    let (loss, right) = config.loss.sample(math, cells(z), target, outputs, delta);
                     let k = s - range.start;
                     losses[k] = loss.to_f32();
-                    correct[k] = is_correct(math, outputs, target);
+                    correct[k] = right;
                 }
             }
         });
-        // The losses summed in sample order (softf32 gives every backend's bits).
+        // The losses summed in sample order (softf32 gives every backend's bits), over the
+        // scored outputs: the samples, or a sequence model's tokens (section 15.8).
         let sum = losses[1..].iter().fold(losses[0], |sum, &loss| sum + loss);
+        let scored = n * model.labels_per_sample();
         Evaluation {
-            loss: sum / F32::from_i64(n as i64),
-            correct: (config.loss == Loss::CrossEntropy)
-                .then(|| correct.iter().filter(|&&c| c).count()),
-            samples: n,
+            loss: sum / F32::from_i64(scored as i64),
+            correct: (config.loss == Loss::CrossEntropy).then(|| correct.iter().sum()),
+            samples: scored,
         }
     }
 }
@@ -169,7 +169,7 @@ impl Compute for Predict<'_> {
     fn compute<R: Real>(self) -> Vec<F32> {
         let Predict { on, inputs } = self;
         let (config, model, threads) = (on.setup.config, on.setup.model, on.setup.threads);
-        let (features, width) = (model.inputs(), model.outputs());
+        let (features, width, classes) = (model.inputs(), model.outputs(), model.classes());
         let n = inputs.len() / features;
         let mut out = vec![F32::ZERO; n * width];
         let ranges = ranges(n, threads.parts(n, model.work_per_sample()));
@@ -185,7 +185,7 @@ impl Compute for Predict<'_> {
                 for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
                     config
                         .loss
-                        .outputs(config.math, cells::<R>(z), cells_mut(out));
+                        .outputs(config.math, cells::<R>(z), classes, cells_mut(out));
                 }
             }
         });

@@ -163,8 +163,9 @@ impl Trainer {
         digest::state_digest(&self.config, &layout, &self.state)
     }
 
-    /// Checks that `data` fits the model and its loss: the feature count, and class labels for
-    /// at most the model's outputs (cross-entropy; [`Dataset::new`] checked each label against
+    /// Checks that `data` fits the model and its loss: the feature count, a sequence model's
+    /// token ids, and class labels for at most the model's outputs (cross-entropy, one per
+    /// sample or a sequence model's one per token; [`Dataset::new`] checked each label against
     /// its classes) or one target value per output (MSE).
     pub fn check_data(&self, data: &Dataset) -> Result<()> {
         if data.features() != self.model.inputs() {
@@ -174,8 +175,15 @@ impl Trainer {
                 self.model.inputs()
             )));
         }
-        let outputs = self.model.outputs();
+        self.model.check_token_ids(data.inputs())?;
+        let (outputs, per_sample) = (self.model.classes(), self.model.labels_per_sample());
         match (self.config.loss, data.targets()) {
+            (Loss::CrossEntropy, Targets::Labels { per_sample: n, .. }) if *n != per_sample => {
+                Err(Error::Input(format!(
+                    "{n} label(s) per sample given, the model scores {per_sample} (one per token \
+                     of a model whose output is a sequence, else one)"
+                )))
+            }
             (Loss::CrossEntropy, Targets::Labels { classes, .. }) if *classes <= outputs => Ok(()),
             (Loss::CrossEntropy, Targets::Labels { classes, .. }) => Err(Error::Input(format!(
                 "labels of {classes} classes do not fit the model's {outputs} outputs"

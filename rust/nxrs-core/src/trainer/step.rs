@@ -6,12 +6,11 @@ use super::epoch::StepReport;
 use super::setup::Setup;
 use crate::arith::{cells, cells_mut, Real};
 use crate::backend::{Backend, Compute};
-use crate::config::TrainerConfig;
 use crate::dataset::Dataset;
 use crate::layers::network::{Cells, Parameters};
 use crate::layers::pass::{Context, Mode};
 use crate::layers::transposed::Transposed;
-use crate::loss::{is_correct, Loss};
+use crate::loss::Loss;
 use crate::model::Model;
 use crate::optim::{clip_by_global_norm, StepScalars};
 use crate::params::Layer;
@@ -42,8 +41,9 @@ pub(super) struct Work {
     cells: Cells,
     /// The current parameters' Dense weights transposed, refreshed once per step.
     transposed: Transposed,
-    /// Each sample's loss, and whether it was classified correctly, of the block under way.
-    results: Vec<(F32, bool)>,
+    /// Each sample's loss, and how many of its outputs were classified correctly, of the block
+    /// under way.
+    results: Vec<(F32, usize)>,
     /// The BatchNorm statistics of the block under way.
     statistics: Vec<Vec<F32>>,
     /// The batch's gradient (the first block's sum, then the total, then the mean).
@@ -85,7 +85,7 @@ impl Work {
             data,
             samples,
         });
-        self.report(setup.config, samples.len(), correct)
+        self.report(setup, samples.len(), correct)
     }
 
     /// The step of a batch of `batch` samples from its `blocks` (checked by the caller), on
@@ -116,18 +116,20 @@ impl Work {
             blocks,
             batch,
         });
-        self.report(setup.config, batch, correct)
+        self.report(setup, batch, correct)
     }
 
-    /// The report of the step whose sample losses are in `losses`: their sum in batch order
-    /// over the batch size (section 5; softf32 gives every backend's bits).
-    fn report(&self, config: &TrainerConfig, samples: usize, correct: usize) -> StepReport {
+    /// The report of the step of `samples` whose sample losses are in `losses`: their sum in
+    /// batch order over the scored outputs (section 5: the batch size; section 15.8: a
+    /// sequence model's tokens; softf32 gives every backend's bits).
+    fn report(&self, setup: Setup<'_>, samples: usize, correct: usize) -> StepReport {
         let losses = &self.losses;
         let sum = losses[1..].iter().fold(losses[0], |sum, &loss| sum + loss);
+        let scored = samples * setup.model.labels_per_sample();
         StepReport {
-            loss: sum / F32::from_i64(samples as i64),
-            samples,
-            correct: (config.loss == Loss::CrossEntropy).then_some(correct),
+            loss: sum / F32::from_i64(scored as i64),
+            samples: scored,
+            correct: (setup.config.loss == Loss::CrossEntropy).then_some(correct),
         }
     }
 }
@@ -180,7 +182,7 @@ impl Block<'_> {
     /// block's BatchNorm statistics in `statistics`; returns how many were classified correctly.
     fn sum<R: Real>(
         &self,
-        (cells, results): (&mut Cells, &mut Vec<(F32, bool)>),
+        (cells, results): (&mut Cells, &mut Vec<(F32, usize)>),
         into: &mut [Layer],
         losses: &mut Vec<F32>,
         statistics: &mut Vec<Vec<F32>>,
@@ -207,22 +209,23 @@ impl Block<'_> {
                 x.copy_from_slice(self.data.sample(s).0);
             }
         };
-        let loss = |range: Range<usize>, z: &[R], delta: &mut [R], results: &mut [(F32, bool)]| {
+        let loss = |range: Range<usize>, z: &[R], delta: &mut [R], results: &mut [(F32, usize)]| {
             let mut outputs = vec![R::ZERO; width];
             let rows = z.chunks_exact(width).zip(delta.chunks_exact_mut(width));
             for ((z, delta), (result, &s)) in rows.zip(results.iter_mut().zip(&samples[range])) {
                 let target = self.data.sample(s).1.cells::<R>();
-                let loss = config
-                    .loss
-                    .forward(config.math, z, target, &mut outputs, delta);
-                *result = (loss.to_f32(), is_correct(config.math, &outputs, target));
+                let (loss, correct) =
+                    config
+                        .loss
+                        .sample(config.math, z, target, &mut outputs, delta);
+                *result = (loss.to_f32(), correct);
             }
         };
-        results.resize(samples.len(), (F32::ZERO, false));
+        results.resize(samples.len(), (F32::ZERO, 0));
         net.train::<R, _>(context, parameters, cells, input, loss, results, into);
         net.statistics(cells, statistics);
         losses.extend(results.iter().map(|&(loss, _)| loss));
-        results.iter().filter(|&&(_, correct)| correct).count()
+        results.iter().map(|&(_, correct)| correct).sum()
     }
 }
 
@@ -337,11 +340,12 @@ impl Compute for Combine<'_> {
     }
 }
 
-/// From the batch total in `total`: the mean gradient `total / f32(batch)`, optional clipping,
-/// then the optimiser's update of `state`. Advances `b1t`, `b2t`.
+/// From the batch total in `total`: the mean gradient `total / f32(batch)` (`batch * T` for a
+/// sequence model's `T` tokens, section 15.8), optional clipping, then the optimiser's update of
+/// `state`. Advances `b1t`, `b2t`.
 fn update<R: Real>(setup: Setup<'_>, state: &mut TrainState, total: &mut [Layer], batch: usize) {
     let config = setup.config;
-    let batch = R::from_i64(batch as i64);
+    let batch = R::from_i64((batch * setup.model.labels_per_sample()) as i64);
     R::vectorized(
         #[inline(always)]
         || {

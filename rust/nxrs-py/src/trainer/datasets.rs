@@ -90,14 +90,20 @@ impl PyTrainer {
         rows: Rows,
     ) -> PyResult<Dataset> {
         let (cells, features) = self.samples(py, x, rows)?;
-        let (loss, outputs, target_ndims) = self.read(py, |t| {
+        let (loss, target_ndims, label_ndim) = self.read(py, |t| {
             let model = t.model();
-            (t.config().loss, model.outputs(), rows.target_ndims(model))
+            (
+                t.config().loss,
+                rows.target_ndims(model),
+                rows.label_ndim(model),
+            )
         });
+        let (classes, per_sample) =
+            self.read(py, |t| (t.model().classes(), t.model().labels_per_sample()));
         let data = match loss {
             Loss::CrossEntropy => {
-                let labels = inputs::labels(y, rows.label_ndim())?;
-                Dataset::new(features, outputs, cells, &labels)
+                let labels = inputs::labels(y, label_ndim)?;
+                Dataset::with_labels(features, classes, cells, &labels, per_sample)
             }
             Loss::Mse => {
                 let (values, shape) = inputs::targets(y, &target_ndims)?;
@@ -117,8 +123,10 @@ impl PyTrainer {
         x: &Bound<'_, PyAny>,
         rows: Rows,
     ) -> PyResult<(Vec<F32>, usize)> {
-        let ndims = self.read(py, |t| rows.feature_ndims(t.model()));
-        let (cells, shape) = inputs::features(x, &ndims)?;
+        let (ndims, ids) = self.read(py, |t| {
+            (rows.feature_ndims(t.model()), t.model().tokens().is_some())
+        });
+        let (cells, shape) = inputs::features(x, &ndims, ids)?;
         let features = self
             .read(py, |t| rows.features_per_sample(t.model(), &shape))
             .map_err(to_py)?;
@@ -136,8 +144,11 @@ impl PyTrainer {
         let n = cells.len().checked_div(features).unwrap_or(0);
         // The dataset's checks (size, finiteness), with placeholder labels.
         let data = Dataset::new(features, 1, cells, &vec![0u8; n]).map_err(to_py)?;
-        self.read(py, |t| check_inference_features(t.model(), data.features()))
-            .map_err(to_py)?;
+        self.read(py, |t| {
+            check_inference_features(t.model(), data.features())?;
+            t.model().check_token_ids(data.inputs())
+        })
+        .map_err(to_py)?;
         Ok((data.inputs().to_vec(), n))
     }
 }

@@ -3,25 +3,31 @@
 
 use super::{float_of, floats, PyTrainer};
 use crate::errors::to_py;
-use numpy::{PyArray1, PyArray2, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods};
 use nxrs_core::loss::{argmax, Loss};
 use nxrs_core::samples::Rows;
 use pyo3::prelude::*;
 
 impl PyTrainer {
-    /// `predict_proba`: probabilities (cross-entropy) or values (mse), float32 (N, n_out).
+    /// `predict_proba`: probabilities (cross-entropy) or values (mse), float32 (N, n_out), or
+    /// a sequence model's (N, T, classes).
     pub(super) fn outputs<'py>(
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (cells, n) = self.features(py, x)?;
-        let (_, _, outputs) = self.shape(py);
+        let (per_sample, classes) = self.scored(py);
         let out = self.compute(py, |t| t.predict(&cells)).map_err(to_py)?;
-        PyArray1::from_vec(py, floats(&out)).reshape([n, outputs])
+        let out = PyArray1::from_vec(py, floats(&out));
+        Ok(match per_sample {
+            1 => out.reshape([n, classes])?.into_any(),
+            _ => out.reshape([n, per_sample, classes])?.into_any(),
+        })
     }
 
-    /// `predict`: class indices (int64, (N,)) for cross-entropy; the outputs for mse.
+    /// `predict`: class indices (int64, (N,), or a sequence model's (N, T)) for cross-entropy;
+    /// the outputs for mse.
     pub(super) fn predictions<'py>(
         &self,
         py: Python<'py>,
@@ -29,21 +35,32 @@ impl PyTrainer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (cells, n) = self.features(py, x)?;
         let (loss, _, outputs) = self.shape(py);
+        let (per_sample, classes) = self.scored(py);
         let (out, math) = self
             .compute(py, |t| t.predict(&cells).map(|out| (out, t.config().math)))
             .map_err(to_py)?;
         match loss {
             Loss::CrossEntropy => {
                 let labels: Vec<i64> = out
-                    .chunks(outputs)
+                    .chunks(classes)
                     .map(|p| argmax(math, p) as i64)
                     .collect();
-                Ok(PyArray1::from_vec(py, labels).into_any())
+                let labels = PyArray1::from_vec(py, labels);
+                Ok(match per_sample {
+                    1 => labels.into_any(),
+                    _ => labels.reshape([n, per_sample])?.into_any(),
+                })
             }
             Loss::Mse => Ok(PyArray1::from_vec(py, floats(&out))
                 .reshape([n, outputs])?
                 .into_any()),
         }
+    }
+
+    /// The labels a sample is scored by (a sequence model's one per token, else one) and the
+    /// outputs each scores.
+    fn scored(&self, py: Python<'_>) -> (usize, usize) {
+        self.read(py, |t| (t.model().labels_per_sample(), t.model().classes()))
     }
 
     /// `evaluate`: `(loss, accuracy)` on `(x, y)`; accuracy None for mse.

@@ -520,16 +520,18 @@ impl PyTrainer {
 
     // --- inference (inference.rs) -------------------------------------------------------
 
-    /// The model's outputs: probabilities (cross-entropy) or values (mse), float32 (N, n_out).
+    /// The model's outputs: probabilities (cross-entropy) or values (mse), float32 (N, n_out);
+    /// a sequence model's (N, T, classes).
     fn predict_proba<'py>(
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.outputs(py, x)
     }
 
-    /// Class indices (int64, (N,)) for cross-entropy; the outputs for mse.
+    /// Class indices (int64, (N,), a sequence model's (N, T)) for cross-entropy; the outputs
+    /// for mse.
     fn predict<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         self.predictions(py, x)
     }
