@@ -2095,6 +2095,9 @@ ONE_B = 0x3F800000
 
 def gen_cells(gen: dict[str, Any], seed: int, tag: int, count: int) -> F32Array:
     """A tensor's cells by :data:`GEN_DOC`."""
+    if gen["kind"] == "ids":  # 15.8's token ids (as binary32 values)
+        a, b, m = gen["a"], gen["b"], gen["m"]
+        return np.array([(i * a + b) % m for i in range(count)], dtype=np.float32)
     if gen["kind"] == "int":
         a, b, m, dv = gen["a"] + tag, gen["b"] + 3 * tag, gen["m"], gen["d"]
         return np.array(
@@ -2386,6 +2389,176 @@ LAYER_CASES: list[tuple[str, dict[str, Any], Shape, int, dict[str, Any]]] = [
 ]
 
 
+#: 15.8's tensors' tags in the cases' streams.
+SEQUENCE_TAGS = {"E": 2, "P": 2, "Wqkv": 2, "Wo": 3}
+
+#: 15.8's per-layer cases (the fixture's ``sequence_layer_cases``; case seeds continue after
+#: :data:`LAYER_CASES`'). ``extra`` as there, plus ``sequence`` (the input is a ``(T, D)``
+#: sequence), ``token_ids`` (the input is token ids, ``gen`` of kind ``ids``) and ``vocab``
+#: (TiedHead: the rows of the ``E`` it reads).
+SEQUENCE_CASES: list[tuple[str, dict[str, Any], Shape, int, dict[str, Any]]] = [
+    (
+        "embedding_v7_d6_repeats_unused_rows",
+        {"type": "Embedding", "vocab": 7, "width": 6},
+        (5,),
+        3,
+        {
+            "token_ids": True,
+            "gen": {"kind": "ids", "a": 3, "b": 1, "m": 5},
+            "specials": {"E": {6: 0x7FC01234, 8: NZERO, 40: INF}, "g": {0: NAN, 3: NZERO, 7: INF}},
+        },
+    ),
+    (
+        "embedding_v3_d2_one_row",
+        {"type": "Embedding", "vocab": 3, "width": 2, "std": 0.5},
+        (4,),
+        2,
+        {"token_ids": True, "gen": {"kind": "ids", "a": 0, "b": 2, "m": 3}},
+    ),
+    (
+        "positional_c7_t5_d6_specials",
+        {"type": "PositionalEmbedding", "context": 7, "width": 6},
+        (5, 6),
+        3,
+        {
+            "sequence": True,
+            "specials": {
+                "x": {0: 0x7FC01234, 1: INF, 2: NZERO, 4: SUB, 40: NNAN},
+                "P": {1: NINF, 2: NZERO, 4: NSUB, 7: 0xFFC0ABCD, 33: NAN, 40: INF},
+                "g": {5: NAN, 6: NZERO},
+            },
+        },
+    ),
+    (
+        "positional_t_is_context",
+        {"type": "PositionalEmbedding", "context": 4, "width": 3, "std": 0.02},
+        (4, 3),
+        2,
+        {"sequence": True},
+    ),
+    (
+        "attention_h2_t5_d6",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (5, 6),
+        2,
+        {"sequence": True},
+    ),
+    (
+        "attention_h3_t5_d6",
+        {"type": "CausalSelfAttention", "heads": 3, "std": 0.02, "proj_std": 0.01},
+        (5, 6),
+        3,
+        {"sequence": True},
+    ),
+    (
+        "attention_h1_t1_d4",
+        {"type": "CausalSelfAttention", "heads": 1},
+        (1, 4),
+        2,
+        {"sequence": True},
+    ),
+    (
+        "attention_h2_t6_d4_wide_scores",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (6, 4),
+        2,
+        {"sequence": True, "gen": {"kind": "stream", "scale": 64}},
+    ),
+    (
+        "attention_h2_t5_d6_specials",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (5, 6),
+        2,
+        {
+            "sequence": True,
+            "specials": {
+                # sample 0: its last token's x (a NaN no earlier query may see); sample 1:
+                # an infinity at token 2, signed zeros and subnormals at token 0
+                "x": {24: 0x7FC01234, 30: NZERO, 31: SUB, 32: NSUB, 43: INF},
+                "Wo": {1: NZERO, 20: 0xFFC00077},
+                "Wqkv": {100: NZERO, 101: SUB},
+                "g": {5: NNAN, 50: INF, 51: NZERO},
+            },
+        },
+    ),
+    (
+        "attention_h2_t4_d4_inf_weight",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (4, 4),
+        1,
+        {"sequence": True, "specials": {"Wqkv": {17: INF}, "g": {0: PZERO, 1: NZERO}}},
+    ),
+    (
+        "tied_head_v7_d6",
+        {"type": "TiedHead"},
+        (5, 6),
+        2,
+        {"sequence": True, "vocab": 7, "specials": {"E": {3: INF, 10: NZERO}, "g": {2: NAN}}},
+    ),
+    (
+        "dense_per_token",
+        {"type": "Dense", "units": 4},
+        (5, 6),
+        2,
+        {"sequence": True, "specials": {"x": {7: NZERO}, "W": {5: SUB}}},
+    ),
+    (
+        "dense_per_token_nobias_std",
+        {"type": "Dense", "units": 3, "bias": False, "std": 0.02},
+        (3, 5),
+        3,
+        {"sequence": True},
+    ),
+    (
+        "layernorm_per_token",
+        {"type": "LayerNorm", "eps": 1e-5},
+        (5, 6),
+        2,
+        {"sequence": True, "specials": {"g": {4: NAN}}},
+    ),
+    (
+        "layernorm_per_token_nobias",
+        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+        (4, 3),
+        3,
+        {"sequence": True},
+    ),
+    (
+        "dropout_on_sequence",
+        {"type": "Dropout", "p": 0.25},
+        (5, 6),
+        2,
+        {"sequence": True, "position": 4, "seed": 11, "step": 2, "first_sample": 1},
+    ),
+    ("gelu_on_sequence", {"type": "GELU"}, (3, 4), 2, {"sequence": True}),
+]
+
+
+SEQUENCE_GEN_DOC = {
+    "ids": "gen kind ids (token ids): cell i = f32((i * a + b) % m)",
+    "tensor_tag": "as generation's, and E 2, P 2, Wqkv 2, Wo 3",
+}
+SEQUENCE_CASE_LAYOUT = (
+    "as layer_case_layout, plus: sequence: true when the input is a (T, D) sequence "
+    "(input_shape [T, D], x (n, T, D); Dense and LayerNorm then act per token, gamma/beta (D), "
+    "and every chain over the block's terms runs over samples, then tokens); token_ids: true "
+    "for the Embedding (input_shape [T], x the ids as binary32 values, output a (T, width) "
+    "sequence, x_grad all +0: ids have no gradient); vocab: for TiedHead, the rows of the E "
+    "it reads (tensors.E is (vocab, D)); block_grads.E is then TiedHead's own chain (the "
+    "terms g[t, v] * x[t, d] over samples then tokens), not yet added to an Embedding's. "
+    "Attention's tensors are Wqkv (3D x D) and Wo (D x D); PositionalEmbedding's P "
+    "(context x width); an Embedding's E (vocab x width). A layer's std only sets its "
+    "initialisation: the tensors here are the case's"
+)
+SEQUENCE_RUN_LAYOUT = (
+    "as run_layout, with the data of sequence_run_data: X (N, T) token ids as binary32; "
+    "labels: next (y (N, T): a label per token, the loss per token, divisions by f32(B*T) "
+    "and f32(N*T)), class (y (N): per-sample labels after Flatten), targets (mse, (N, K)); "
+    "final.predict_proba (N, T, K) for next, (N, K) otherwise; final.predict row-major "
+    "(N*T classes for next, N for class, null for mse); eval_accuracy over tokens for next"
+)
+
+
 def layer_case(
     name: str,
     spec: dict[str, Any],
@@ -2399,6 +2572,9 @@ def layer_case(
     parameter block gradients, running statistics after the block."""
     position = extra.get("position", 1)
     layer = build_layer(spec, position)
+    if extra.get("sequence"):  # 15.8: a (T, D) sequence from an Embedding of "vocab" rows
+        vocab = extra.get("vocab", 1)
+        in_shape = Seq(in_shape, Embedding(0, vocab, in_shape[-1]))
     out_shape = layer.infer(in_shape)
     gen = extra.get("gen", _STREAM)
     specials: dict[str, dict[int, int]] = extra.get("specials", {})
@@ -2412,7 +2588,9 @@ def layer_case(
     x = tensor("x", 0, (n, *in_shape))
     g = tensor("g", 1, (n, *out_shape))
     tags = {"W": 2, "gamma": 2, "b": 3, "beta": 3, "mean": 4, "var": 5}
-    st: State = {nm: tensor(nm, tags[nm], s) for nm, s in layer.params() + layer.running()}
+    tags.update(SEQUENCE_TAGS)
+    named = layer.params() + layer.running() + layer.reads()
+    st: State = {nm: tensor(nm, tags[nm], s) for nm, s in named}
     before = {k: v.copy() for k, v in st.items()}
     m = gr.Math(math_name)
     ctx = Ctx(m, True, extra.get("seed", 0), extra.get("step", 0), extra.get("first_sample", 0))
@@ -2421,6 +2599,7 @@ def layer_case(
     case: dict[str, Any] = {
         "name": f"{name}/{math_name}",
         "math": math_name,
+        **{k: extra[k] for k in ("sequence", "token_ids", "vocab") if k in extra},
         "layer": layer.to_json(),
         "input_shape": list(in_shape),
         "output_shape": list(out_shape),
@@ -2825,10 +3004,182 @@ def integer_case(name: str, n: int, keys: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def gpt(
+    vocab: int, context: int = 64, layers: int = 4, heads: int = 4, width: int = 128
+) -> list[dict[str, Any]]:
+    """15.8's ``gpt`` (nanoGPT's character model) as its JSON layer list; ``s = 0.02 /
+    sqrt(2 * layers)`` in binary64 (binary32 rounding happens when the layers read it)."""
+    s = 0.02 / math.sqrt(2 * layers)
+    ln = {"type": "LayerNorm", "eps": 1e-05, "bias": False}
+    out: list[dict[str, Any]] = [
+        _inp(context),
+        {"type": "Embedding", "vocab": vocab, "width": width, "std": 0.02},
+        {"type": "PositionalEmbedding", "context": context, "width": width, "std": 0.02},
+    ]
+    for _ in range(layers):
+        attention = {"type": "CausalSelfAttention", "heads": heads, "std": 0.02, "proj_std": s}
+        mlp = [
+            dict(ln),
+            {"type": "Dense", "units": 4 * width, "bias": False, "std": 0.02},
+            {"type": "GELU"},
+            {"type": "Dense", "units": width, "bias": False, "std": s},
+        ]
+        out.append({"type": "Residual", "layers": [dict(ln), attention]})
+        out.append({"type": "Residual", "layers": mlp})
+    return [*out, dict(ln), {"type": "TiedHead"}]
+
+
+#: 15.8's runs' data, as integer formulas (``V`` the vocabulary, ``T`` the input's length).
+SEQUENCE_DATA = {
+    "tokens": "tok[i] = (5*i + (i*i) % 3) % V",
+    "x": "x[s][t] = f32(tok[3*s + t]) (token ids), shape (N, T)",
+    "next_tokens": 'labels "next": y[s][t] = tok[3*s + t + 1], shape (N, T)',
+    "classes": 'labels "class": y[s] = (s*5) % K (one label per sample)',
+    "targets": 'labels "targets": t[s][o] = f32(((s*3 + o*5) % 7) - 3) / f32(8) (mse)',
+}
+
+
+def sequence_data(n: int, t_n: int, vocab: int, labels: str, k: int) -> tuple[Any, Any]:
+    """:data:`SEQUENCE_DATA`."""
+    tok = [(5 * i + (i * i) % 3) % vocab for i in range(3 * n + t_n + 1)]
+    x = np.array([[tok[3 * s + t] for t in range(t_n)] for s in range(n)], dtype=np.float32)
+    if labels == "next":
+        return x, np.array([[tok[3 * s + t + 1] for t in range(t_n)] for s in range(n)])
+    return x, gr.case_data(n, 1, k, "cross_entropy" if labels == "class" else "mse")[1]
+
+
+#: 15.8's runs: (name, N, labels, steps, config keys).
+SEQUENCE_RUNS: list[tuple[str, int, str, int, dict[str, Any]]] = [
+    (
+        "gpt_v11_c8_l2_h2_w16_adamw_clip",
+        10,
+        "next",
+        3,
+        dict(
+            layers=gpt(11, context=8, layers=2, heads=2, width=16),
+            seed=21,
+            optimizer="adamw",
+            lr=0.01,
+            weight_decay=0.1,
+            beta1=0.9,
+            beta2=0.99,
+            clip_norm=1.0,
+            batch_size=4,
+        ),
+    ),
+    (
+        "gpt_v7_c6_l1_h3_w6_seedmath_gradblock2_short_batch",
+        7,
+        "next",
+        3,
+        dict(
+            layers=gpt(7, context=6, layers=1, heads=3, width=6),
+            math="seed",
+            seed=-3,
+            lr=0.02,
+            batch_size=3,
+            grad_block=2,
+            shuffle=False,
+        ),
+    ),
+    (
+        "sequence_classifier_torch_init_dropout",
+        9,
+        "class",
+        4,
+        dict(
+            layers=[
+                _inp(6),
+                {"type": "Embedding", "vocab": 9, "width": 6},
+                {"type": "Dense", "units": 6},
+                {"type": "PositionalEmbedding", "context": 8, "width": 6},
+                {"type": "LayerNorm", "eps": 1e-5},
+                {"type": "Residual", "layers": [{"type": "CausalSelfAttention", "heads": 3}]},
+                {"type": "Dropout", "p": 0.25},
+                {"type": "GELU"},
+                {"type": "Flatten"},
+                {"type": "Dense", "units": 3},
+            ],
+            seed=8,
+            lr=0.01,
+            batch_size=4,
+        ),
+    ),
+    (
+        "sequence_regressor_glorot_sgd_seedmath_gradblock2",
+        8,
+        "targets",
+        4,
+        dict(
+            layers=[
+                _inp(5),
+                {"type": "Embedding", "vocab": 6, "width": 4, "std": 0.5},
+                {"type": "PositionalEmbedding", "context": 5, "width": 4},
+                {"type": "CausalSelfAttention", "heads": 2},
+                {"type": "Dense", "units": 4, "bias": False},
+                {"type": "LayerNorm", "eps": 1e-5},
+                {"type": "Dropout", "p": 0.5},
+                {"type": "Flatten"},
+                {"type": "Dense", "units": 2},
+            ],
+            loss="mse",
+            math="seed",
+            init="glorot",
+            seed=4,
+            optimizer="sgd",
+            lr=0.01,
+            momentum=0.9,
+            batch_size=3,
+            grad_block=2,
+        ),
+    ),
+]
+
+
+def sequence_run_case(
+    name: str, n: int, labels: str, steps: int, keys: dict[str, Any]
+) -> dict[str, Any]:
+    lc = LayerConfig.make(**keys)
+    net = lc.net
+    assert net.embedding is not None
+    x, y = sequence_data(n, net.input_shape[0], net.embedding.vocab, labels, net.output_size)
+    tr = LayerTrainer(lc)
+    entry: dict[str, Any] = {
+        "name": name,
+        "config": lc.config_json(),
+        "hyper_bits": lc.cfg.hyper_bits(),
+        "n": n,
+        "labels": labels,
+        "tensor_names": tr.tensor_names(),
+        "init_hash": tr.state_hash_hex(),
+        "steps": run_record(tr, x, y, steps),
+    }
+    ev_loss, acc = tr.evaluate(x, y)
+    entry["final"] = {
+        "scalars": tr.scalars(),
+        "tensors": {k: bits32(v) for k, v in tr.state_dict().items()},
+        "predict_proba": bits32(tr.predict_proba(x)),
+        "predict": (
+            [int(v) for v in np.asarray(tr.predict(x)).reshape(-1)]
+            if lc.cfg.loss == "cross_entropy"
+            else None
+        ),
+        "eval_loss_bits": gr.bits(ev_loss),
+        "eval_accuracy": acc,
+    }
+    return entry
+
+
 def golden() -> dict[str, Any]:
     cases = [
         layer_case(name, spec, shape, n, extra, mname, 100 + i)
         for i, (name, spec, shape, n, extra) in enumerate(LAYER_CASES)
+        for mname in ("seed", "ieee")
+    ]
+    first = 100 + len(LAYER_CASES)
+    sequence_cases = [
+        layer_case(name, spec, shape, n, extra, mname, first + i)
+        for i, (name, spec, shape, n, extra) in enumerate(SEQUENCE_CASES)
         for mname in ("seed", "ieee")
     ]
     return {
@@ -2851,6 +3202,13 @@ def golden() -> dict[str, Any]:
         "layer_cases": cases,
         "runs": [run_case(name, n, keys) for name, n, keys in RUNS],
         "integer_runs": [integer_case(name, n, keys) for name, n, keys in INTEGER_RUNS],
+        # Section 15.8 (new keys: every entry above is as it was).
+        "sequence_generation": SEQUENCE_GEN_DOC,
+        "sequence_layer_case_layout": SEQUENCE_CASE_LAYOUT,
+        "sequence_layer_cases": sequence_cases,
+        "sequence_run_data": SEQUENCE_DATA,
+        "sequence_run_layout": SEQUENCE_RUN_LAYOUT,
+        "sequence_runs": [sequence_run_case(*run) for run in SEQUENCE_RUNS],
     }
 
 
