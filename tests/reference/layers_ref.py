@@ -452,7 +452,8 @@ def _std(v: Any, what: str, position: int, kind: str) -> tuple[np.float32, float
     ``> 0``) and the number as given (what the JSON form writes)."""
     if v is None:
         return None
-    f = _f32_param(v, what, position, kind)
+    with np.errstate(over="ignore"):  # a value beyond binary32 is refused just below
+        f = _f32_param(v, what, position, kind)
     if not (np.isfinite(f) and f > ZERO):
         raise _refuse(position, kind, f"{what} must be finite and > 0 as binary32, not {v!r}")
     return f, _json_number(v)
@@ -798,7 +799,7 @@ class Dense(Layer):
         return (self.units,)
 
     def params(self) -> list[tuple[str, Shape]]:
-        w = [("W", (self.units, self.in_shape[-1]))]
+        w: list[tuple[str, Shape]] = [("W", (self.units, self.in_shape[-1]))]
         return [*w, ("b", (self.units,))] if self.bias else w
 
     def init_state(self, init: str, seed: int) -> State:
@@ -1795,8 +1796,8 @@ class Network:
         sequence model's token ids checked first (15.8)."""
         if self.embedding is not None:
             check_token_ids(x, self.embedding.vocab)
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        return x.reshape((x.shape[0], *self.input_shape))
+        xs: F32Array = np.ascontiguousarray(x, dtype=np.float32)
+        return xs.reshape((xs.shape[0], *self.input_shape))
 
     def param_names(self) -> list[str]:
         return [f"{name}{l.number}" for l in self.flat for name, _ in l.params()]  # noqa: E741
@@ -1994,8 +1995,9 @@ class LayerTrainer(gr.Run):
         if self.net.tokens is None:
             return gr.loss_and_delta(self.math, self.cfg.loss, z, y)
         n, t_n, k = z.shape
-        yt = np.asarray(y)
-        yt = yt.reshape(n * t_n) if self.cfg.loss == "cross_entropy" else yt.reshape(n * t_n, k)
+        labels = np.asarray(y)
+        shape = (n * t_n,) if self.cfg.loss == "cross_entropy" else (n * t_n, k)
+        yt = cast(gr.Targets, labels.reshape(shape))
         with np.errstate(all="ignore"):
             lt, dt, out = gr.loss_and_delta(self.math, self.cfg.loss, z.reshape(n * t_n, k), yt)
             ls = fold(np.ascontiguousarray(lt.reshape(n, t_n).T))  # tokens in order
