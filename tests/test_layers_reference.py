@@ -1807,3 +1807,131 @@ def test_token_ids_are_refused_naming_sample_and_position(value: float, shown: s
     # Integer ids and floats with integer values are taken.
     tr.predict(np.array([[0, 1, 6]]))
     tr.predict(np.array([[0.0, 1.0, 6.0]], dtype=np.float32))
+
+
+# ---- attention, one operation at a time ----------------------------------------------------
+
+
+def scalar_attention(
+    x: lr.F32Array, wqkv: lr.F32Array, wo: lr.F32Array, g: lr.F32Array, heads: int, mname: str
+) -> tuple[Any, Any, Any, Any]:
+    """15.8's attention for one sample, loops in the text's order: ``y``, the input gradient,
+    ``Wqkv``'s and ``Wo``'s terms (one sample: the terms are the block gradients)."""
+    ex = gr.Math(mname).exp
+    t_n, d = x.shape
+    h = d // heads
+    c = D(f(1), np.sqrt(f(h)))
+
+    def lin(w: Any, a: Any) -> Any:  # Dense without bias: from +0, inputs in order
+        out = np.zeros((a.shape[0], w.shape[0]), F32)
+        for t in range(a.shape[0]):
+            for o in range(w.shape[0]):
+                acc = f(0)
+                for j in range(w.shape[1]):
+                    acc = A(acc, M(w[o, j], a[t, j]))
+                out[t, o] = acc
+        return out
+
+    def lin_back(w: Any, a: Any, gg: Any) -> tuple[Any, Any]:
+        gx = np.zeros_like(a)
+        for t in range(a.shape[0]):
+            for j in range(w.shape[1]):
+                acc = f(0)
+                for o in range(w.shape[0]):
+                    acc = A(acc, M(w[o, j], gg[t, o]))
+                gx[t, j] = acc
+        gw = np.zeros_like(w)
+        for o in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                acc = M(gg[0, o], a[0, j])
+                for t in range(1, a.shape[0]):
+                    acc = A(acc, M(gg[t, o], a[t, j]))
+                gw[o, j] = acc
+        return gx, gw
+
+    qkv = lin(wqkv, x)
+    o = np.zeros((t_n, d), F32)
+    P: dict[tuple[int, int, int], np.float32] = {}
+    for a in range(heads):
+        q, k, v = (qkv[:, b * d + a * h : b * d + a * h + h] for b in range(3))
+        for i in range(t_n):
+            s = []
+            for j in range(i + 1):
+                acc = f(0)
+                for e in range(h):
+                    acc = A(acc, M(q[i, e], k[j, e]))
+                s.append(M(acc, c))
+            m = s[0]
+            for j in range(1, i + 1):
+                if s[j] > m:
+                    m = s[j]
+            w = [ex(np.array([S(sj, m)], F32))[0] for sj in s]
+            z = f(0)
+            for wj in w:
+                z = A(z, wj)
+            for j in range(i + 1):
+                P[a, i, j] = D(w[j], z)
+            for e in range(h):
+                acc = f(0)
+                for j in range(i + 1):
+                    acc = A(acc, M(P[a, i, j], v[j, e]))
+                o[i, a * h + e] = acc
+    y = lin(wo, o)
+    go, gwo = lin_back(wo, o, g)
+    dqkv = np.zeros((t_n, 3 * d), F32)
+    for a in range(heads):
+        q, k, v = (qkv[:, b * d + a * h : b * d + a * h + h] for b in range(3))
+        gh = go[:, a * h : a * h + h]
+        ds: dict[tuple[int, int], np.float32] = {}
+        for i in range(t_n):
+            dp = []
+            for j in range(i + 1):
+                acc = f(0)
+                for e in range(h):
+                    acc = A(acc, M(gh[i, e], v[j, e]))
+                dp.append(acc)
+            r = f(0)
+            for j in range(i + 1):
+                r = A(r, M(P[a, i, j], dp[j]))
+            for j in range(i + 1):
+                ds[i, j] = M(M(P[a, i, j], S(dp[j], r)), c)
+        for j in range(t_n):
+            for e in range(h):
+                dv, dk = f(0), f(0)
+                for i in range(j, t_n):
+                    dv = A(dv, M(P[a, i, j], gh[i, e]))
+                    dk = A(dk, M(ds[i, j], q[i, e]))
+                dqkv[j, 2 * d + a * h + e], dqkv[j, d + a * h + e] = dv, dk
+        for i in range(t_n):
+            for e in range(h):
+                acc = f(0)
+                for j in range(i + 1):
+                    acc = A(acc, M(ds[i, j], k[j, e]))
+                dqkv[i, a * h + e] = acc
+    gx, gwqkv = lin_back(wqkv, x, dqkv)
+    return y, gx, gwqkv, gwo
+
+
+@pytest.mark.parametrize("specials", [False, True])
+@pytest.mark.parametrize("math_name", ["ieee", "seed"])
+@pytest.mark.parametrize(("t_n", "d", "heads"), [(4, 6, 2), (3, 6, 3), (5, 4, 1)])
+def test_attention_equals_scalar_reading(
+    specials: bool, math_name: str, t_n: int, d: int, heads: int
+) -> None:
+    """Finite values (every chain's rounding seen), and special values (a NaN spreads
+    through the chains it enters, so those make most results NaN)."""
+    rng = np.random.default_rng(40 + t_n + heads)
+    some = specials_input if specials else rand
+    x = some(rng, t_n, d)
+    x[0] = rand(rng, d)  # a finite first token, so later queries are not all NaN
+    wqkv, wo = rand(rng, 3 * d, d), some(rng, d, d)
+    g = some(rng, t_n, d)
+    layer = lr.build_layer(attn(heads), 1)
+    layer.infer(lr.Seq((t_n, d), lr.Embedding(0, 1, d)))
+    st = {"Wqkv": wqkv, "Wo": wo}
+    ctx = lr.Ctx(gr.Math(math_name))
+    y, cache = layer.forward(st, x[None], ctx)
+    gx, grads = layer.backward(st, cache, g[None], ctx)
+    want = scalar_attention(x, wqkv, wo, g, heads, math_name)
+    for got, w in zip((y[0], gx[0], grads["Wqkv"], grads["Wo"]), want):
+        assert same(got, w)

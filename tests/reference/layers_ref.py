@@ -59,6 +59,14 @@ Readings of the text where it leaves a choice (each marked "reading" at its plac
   against 2^24 cells there), then the branch's output shape against the Residual's input;
 * a Residual's own addition ``x + f(x)`` and its input gradient ``g_f + g`` are binary32
   additions like any other (section 14's NaN, ``x`` and ``g_f`` the first operands).
+* 15.8: a sequence's shape is a :class:`Seq` (it carries the list's Embedding); "every other
+  layer acts on the sequence as on any activation" is taken literally (a Conv1d or
+  BatchNorm1d would see ``(T, D)`` as ``(C, L)``, and its output stays a sequence);
+  ``vocab`` above 2^24 is refused (an id must be exact in binary32); ``proj_std`` without
+  ``std`` is not used (the text gives it under ``std`` only); without ``std``, attention's
+  ``Wqkv`` (``fan_in = D``, ``fan_out = 3D``) and then ``Wo`` (``D``, ``D``) are drawn from the
+  one stream of the layer's number; an mse loss on a ``(T, K)`` output takes targets
+  ``(N, T, K)``, per token; ``gpt()``'s LayerNorms write ``eps`` 1e-05 as every LayerNorm.
 
 Run ``python tests/reference/layers_ref.py --write`` to regenerate ``tests/golden/layers.json``;
 without arguments (or with ``--check``) it recomputes the fixture and exits 1 if the file
