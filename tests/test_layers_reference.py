@@ -1325,7 +1325,8 @@ def test_bias_free_signed_zeros() -> None:
     # Dense without a bias: a chain from +0, so a lone -0 product gives +0 ...
     x = np.array([[-0.0, 1.0]], F32)
     W = np.array([[1.0, -0.0]], F32)  # -0 * 1 + ... : products -0 and -0
-    y, _, _, _ = run_layer({"type": "Dense", "units": 1, "bias": False}, (2,), x, {"W": W}, x)
+    g = np.ones((1, 1), F32)
+    y, _, _, _ = run_layer({"type": "Dense", "units": 1, "bias": False}, (2,), x, {"W": W}, g)
     assert lr.u32(y).tolist() == [[0]]
     # ... and LayerNorm without a bias keeps a -0 product.
     x = np.array([[1.0, 1.0, 1.0]], F32)  # x̂ = +0 everywhere
@@ -1357,3 +1358,580 @@ def test_gelu_equals_scalar_reading() -> None:
             cdf, pdf = mp_normal("cdf", xv), mp_normal("pdf", xv)
             assert same(yv, M(xv, cdf)), hex(_bits_of(xv))
             assert same(gxv, M(gv, A(cdf, M(xv, pdf)))), hex(_bits_of(xv))
+
+
+# ---------------------------------------------------------------------------
+# Section 15.8: sequences, embeddings, causal self-attention, a tied head
+# ---------------------------------------------------------------------------
+
+
+def emb(vocab: int, width: int, **kw: Any) -> dict[str, Any]:
+    return {"type": "Embedding", "vocab": vocab, "width": width, **kw}
+
+
+def pos(context: int, width: int, **kw: Any) -> dict[str, Any]:
+    return {"type": "PositionalEmbedding", "context": context, "width": width, **kw}
+
+
+def attn(heads: int, **kw: Any) -> dict[str, Any]:
+    return {"type": "CausalSelfAttention", "heads": heads, **kw}
+
+
+TIED = {"type": "TiedHead"}
+
+
+def sequence_states(net: lr.Network, rng: np.random.Generator) -> list[lr.State]:
+    """Random tensors per layer, a TiedHead sharing its Embedding's dict (as the reference)."""
+    states = random_states(net, rng)
+    for i, layer in enumerate(net.flat):
+        if isinstance(layer, lr.TiedHead):
+            states[i] = states[layer.embedding.position - 1]
+    return states
+
+
+def torch_sequence(torch: Any, layers: list[lr.Layer], p: dict[str, Any], x: Any) -> Any:
+    """The reference's layers as float64 torch functions of the tensors ``p`` (by name, so a
+    tied ``E`` is one leaf used twice); dropout-free lists."""
+    F = torch.nn.functional
+    for layer in layers:
+        n = layer.number
+        if isinstance(layer, lr.Residual):
+            x = x + torch_sequence(torch, layer.layers, p, x)
+        elif isinstance(layer, lr.Embedding):
+            x = p[f"E{n}"][x.long()]
+        elif isinstance(layer, lr.PositionalEmbedding):
+            x = x + p[f"P{n}"][: x.shape[1]]
+        elif isinstance(layer, lr.CausalSelfAttention):
+            b, t_n, d = x.shape
+            qkv = x @ p[f"Wqkv{n}"].T
+            q, k, v = (
+                qkv[..., i * d : (i + 1) * d].reshape(b, t_n, layer.heads, -1).transpose(1, 2)
+                for i in range(3)
+            )
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = o.transpose(1, 2).reshape(b, t_n, d) @ p[f"Wo{n}"].T
+        elif isinstance(layer, lr.TiedHead):
+            x = x @ p[f"E{n}"].T
+        elif isinstance(layer, lr.Dense):
+            x = x @ p[f"W{n}"].T + (p[f"b{n}"] if layer.bias else 0)
+        elif isinstance(layer, lr.LayerNorm):
+            shape = layer.params()[0][1]
+            x = F.layer_norm(x, shape, p[f"gamma{n}"], p.get(f"beta{n}"), float(layer.eps))
+        elif isinstance(layer, lr.GELU):
+            x = F.gelu(x)
+        elif isinstance(layer, lr.Flatten):
+            x = x.reshape(x.shape[0], -1)
+        else:
+            raise AssertionError(f"no torch form for {layer.kind}")
+    return x
+
+
+def reference_pass(
+    net: lr.Network, states: list[lr.State], x: Any, g: lr.F32Array
+) -> tuple[lr.F32Array, dict[str, lr.F32Array]]:
+    ctx = lr.Ctx(gr.Math("ieee"))
+    y, caches = net.forward(states, net.samples(x), ctx)
+    _, grads = net.backward(states, caches, g, ctx)
+    return y, grads
+
+
+def torch_pass(
+    torch: Any, net: lr.Network, states: list[lr.State], x: Any, g: lr.F32Array
+) -> tuple[Any, dict[str, Any]]:
+    p = {
+        f"{name}{layer.number}": t64(torch, st[name], grad=True)
+        for layer, st in zip(net.flat, states)
+        for name, _ in layer.params()
+    }
+    y = torch_sequence(torch, net.layers, p, torch.tensor(np.asarray(x, dtype=np.int64)))
+    (y * t64(torch, g)).sum().backward()
+    return y, {k: v.grad for k, v in p.items()}
+
+
+@pytest.mark.parametrize(("t_n", "d", "heads"), [(5, 6, 2), (5, 6, 3), (1, 4, 1), (7, 8, 4)])
+def test_attention_matches_torch(t_n: int, d: int, heads: int) -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(t_n * 100 + d * 10 + heads)
+    layer = lr.build_layer(attn(heads), 1)
+    layer.infer(lr.Seq((t_n, d), lr.Embedding(0, 1, d)))
+    st = {"Wqkv": rand(rng, 3 * d, d, scale=0.5), "Wo": rand(rng, d, d, scale=0.5)}
+    x, g = rand(rng, 3, t_n, d), rand(rng, 3, t_n, d)
+    ctx = lr.Ctx(gr.Math("ieee"))
+    y, cache = layer.forward(st, x, ctx)
+    gx, grads = layer.backward(st, cache, g, ctx)
+    xt = t64(torch, x, grad=True)
+    p = {"Wqkv1": t64(torch, st["Wqkv"], grad=True), "Wo1": t64(torch, st["Wo"], grad=True)}
+    layer.number = 1
+    yt = torch_sequence(torch, [layer], p, xt)
+    (yt * t64(torch, g)).sum().backward()
+    close(y, yt)
+    close(gx, xt.grad)
+    close(grads["Wqkv"], p["Wqkv1"].grad)
+    close(grads["Wo"], p["Wo1"].grad)
+
+
+def test_attention_is_causal() -> None:
+    """A later token's values (even a NaN) change nothing at an earlier position."""
+    rng = np.random.default_rng(3)
+    layer = lr.build_layer(attn(2), 1)
+    layer.infer(lr.Seq((5, 4), lr.Embedding(0, 1, 4)))
+    st = {"Wqkv": rand(rng, 12, 4), "Wo": rand(rng, 4, 4)}
+    x = rand(rng, 1, 5, 4)
+    ctx = lr.Ctx(gr.Math("ieee"))
+    y, _ = layer.forward(st, x, ctx)
+    x2 = x.copy()
+    x2[0, 3, 1], x2[0, 4] = np.nan, np.inf
+    y2, _ = layer.forward(st, x2, ctx)
+    assert np.array_equal(lr.u32(y[0, :3]), lr.u32(y2[0, :3]))
+    assert np.isnan(y2[0, 3:]).all()
+    # And backward: a gradient at an earlier position only reaches earlier inputs.
+    g = np.zeros((1, 5, 4), dtype=F32)
+    g[0, 1] = 1
+    gx, _ = layer.backward(st, layer.forward(st, x, ctx)[1], g, ctx)
+    assert np.array_equal(lr.u32(gx[0, 2:]), np.zeros((3, 4), dtype=np.uint32))
+
+
+def test_embeddings_and_tied_head_match_torch() -> None:
+    """One ``E`` used by the Embedding and the TiedHead: torch's gradient of the leaf used
+    twice is the sum of both uses, as 15.8's ``TiedHead's chain + Embedding's chain``."""
+    torch = torch_mod()
+    rng = np.random.default_rng(21)
+    net = lr.parse_layers([inp(5), emb(7, 6), pos(8, 6), {"type": "LayerNorm"}, TIED])
+    states = sequence_states(net, rng)
+    x = np.array([[0, 3, 3, 1, 5], [5, 5, 0, 1, 2], [1, 1, 1, 1, 1]])
+    g = rand(rng, 3, 5, 7)
+    y, grads = reference_pass(net, states, x, g)
+    yt, gt = torch_pass(torch, net, states, x, g)
+    close(y, yt)
+    assert sorted(grads) == sorted(gt)
+    for k in gt:
+        close(grads[k], gt[k])
+    # Rows T..context-1 of P get +0; E's unread rows (4, 6) only the head's chain + (+0).
+    assert np.array_equal(lr.u32(grads["P2"][5:]), np.zeros((3, 6), dtype=np.uint32))
+    ctx = lr.Ctx(gr.Math("ieee"))
+    _, caches = net.forward(states, net.samples(x), ctx)
+    head = net.flat[-1]
+    _, own = head.backward(states[0], caches[-1], g, ctx)
+    want = lr.add(own["E"][[4, 6]], F32(0))
+    assert np.array_equal(lr.u32(grads["E1"][[4, 6]]), lr.u32(want))
+
+
+def test_embedding_alone_leaves_unread_rows_zero() -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(22)
+    net = lr.parse_layers([inp(4), emb(6, 3), {"type": "Dense", "units": 2}])
+    states = sequence_states(net, rng)
+    x = np.array([[0, 2, 2, 0], [2, 3, 0, 0]])
+    g = rand(rng, 2, 4, 2)
+    y, grads = reference_pass(net, states, x, g)
+    yt, gt = torch_pass(torch, net, states, x, g)
+    close(y, yt)
+    for k in gt:
+        close(grads[k], gt[k])
+    assert np.array_equal(lr.u32(grads["E1"][[1, 4, 5]]), np.zeros((3, 3), dtype=np.uint32))
+    # A row's chain starts from its first term: row 2's lone -0 stays -0 (read once), and
+    # row 0's is (-0 + -0) + +0 = +0 while a row no token reads is +0.
+    ids = np.array([[0, 2, 1, 0], [3, 3, 0, 0]], dtype=np.int64)
+    g_emb = np.zeros((2, 4, 3), dtype=F32)
+    g_emb[0, 1, 0] = g_emb[0, 0, 1] = g_emb[0, 3, 1] = -0.0
+    _, own = net.flat[0].backward(states[0], ids, g_emb, lr.Ctx(gr.Math("ieee")))
+    assert lr.u32(own["E"])[2, 0] == 0x80000000
+    assert lr.u32(own["E"])[0, 1] == 0
+
+
+def test_token_loss_mean_matches_torch() -> None:
+    torch = torch_mod()
+    rng = np.random.default_rng(23)
+    tr = lr.LayerTrainer(layers=[inp(5), emb(7, 4), TIED], seed=1)
+    z = rand(rng, 3, 5, 7, scale=3.0)
+    y = rng.integers(0, 7, size=(3, 5))
+    losses, delta, p = tr._loss(z, y)
+    assert losses.shape == (3,) and delta.shape == z.shape and p.shape == z.shape
+    mean = lr.div(lr.fold(losses), lr.f32i(15))
+    zt = t64(torch, z, grad=True)
+    lt = torch.nn.functional.cross_entropy(zt.reshape(15, 7), torch.tensor(y.reshape(15)))
+    lt.backward()
+    close(mean, lt.detach())
+    # δ is the per-token gradient: the mean's gradient times N*T.
+    close(delta, zt.grad * 15)
+    # Each sample's loss is its tokens' sum, from the first.
+    lt_tokens, _, _ = gr.loss_and_delta(
+        gr.Math("ieee"), "cross_entropy", z.reshape(15, 7), y.reshape(15)
+    )
+    assert np.array_equal(
+        lr.u32(losses), lr.u32(lr.fold(np.ascontiguousarray(lt_tokens.reshape(3, 5).T)))
+    )
+
+
+def test_evaluation_of_a_sequence_model() -> None:
+    torch = torch_mod()
+    tr = lr.LayerTrainer(layers=lr.gpt(7, context=5, layers=1, heads=2, width=4), seed=3)
+    x, y = lr.sequence_data(6, 5, 7, "next", 7)
+    proba, pred = tr.predict_proba(x), tr.predict(x)
+    assert proba.shape == (6, 5, 7) and pred.shape == (6, 5)
+    loss, acc = tr.evaluate(x, y)
+    assert acc == float(np.mean(pred == y))
+    p = {k: t64(torch, v) for k, v in tr.params().items()}
+    with torch.no_grad():
+        z = torch_sequence(torch, tr.net.layers, p, torch.tensor(x.astype(np.int64)))
+        want = torch.nn.functional.cross_entropy(z.reshape(30, 7), torch.tensor(y.reshape(30)))
+    close(loss, want)
+    close(proba, torch.softmax(z, -1))
+
+
+def test_gpt_training_tracks_torch() -> None:
+    """Steps of a tiny GPT (AdamW, clipping) against torch's from the same weights (the
+    "ieee" setting: the seed's exp and sqrt are approximations, not torch's functions)."""
+    torch = torch_mod()
+    steps, lr_, n = 3, 0.01, 6
+    keys: dict[str, Any] = dict(
+        layers=lr.gpt(11, context=8, layers=2, heads=2, width=16),
+        seed=5,
+        optimizer="adamw",
+        lr=lr_,
+        weight_decay=0.1,
+        beta2=0.99,
+        clip_norm=1.0,
+        batch_size=n,
+        shuffle=False,
+    )
+    tr = lr.LayerTrainer(**keys)
+    x, y = lr.sequence_data(n, 8, 11, "next", 11)
+    p = {k: t64(torch, v, grad=True) for k, v in tr.params().items()}
+    o = torch.optim.AdamW(p.values(), lr=lr_, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+    xt, yt = torch.tensor(x.astype(np.int64)), torch.tensor(y.reshape(-1))
+    for _ in range(steps):
+        loss = tr.train_steps(x, y, 1)[0]
+        o.zero_grad()
+        z = torch_sequence(torch, tr.net.layers, p, xt)
+        lt = torch.nn.functional.cross_entropy(z.reshape(-1, 11), yt)
+        close(loss, lt.detach(), 1e-4)
+        lt.backward()
+        torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+        o.step()
+    ours = tr.params()
+    for k, v in p.items():
+        close(ours[k], v, 1e-4)
+
+
+def test_sequence_classifier_tracks_torch() -> None:
+    """Per-token Dense and LayerNorm with biases, uniform init of attention, then Flatten and
+    a per-sample head (dropout-free so torch can follow)."""
+    torch = torch_mod()
+    layers = [
+        inp(6),
+        emb(9, 6),
+        {"type": "Dense", "units": 6},
+        pos(8, 6),
+        {"type": "LayerNorm"},
+        res(attn(3)),
+        GELU,
+        FLAT,
+        {"type": "Dense", "units": 3},
+    ]
+    tr = lr.LayerTrainer(layers=layers, seed=8, lr=0.01, batch_size=9, shuffle=False)
+    x, y = lr.sequence_data(9, 6, 9, "class", 3)
+    p = {k: t64(torch, v, grad=True) for k, v in tr.params().items()}
+    o = torch.optim.Adam(p.values(), lr=0.01, betas=(0.9, 0.999), eps=1e-8)
+    for _ in range(3):
+        tr.train_steps(x, y, 1)
+        o.zero_grad()
+        z = torch_sequence(torch, tr.net.layers, p, torch.tensor(x.astype(np.int64)))
+        torch.nn.functional.cross_entropy(z, torch.tensor(y)).backward()
+        o.step()
+    ours = tr.params()
+    for k, v in p.items():
+        close(ours[k], v, 1e-4)
+
+
+# ---- normal draws ------------------------------------------------------------------------
+
+
+def scalar_normals(st: gr.Stream, count: int) -> list[np.float32]:
+    """15.8's polar method one operation at a time, ``ln`` by mpmath rounded once."""
+    import mpmath
+
+    out: list[np.float32] = []
+    while len(out) < count:
+        x1, x2 = st.next_u64(), st.next_u64()
+        u = M(f((x1 >> 40) - 2**23), f(2.0**-23))
+        v = M(f((x2 >> 40) - 2**23), f(2.0**-23))
+        q = A(M(u, u), M(v, v))
+        if q >= f(1) or q == f(0):
+            continue
+        with mpmath.workprec(200):
+            ln_q = -mp_round_f32(-mpmath.log(mpmath.mpf(float(q))))  # q < 1: ln q < 0
+        fac = np.sqrt(D(M(f(-2), f(ln_q)), q))
+        out.append(M(u, fac))
+        if len(out) < count:
+            out.append(M(v, fac))
+    return out
+
+
+def test_normal_draws_equal_scalar_reading() -> None:
+    for seed, sizes in ((0, (7, 12)), (-9, (1, 3, 2)), (2**63 - 1, (301,))):
+        a, b = gr.Stream(seed, gr.INIT, 4), gr.Stream(seed, gr.INIT, 4)
+        for size in sizes:  # tensors one after the other on one stream; odd counts too
+            got = lr.normal_cells(a, size)
+            want = scalar_normals(b, size)
+            assert [_bits_of(v) for v in got] == [_bits_of(v) for v in want]
+        assert a.state == b.state  # the stream continues from the same draw
+
+
+def test_normal_draws_distribution() -> None:
+    z = lr.normal_cells(gr.Stream(1, gr.INIT, 0), 40000).astype(np.float64)
+    assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02
+    assert abs(np.mean(np.abs(z) < 1) - 0.6827) < 0.01
+    w = lr.normal_tensor(gr.Stream(1, gr.INIT, 0), (200, 200), F32(0.02)).astype(np.float64)
+    assert abs(w.std() - 0.02) < 0.0005
+
+
+def test_sequence_initialisation_streams() -> None:
+    """Each layer's tensors from its stream (seed, INIT, n - 1), one after the other."""
+    seed = 13
+    tr = lr.LayerTrainer(
+        layers=[
+            inp(4),
+            emb(5, 6),
+            pos(4, 6, std=0.5),
+            attn(2, std=0.25, proj_std=0.125),
+            attn(3),
+            {"type": "Dense", "units": 3, "std": 0.75},
+            FLAT,
+            {"type": "Dense", "units": 2},
+        ],
+        seed=seed,
+        init="he",
+    )
+    p = tr.params()
+
+    def stream(n: int) -> gr.Stream:
+        return gr.Stream(seed, gr.INIT, n - 1)
+
+    assert np.array_equal(lr.u32(p["E1"]), lr.u32(lr.normal_cells(stream(1), 30).reshape(5, 6)))
+    assert np.array_equal(lr.u32(p["P2"]), lr.u32(lr.normal_tensor(stream(2), (4, 6), F32(0.5))))
+    s3 = stream(3)
+    assert np.array_equal(lr.u32(p["Wqkv3"]), lr.u32(lr.normal_tensor(s3, (18, 6), F32(0.25))))
+    assert np.array_equal(lr.u32(p["Wo3"]), lr.u32(lr.normal_tensor(s3, (6, 6), F32(0.125))))
+    s4 = stream(4)
+    a_qkv = lr.uniform_scale("he", 6, 18)
+    wqkv = gr.uniform_cells(s4, 108, a_qkv).reshape(18, 6)
+    wo = gr.uniform_cells(s4, 36, lr.uniform_scale("he", 6, 6)).reshape(6, 6)
+    assert np.array_equal(lr.u32(p["Wqkv4"]), lr.u32(wqkv))
+    assert np.array_equal(lr.u32(p["Wo4"]), lr.u32(wo))
+    assert np.array_equal(lr.u32(p["W5"]), lr.u32(lr.normal_tensor(stream(5), (3, 6), F32(0.75))))
+    assert not p["b5"].any() and lr.u32(p["b5"]).sum() == 0  # +0 under std
+    assert tr.tensor_names()[:8] == ["E1", "P2", "Wqkv3", "Wo3", "Wqkv4", "Wo4", "W5", "b5"]
+
+
+def test_gpt_builder() -> None:
+    layers = lr.gpt(11, context=8, layers=2, heads=2, width=16)
+    s = 0.02 / math.sqrt(4)
+    ln = {"type": "LayerNorm", "eps": 1e-05, "bias": False}
+    assert layers[:3] == [
+        inp(8),
+        emb(11, 16, std=0.02),
+        pos(8, 16, std=0.02),
+    ]
+    assert layers[3] == res(ln, attn(2, std=0.02, proj_std=s))
+    assert layers[4] == res(
+        ln,
+        {"type": "Dense", "units": 64, "bias": False, "std": 0.02},
+        GELU,
+        {"type": "Dense", "units": 16, "bias": False, "std": s},
+    )
+    assert layers[5:7] == layers[3:5] and layers[7:] == [ln, TIED]
+    net = lr.parse_layers(layers)
+    assert net.to_json() == layers  # the JSON form round-trips
+    assert net.tokens == 8 and net.output_size == 11
+    tr = lr.LayerTrainer(layers=layers)
+    assert [k for k in tr.names if not k.startswith("gamma")] == [
+        "E1",
+        "P2",
+        "Wqkv4",
+        "Wo4",
+        "W6",
+        "W7",
+        "Wqkv9",
+        "Wo9",
+        "W11",
+        "W12",
+    ]
+
+
+# ---- refusals ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        ([inp(9), emb(5, 4), pos(8, 4), TIED], "9 tokens is longer than its context 8"),
+        ([inp(4), {"type": "Dense", "units": 3}, emb(5, 4)], "must come directly after Input"),
+        ([inp(4), res(emb(5, 4)), TIED], "must come directly after Input"),
+        ([inp(2, 4), emb(5, 4), TIED], "does not take the shape (2, 4)"),
+        ([inp(4), emb(5, 4), attn(3), TIED], "3 heads do not divide the width 4"),
+        ([inp(4), emb(5, 4), attn(2, bias=True), TIED], "bias=True is not supported"),
+        ([inp(4), emb(5, 4), {"type": "Dense", "units": 3}, TIED], "width 3 is not the"),
+        ([inp(6), {"type": "Dense", "units": 6}, TIED], "takes a (T, D) sequence"),
+        ([inp(6), attn(2), {"type": "Dense", "units": 2}], "takes a (T, D) sequence"),
+        ([inp(4), emb(5, 4), pos(8, 3), TIED], "does not take the shape (4, 4)"),
+        ([inp(4), emb(5, 4), FLAT, TIED], "takes a (T, D) sequence"),
+        ([inp(4), emb(5, 4, std=0.0), TIED], "std must be finite and > 0"),
+        ([inp(4), emb(5, 4), attn(2, proj_std=-1.0), TIED], "proj_std must be finite"),
+        ([inp(4), emb(5, 4), attn(2, std=1e39), TIED], "std must be finite"),
+        ([inp(4), emb(2**24 + 1, 1), TIED], "vocab must be in 1..2^24"),
+        ([inp(4), emb(0, 4), TIED], "vocab must be in 1..2^24"),
+    ],
+)
+def test_sequence_refusals(layers: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        lr.parse_layers(layers)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(2.5, "2.5"), (-1, "-1"), (7, "7"), (np.nan, "nan"), (np.inf, "inf"), (1e30, "1e+30")],
+)
+def test_token_ids_are_refused_naming_sample_and_position(value: float, shown: str) -> None:
+    tr = lr.LayerTrainer(layers=[inp(3), emb(7, 2), TIED])
+    x = np.array([[0, 1, 2], [3, 4, 5], [6, 0, 1]], dtype=np.float64)
+    x[2, 1] = value
+    y = np.zeros((3, 3), dtype=np.int64)
+    for call in (lambda: tr.train_steps(x, y, 1), lambda: tr.predict(x), lambda: tr.evaluate(x, y)):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value).startswith("sample 2, position 1: token id")
+        assert shown in str(info.value)
+    assert tr.step_count == 0  # refused before anything was computed
+    # Integer ids and floats with integer values are taken.
+    tr.predict(np.array([[0, 1, 6]]))
+    tr.predict(np.array([[0.0, 1.0, 6.0]], dtype=np.float32))
+
+
+# ---- attention, one operation at a time ----------------------------------------------------
+
+
+def scalar_attention(
+    x: lr.F32Array, wqkv: lr.F32Array, wo: lr.F32Array, g: lr.F32Array, heads: int, mname: str
+) -> tuple[Any, Any, Any, Any]:
+    """15.8's attention for one sample, loops in the text's order: ``y``, the input gradient,
+    ``Wqkv``'s and ``Wo``'s terms (one sample: the terms are the block gradients)."""
+    ex = gr.Math(mname).exp
+    t_n, d = x.shape
+    h = d // heads
+    c = D(f(1), np.sqrt(f(h)))
+
+    def lin(w: Any, a: Any) -> Any:  # Dense without bias: from +0, inputs in order
+        out = np.zeros((a.shape[0], w.shape[0]), F32)
+        for t in range(a.shape[0]):
+            for o in range(w.shape[0]):
+                acc = f(0)
+                for j in range(w.shape[1]):
+                    acc = A(acc, M(w[o, j], a[t, j]))
+                out[t, o] = acc
+        return out
+
+    def lin_back(w: Any, a: Any, gg: Any) -> tuple[Any, Any]:
+        gx = np.zeros_like(a)
+        for t in range(a.shape[0]):
+            for j in range(w.shape[1]):
+                acc = f(0)
+                for o in range(w.shape[0]):
+                    acc = A(acc, M(w[o, j], gg[t, o]))
+                gx[t, j] = acc
+        gw = np.zeros_like(w)
+        for o in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                acc = M(gg[0, o], a[0, j])
+                for t in range(1, a.shape[0]):
+                    acc = A(acc, M(gg[t, o], a[t, j]))
+                gw[o, j] = acc
+        return gx, gw
+
+    qkv = lin(wqkv, x)
+    o = np.zeros((t_n, d), F32)
+    P: dict[tuple[int, int, int], np.float32] = {}
+    for a in range(heads):
+        q, k, v = (qkv[:, b * d + a * h : b * d + a * h + h] for b in range(3))
+        for i in range(t_n):
+            s = []
+            for j in range(i + 1):
+                acc = f(0)
+                for e in range(h):
+                    acc = A(acc, M(q[i, e], k[j, e]))
+                s.append(M(acc, c))
+            m = s[0]
+            for j in range(1, i + 1):
+                if s[j] > m:
+                    m = s[j]
+            w = [ex(np.array([S(sj, m)], F32))[0] for sj in s]
+            z = f(0)
+            for wj in w:
+                z = A(z, wj)
+            for j in range(i + 1):
+                P[a, i, j] = D(w[j], z)
+            for e in range(h):
+                acc = f(0)
+                for j in range(i + 1):
+                    acc = A(acc, M(P[a, i, j], v[j, e]))
+                o[i, a * h + e] = acc
+    y = lin(wo, o)
+    go, gwo = lin_back(wo, o, g)
+    dqkv = np.zeros((t_n, 3 * d), F32)
+    for a in range(heads):
+        q, k, v = (qkv[:, b * d + a * h : b * d + a * h + h] for b in range(3))
+        gh = go[:, a * h : a * h + h]
+        ds: dict[tuple[int, int], np.float32] = {}
+        for i in range(t_n):
+            dp = []
+            for j in range(i + 1):
+                acc = f(0)
+                for e in range(h):
+                    acc = A(acc, M(gh[i, e], v[j, e]))
+                dp.append(acc)
+            r = f(0)
+            for j in range(i + 1):
+                r = A(r, M(P[a, i, j], dp[j]))
+            for j in range(i + 1):
+                ds[i, j] = M(M(P[a, i, j], S(dp[j], r)), c)
+        for j in range(t_n):
+            for e in range(h):
+                dv, dk = f(0), f(0)
+                for i in range(j, t_n):
+                    dv = A(dv, M(P[a, i, j], gh[i, e]))
+                    dk = A(dk, M(ds[i, j], q[i, e]))
+                dqkv[j, 2 * d + a * h + e], dqkv[j, d + a * h + e] = dv, dk
+        for i in range(t_n):
+            for e in range(h):
+                acc = f(0)
+                for j in range(i + 1):
+                    acc = A(acc, M(ds[i, j], k[j, e]))
+                dqkv[i, a * h + e] = acc
+    gx, gwqkv = lin_back(wqkv, x, dqkv)
+    return y, gx, gwqkv, gwo
+
+
+@pytest.mark.parametrize("specials", [False, True])
+@pytest.mark.parametrize("math_name", ["ieee", "seed"])
+@pytest.mark.parametrize(("t_n", "d", "heads"), [(4, 6, 2), (3, 6, 3), (5, 4, 1)])
+def test_attention_equals_scalar_reading(
+    specials: bool, math_name: str, t_n: int, d: int, heads: int
+) -> None:
+    """Finite values (every chain's rounding seen), and special values (a NaN spreads
+    through the chains it enters, so those make most results NaN)."""
+    rng = np.random.default_rng(40 + t_n + heads)
+    some = specials_input if specials else rand
+    x = some(rng, t_n, d)
+    x[0] = rand(rng, d)  # a finite first token, so later queries are not all NaN
+    wqkv, wo = rand(rng, 3 * d, d), some(rng, d, d)
+    g = some(rng, t_n, d)
+    layer = lr.build_layer(attn(heads), 1)
+    layer.infer(lr.Seq((t_n, d), lr.Embedding(0, 1, d)))
+    st = {"Wqkv": wqkv, "Wo": wo}
+    ctx = lr.Ctx(gr.Math(math_name))
+    y, cache = layer.forward(st, x[None], ctx)
+    gx, grads = layer.backward(st, cache, g[None], ctx)
+    want = scalar_attention(x, wqkv, wo, g, heads, math_name)
+    for got, w in zip((y[0], gx[0], grads["Wqkv"], grads["Wo"]), want):
+        assert same(got, w)

@@ -59,6 +59,14 @@ Readings of the text where it leaves a choice (each marked "reading" at its plac
   against 2^24 cells there), then the branch's output shape against the Residual's input;
 * a Residual's own addition ``x + f(x)`` and its input gradient ``g_f + g`` are binary32
   additions like any other (section 14's NaN, ``x`` and ``g_f`` the first operands).
+* 15.8: a sequence's shape is a :class:`Seq` (it carries the list's Embedding); "every other
+  layer acts on the sequence as on any activation" is taken literally (a Conv1d or
+  BatchNorm1d would see ``(T, D)`` as ``(C, L)``, and its output stays a sequence);
+  ``vocab`` above 2^24 is refused (an id must be exact in binary32); ``proj_std`` without
+  ``std`` is not used (the text gives it under ``std`` only); without ``std``, attention's
+  ``Wqkv`` (``fan_in = D``, ``fan_out = 3D``) and then ``Wo`` (``D``, ``D``) are drawn from the
+  one stream of the layer's number; an mse loss on a ``(T, K)`` output takes targets
+  ``(N, T, K)``, per token; ``gpt()``'s LayerNorms write ``eps`` 1e-05 as every LayerNorm.
 
 Run ``python tests/reference/layers_ref.py --write`` to regenerate ``tests/golden/layers.json``;
 without arguments (or with ``--check``) it recomputes the fixture and exits 1 if the file
@@ -103,6 +111,8 @@ DROPOUT = 0x64726F70
 MAX_LIST_LAYERS = 4096
 MAX_ACTIVATION_CELLS = 2**24
 MAX_PARAMETER_CELLS = 2**28
+#: 15.8: a token id is exact in binary32.
+MAX_VOCAB = 2**24
 
 ZERO = gr.ZERO
 ONE = gr.ONE
@@ -352,6 +362,55 @@ def dropout_dropped(
 
 
 # ---------------------------------------------------------------------------
+# Section 15.8: normal draws (Marsaglia's polar method)
+# ---------------------------------------------------------------------------
+
+_TWO_POW_M23 = np.float32(2.0**-23)
+_MINUS_TWO = np.float32(-2.0)  # f32(-2)
+
+
+def _unit(xs: npt.NDArray[np.uint64]) -> F32Array:
+    """``f32((x >> 40) - 2^23) * 2^-23`` per draw: in ``[-1, 1)``, every step exact."""
+    k = (xs >> np.uint64(40)).astype(np.int64) - (1 << 23)
+    return cast(F32Array, k.astype(np.float32) * _TWO_POW_M23)
+
+
+def normal_cells(st: gr.Stream, count: int) -> F32Array:
+    """``count`` standard normal values from ``st`` by 15.8: each pair of draws ``x1, x2``
+    gives ``u``, ``v``, ``q = (u * u) + (v * v)``; a pair with ``q >= 1`` or ``q = 0`` is
+    dropped; else ``f = sqrt((f32(-2) * ln(q)) / q)`` (``ln`` correctly rounded in both
+    ``math`` settings) and the pair gives ``u * f`` then ``v * f``; an odd count's last cell
+    takes ``u * f`` alone.
+
+    Vectorised over pairs: each round draws exactly the pairs still needed (so the stream is
+    never drawn past the last pair used: the next tensor continues from there), keeps the
+    accepted ones in order and draws again for the rest.
+    """
+    ln = gr.Math("ieee").log  # correctly rounded, whatever the run's setting
+    parts: list[F32Array] = []
+    need = (count + 1) // 2
+    while need:
+        xs = np.array([st.next_u64() for _ in range(2 * need)], dtype=np.uint64)
+        u, v = _unit(xs[0::2]), _unit(xs[1::2])
+        with np.errstate(all="ignore"):
+            q = add(mul(u, u), mul(v, v))
+            ok = (q < ONE) & (q != ZERO)
+            u, v, q = u[ok], v[ok], q[ok]
+            f = sqrt(div(mul(_MINUS_TWO, ln(q)), q))
+            parts.append(np.stack([mul(u, f), mul(v, f)], axis=1).reshape(-1))
+        need -= int(ok.sum())
+    if not parts:
+        return np.zeros(0, dtype=np.float32)
+    return cast(F32Array, np.concatenate(parts)[:count])
+
+
+def normal_tensor(st: gr.Stream, shape: Shape, std: np.float32) -> F32Array:
+    """A tensor of ``N(0, std)`` cells (``z * std``), row-major, continuing ``st``."""
+    with np.errstate(all="ignore"):
+        return mul(normal_cells(st, math.prod(shape)), std).reshape(shape)
+
+
+# ---------------------------------------------------------------------------
 # Layers
 # ---------------------------------------------------------------------------
 
@@ -396,6 +455,23 @@ def _f32_param(v: Any, what: str, position: int, kind: str) -> np.float32:
     return gr.f32d(float(v)) if not isinstance(v, np.float32) else v
 
 
+def _std(v: Any, what: str, position: int, kind: str) -> tuple[np.float32, float] | None:
+    """15.8's ``std`` / ``proj_std``: None when not given, else its binary32 value (finite,
+    ``> 0``) and the number as given (what the JSON form writes)."""
+    if v is None:
+        return None
+    with np.errstate(over="ignore"):  # a value beyond binary32 is refused just below
+        f = _f32_param(v, what, position, kind)
+    if not (np.isfinite(f) and f > ZERO):
+        raise _refuse(position, kind, f"{what} must be finite and > 0 as binary32, not {v!r}")
+    return f, _json_number(v)
+
+
+def _std_json(std: tuple[np.float32, float] | None, key: str = "std") -> dict[str, float]:
+    """Written only when given, as given."""
+    return {} if std is None else {key: std[1]}
+
+
 def _json_number(v: Any) -> float:
     """A float parameter as the JSON form writes it: the value given (its binary32 is what
     counts; a ``np.float32`` is written as its exact binary64 value)."""
@@ -409,12 +485,27 @@ def out_len(n: int, k: int, s: int, q: int, position: int, kind: str) -> int:
     return (n + 2 * q - k) // s + 1
 
 
+class Seq(tuple[int, ...]):
+    """The shape ``(T, D)`` of a sequence (15.8): ``T`` tokens of ``D`` cells, row-major. It
+    carries the list's :class:`Embedding`, where every sequence starts (TiedHead reads its
+    ``E``). Equal to the plain tuple of its sizes."""
+
+    embedding: Embedding
+
+    def __new__(cls, sizes: Sequence[int], embedding: Embedding) -> Seq:
+        obj = super().__new__(cls, tuple(sizes))
+        obj.embedding = embedding
+        return obj
+
+
 class Layer:
     """One layer of the list: its parameters (as given), its position, its shapes."""
 
     kind: ClassVar[str] = ""
     #: The spatial dimensions of convolutions and pooling (1 or 2), 0 otherwise.
     dims: ClassVar[int] = 0
+    #: Whether a sequence input gives a sequence output (15.8: every layer but Flatten).
+    keeps_sequence: ClassVar[bool] = True
 
     def __init__(self, position: int) -> None:
         self.position = position
@@ -428,10 +519,14 @@ class Layer:
         return {"type": self.kind}
 
     def infer(self, shape: Shape) -> Shape:
-        """Sets and returns the output shape for the input ``shape`` (or refuses it)."""
+        """Sets and returns the output shape for the input ``shape`` (or refuses it). A
+        layer whose input is a sequence (15.8) keeps it one, unless it is ``Flatten``."""
         self.in_shape = shape
-        self.out_shape = self._infer(shape)
-        return self.out_shape
+        out = self._infer(shape)
+        if isinstance(shape, Seq) and self.keeps_sequence and not isinstance(out, Seq):
+            out = Seq(out, shape.embedding)
+        self.out_shape = out
+        return out
 
     def _infer(self, shape: Shape) -> Shape:
         return shape
@@ -450,6 +545,11 @@ class Layer:
 
     def running(self) -> list[tuple[str, Shape]]:
         """Running statistics (BatchNorm)."""
+        return []
+
+    def reads(self) -> list[tuple[str, Shape]]:
+        """Another layer's tensors this layer computes with (TiedHead reads ``E``): they are
+        in its state dict (the same dict object as their owner's) but not its parameters."""
         return []
 
     def init_state(self, init: str, seed: int) -> State:
@@ -490,6 +590,7 @@ class Input(Layer):
 
 class Flatten(Layer):
     kind = "Flatten"
+    keeps_sequence = False
 
     def _infer(self, shape: Shape) -> Shape:
         return (math.prod(shape),)
@@ -605,11 +706,8 @@ class Dropout(Layer):
 # ---- Dense and convolutions ------------------------------------------------------------
 
 
-def uniform_init(
-    init: str, seed: int, number: int, fan_in: int, fan_out: int, w: Shape, b: Shape | None
-) -> State:
-    """Section 15.4 for a layer with ``W`` and ``b`` (``b`` None: no bias, so no bias draws,
-    15.7): the stream ``(seed, INIT, number - 1)``."""
+def uniform_scale(init: str, fan_in: int, fan_out: int) -> np.float32:
+    """Section 15.4's bound ``a`` of ``init`` for a layer's fans."""
     if init == "torch":
         a_sq = np.float32(ONE / f32i(fan_in))
     elif init == "he":
@@ -617,7 +715,15 @@ def uniform_init(
     else:  # glorot
         a_sq = np.float32(f32i(6) / f32i(fan_in + fan_out))
     # The initialisation scale always uses the correctly rounded sqrt (section 2).
-    a = gr.ieee_sqrt(np.array([a_sq], dtype=np.float32))[0]
+    return cast(np.float32, gr.ieee_sqrt(np.array([a_sq], dtype=np.float32))[0])
+
+
+def uniform_init(
+    init: str, seed: int, number: int, fan_in: int, fan_out: int, w: Shape, b: Shape | None
+) -> State:
+    """Section 15.4 for a layer with ``W`` and ``b`` (``b`` None: no bias, so no bias draws,
+    15.7): the stream ``(seed, INIT, number - 1)``."""
+    a = uniform_scale(init, fan_in, fan_out)
     st = gr.Stream(seed, gr.INIT, number - 1)
     wv = gr.uniform_cells(st, math.prod(w), a).reshape(w)
     if b is None:
@@ -636,59 +742,97 @@ def _bias(v: Any, position: int, kind: str) -> bool:
     return bool(v)
 
 
+def linear_forward(W: F32Array, b: F32Array | None, a: F32Array) -> F32Array:
+    """Dense's products on rows ``a`` ``(r, n)`` (samples, or a block's tokens in order):
+    ``z[r, o] = b_o + Σ_j W[o, j] * a[r, j]`` from the bias, inputs in order (section 5), or
+    from +0 without one (15.7)."""
+    with np.errstate(all="ignore"):
+        if b is not None:
+            acc = np.repeat(b[None, :], a.shape[0], axis=0)
+        else:
+            acc = np.zeros((a.shape[0], W.shape[0]), dtype=np.float32)
+        for j in range(W.shape[1]):
+            acc = add(acc, mul(W[None, :, j], a[:, j, None]))
+    return acc
+
+
+def linear_backward(W: F32Array, a: F32Array, g: F32Array) -> tuple[F32Array, F32Array]:
+    """Dense's backward pass on rows: the input gradient ``Σ_o W[o, j] * δ[r, o]`` from +0,
+    outputs in order, and ``W``'s block gradient, one chain of the terms ``δ[r, o] * a[r, j]``
+    over the rows in order from the first."""
+    with np.errstate(all="ignore"):
+        gx = np.zeros_like(a)
+        for o in range(W.shape[0]):  # from +0, outputs in order
+            gx = add(gx, mul(W[None, o, :], g[:, o, None]))
+        gW = mul(g[0][:, None], a[0][None, :])
+        for s in range(1, g.shape[0]):  # rows in order, from the first
+            gW = add(gW, mul(g[s][:, None], a[s][None, :]))
+    return gx, gW
+
+
+def _rows(x: F32Array, width: int) -> F32Array:
+    """A block's activations as rows of ``width`` cells: per sample, or per token of a
+    sequence (samples in order, then tokens), as Dense and LayerNorm act on them (15.8)."""
+    return np.ascontiguousarray(x).reshape(-1, width)
+
+
 class Dense(Layer):
     kind = "Dense"
 
-    def __init__(self, position: int, units: Any, bias: Any = True) -> None:
+    def __init__(self, position: int, units: Any, bias: Any = True, std: Any = None) -> None:
         super().__init__(position)
         self.units = _int(units, "units", position, self.kind)
         self.bias = _bias(bias, position, self.kind)
+        self.std = _std(std, "std", position, self.kind)
         if self.units < 1:
             raise _refuse(position, self.kind, f"units must be >= 1, not {self.units}")
 
     def to_json(self) -> dict[str, Any]:
-        # 15.7: "bias" is written only when false, so earlier configurations are unchanged.
-        return {"type": self.kind, "units": self.units, **({} if self.bias else {"bias": False})}
+        # 15.7: "bias" is written only when false, so earlier configurations are unchanged;
+        # 15.8's "std" only when given.
+        return {
+            "type": self.kind,
+            "units": self.units,
+            **({} if self.bias else {"bias": False}),
+            **_std_json(self.std),
+        }
 
     def _infer(self, shape: Shape) -> Shape:
+        if isinstance(shape, Seq):  # 15.8: per token
+            if len(shape) != 2:
+                raise self._wrong_shape(shape)
+            return Seq((shape[0], self.units), shape.embedding)
         if len(shape) != 1:
             raise self._wrong_shape(shape)
         return (self.units,)
 
     def params(self) -> list[tuple[str, Shape]]:
-        w = [("W", (self.units, self.in_shape[0]))]
+        w: list[tuple[str, Shape]] = [("W", (self.units, self.in_shape[-1]))]
         return [*w, ("b", (self.units,))] if self.bias else w
 
     def init_state(self, init: str, seed: int) -> State:
-        n = self.in_shape[0]
+        n = self.in_shape[-1]
         b = (self.units,) if self.bias else None
+        if self.std is not None:  # 15.8: W from N(0, std), the bias +0
+            st = gr.Stream(seed, gr.INIT, self.number - 1)
+            out = {"W": normal_tensor(st, (self.units, n), self.std[0])}
+            return {**out, "b": np.zeros(b, dtype=np.float32)} if b else out
         return uniform_init(init, seed, self.number, n, self.units, (self.units, n), b)
 
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
-        W = st["W"]
-        with np.errstate(all="ignore"):
-            # From the bias, inputs in order (section 5); without one, from +0 (15.7).
-            if self.bias:
-                acc = np.repeat(st["b"][None, :], x.shape[0], axis=0)
-            else:
-                acc = np.zeros((x.shape[0], self.units), dtype=np.float32)
-            for j in range(W.shape[1]):
-                acc = add(acc, mul(W[None, :, j], x[:, j, None]))
-        return acc, x
+        a = _rows(x, self.in_shape[-1])
+        z = linear_forward(st["W"], st["b"] if self.bias else None, a)
+        return z.reshape((x.shape[0], *self.out_shape)), a
 
     def backward(
         self, st: State, cache: Any, g: F32Array, ctx: Ctx
     ) -> tuple[F32Array, dict[str, F32Array]]:
-        W, a = st["W"], cache
+        a = cache
+        g2 = _rows(g, self.units)
+        gx, gW = linear_backward(st["W"], a, g2)
         with np.errstate(all="ignore"):
-            gx = np.zeros_like(a)
-            for o in range(W.shape[0]):  # from +0, outputs in order
-                gx = add(gx, mul(W[None, o, :], g[:, o, None]))
-            gW = mul(g[0][:, None], a[0][None, :])
-            for s in range(1, g.shape[0]):  # samples in batch order, from the first
-                gW = add(gW, mul(g[s][:, None], a[s][None, :]))
-            grads = {"W": gW, "b": fold(g)} if self.bias else {"W": gW}
-        return gx, grads
+            grads = {"W": gW, "b": fold(g2)} if self.bias else {"W": gW}
+        return gx.reshape((g.shape[0], *self.in_shape)), grads
 
 
 @dataclass(frozen=True)
@@ -1102,19 +1246,24 @@ class LayerNorm(Layer):
         # 15.7: "bias" is written only when false, so earlier configurations are unchanged.
         return {"type": self.kind, "eps": self.eps_given, **({} if self.bias else {"bias": False})}
 
+    def _norm_shape(self) -> Shape:
+        """The cells normalised together: the sample's (its shape), or on a sequence each
+        token's ``D`` (15.8)."""
+        return self.in_shape[-1:] if isinstance(self.in_shape, Seq) else tuple(self.in_shape)
+
     def params(self) -> list[tuple[str, Shape]]:
-        gamma = [("gamma", self.in_shape)]
-        return [*gamma, ("beta", self.in_shape)] if self.bias else gamma
+        gamma = [("gamma", self._norm_shape())]
+        return [*gamma, ("beta", self._norm_shape())] if self.bias else gamma
 
     def init_state(self, init: str, seed: int) -> State:
-        st = {"gamma": np.ones(self.in_shape, dtype=np.float32)}
+        st = {"gamma": np.ones(self._norm_shape(), dtype=np.float32)}
         if self.bias:
-            st["beta"] = np.zeros(self.in_shape, dtype=np.float32)
+            st["beta"] = np.zeros(self._norm_shape(), dtype=np.float32)
         return st
 
     def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
-        n = x.shape[0]
-        v = np.ascontiguousarray(x.reshape(n, -1).T)  # (cells, n): the chain runs over cells
+        # (cells, rows): the chain runs over a row's cells; rows are samples, or tokens.
+        v = np.ascontiguousarray(_rows(x, math.prod(self._norm_shape())).T)
         with np.errstate(all="ignore"):
             _, _, _, r, xhat = _norm_stats(v, self.eps)
             y = mul(st["gamma"].reshape(-1, 1), xhat)
@@ -1126,14 +1275,14 @@ class LayerNorm(Layer):
         self, st: State, cache: Any, g: F32Array, ctx: Ctx
     ) -> tuple[F32Array, dict[str, F32Array]]:
         xhat, r = cache
-        n = g.shape[0]
-        gv = np.ascontiguousarray(g.reshape(n, -1).T)
+        shape = self._norm_shape()
+        gv = np.ascontiguousarray(_rows(g, math.prod(shape)).T)
         with np.errstate(all="ignore"):
             gx = _norm_backward(gv, st["gamma"].reshape(-1, 1), xhat, r)
-            # One term per sample: chains over the samples in batch order.
-            grads = {"gamma": fold(np.ascontiguousarray(mul(gv, xhat).T)).reshape(self.in_shape)}
+            # One term per row: chains over the samples in batch order (then tokens).
+            grads = {"gamma": fold(np.ascontiguousarray(mul(gv, xhat).T)).reshape(shape)}
             if self.bias:
-                grads["beta"] = fold(np.ascontiguousarray(gv.T)).reshape(self.in_shape)
+                grads["beta"] = fold(np.ascontiguousarray(gv.T)).reshape(shape)
         return np.ascontiguousarray(gx.T).reshape(g.shape), grads
 
 
@@ -1222,8 +1371,307 @@ def backward_list(
         else:
             g, own = layer.backward(states[layer.position - 1], cache, g, ctx)
             for name, v in own.items():
-                grads[f"{name}{layer.number}"] = v
+                key = f"{name}{layer.number}"
+                if key in grads:
+                    # 15.8: E's block gradient is TiedHead's chain (computed first, as the
+                    # head comes later in the list) + Embedding's, one addition per cell.
+                    with np.errstate(all="ignore"):
+                        v = add(grads[key], v)
+                grads[key] = v
     return g
+
+
+# ---------------------------------------------------------------------------
+# Section 15.8: sequences
+# ---------------------------------------------------------------------------
+
+
+def _sequence_of(layer: Layer, shape: Shape) -> Seq:
+    """``shape`` if it is a ``(T, D)`` sequence, else the layer's refusal."""
+    if not isinstance(shape, Seq) or len(shape) != 2:
+        raise _refuse(layer.position, layer.kind, f"takes a (T, D) sequence, not the shape {shape}")
+    return shape
+
+
+class Embedding(Layer):
+    """``y[t, :] = E[id_t, :]`` (the row's bits); only directly after ``Input(T)``."""
+
+    kind = "Embedding"
+
+    def __init__(self, position: int, vocab: Any, width: Any, std: Any = None) -> None:
+        super().__init__(position)
+        self.vocab = _int(vocab, "vocab", position, self.kind)
+        self.width = _int(width, "width", position, self.kind)
+        self.std = _std(std, "std", position, self.kind)
+        # Reading: an id is exact in binary32 ("vocab <= 2^24"), so a larger vocab is refused.
+        if not 1 <= self.vocab <= MAX_VOCAB:
+            raise _refuse(position, self.kind, f"vocab must be in 1..2^24, not {self.vocab}")
+        if self.width < 1:
+            raise _refuse(position, self.kind, f"width must be >= 1, not {self.width}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "vocab": self.vocab, "width": self.width, **_std_json(self.std)}
+
+    def _infer(self, shape: Shape) -> Shape:
+        if isinstance(shape, Seq) or len(shape) != 1:
+            raise self._wrong_shape(shape)
+        return Seq((shape[0], self.width), self)
+
+    def params(self) -> list[tuple[str, Shape]]:
+        return [("E", (self.vocab, self.width))]
+
+    def init_state(self, init: str, seed: int) -> State:
+        # N(0, std), or N(0, 1) without one (PyTorch's), whatever the run's init.
+        std = ONE if self.std is None else self.std[0]
+        st = gr.Stream(seed, gr.INIT, self.number - 1)
+        return {"E": normal_tensor(st, (self.vocab, self.width), std)}
+
+    def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
+        ids = x.astype(np.int64)  # exact binary32 ids, checked by Network.samples
+        return from_u32(u32(st["E"])[ids]), ids
+
+    def backward(
+        self, st: State, cache: Any, g: F32Array, ctx: Ctx
+    ) -> tuple[F32Array, dict[str, F32Array]]:
+        ids = cache.reshape(-1)
+        rows = _rows(g, self.width)
+        gE = np.zeros((self.vocab, self.width), dtype=np.float32)  # unread rows: +0
+        seen = np.zeros(self.vocab, dtype=bool)
+        with np.errstate(all="ignore"):
+            for r, v in enumerate(ids):  # samples in order, then tokens, from the first
+                gE[v] = add(gE[v], rows[r]) if seen[v] else rows[r]
+                seen[v] = True
+        # Ids have no gradient; nothing runs below the Embedding.
+        return np.zeros(cache.shape, dtype=np.float32), {"E": gE}
+
+
+class PositionalEmbedding(Layer):
+    """``y[t, d] = x[t, d] + P[t, d]`` for ``t < T <= context``."""
+
+    kind = "PositionalEmbedding"
+
+    def __init__(self, position: int, context: Any, width: Any, std: Any = None) -> None:
+        super().__init__(position)
+        self.context = _int(context, "context", position, self.kind)
+        self.width = _int(width, "width", position, self.kind)
+        self.std = _std(std, "std", position, self.kind)
+        if self.context < 1 or self.width < 1:
+            raise _refuse(position, self.kind, "context and width must be >= 1")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "context": self.context,
+            "width": self.width,
+            **_std_json(self.std),
+        }
+
+    def _infer(self, shape: Shape) -> Shape:
+        seq = _sequence_of(self, shape)
+        if seq[1] != self.width:
+            raise self._wrong_shape(shape)
+        if seq[0] > self.context:
+            raise _refuse(
+                self.position,
+                self.kind,
+                f"a sequence of {seq[0]} tokens is longer than its context {self.context}",
+            )
+        return seq
+
+    def params(self) -> list[tuple[str, Shape]]:
+        return [("P", (self.context, self.width))]
+
+    def init_state(self, init: str, seed: int) -> State:
+        std = ONE if self.std is None else self.std[0]
+        st = gr.Stream(seed, gr.INIT, self.number - 1)
+        return {"P": normal_tensor(st, (self.context, self.width), std)}
+
+    def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
+        with np.errstate(all="ignore"):
+            return add(x, st["P"][None, : x.shape[1]]), None
+
+    def backward(
+        self, st: State, cache: Any, g: F32Array, ctx: Ctx
+    ) -> tuple[F32Array, dict[str, F32Array]]:
+        gP = np.zeros((self.context, self.width), dtype=np.float32)  # rows T..: +0
+        with np.errstate(all="ignore"):
+            gP[: g.shape[1]] = fold(g)  # each sample's g[t, :], samples in order
+        return g, {"P": gP}
+
+
+class CausalSelfAttention(Layer):
+    """15.8's attention: ``qkv = x Wqkvᵀ``, per head the causal softmax of ``q kᵀ * c`` over
+    the key positions ``j <= i``, ``o = p v``, ``y = o Woᵀ``."""
+
+    kind = "CausalSelfAttention"
+
+    def __init__(
+        self, position: int, heads: Any, bias: Any = False, std: Any = None, proj_std: Any = None
+    ) -> None:
+        super().__init__(position)
+        self.heads = _int(heads, "heads", position, self.kind)
+        if _bias(bias, position, self.kind):
+            raise _refuse(position, self.kind, "bias=True is not supported")
+        self.std = _std(std, "std", position, self.kind)
+        self.proj_std = _std(proj_std, "proj_std", position, self.kind)
+        if self.heads < 1:
+            raise _refuse(position, self.kind, f"heads must be >= 1, not {self.heads}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "heads": self.heads,
+            **_std_json(self.std),
+            **_std_json(self.proj_std, "proj_std"),
+        }
+
+    def _infer(self, shape: Shape) -> Shape:
+        seq = _sequence_of(self, shape)
+        if seq[1] % self.heads:
+            raise _refuse(
+                self.position, self.kind, f"{self.heads} heads do not divide the width {seq[1]}"
+            )
+        h = seq[1] // self.heads
+        # c = 1 / sqrt(f32(h)): two correctly rounded operations.
+        self.c = div(ONE, sqrt(np.array([f32i(h)], dtype=np.float32)))[0]
+        return seq
+
+    def params(self) -> list[tuple[str, Shape]]:
+        d = self.in_shape[1]
+        return [("Wqkv", (3 * d, d)), ("Wo", (d, d))]
+
+    def init_state(self, init: str, seed: int) -> State:
+        d = self.in_shape[1]
+        st = gr.Stream(seed, gr.INIT, self.number - 1)  # Wqkv, then Wo continuing it
+        if self.std is not None:
+            wo_std = self.std if self.proj_std is None else self.proj_std
+            return {
+                "Wqkv": normal_tensor(st, (3 * d, d), self.std[0]),
+                "Wo": normal_tensor(st, (d, d), wo_std[0]),
+            }
+        # Reading: without std, proj_std is not used (the text gives it under std only).
+        a_qkv, a_o = uniform_scale(init, d, 3 * d), uniform_scale(init, d, d)
+        return {
+            "Wqkv": gr.uniform_cells(st, 3 * d * d, a_qkv).reshape(3 * d, d),
+            "Wo": gr.uniform_cells(st, d * d, a_o).reshape(d, d),
+        }
+
+    def _heads(self, m: F32Array, n: int, t_n: int) -> F32Array:
+        """``(n * T, D)`` rows -> ``(n, H, T, h)``."""
+        return np.ascontiguousarray(m.reshape(n, t_n, self.heads, -1).transpose(0, 2, 1, 3))
+
+    def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
+        n, t_n, d = x.shape
+        c = self.c
+        a = _rows(x, d)
+        qkv = linear_forward(st["Wqkv"], None, a)
+        q, k, v = (self._heads(qkv[:, i * d : (i + 1) * d], n, t_n) for i in range(3))
+        hw = q.shape[-1]
+        later = np.arange(t_n)[:, None] < np.arange(t_n)[None, :]  # [i, j]: j > i
+        with np.errstate(all="ignore"):
+            acc = np.zeros((n, self.heads, t_n, t_n), dtype=np.float32)  # [.., i, j]
+            for e in range(hw):  # from +0, e in order
+                acc = add(acc, mul(q[:, :, :, None, e], k[:, :, None, :, e]))
+            s = mul(acc, c)
+            # The maximum over j <= i by the "ieee" rule, in both settings.
+            mx = s[..., 0].copy()
+            for j in range(1, t_n):
+                take = (s[..., j] > mx) & (j <= np.arange(t_n))
+                mx = from_u32(np.where(take, u32(s[..., j]), u32(mx)))
+            w = ctx.math.exp(sub(s, mx[..., None]))
+            w = from_u32(np.where(later, np.uint32(0), u32(w)))  # never read below
+            z = np.zeros((n, self.heads, t_n), dtype=np.float32)
+            for j in range(t_n):  # from +0, j in order, j <= i only
+                z = from_u32(np.where(j <= np.arange(t_n), u32(add(z, w[..., j])), u32(z)))
+            p = from_u32(np.where(later, np.uint32(0), u32(div(w, z[..., None]))))
+            o = np.zeros_like(q)
+            for j in range(t_n):
+                term = mul(p[..., j, None], v[:, :, None, j, :])
+                keep = (j <= np.arange(t_n))[:, None]
+                o = from_u32(np.where(keep, u32(add(o, term)), u32(o)))
+        oc = np.ascontiguousarray(o.transpose(0, 2, 1, 3)).reshape(n * t_n, d)
+        y = linear_forward(st["Wo"], None, oc)
+        return y.reshape(n, t_n, d), (a, q, k, v, p, oc)
+
+    def backward(
+        self, st: State, cache: Any, g: F32Array, ctx: Ctx
+    ) -> tuple[F32Array, dict[str, F32Array]]:
+        a, q, k, v, p, oc = cache
+        n, t_n, d = g.shape
+        c = self.c
+        hw = q.shape[-1]
+        pos = np.arange(t_n)
+        go_rows, gWo = linear_backward(st["Wo"], oc, _rows(g, d))
+        go = self._heads(go_rows, n, t_n)
+        with np.errstate(all="ignore"):
+            dp = np.zeros((n, self.heads, t_n, t_n), dtype=np.float32)  # [.., i, j]
+            for e in range(hw):
+                dp = add(dp, mul(go[:, :, :, None, e], v[:, :, None, :, e]))
+            r = np.zeros((n, self.heads, t_n), dtype=np.float32)
+            for j in range(t_n):  # j <= i only
+                r = from_u32(np.where(j <= pos, u32(add(r, mul(p[..., j], dp[..., j]))), u32(r)))
+            ds = mul(mul(p, sub(dp, r[..., None])), c)
+            dv = np.zeros_like(v)  # [.., j, e]
+            dk = np.zeros_like(k)
+            for i in range(t_n):  # i = j .. T-1, in order
+                keep = (pos <= i)[:, None]  # over j
+                dv = from_u32(
+                    np.where(
+                        keep, u32(add(dv, mul(p[:, :, i, :, None], go[:, :, i, None, :]))), u32(dv)
+                    )
+                )
+                dk = from_u32(
+                    np.where(
+                        keep, u32(add(dk, mul(ds[:, :, i, :, None], q[:, :, i, None, :]))), u32(dk)
+                    )
+                )
+            dq = np.zeros_like(q)  # [.., i, e]
+            for j in range(t_n):  # j = 0 .. i, in order
+                keep = (j <= pos)[:, None]  # over i
+                dq = from_u32(
+                    np.where(
+                        keep, u32(add(dq, mul(ds[..., j, None], k[:, :, None, j, :]))), u32(dq)
+                    )
+                )
+
+        def rows(m: F32Array) -> F32Array:
+            return np.ascontiguousarray(m.transpose(0, 2, 1, 3)).reshape(n * t_n, d)
+
+        dqkv = np.concatenate([rows(dq), rows(dk), rows(dv)], axis=1)
+        gx, gWqkv = linear_backward(st["Wqkv"], a, dqkv)
+        return gx.reshape(n, t_n, d), {"Wqkv": gWqkv, "Wo": gWo}
+
+
+class TiedHead(Layer):
+    """``z[t, v] = Σ_d E[v, d] * x[t, d]`` from +0: logits against the Embedding's ``E``."""
+
+    kind = "TiedHead"
+
+    def _infer(self, shape: Shape) -> Shape:
+        seq = _sequence_of(self, shape)
+        self.embedding = seq.embedding
+        if seq[1] != self.embedding.width:
+            raise _refuse(
+                self.position,
+                self.kind,
+                f"its input's width {seq[1]} is not the Embedding's width {self.embedding.width}",
+            )
+        return Seq((seq[0], self.embedding.vocab), self.embedding)
+
+    def reads(self) -> list[tuple[str, Shape]]:
+        return [("E", (self.embedding.vocab, self.embedding.width))]
+
+    def forward(self, st: State, x: F32Array, ctx: Ctx) -> tuple[F32Array, Any]:
+        a = _rows(x, x.shape[-1])
+        z = linear_forward(st["E"], None, a)
+        return z.reshape((x.shape[0], *self.out_shape)), a
+
+    def backward(
+        self, st: State, cache: Any, g: F32Array, ctx: Ctx
+    ) -> tuple[F32Array, dict[str, F32Array]]:
+        gx, gE = linear_backward(st["E"], cache, _rows(g, g.shape[-1]))
+        # Named E{n} of the Embedding (Network gives the head its number).
+        return gx.reshape((g.shape[0], *self.in_shape)), {"E": gE}
 
 
 # ---------------------------------------------------------------------------
@@ -1233,7 +1681,7 @@ def backward_list(
 #: JSON type -> (class, the parameters it takes, the optional ones with their defaults).
 _TYPES: dict[str, tuple[type[Layer], tuple[str, ...], dict[str, Any]]] = {
     "Input": (Input, ("shape",), {}),
-    "Dense": (Dense, ("units",), {"bias": True}),
+    "Dense": (Dense, ("units",), {"bias": True, "std": None}),
     "Conv1d": (Conv1d, ("out_channels", "kernel_size"), {"stride": 1, "padding": 0}),
     "Conv2d": (Conv2d, ("out_channels", "kernel_size"), {"stride": 1, "padding": 0}),
     "MaxPool1d": (MaxPool1d, ("kernel_size",), {"stride": None}),
@@ -1250,6 +1698,14 @@ _TYPES: dict[str, tuple[type[Layer], tuple[str, ...], dict[str, Any]]] = {
     "LayerNorm": (LayerNorm, (), {"eps": 1e-5, "bias": True}),
     "GELU": (GELU, (), {}),
     "Residual": (Residual, ("layers",), {}),
+    "Embedding": (Embedding, ("vocab", "width"), {"std": None}),
+    "PositionalEmbedding": (PositionalEmbedding, ("context", "width"), {"std": None}),
+    "CausalSelfAttention": (
+        CausalSelfAttention,
+        ("heads",),
+        {"bias": False, "std": None, "proj_std": None},
+    ),
+    "TiedHead": (TiedHead, (), {}),
 }
 
 
@@ -1303,6 +1759,9 @@ class Network:
             layer = build_layer(spec, pos)
             if isinstance(layer, Input):
                 raise _refuse(pos, "Input", "only the first layer is an Input")
+            for inner in layer.walk():  # 15.8: only directly after Input (so one per list)
+                if isinstance(inner, Embedding) and inner.position != 1:
+                    raise _refuse(inner.position, inner.kind, "must come directly after Input")
             shape = layer.infer(shape)
             check_cells(pos, layer.kind, shape)
             self.layers.append(layer)
@@ -1319,23 +1778,34 @@ class Network:
                 number += 1
                 layer.number = number
                 n_params += sum(math.prod(s) for _, s in layer.params())
-        if len(shape) != 1:
+        #: 15.8: the list's Embedding (a sequence model reads token ids), or None.
+        self.embedding = self.flat[0] if self.flat and isinstance(self.flat[0], Embedding) else None
+        for layer in self.flat:
+            if isinstance(layer, TiedHead):  # its gradient is named E{n} of the Embedding
+                layer.number = layer.embedding.number
+        #: 15.8: ``T`` when the output is a ``(T, K)`` sequence (a loss per token), else None.
+        self.tokens: int | None = shape[0] if isinstance(shape, Seq) else None
+        if len(shape) != (2 if isinstance(shape, Seq) else 1):
             last = self.layers[-1].position if self.layers else 0
-            raise ValueError(f"layer {last}: the last layer's output must be (K), not {shape}")
+            want = "a (T, K) sequence" if isinstance(shape, Seq) else "(K)"
+            raise ValueError(f"layer {last}: the last layer's output must be {want}, not {shape}")
         # Reading: the running statistics are not parameters.
         if n_params > MAX_PARAMETER_CELLS:
             raise ValueError(f"at most 2^28 parameter cells, not {n_params}")
-        self.output_size = shape[0]
+        self.output_size = shape[-1]
 
     def to_json(self) -> list[dict[str, Any]]:
         return [{"type": "Input", "shape": list(self.input_shape)}] + [
             layer.to_json() for layer in self.layers
         ]
 
-    def samples(self, x: F32Array) -> F32Array:
-        """``X`` as ``(N, *shape)``, from ``(N, *shape)`` or flat ``(N, prod(shape))``."""
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        return x.reshape((x.shape[0], *self.input_shape))
+    def samples(self, x: Any) -> F32Array:
+        """``X`` as ``(N, *shape)``, from ``(N, *shape)`` or flat ``(N, prod(shape))``; a
+        sequence model's token ids checked first (15.8)."""
+        if self.embedding is not None:
+            check_token_ids(x, self.embedding.vocab)
+        xs: F32Array = np.ascontiguousarray(x, dtype=np.float32)
+        return xs.reshape((xs.shape[0], *self.input_shape))
 
     def param_names(self) -> list[str]:
         return [f"{name}{l.number}" for l in self.flat for name, _ in l.params()]  # noqa: E741
@@ -1344,8 +1814,13 @@ class Network:
         return [f"{name}{l.number}" for l in self.flat for name, _ in l.running()]  # noqa: E741
 
     def init_state(self, init: str, seed: int) -> list[State]:
-        """Per layer of :attr:`flat`: its tensors (section 15.4)."""
-        return [layer.init_state(init, seed) for layer in self.flat]
+        """Per layer of :attr:`flat`: its tensors (section 15.4); a TiedHead's is its
+        Embedding's dict itself (it reads ``E``)."""
+        states = [layer.init_state(init, seed) for layer in self.flat]
+        for i, layer in enumerate(self.flat):
+            if isinstance(layer, TiedHead):
+                states[i] = states[layer.embedding.position - 1]
+        return states
 
     def forward(self, states: list[State], x: F32Array, ctx: Ctx) -> tuple[F32Array, list[Any]]:
         return forward_list(self.layers, states, x, ctx)
@@ -1358,6 +1833,24 @@ class Network:
         grads: dict[str, F32Array] = {}
         gx = backward_list(self.layers, states, caches, g, ctx, grads)
         return gx, grads
+
+
+def check_token_ids(x: Any, vocab: int) -> None:
+    """15.8: every id an integer in ``0 .. vocab-1`` (an integer, or a float with such a
+    value), else a refusal naming the sample, the position and the value."""
+    a = np.asarray(x)
+    flat = a.reshape(a.shape[0], -1) if a.ndim else a.reshape(1, 1)
+    if a.dtype.kind in "iub":
+        bad = (flat < 0) | (flat >= vocab)
+    else:
+        with np.errstate(all="ignore"):
+            v = flat.astype(np.float64)
+            bad = ~(np.isfinite(v) & (v == np.floor(v)) & (v >= 0) & (v < vocab))
+    if bad.any():
+        s, t = (int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"sample {s}, position {t}: token id {flat[s, t]!r} is not an integer in 0..{vocab - 1}"
+        )
 
 
 def parse_layers(layers: Sequence[Any]) -> Network:
@@ -1483,23 +1976,46 @@ class LayerTrainer(gr.Run):
         blk = nb if cfg.grad_block is None else cfg.grad_block
         total: dict[str, F32Array] | None = None
         losses: list[F32Array] = []
+        # 15.8: a sequence output divides by f32(B * T) (the mean over tokens).
+        divisor = f32i(nb * (self.net.tokens or 1))
         with np.errstate(all="ignore"):
             for start in range(0, nb, blk):
                 end = min(start + blk, nb)
                 ctx = Ctx(m, True, cfg.seed, self.step_count, start)
                 z, caches = self.net.forward(self.states, xs[start:end], ctx)
-                lb, delta, _ = gr.loss_and_delta(m, cfg.loss, z, y[start:end])
+                lb, delta, _ = self._loss(z, y[start:end])
                 losses.append(lb)
                 _, grads = self.net.backward(self.states, caches, delta, ctx)
                 total = grads if total is None else {k: add(total[k], grads[k]) for k in total}
             assert total is not None
-            g = {k: div(total[k], f32i(nb)) for k in self.names}
+            g = {k: div(total[k], divisor) for k in self.names}
             ls = np.concatenate(losses)
-            step_loss = np.float32(div(fold(ls), f32i(nb)))
+            step_loss = np.float32(div(fold(ls), divisor))
             if cfg.clip_norm is not None:
                 clipped = gr.clip_tensors(cfg.clip_norm, [g[k] for k in self.names])
                 g = dict(zip(self.names, clipped))
         return g, step_loss
+
+    def _loss(self, z: F32Array, y: gr.Targets) -> tuple[F32Array, F32Array, F32Array]:
+        """Section 5's per-sample losses, ``δ`` and outputs; for a ``(T, K)`` sequence output
+        (15.8) per token, each sample's loss the sum of its tokens' from the first (labels
+        ``(n, T)``; reading: mse targets ``(n, T, K)``), ``δ`` and the outputs ``(n, T, K)``."""
+        if self.net.tokens is None:
+            return gr.loss_and_delta(self.math, self.cfg.loss, z, y)
+        n, t_n, k = z.shape
+        labels = np.asarray(y)
+        shape = (n * t_n,) if self.cfg.loss == "cross_entropy" else (n * t_n, k)
+        yt = cast(gr.Targets, labels.reshape(shape))
+        with np.errstate(all="ignore"):
+            lt, dt, out = gr.loss_and_delta(self.math, self.cfg.loss, z.reshape(n * t_n, k), yt)
+            ls = fold(np.ascontiguousarray(lt.reshape(n, t_n).T))  # tokens in order
+        return ls, dt.reshape(z.shape), out.reshape(z.shape)
+
+    def train_steps(self, x: F32Array, y: gr.Targets, steps: int) -> list[np.float32]:
+        """15.8: a sequence model's token ids are checked (naming the data set's sample)
+        before anything is computed."""
+        self.net.samples(x)
+        return super().train_steps(x, y, steps)
 
     def step(self, x: F32Array, y: gr.Targets) -> np.float32:
         g, step_loss = self.gradients(x, y)
@@ -1533,7 +2049,30 @@ class LayerTrainer(gr.Run):
             z, _ = self.net.forward(self.states, self.net.samples(x), ctx)
             if self.cfg.loss == "mse":
                 return z, z
-            return z, gr.softmax(self.math, z)[2]
+            k = z.shape[-1]  # per token on a sequence (15.8)
+            return z, gr.softmax(self.math, z.reshape(-1, k))[2].reshape(z.shape)
+
+    def predict(self, x: F32Array) -> npt.NDArray[Any]:
+        """Section 10; on a sequence output (15.8) ``(N, T)`` classes."""
+        if self.net.tokens is None or self.cfg.loss == "mse":
+            return super().predict(x)
+        p = self.predict_proba(x)
+        return gr.argmax_rule(self.math, p.reshape(-1, p.shape[-1])).reshape(p.shape[:2])
+
+    def evaluate(self, x: F32Array, y: gr.Targets) -> tuple[np.float32, float | None]:
+        """Section 10; on a sequence output (15.8) the sum of the samples' losses (each
+        its tokens' sum) over ``f32(N * T)``, and the accuracy over tokens."""
+        if self.net.tokens is None:
+            return super().evaluate(x, y)
+        z, _ = self._outputs(x)
+        n, t_n = z.shape[0], self.net.tokens
+        with np.errstate(all="ignore"):
+            losses, _, _ = self._loss(z, y)
+            loss = np.float32(div(fold(losses), f32i(n * t_n)))
+        if self.cfg.loss == "mse":
+            return loss, None
+        correct = int(np.sum(self.predict(x) == np.asarray(y, dtype=np.int64)))
+        return loss, correct / (n * t_n)
 
 
 # ---------------------------------------------------------------------------
@@ -1566,6 +2105,9 @@ ONE_B = 0x3F800000
 
 def gen_cells(gen: dict[str, Any], seed: int, tag: int, count: int) -> F32Array:
     """A tensor's cells by :data:`GEN_DOC`."""
+    if gen["kind"] == "ids":  # 15.8's token ids (as binary32 values)
+        a, b, m = gen["a"], gen["b"], gen["m"]
+        return np.array([(i * a + b) % m for i in range(count)], dtype=np.float32)
     if gen["kind"] == "int":
         a, b, m, dv = gen["a"] + tag, gen["b"] + 3 * tag, gen["m"], gen["d"]
         return np.array(
@@ -1857,6 +2399,176 @@ LAYER_CASES: list[tuple[str, dict[str, Any], Shape, int, dict[str, Any]]] = [
 ]
 
 
+#: 15.8's tensors' tags in the cases' streams.
+SEQUENCE_TAGS = {"E": 2, "P": 2, "Wqkv": 2, "Wo": 3}
+
+#: 15.8's per-layer cases (the fixture's ``sequence_layer_cases``; case seeds continue after
+#: :data:`LAYER_CASES`'). ``extra`` as there, plus ``sequence`` (the input is a ``(T, D)``
+#: sequence), ``token_ids`` (the input is token ids, ``gen`` of kind ``ids``) and ``vocab``
+#: (TiedHead: the rows of the ``E`` it reads).
+SEQUENCE_CASES: list[tuple[str, dict[str, Any], Shape, int, dict[str, Any]]] = [
+    (
+        "embedding_v7_d6_repeats_unused_rows",
+        {"type": "Embedding", "vocab": 7, "width": 6},
+        (5,),
+        3,
+        {
+            "token_ids": True,
+            "gen": {"kind": "ids", "a": 3, "b": 1, "m": 5},
+            "specials": {"E": {6: 0x7FC01234, 8: NZERO, 40: INF}, "g": {0: NAN, 3: NZERO, 7: INF}},
+        },
+    ),
+    (
+        "embedding_v3_d2_one_row",
+        {"type": "Embedding", "vocab": 3, "width": 2, "std": 0.5},
+        (4,),
+        2,
+        {"token_ids": True, "gen": {"kind": "ids", "a": 0, "b": 2, "m": 3}},
+    ),
+    (
+        "positional_c7_t5_d6_specials",
+        {"type": "PositionalEmbedding", "context": 7, "width": 6},
+        (5, 6),
+        3,
+        {
+            "sequence": True,
+            "specials": {
+                "x": {0: 0x7FC01234, 1: INF, 2: NZERO, 4: SUB, 40: NNAN},
+                "P": {1: NINF, 2: NZERO, 4: NSUB, 7: 0xFFC0ABCD, 33: NAN, 40: INF},
+                "g": {5: NAN, 6: NZERO},
+            },
+        },
+    ),
+    (
+        "positional_t_is_context",
+        {"type": "PositionalEmbedding", "context": 4, "width": 3, "std": 0.02},
+        (4, 3),
+        2,
+        {"sequence": True},
+    ),
+    (
+        "attention_h2_t5_d6",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (5, 6),
+        2,
+        {"sequence": True},
+    ),
+    (
+        "attention_h3_t5_d6",
+        {"type": "CausalSelfAttention", "heads": 3, "std": 0.02, "proj_std": 0.01},
+        (5, 6),
+        3,
+        {"sequence": True},
+    ),
+    (
+        "attention_h1_t1_d4",
+        {"type": "CausalSelfAttention", "heads": 1},
+        (1, 4),
+        2,
+        {"sequence": True},
+    ),
+    (
+        "attention_h2_t6_d4_wide_scores",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (6, 4),
+        2,
+        {"sequence": True, "gen": {"kind": "stream", "scale": 64}},
+    ),
+    (
+        "attention_h2_t5_d6_specials",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (5, 6),
+        2,
+        {
+            "sequence": True,
+            "specials": {
+                # sample 0: its last token's x (a NaN no earlier query may see); sample 1:
+                # an infinity at token 2, signed zeros and subnormals at token 0
+                "x": {24: 0x7FC01234, 30: NZERO, 31: SUB, 32: NSUB, 43: INF},
+                "Wo": {1: NZERO, 20: 0xFFC00077},
+                "Wqkv": {100: NZERO, 101: SUB},
+                "g": {5: NNAN, 50: INF, 51: NZERO},
+            },
+        },
+    ),
+    (
+        "attention_h2_t4_d4_inf_weight",
+        {"type": "CausalSelfAttention", "heads": 2},
+        (4, 4),
+        1,
+        {"sequence": True, "specials": {"Wqkv": {17: INF}, "g": {0: PZERO, 1: NZERO}}},
+    ),
+    (
+        "tied_head_v7_d6",
+        {"type": "TiedHead"},
+        (5, 6),
+        2,
+        {"sequence": True, "vocab": 7, "specials": {"E": {3: INF, 10: NZERO}, "g": {2: NAN}}},
+    ),
+    (
+        "dense_per_token",
+        {"type": "Dense", "units": 4},
+        (5, 6),
+        2,
+        {"sequence": True, "specials": {"x": {7: NZERO}, "W": {5: SUB}}},
+    ),
+    (
+        "dense_per_token_nobias_std",
+        {"type": "Dense", "units": 3, "bias": False, "std": 0.02},
+        (3, 5),
+        3,
+        {"sequence": True},
+    ),
+    (
+        "layernorm_per_token",
+        {"type": "LayerNorm", "eps": 1e-5},
+        (5, 6),
+        2,
+        {"sequence": True, "specials": {"g": {4: NAN}}},
+    ),
+    (
+        "layernorm_per_token_nobias",
+        {"type": "LayerNorm", "eps": 1e-5, "bias": False},
+        (4, 3),
+        3,
+        {"sequence": True},
+    ),
+    (
+        "dropout_on_sequence",
+        {"type": "Dropout", "p": 0.25},
+        (5, 6),
+        2,
+        {"sequence": True, "position": 4, "seed": 11, "step": 2, "first_sample": 1},
+    ),
+    ("gelu_on_sequence", {"type": "GELU"}, (3, 4), 2, {"sequence": True}),
+]
+
+
+SEQUENCE_GEN_DOC = {
+    "ids": "gen kind ids (token ids): cell i = f32((i * a + b) % m)",
+    "tensor_tag": "as generation's, and E 2, P 2, Wqkv 2, Wo 3",
+}
+SEQUENCE_CASE_LAYOUT = (
+    "as layer_case_layout, plus: sequence: true when the input is a (T, D) sequence "
+    "(input_shape [T, D], x (n, T, D); Dense and LayerNorm then act per token, gamma/beta (D), "
+    "and every chain over the block's terms runs over samples, then tokens); token_ids: true "
+    "for the Embedding (input_shape [T], x the ids as binary32 values, output a (T, width) "
+    "sequence, x_grad all +0: ids have no gradient); vocab: for TiedHead, the rows of the E "
+    "it reads (tensors.E is (vocab, D)); block_grads.E is then TiedHead's own chain (the "
+    "terms g[t, v] * x[t, d] over samples then tokens), not yet added to an Embedding's. "
+    "Attention's tensors are Wqkv (3D x D) and Wo (D x D); PositionalEmbedding's P "
+    "(context x width); an Embedding's E (vocab x width). A layer's std only sets its "
+    "initialisation: the tensors here are the case's"
+)
+SEQUENCE_RUN_LAYOUT = (
+    "as run_layout, with the data of sequence_run_data: X (N, T) token ids as binary32; "
+    "labels: next (y (N, T): a label per token, the loss per token, divisions by f32(B*T) "
+    "and f32(N*T)), class (y (N): per-sample labels after Flatten), targets (mse, (N, K)); "
+    "final.predict_proba (N, T, K) for next, (N, K) otherwise; final.predict row-major "
+    "(N*T classes for next, N for class, null for mse); eval_accuracy over tokens for next"
+)
+
+
 def layer_case(
     name: str,
     spec: dict[str, Any],
@@ -1870,6 +2582,9 @@ def layer_case(
     parameter block gradients, running statistics after the block."""
     position = extra.get("position", 1)
     layer = build_layer(spec, position)
+    if extra.get("sequence"):  # 15.8: a (T, D) sequence from an Embedding of "vocab" rows
+        vocab = extra.get("vocab", 1)
+        in_shape = Seq(in_shape, Embedding(0, vocab, in_shape[-1]))
     out_shape = layer.infer(in_shape)
     gen = extra.get("gen", _STREAM)
     specials: dict[str, dict[int, int]] = extra.get("specials", {})
@@ -1883,7 +2598,9 @@ def layer_case(
     x = tensor("x", 0, (n, *in_shape))
     g = tensor("g", 1, (n, *out_shape))
     tags = {"W": 2, "gamma": 2, "b": 3, "beta": 3, "mean": 4, "var": 5}
-    st: State = {nm: tensor(nm, tags[nm], s) for nm, s in layer.params() + layer.running()}
+    tags.update(SEQUENCE_TAGS)
+    named = layer.params() + layer.running() + layer.reads()
+    st: State = {nm: tensor(nm, tags[nm], s) for nm, s in named}
     before = {k: v.copy() for k, v in st.items()}
     m = gr.Math(math_name)
     ctx = Ctx(m, True, extra.get("seed", 0), extra.get("step", 0), extra.get("first_sample", 0))
@@ -1892,6 +2609,7 @@ def layer_case(
     case: dict[str, Any] = {
         "name": f"{name}/{math_name}",
         "math": math_name,
+        **{k: extra[k] for k in ("sequence", "token_ids", "vocab") if k in extra},
         "layer": layer.to_json(),
         "input_shape": list(in_shape),
         "output_shape": list(out_shape),
@@ -2296,10 +3014,182 @@ def integer_case(name: str, n: int, keys: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def gpt(
+    vocab: int, context: int = 64, layers: int = 4, heads: int = 4, width: int = 128
+) -> list[dict[str, Any]]:
+    """15.8's ``gpt`` (nanoGPT's character model) as its JSON layer list; ``s = 0.02 /
+    sqrt(2 * layers)`` in binary64 (binary32 rounding happens when the layers read it)."""
+    s = 0.02 / math.sqrt(2 * layers)
+    ln = {"type": "LayerNorm", "eps": 1e-05, "bias": False}
+    out: list[dict[str, Any]] = [
+        _inp(context),
+        {"type": "Embedding", "vocab": vocab, "width": width, "std": 0.02},
+        {"type": "PositionalEmbedding", "context": context, "width": width, "std": 0.02},
+    ]
+    for _ in range(layers):
+        attention = {"type": "CausalSelfAttention", "heads": heads, "std": 0.02, "proj_std": s}
+        mlp = [
+            dict(ln),
+            {"type": "Dense", "units": 4 * width, "bias": False, "std": 0.02},
+            {"type": "GELU"},
+            {"type": "Dense", "units": width, "bias": False, "std": s},
+        ]
+        out.append({"type": "Residual", "layers": [dict(ln), attention]})
+        out.append({"type": "Residual", "layers": mlp})
+    return [*out, dict(ln), {"type": "TiedHead"}]
+
+
+#: 15.8's runs' data, as integer formulas (``V`` the vocabulary, ``T`` the input's length).
+SEQUENCE_DATA = {
+    "tokens": "tok[i] = (5*i + (i*i) % 3) % V",
+    "x": "x[s][t] = f32(tok[3*s + t]) (token ids), shape (N, T)",
+    "next_tokens": 'labels "next": y[s][t] = tok[3*s + t + 1], shape (N, T)',
+    "classes": 'labels "class": y[s] = (s*5) % K (one label per sample)',
+    "targets": 'labels "targets": t[s][o] = f32(((s*3 + o*5) % 7) - 3) / f32(8) (mse)',
+}
+
+
+def sequence_data(n: int, t_n: int, vocab: int, labels: str, k: int) -> tuple[Any, Any]:
+    """:data:`SEQUENCE_DATA`."""
+    tok = [(5 * i + (i * i) % 3) % vocab for i in range(3 * n + t_n + 1)]
+    x = np.array([[tok[3 * s + t] for t in range(t_n)] for s in range(n)], dtype=np.float32)
+    if labels == "next":
+        return x, np.array([[tok[3 * s + t + 1] for t in range(t_n)] for s in range(n)])
+    return x, gr.case_data(n, 1, k, "cross_entropy" if labels == "class" else "mse")[1]
+
+
+#: 15.8's runs: (name, N, labels, steps, config keys).
+SEQUENCE_RUNS: list[tuple[str, int, str, int, dict[str, Any]]] = [
+    (
+        "gpt_v11_c8_l2_h2_w16_adamw_clip",
+        10,
+        "next",
+        3,
+        dict(
+            layers=gpt(11, context=8, layers=2, heads=2, width=16),
+            seed=21,
+            optimizer="adamw",
+            lr=0.01,
+            weight_decay=0.1,
+            beta1=0.9,
+            beta2=0.99,
+            clip_norm=1.0,
+            batch_size=4,
+        ),
+    ),
+    (
+        "gpt_v7_c6_l1_h3_w6_seedmath_gradblock2_short_batch",
+        7,
+        "next",
+        3,
+        dict(
+            layers=gpt(7, context=6, layers=1, heads=3, width=6),
+            math="seed",
+            seed=-3,
+            lr=0.02,
+            batch_size=3,
+            grad_block=2,
+            shuffle=False,
+        ),
+    ),
+    (
+        "sequence_classifier_torch_init_dropout",
+        9,
+        "class",
+        4,
+        dict(
+            layers=[
+                _inp(6),
+                {"type": "Embedding", "vocab": 9, "width": 6},
+                {"type": "Dense", "units": 6},
+                {"type": "PositionalEmbedding", "context": 8, "width": 6},
+                {"type": "LayerNorm", "eps": 1e-5},
+                {"type": "Residual", "layers": [{"type": "CausalSelfAttention", "heads": 3}]},
+                {"type": "Dropout", "p": 0.25},
+                {"type": "GELU"},
+                {"type": "Flatten"},
+                {"type": "Dense", "units": 3},
+            ],
+            seed=8,
+            lr=0.01,
+            batch_size=4,
+        ),
+    ),
+    (
+        "sequence_regressor_glorot_sgd_seedmath_gradblock2",
+        8,
+        "targets",
+        4,
+        dict(
+            layers=[
+                _inp(5),
+                {"type": "Embedding", "vocab": 6, "width": 4, "std": 0.5},
+                {"type": "PositionalEmbedding", "context": 5, "width": 4},
+                {"type": "CausalSelfAttention", "heads": 2},
+                {"type": "Dense", "units": 4, "bias": False},
+                {"type": "LayerNorm", "eps": 1e-5},
+                {"type": "Dropout", "p": 0.5},
+                {"type": "Flatten"},
+                {"type": "Dense", "units": 2},
+            ],
+            loss="mse",
+            math="seed",
+            init="glorot",
+            seed=4,
+            optimizer="sgd",
+            lr=0.01,
+            momentum=0.9,
+            batch_size=3,
+            grad_block=2,
+        ),
+    ),
+]
+
+
+def sequence_run_case(
+    name: str, n: int, labels: str, steps: int, keys: dict[str, Any]
+) -> dict[str, Any]:
+    lc = LayerConfig.make(**keys)
+    net = lc.net
+    assert net.embedding is not None
+    x, y = sequence_data(n, net.input_shape[0], net.embedding.vocab, labels, net.output_size)
+    tr = LayerTrainer(lc)
+    entry: dict[str, Any] = {
+        "name": name,
+        "config": lc.config_json(),
+        "hyper_bits": lc.cfg.hyper_bits(),
+        "n": n,
+        "labels": labels,
+        "tensor_names": tr.tensor_names(),
+        "init_hash": tr.state_hash_hex(),
+        "steps": run_record(tr, x, y, steps),
+    }
+    ev_loss, acc = tr.evaluate(x, y)
+    entry["final"] = {
+        "scalars": tr.scalars(),
+        "tensors": {k: bits32(v) for k, v in tr.state_dict().items()},
+        "predict_proba": bits32(tr.predict_proba(x)),
+        "predict": (
+            [int(v) for v in np.asarray(tr.predict(x)).reshape(-1)]
+            if lc.cfg.loss == "cross_entropy"
+            else None
+        ),
+        "eval_loss_bits": gr.bits(ev_loss),
+        "eval_accuracy": acc,
+    }
+    return entry
+
+
 def golden() -> dict[str, Any]:
     cases = [
         layer_case(name, spec, shape, n, extra, mname, 100 + i)
         for i, (name, spec, shape, n, extra) in enumerate(LAYER_CASES)
+        for mname in ("seed", "ieee")
+    ]
+    first = 100 + len(LAYER_CASES)
+    sequence_cases = [
+        layer_case(name, spec, shape, n, extra, mname, first + i)
+        for i, (name, spec, shape, n, extra) in enumerate(SEQUENCE_CASES)
         for mname in ("seed", "ieee")
     ]
     return {
@@ -2322,6 +3212,13 @@ def golden() -> dict[str, Any]:
         "layer_cases": cases,
         "runs": [run_case(name, n, keys) for name, n, keys in RUNS],
         "integer_runs": [integer_case(name, n, keys) for name, n, keys in INTEGER_RUNS],
+        # Section 15.8 (new keys: every entry above is as it was).
+        "sequence_generation": SEQUENCE_GEN_DOC,
+        "sequence_layer_case_layout": SEQUENCE_CASE_LAYOUT,
+        "sequence_layer_cases": sequence_cases,
+        "sequence_run_data": SEQUENCE_DATA,
+        "sequence_run_layout": SEQUENCE_RUN_LAYOUT,
+        "sequence_runs": [sequence_run_case(*run) for run in SEQUENCE_RUNS],
     }
 
 
