@@ -170,16 +170,19 @@ mod tests {
             Dense {
                 units: 10,
                 bias: true,
+                std: None,
             },
             ReLU,
             Dense {
                 units: 7,
                 bias: true,
+                std: None,
             },
             ReLU,
             Dense {
                 units: 4,
                 bias: true,
+                std: None,
             },
         ];
         let net = Mlp::new(vec![6, 10, 7, 4]).unwrap().network();

@@ -10,7 +10,7 @@ mod backends;
 #[path = "support/cases.rs"]
 mod cases;
 
-use cases::{bits, case_data, config_of, hex, i64_of, one_step, str_of, usize_of};
+use cases::{bits, case_data, config_of, hex, i64_of, one_step, sequence_data, str_of, usize_of};
 use nxrs_core::arith::Real;
 use nxrs_core::backend::Backend;
 use nxrs_core::backend::Compute;
@@ -68,13 +68,30 @@ impl Compute for Case<'_> {
         let dropout = case.get("dropout");
         let position = dropout.map_or(1, |d| d["position"].as_u64().unwrap() as usize);
         let spec = LayerSpec::from_json(&case["layer"], position).expect("a valid layer");
-        let input = LayerSpec::Input {
-            shape: sizes(&case["input_shape"]),
+        let shape = sizes(&case["input_shape"]);
+        // A sequence layer's input comes from an Embedding (section 15.8): the case's layer
+        // follows one (of the case's vocabulary for a tied head), whose layer it is not.
+        let (specs, index) = match (case.get("sequence"), case.get("vocab")) {
+            (Some(_), vocab) => {
+                let embedding = LayerSpec::Embedding {
+                    vocab: vocab.map_or(1, usize_of),
+                    width: shape[1],
+                    std: None,
+                };
+                let input = LayerSpec::Input {
+                    shape: vec![shape[0]],
+                };
+                (vec![input, embedding, spec.clone(), LayerSpec::Flatten], 1)
+            }
+            (None, _) => {
+                let input = LayerSpec::Input { shape };
+                (vec![input, spec.clone(), LayerSpec::Flatten], 0)
+            }
         };
-        let mut layer = Network::new(&[input, spec.clone(), LayerSpec::Flatten])
+        let mut layer = Network::new(&specs)
             .expect("the case's layer fits its input")
             .layers
-            .remove(0);
+            .remove(index);
         layer.position = position;
         assert_eq!(
             layer.output,
@@ -102,11 +119,10 @@ impl Compute for Case<'_> {
             .iter()
             .map(|(k, v)| (k.clone(), cells(v)))
             .collect();
-        let names = if tensors.contains_key("W") {
-            ("W", "b")
-        } else {
-            ("gamma", "beta")
-        };
+        let names = [("W", "b"), ("E", ""), ("P", ""), ("Wqkv", "Wo")]
+            .into_iter()
+            .find(|(w, _)| tensors.contains_key(*w))
+            .unwrap_or(("gamma", "beta"));
         // A layer without biases has no second tensor: its passes are given an empty one.
         let params = tensors.get(names.0).map(|w| {
             let b = tensors.get(names.1).map_or(&[][..], |b| &b[..]);
@@ -223,6 +239,21 @@ fn every_layer_matches_the_reference() {
     let fixture = fixture();
     let cases = fixture["layer_cases"].as_array().expect("layer_cases");
     assert!(cases.len() >= 40, "the fixture holds every layer type");
+    layers_match(cases);
+}
+
+#[test]
+fn every_sequence_layer_matches_the_reference() {
+    let fixture = fixture();
+    let cases = fixture["sequence_layer_cases"]
+        .as_array()
+        .expect("sequence_layer_cases");
+    assert!(cases.len() >= 20, "the fixture holds every sequence layer");
+    layers_match(cases);
+}
+
+/// Every case's outcome against the fixture's, bit for bit, on every backend.
+fn layers_match(cases: &[Value]) {
     let mut failures = Vec::new();
     for backend in backends::backends() {
         for case in cases {
@@ -273,7 +304,10 @@ fn run_layers_case(
         }
     };
     let n = usize_of(&case["n"]);
-    let data = case_data(n, &config);
+    let data = match case.get("labels") {
+        Some(labels) => sequence_data(n, &config, str_of(labels)),
+        None => case_data(n, &config),
+    };
     let mut t = Trainer::new(config).expect("the case's configuration builds");
     t.set_backend(backend).unwrap();
     t.set_threads(threads);
@@ -360,7 +394,11 @@ fn as_layer_objects(sizes: &[usize]) -> Vec<LayerSpec> {
         if l > 0 {
             layers.push(LayerSpec::ReLU);
         }
-        layers.push(LayerSpec::Dense { units, bias: true });
+        layers.push(LayerSpec::Dense {
+            units,
+            bias: true,
+            std: None,
+        });
     }
     layers
 }
@@ -372,9 +410,12 @@ fn every_training_run_matches_the_reference() {
     let runs = fixture["runs"].as_array().expect("runs");
     let integer_runs = fixture["integer_runs"].as_array().expect("integer_runs");
     assert!(runs.len() >= 5 && integer_runs.len() >= 2);
+    let sequence_runs = fixture["sequence_runs"].as_array().expect("sequence_runs");
+    assert!(sequence_runs.len() >= 3);
     for backend in backends::backends() {
         let mut cases: Vec<(String, &Value, TrainerConfig)> = runs
             .iter()
+            .chain(sequence_runs)
             .map(|case| (str_of(&case["name"]).to_string(), case, config_of(case)))
             .collect();
         for case in integer_runs {

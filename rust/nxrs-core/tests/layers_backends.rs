@@ -50,8 +50,14 @@ fn layer() -> impl Strategy<Value = (LayerSpec, Vec<usize>)> {
     };
     let float = |bits: u32| F32::from_bits(bits);
     prop_oneof![
-        (1usize..6, any::<bool>(), flat.clone())
-            .prop_map(|(units, bias, s)| (LayerSpec::Dense { units, bias }, s)),
+        (1usize..6, any::<bool>(), flat.clone()).prop_map(|(units, bias, s)| (
+            LayerSpec::Dense {
+                units,
+                bias,
+                std: None
+            },
+            s
+        )),
         (conv1, spatial1.clone()).prop_map(|(l, s)| (l, s)),
         (conv2, spatial2.clone()).prop_map(|(l, s)| (l, s)),
         (pool(1), spatial1.clone()).prop_map(|(l, s)| (l, s)),

@@ -62,12 +62,17 @@ fn dense() -> impl Strategy<Value = Vec<LayerSpec>> {
                 specs.push(LayerSpec::Flatten);
             }
             for (units, bias, pointwise) in hidden {
-                specs.push(LayerSpec::Dense { units, bias });
+                specs.push(LayerSpec::Dense {
+                    units,
+                    bias,
+                    std: None,
+                });
                 specs.extend(pointwise);
             }
             specs.push(LayerSpec::Dense {
                 units: outputs,
                 bias: true,
+                std: None,
             });
             specs
         })
@@ -121,11 +126,13 @@ fn convolutional() -> impl Strategy<Value = Vec<LayerSpec>> {
                 LayerSpec::Dense {
                     units: units + 1,
                     bias: true,
+                    std: None,
                 },
                 LayerSpec::ReLU,
                 LayerSpec::Dense {
                     units: 2,
                     bias: true,
+                    std: None,
                 },
             ]);
             specs

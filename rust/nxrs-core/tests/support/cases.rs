@@ -155,3 +155,37 @@ pub fn one_step(t: &mut Trainer, data: &Dataset) -> F32 {
     assert!(reached.is_continue());
     loss.expect("one step ran")
 }
+
+/// The fixture's sequence-model data (`sequence_run_data`): `tok[i] = (5*i + (i*i) % 3) % V`,
+/// `x[s][t] = f32(tok[3*s + t])`, and labels `"next"` (`y[s][t] = tok[3*s + t + 1]`), `"class"`
+/// (`(s*5) % K`) or `"targets"` ([`case_data`]'s).
+pub fn sequence_data(n: usize, config: &TrainerConfig, labels: &str) -> Dataset {
+    let model = config.validate().unwrap();
+    let tokens = model.tokens().expect("a sequence model");
+    let (t, vocab) = (tokens.tokens, tokens.vocab);
+    let tok = |i: usize| (5 * i + (i * i) % 3) % vocab;
+    let x: Vec<F32> = (0..n)
+        .flat_map(|s| (0..t).map(move |k| f32i(tok(3 * s + k) as i64)))
+        .collect();
+    let k = model.classes();
+    match labels {
+        "next" => {
+            let y: Vec<usize> = (0..n)
+                .flat_map(|s| (0..t).map(move |k| tok(3 * s + k + 1)))
+                .collect();
+            Dataset::with_labels(t, k, x, &y, t).unwrap()
+        }
+        "class" => {
+            let y: Vec<usize> = (0..n).map(|s| (s * 5) % k).collect();
+            Dataset::new(t, k, x, &y).unwrap()
+        }
+        "targets" => {
+            let values: Vec<F32> = (0..n)
+                .flat_map(|s| (0..k).map(move |o| (s, o)))
+                .map(|(s, o)| f32i((((s * 3 + o * 5) % 7) as i64) - 3) / f32i(8))
+                .collect();
+            Dataset::regression(t, x, k, values).unwrap()
+        }
+        other => panic!("labels {other}"),
+    }
+}
