@@ -89,7 +89,7 @@ pub trait Real:
     }
 
     /// The exact GELU, `x Φ(x)`: the correctly rounded `Φ(x)`, then one product in this
-    /// arithmetic (`docs/TRAINING.md`, section 2). `Φ` makes it two roundings in all: the
+    /// arithmetic (`docs/TRAINING.md`, section 15.7). `Φ` makes it two roundings in all: the
     /// `erf` form would round `x/√2` first.
     #[inline]
     fn gelu(self) -> Self {

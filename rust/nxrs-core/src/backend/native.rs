@@ -134,7 +134,6 @@ hardware_float! {
         r
     },
     extra: {
-        fn gelu(self) -> Native { Native(self.0 * (0.5 * (1.0 + (self.0 * 0.7978846 * (1.0 + 0.044715 * self.0 * self.0)).tanh()))) }
         /// The blocked kernel on the path in use ([`Isa`]); NaN results recomputed in
         /// `Native`.
         fn matmul(mm: MatMul<'_, Native>) {

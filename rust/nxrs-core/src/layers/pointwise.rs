@@ -40,17 +40,17 @@ pub fn tanh<R: Real>(math: Math, x: &[R], y: &mut [R]) {
     }
 }
 
-/// The exact GELU, `y = x * Phi(x)`.
+/// The exact GELU, `y = x * Phi(x)` ([`Real::gelu`]).
 pub fn gelu<R: Real>(x: &[R], y: &mut [R]) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y = x * x.normal_cdf();
+        *y = x.gelu();
     }
 }
 
-/// `gx = g * (Phi(x) + (x * phi(x)))`, `x` the layer's input.
+/// `gx = g * (Phi(x) + (x * phi(x)))` ([`Real::gelu_derivative`]), `x` the layer's input.
 pub fn gelu_backward<R: Real>(g: &[R], x: &[R], gx: &mut [R]) {
     for ((gx, &g), &x) in gx.iter_mut().zip(g).zip(x) {
-        *gx = g * (x.normal_cdf() + (x * x.normal_pdf()));
+        *gx = g * x.gelu_derivative();
     }
 }
 
