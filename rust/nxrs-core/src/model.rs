@@ -121,6 +121,11 @@ impl Model {
         self.network.tokens
     }
 
+    /// Whether the model's output is a sequence, scored token by token (section 15.8).
+    pub fn per_token(&self) -> bool {
+        self.network.tokens.is_some_and(|t| t.per_token)
+    }
+
     /// The labels of a sample: one per token of a model whose output is a sequence, else one.
     pub fn labels_per_sample(&self) -> usize {
         match self.network.tokens {

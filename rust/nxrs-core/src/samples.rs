@@ -53,7 +53,7 @@ impl Rows {
     /// The number of dimensions of labels: the leading ones, and a sequence model's tokens
     /// (section 15.8).
     pub fn label_ndim(self, model: &Model) -> usize {
-        self.rank() + usize::from(model.labels_per_sample() > 1)
+        self.rank() + usize::from(model.per_token())
     }
 
     /// The accepted numbers of dimensions of regression targets for `model`: the leading ones

@@ -528,9 +528,18 @@ impl Resolved {
                     },
                 )
             }
+            LayerSpec::Conv { .. } | LayerSpec::Pool { .. } | LayerSpec::BatchNorm { .. }
+                if input.sequence =>
+            {
+                return Err(Error::Config(format!(
+                    "{what}: takes channels, not a (tokens, width) sequence: on a sequence use \
+                     Dense, LayerNorm, CausalSelfAttention or a pointwise layer, or Flatten() \
+                     it first"
+                )))
+            }
             _ => {
                 let (op, shape) = resolve(what, spec, &input.shape)?;
-                // Layers of one shape keep a sequence one; Flatten ends it.
+                // Pointwise layers keep a sequence one; Flatten ends it.
                 let sequence = input.sequence && !matches!(spec, LayerSpec::Flatten);
                 (op, Activation { shape, sequence })
             }
@@ -611,6 +620,16 @@ impl Layer {
                 "window table (positions x channels x kernel cells)",
                 windows(w),
             )],
+            Op::Attention(a) => vec![
+                (
+                    "queries, keys and values (tokens x 3 x width)",
+                    product(&[a.tokens, 3, a.width]),
+                ),
+                (
+                    "attention probabilities (heads x tokens x tokens)",
+                    product(&[a.heads, a.tokens, a.tokens]),
+                ),
+            ],
             _ => vec![],
         }
     }

@@ -17,12 +17,12 @@ impl PyTrainer {
         x: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (cells, n) = self.features(py, x)?;
-        let (per_sample, classes) = self.scored(py);
+        let (per_token, per_sample, classes) = self.scored(py);
         let out = self.compute(py, |t| t.predict(&cells)).map_err(to_py)?;
         let out = PyArray1::from_vec(py, floats(&out));
-        Ok(match per_sample {
-            1 => out.reshape([n, classes])?.into_any(),
-            _ => out.reshape([n, per_sample, classes])?.into_any(),
+        Ok(match per_token {
+            false => out.reshape([n, classes])?.into_any(),
+            true => out.reshape([n, per_sample, classes])?.into_any(),
         })
     }
 
@@ -35,7 +35,7 @@ impl PyTrainer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (cells, n) = self.features(py, x)?;
         let (loss, _, outputs) = self.shape(py);
-        let (per_sample, classes) = self.scored(py);
+        let (per_token, per_sample, classes) = self.scored(py);
         let (out, math) = self
             .compute(py, |t| t.predict(&cells).map(|out| (out, t.config().math)))
             .map_err(to_py)?;
@@ -46,9 +46,9 @@ impl PyTrainer {
                     .map(|p| argmax(math, p) as i64)
                     .collect();
                 let labels = PyArray1::from_vec(py, labels);
-                Ok(match per_sample {
-                    1 => labels.into_any(),
-                    _ => labels.reshape([n, per_sample])?.into_any(),
+                Ok(match per_token {
+                    false => labels.into_any(),
+                    true => labels.reshape([n, per_sample])?.into_any(),
                 })
             }
             Loss::Mse => Ok(PyArray1::from_vec(py, floats(&out))
@@ -57,10 +57,13 @@ impl PyTrainer {
         }
     }
 
-    /// The labels a sample is scored by (a sequence model's one per token, else one) and the
-    /// outputs each scores.
-    fn scored(&self, py: Python<'_>) -> (usize, usize) {
-        self.read(py, |t| (t.model().labels_per_sample(), t.model().classes()))
+    /// Whether the model scores its outputs token by token, the labels a sample is scored by
+    /// (a sequence model's one per token, else one) and the outputs each scores.
+    fn scored(&self, py: Python<'_>) -> (bool, usize, usize) {
+        self.read(py, |t| {
+            let model = t.model();
+            (model.per_token(), model.labels_per_sample(), model.classes())
+        })
     }
 
     /// `evaluate`: `(loss, accuracy)` on `(x, y)`; accuracy None for mse.
