@@ -17,7 +17,13 @@ from nxrs.layers import Layer
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
 
-from nxrs._interop.weights import _layer_list, _require, _start, from_weights
+from nxrs._interop.weights import (
+    _PARAMETER_NAMES,
+    _layer_list,
+    _require,
+    _start,
+    from_weights,
+)
 
 
 def save_safetensors(
@@ -60,10 +66,10 @@ def save_safetensors(
 #: A parameter's name, ``W<l>`` or ``b<l>``, and an optimiser slot's (``m``/``v`` before it).
 _PARAMETER = re.compile(r"([Wb])([1-9][0-9]*)")
 _SLOT = re.compile(r"[mv][Wb][1-9][0-9]*")
-#: The names of the tensors a model computes with (section 15.4): parameters and running
-#: statistics, not optimiser slots (``m``/``v`` and a parameter's name, which none of these
-#: spellings starts a name of).
-_WEIGHT = re.compile(r"(?:W|b|gamma|beta|mean|var)[1-9][0-9]*")
+#: The names of the tensors a model computes with (sections 15.4 and 15.8): parameters and
+#: running statistics, not optimiser slots (``m``/``v`` and a parameter's name, which none of
+#: these spellings starts a name of).
+_WEIGHT = re.compile(rf"(?:{'|'.join(_PARAMETER_NAMES)}|mean|var)[1-9][0-9]*")
 _STATISTIC = re.compile(r"(?:mean|var)[1-9][0-9]*")
 
 
