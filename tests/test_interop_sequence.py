@@ -26,6 +26,7 @@ from nxrs.layers import (
     LayerNorm,
     PositionalEmbedding,
     Tanh,
+    TiedHead,
     gpt,
 )
 
@@ -320,3 +321,52 @@ def test_safetensors_round_trip_of_a_gpt(tmp_path: Path) -> None:
         back = nxrs.Trainer.from_safetensors(tmp_path / f"{file}.safetensors", **CONFIG)
         assert back.config["layers"] == t.config["layers"]
         assert bits(back) == bits(t)
+
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def run_onnx(path: Path, x: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out: npt.NDArray[np.float32] = session.run(None, {"input": x})[0]
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_onnx_export_computes_predict_proba(name: str, tmp_path: Path) -> None:
+    t = trained(name)
+    x, _ = samples(name, 24)
+    expected = t.predict_proba(x)
+    t.to_onnx(tmp_path / "p.onnx")
+    t.to_onnx(tmp_path / "z.onnx", softmax=False)
+    probabilities = run_onnx(tmp_path / "p.onnx", x)
+    assert probabilities.shape == expected.shape
+    np.testing.assert_allclose(probabilities, expected, rtol=RTOL, atol=ATOL)
+    logits = run_onnx(tmp_path / "z.onnx", x)
+    np.testing.assert_allclose(softmax(logits), expected, rtol=RTOL, atol=ATOL)
+    assert (logits.argmax(axis=-1) == t.predict(x)).all()
+
+
+def test_onnx_graph_of_a_sequence_model(tmp_path: Path) -> None:
+    model = [Input(T), Embedding(VOCAB, 4), PositionalEmbedding(T, 4), CausalSelfAttention(2)]
+    nxrs.Trainer(layers=[*model, TiedHead()]).to_onnx(tmp_path / "m.onnx")
+    graph = onnx.load(str(tmp_path / "m.onnx")).graph
+    assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
+    dims = [d.dim_param or d.dim_value for d in graph.output[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", T, VOCAB]
+    ops = [node.op_type for node in graph.node]
+    assert ops[:3] == ["Gather", "Slice", "Add"]
+    assert ops[-3:] == [
+        "Transpose",
+        "MatMul",
+        "Softmax",
+    ]  # the tied head: x Eᵀ, no table of its own
+    assert list(graph.node[-3].input) == ["E1"]
+    initializers = {i.name: onnx.numpy_helper.to_array(i) for i in graph.initializer}
+    assert sorted(k for k in initializers if k[0] in "EPW") == ["E1", "P2", "Wo3", "Wqkv3"]
+    # c = 1 / sqrt(f32(2)), and the mask: 0 on and below the diagonal, -inf above it.
+    assert initializers["scale2"] == np.float32(1) / np.sqrt(np.float32(2))
+    mask = initializers["causal_mask"]
+    assert mask.shape == (T, T)
+    assert (mask[np.tril_indices(T)] == 0).all() and (mask[np.triu_indices(T, 1)] == -np.inf).all()
