@@ -120,6 +120,29 @@ def test_gpt_state_names() -> None:
     assert [k for k in state if not k.startswith(("m", "v"))] == GPT_PARAMETERS
 
 
+def test_the_documented_nanogpt_names_are_the_state_names() -> None:
+    """docs/interop.md's table of gpt's tensors (nxrs, shape, nanoGPT), read from the document
+    and spelled out for two blocks: every parameter of the state, each once, of its shape."""
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "interop.md").read_text()
+    rows = re.findall(r"^  \| `([A-Za-z]+)(\{?[0-9+kL]*\}?)` \| `([^`]+)` \|", text, re.M)
+    assert len(rows) == 9, rows
+    sizes = {"vocab": VOCAB, "context": T, "width": 16, "3 width": 48, "4 width": 64}
+    documented = {}
+    for i in range(2):
+        for name, number, shape in rows:
+            # "1", "{3+k}", "{3+5L}": a sum of numbers, k = 5i and multiples of L = 2
+            terms = number.strip("{}").split("+")
+            n = sum(
+                5 * i if t == "k" else int(t[:-1]) * 2 if t.endswith("L") else int(t) for t in terms
+            )
+            dims = tuple(sizes[d] for d in shape.split(" x "))
+            documented[f"{name}{n}"] = dims
+    state = nxrs.Trainer(layers=MODELS["gpt"]).state_dict()
+    assert documented == {name: state[name].shape for name in GPT_PARAMETERS}
+
+
 def test_to_torch_modules_of_a_gpt() -> None:
     from nxrs._interop import torch_sequence as sequence
     from nxrs._interop.torch_residual import Residual

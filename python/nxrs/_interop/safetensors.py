@@ -38,7 +38,9 @@ def save_safetensors(
     mb<l> vb<l>`` (first and second moments), SGD ``mW<l> mb<l>`` (momentum buffers). A layer
     model's are its state's (section 15.4, numbered depth first through ``Residual`` blocks,
     section 15.7; a layer without biases has no ``b{n}`` or ``beta{n}``): ``W{n} b{n} gamma{n}
-    beta{n}`` and BatchNorm's running statistics ``mean{n} var{n}``, with ``moments`` the slots
+    beta{n}``, a sequence model's ``E{n} P{n} Wqkv{n} Wo{n}`` (section 15.8; ``docs/interop.md``
+    maps ``gpt``'s to nanoGPT's names) and BatchNorm's running statistics ``mean{n} var{n}``,
+    with ``moments`` the slots
     ``m<p> v<p>`` of each
     parameter ``p``. The header's metadata holds ``format`` ("nxrs"), ``layers`` (JSON: the
     layer sizes, or a layer model's list of layer objects, section 15.1), ``loss`` and
