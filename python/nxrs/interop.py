@@ -82,10 +82,16 @@ def from_torch(module: Any, *, input_shape: Any = None, **config: Any) -> Traine
     ``start_dim=1``, ``end_dim=-1``); ``ReLU``, ``Tanh``, ``Sigmoid``, ``GELU()`` (the exact
     form, ``approximate="none"``), ``Dropout``; ``BatchNorm1d/2d`` with ``affine``,
     ``track_running_stats`` and a ``momentum``; ``LayerNorm`` with its weight (and a bias, or
-    ``bias=False``), over the whole input of the layer; and the ``Residual`` modules
-    ``to_torch`` writes (``x + branch(x)``), their branches' modules by the same rules. A
-    residual block cannot be recognised from what a module computes: one of any other class
-    is refused.
+    ``bias=False``), over the whole input of the layer (over each token's width in a
+    sequence); and the ``Residual`` modules ``to_torch`` writes (``x + branch(x)``), their
+    branches' modules by the same rules. A residual block cannot be recognised from what a
+    module computes: one of any other class is refused. A sequence model (section 15.8,
+    ``input_shape=(T,)``) starts with an ``nn.Embedding`` (without ``padding_idx``,
+    ``max_norm`` or ``scale_grad_by_freq``) and takes the ``PositionalEmbedding``,
+    ``CausalSelfAttention`` (no biases) and ``TiedHead`` modules ``to_torch`` writes
+    (``nxrs._interop.torch_sequence``), a ``TiedHead`` only when its weight is the
+    ``nn.Embedding``'s very parameter; its layers have no ``std`` or ``proj_std`` (they only
+    set the initial draws, and the weights are the module's).
 
     Any other module (another activation such as ``SiLU``, a setting above) is a ConfigError
     naming its position, the module and why (a module that would need ``input_shape`` when

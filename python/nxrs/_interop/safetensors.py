@@ -17,7 +17,13 @@ from nxrs.layers import Layer
 if TYPE_CHECKING:
     from nxrs._trainer import Trainer
 
-from nxrs._interop.weights import _layer_list, _require, _start, from_weights
+from nxrs._interop.weights import (
+    _PARAMETER_NAMES,
+    _layer_list,
+    _require,
+    _start,
+    from_weights,
+)
 
 
 def save_safetensors(
@@ -32,7 +38,9 @@ def save_safetensors(
     mb<l> vb<l>`` (first and second moments), SGD ``mW<l> mb<l>`` (momentum buffers). A layer
     model's are its state's (section 15.4, numbered depth first through ``Residual`` blocks,
     section 15.7; a layer without biases has no ``b{n}`` or ``beta{n}``): ``W{n} b{n} gamma{n}
-    beta{n}`` and BatchNorm's running statistics ``mean{n} var{n}``, with ``moments`` the slots
+    beta{n}``, a sequence model's ``E{n} P{n} Wqkv{n} Wo{n}`` (section 15.8; ``docs/interop.md``
+    maps ``gpt``'s to nanoGPT's names) and BatchNorm's running statistics ``mean{n} var{n}``,
+    with ``moments`` the slots
     ``m<p> v<p>`` of each
     parameter ``p``. The header's metadata holds ``format`` ("nxrs"), ``layers`` (JSON: the
     layer sizes, or a layer model's list of layer objects, section 15.1), ``loss`` and
@@ -60,10 +68,10 @@ def save_safetensors(
 #: A parameter's name, ``W<l>`` or ``b<l>``, and an optimiser slot's (``m``/``v`` before it).
 _PARAMETER = re.compile(r"([Wb])([1-9][0-9]*)")
 _SLOT = re.compile(r"[mv][Wb][1-9][0-9]*")
-#: The names of the tensors a model computes with (section 15.4): parameters and running
-#: statistics, not optimiser slots (``m``/``v`` and a parameter's name, which none of these
-#: spellings starts a name of).
-_WEIGHT = re.compile(r"(?:W|b|gamma|beta|mean|var)[1-9][0-9]*")
+#: The names of the tensors a model computes with (sections 15.4 and 15.8): parameters and
+#: running statistics, not optimiser slots (``m``/``v`` and a parameter's name, which none of
+#: these spellings starts a name of).
+_WEIGHT = re.compile(rf"(?:{'|'.join(_PARAMETER_NAMES)}|mean|var)[1-9][0-9]*")
 _STATISTIC = re.compile(r"(?:mean|var)[1-9][0-9]*")
 
 

@@ -37,7 +37,15 @@ def to_torch(trainer: Trainer, *, softmax: bool = False) -> Any:
     (``normalized_shape`` the layer's input shape, ``eps``); ``Linear`` and ``LayerNorm`` with
     ``bias=False`` for layers without biases; a ``Residual`` is a module of its own class,
     ``x + branch(x)`` with ``branch`` the ``Sequential`` of its layers' modules (nested as the
-    layers are). The input is ``(batch, *shape)`` of the model's ``Input``. The module is in
+    layers are). A sequence model (section 15.8) takes ``(batch, T)`` token ids (a
+    ``LongTensor``) and outputs its last layer's values per sample (``(batch, T, vocab)`` for a
+    GPT): ``Embedding`` is ``nn.Embedding`` (weight ``E``); ``PositionalEmbedding``,
+    ``CausalSelfAttention`` (nanoGPT's: ``c_attn`` weight ``Wqkv``, ``c_proj`` weight ``Wo``,
+    ``scaled_dot_product_attention(is_causal=True)``) and ``TiedHead`` (``x @ weight.T``, its
+    ``weight`` the ``nn.Embedding``'s very parameter, so the tie holds in torch) are modules of
+    ``nxrs._interop.torch_sequence``; ``Linear`` acts on each token and ``LayerNorm``
+    normalises each token's width (``normalized_shape=(width,)``). Any other model's input is
+    ``(batch, *shape)`` of its ``Input``. The module is in
     torch's default training mode: ``.eval()`` gives nxrs's evaluation mode (section 15.6:
     Dropout the identity, BatchNorm on its running statistics), what ``predict`` computes.
 
@@ -75,9 +83,14 @@ def _copy(torch: Any, module: Any, **tensors: npt.NDArray[np.float32]) -> None:
 
 
 def _torch_modules(
-    torch: Any, layers: list[_Numbered], state: dict[str, npt.NDArray[np.float32]]
+    torch: Any,
+    layers: list[_Numbered],
+    state: dict[str, npt.NDArray[np.float32]],
+    embedding: Any = None,
 ) -> list[Any]:
-    """The torch modules of a layer model's layers (``to_torch``), with its tensors."""
+    """The torch modules of a layer model's layers (``to_torch``), with its tensors;
+    ``embedding`` the model's ``nn.Embedding`` once made (a TiedHead shares its weight)."""
+    from nxrs._interop import torch_sequence as sequence
     from nxrs._interop.torch_residual import Residual
 
     nn = torch.nn
@@ -87,7 +100,22 @@ def _torch_modules(
         # The parameters by their torch names: weight, and bias unless the layer has none.
         tensors = {key: state[name] for key, name in zip(("weight", "bias"), item.tensors())}
         bias = "bias" in tensors
-        if kind in ("Dense", "Conv1d", "Conv2d"):
+        if kind == "Embedding":
+            module = torch.nn.utils.skip_init(
+                nn.Embedding, layer["vocab"], layer["width"], dtype=torch.float32
+            )
+            _copy(torch, module, weight=state[f"E{n}"])
+            embedding = module
+        elif kind == "PositionalEmbedding":
+            module = sequence.PositionalEmbedding(layer["context"], layer["width"])
+            _copy(torch, module, weight=state[f"P{n}"])
+        elif kind == "CausalSelfAttention":
+            module = sequence.CausalSelfAttention(state[f"Wo{n}"].shape[0], layer["heads"])
+            _copy(torch, module.c_attn, weight=state[f"Wqkv{n}"])
+            _copy(torch, module.c_proj, weight=state[f"Wo{n}"])
+        elif kind == "TiedHead":
+            module = sequence.TiedHead(embedding.weight)
+        elif kind in ("Dense", "Conv1d", "Conv2d"):
             w = state[f"W{n}"]
             if kind == "Dense":
                 module = _skip_init(torch, nn.Linear, w.shape[1], w.shape[0], bias=bias)
@@ -120,7 +148,7 @@ def _torch_modules(
         elif kind == "Dropout":
             module = nn.Dropout(layer["p"])
         elif kind == "Residual":
-            module = Residual(*_torch_modules(torch, item.branch, state))
+            module = Residual(*_torch_modules(torch, item.branch, state, embedding))
         else:  # Flatten, ReLU, Tanh, Sigmoid, GELU: torch's modules of the same name, their
             # defaults (GELU's is the exact form, approximate="none")
             module = getattr(nn, kind)()
@@ -168,7 +196,7 @@ def from_torch(
     if children and all(type(child) in _torch_layer_types(nn) for child in children):
         hint = (
             "; as a layer model (nxrs.layers) it may be: give input_shape=, the shape of one "
-            "sample (e.g. (channels, length) for Conv1d)"
+            "sample (e.g. (channels, length) for Conv1d, (T,) for T token ids)"
         )
     pairs = []
     for k, child in enumerate(children):
@@ -193,7 +221,8 @@ def from_torch(
 
 def _torch_layer_types(nn: Any) -> tuple[type, ...]:
     """The torch module types ``from_torch`` turns into layers (``_layer_of``, and the
-    ``Residual`` modules ``to_torch`` writes)."""
+    ``Residual`` and sequence modules ``to_torch`` writes)."""
+    from nxrs._interop import torch_sequence as sequence
     from nxrs._interop.torch_residual import Residual
 
     names = (
@@ -213,8 +242,10 @@ def _torch_layer_types(nn: Any) -> tuple[type, ...]:
         "BatchNorm2d",
         "LayerNorm",
         "GELU",
+        "Embedding",
     )
-    return (*(getattr(nn, name) for name in names), Residual)
+    own = (Residual, sequence.PositionalEmbedding, sequence.CausalSelfAttention, sequence.TiedHead)
+    return (*(getattr(nn, name) for name in names), *own)
 
 
 def _from_torch_layers(
@@ -235,6 +266,7 @@ def _from_torch_layers(
     buffers: list[npt.NDArray[Any]] = []
     norms = []  # each LayerNorm: its name, its module and its tensor number
     n = 0  # the tensor number (section 15.4), counted depth first as the layers are
+    embeddings: list[Any] = []  # the nn.Embedding modules, which a TiedHead must share
 
     def convert(named: list[tuple[str, Any]]) -> list[Layer]:
         """The layers of the modules, each with its name (its index, nested ones as torch's
@@ -247,6 +279,10 @@ def _from_torch_layers(
                 model.append(layers.Residual(convert(branch)))
                 continue
             layer, tensors, statistics = _layer_of(torch, k, child)
+            if isinstance(layer, layers.Embedding):
+                embeddings.append(child)
+            if isinstance(layer, layers.TiedHead):
+                _check_tied(k, child, embeddings)
             model.append(layer)
             n += bool(tensors)
             parameters.extend(_torch_array(torch, t, f"module {k}'s {name}") for name, t in tensors)
@@ -262,6 +298,17 @@ def _from_torch_layers(
         _check_normalized_shape(k, child, state[f"gamma{number}"].shape)
     _start(trainer, parameters, buffers)
     return trainer
+
+
+def _check_tied(k: str, child: Any, embeddings: list[Any]) -> None:
+    """Refuses the ``TiedHead`` module ``child`` (module ``k``) unless its weight is the very
+    parameter of the ``nn.Embedding`` before it: nxrs's head has no table of its own."""
+    if not any(child.weight is embedding.weight for embedding in embeddings):
+        raise ConfigError(
+            f"module {k} ({child!r}) cannot be represented: its weight is not the weight "
+            "parameter of an nn.Embedding before it (the same tensor); nxrs's TiedHead reads "
+            "the model's Embedding table and has none of its own"
+        )
 
 
 def _check_normalized_shape(k: str, child: Any, whole: tuple[int, ...]) -> None:
@@ -284,6 +331,7 @@ def _layer_of(torch: Any, k: str, child: Any) -> tuple[Layer, _Tensors, _Tensors
     """The nxrs layer of the torch module ``child`` (module ``k``), its parameters and running
     statistics; a ConfigError naming it and why when nxrs has no such layer."""
     from nxrs import layers
+    from nxrs._interop import torch_sequence as sequence
 
     nn = torch.nn
     kind = type(child)
@@ -365,9 +413,32 @@ def _layer_of(torch: Any, k: str, child: Any) -> tuple[Layer, _Tensors, _Tensors
         if child.weight is None:
             raise refuse("it has no elementwise weight; nxrs's LayerNorm has one")
         return layers.LayerNorm(eps=child.eps, bias=bias), parameters, []
+    if kind is nn.Embedding:
+        for name, value, default in (
+            ("padding_idx", child.padding_idx, None),
+            ("max_norm", child.max_norm, None),
+            ("scale_grad_by_freq", child.scale_grad_by_freq, False),
+        ):
+            if value != default:
+                raise refuse(f"{name}={value!r}; nxrs's Embedding is a plain table lookup")
+        return layers.Embedding(child.num_embeddings, child.embedding_dim), parameters, []
+    if kind is sequence.PositionalEmbedding:
+        return layers.PositionalEmbedding(*child.weight.shape), parameters, []
+    if kind is sequence.CausalSelfAttention:
+        if child.c_attn.bias is not None or child.c_proj.bias is not None:
+            raise refuse("its projections have biases; nxrs's CausalSelfAttention has none")
+        projections = [
+            ("c_attn.weight", child.c_attn.weight),
+            ("c_proj.weight", child.c_proj.weight),
+        ]
+        return layers.CausalSelfAttention(child.heads), projections, []
+    if kind is sequence.TiedHead:
+        return layers.TiedHead(), [], []  # its weight is the Embedding's (_check_tied)
     if getattr(nn, kind.__name__, None) is kind:
         raise refuse(f"nxrs has no layer for torch.nn.{kind.__name__}")
     raise refuse(
         f"nxrs has no layer for {kind} (a residual block is taken as to_torch writes a "
-        "Residual layer, x + branch(x) of its own module class, and no other)"
+        "Residual layer, x + branch(x) of its own module class, and no other; so are "
+        "positional embeddings, causal self-attention and tied heads, of the classes in "
+        "nxrs._interop.torch_sequence)"
     )

@@ -55,8 +55,9 @@ def _layer_list(trainer: Trainer) -> list[dict[str, Any]] | None:
     return layers if layers and isinstance(layers[0], dict) else None
 
 
-#: The layers with tensors and their parameters' names (section 15.4), as ``W{n} b{n}``; in
-#: torch both are ``weight`` and ``bias``. Dense and LayerNorm may lack the second (section 15.7).
+#: The layers with tensors and their parameters' names (sections 15.4 and 15.8), as ``W{n}
+#: b{n}``; in torch the pairs are ``weight`` and ``bias``. Dense and LayerNorm may lack the second
+#: (section 15.7). A TiedHead has none: it reads its Embedding's ``E``.
 _TENSORS = {
     "Dense": ("W", "b"),
     "Conv1d": ("W", "b"),
@@ -64,7 +65,12 @@ _TENSORS = {
     "BatchNorm1d": ("gamma", "beta"),
     "BatchNorm2d": ("gamma", "beta"),
     "LayerNorm": ("gamma", "beta"),
+    "Embedding": ("E",),
+    "PositionalEmbedding": ("P",),
+    "CausalSelfAttention": ("Wqkv", "Wo"),
 }
+#: Every parameter's name without its number.
+_PARAMETER_NAMES = sorted({name for names in _TENSORS.values() for name in names})
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,8 @@ class _Numbered:
 
     def tensors(self) -> list[str]:
         """The names of the layer's parameters in the state: ``W{n} b{n}``, ``gamma{n}
-        beta{n}``, the first alone without biases, none for a layer without tensors."""
+        beta{n}``, the first alone without biases, ``E{n}``, ``P{n}``, ``Wqkv{n} Wo{n}``, none
+        for a layer without tensors."""
         names = _TENSORS.get(self.layer["type"], ())
         return [f"{name}{self.n}" for name in names[: 1 + self.layer.get("bias", True)]]
 
