@@ -166,10 +166,12 @@ class _Trainer:
         """``steps`` optimiser steps in the epoch structure (as ``train_until``); their losses."""
     def predict_proba(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """The model's outputs, float32 (N, n_out): softmax probabilities (cross-entropy) or
-        the output values (mse), in the same exact arithmetic as training."""
+        the output values (mse), in the same exact arithmetic as training; a sequence model
+        scored per token gives (N, T, classes)."""
     def predict(self, x: npt.ArrayLike) -> npt.NDArray[Any]:
         """Class indices, int64 (N,), the maximum of ``predict_proba`` by TRAINING.md section
-        10's rule (cross-entropy); the outputs (mse)."""
+        10's rule (cross-entropy; a sequence model scored per token: (N, T)); the outputs
+        (mse)."""
     def evaluate(self, x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float | None]:
         """``(loss, accuracy)`` on ``(x, y)``: the mean sample loss (binary32) and correct / N;
         accuracy is None for mse. Changes nothing."""
@@ -271,6 +273,16 @@ class _Trainer:
         """Claims the trainer for ``call``, a method implemented in Python (``fit``), until
         the context manager exits: BusyError while another thread changes the trainer."""
     def _dataset(self, x: npt.ArrayLike, y: npt.ArrayLike) -> Dataset: ...
+    def _stream(self, tokens: npt.ArrayLike) -> Dataset:
+        """A token stream (1-D integer ids) as a data set of this sequence model's windows
+        (docs/TRAINING.md section 15.8), checked once."""
+    def _stream_windows(
+        self, dataset: Dataset, count_: SupportsIndex, part: SupportsIndex
+    ) -> Dataset:
+        """``count_`` windows of the token stream ``dataset`` drawn from the evaluation stream
+        of ``part`` (0 training, 1 validation): the same at every call."""
+    def _evaluate(self, dataset: Dataset) -> tuple[float, float | None]:
+        """``(loss, accuracy)`` on a data set (``_dataset``'s or ``_stream_windows``')."""
     def _run(
         self,
         dataset: Dataset,
@@ -278,10 +290,12 @@ class _Trainer:
         max_steps: SupportsIndex | None = None,
         max_seconds: float | None = None,
         epoch_end: bool = False,
+        steps: SupportsIndex | None = None,
     ) -> RunChunk:
-        """Trains on ``dataset`` towards ``epochs`` complete epochs, returning after at most
-        ``max_steps`` steps, about ``max_seconds`` (the GIL released meanwhile) or, with
-        ``epoch_end``, an epoch's end: what it did."""
+        """Trains on ``dataset`` towards ``epochs`` complete epochs (a token stream: towards
+        ``steps`` steps in all), returning after at most ``max_steps`` steps, about
+        ``max_seconds`` (the GIL released meanwhile) or, with ``epoch_end``, an epoch's end:
+        what it did."""
     def _batch_blocks(self, dataset: Dataset) -> list[list[int]]:
         """The current batch's gradient blocks: sample indices into ``dataset``, in order."""
     def _block_gradient(

@@ -111,10 +111,13 @@ class Trainer(_Trainer):
     def fit(
         self,
         x: npt.ArrayLike,
-        y: npt.ArrayLike,
-        epochs: SupportsIndex,
+        y: npt.ArrayLike | None = None,
+        epochs: SupportsIndex | None = None,
         *,
-        validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        steps: SupportsIndex | None = None,
+        eval_every: SupportsIndex | None = None,
+        eval_batches: SupportsIndex = 20,
+        validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | npt.ArrayLike | None = None,
         checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
         every: SupportsIndex | None = None,
         every_seconds: float | None = None,
@@ -211,6 +214,27 @@ class Trainer(_Trainer):
         ``nxrs.distributed`` logger); checkpoints, resume and stopping work as with
         ``engine="local"``.
 
+        **A token stream** (a sequence model whose output is scored token by token, such as
+        ``nxrs.layers.gpt``'s; docs/TRAINING.md section 15.8): ``x`` is the stream, a 1-D array
+        of token ids (``nxrs.data.Text.train``), ``y`` is not given, and the run trains by
+        ``steps`` (the total step count, as ``epochs`` is for data sets) instead of epochs.
+        Each step trains on ``batch_size`` windows of the model's context drawn at random from
+        the stream by the step's own random stream, so any machine, thread count and resume
+        draws the same ones. ``validation_data`` is then a stream too (``Text.val``). Every
+        ``eval_every`` steps (and at the end) the loss is estimated on ``eval_batches *
+        batch_size`` windows of the training stream and of the validation stream, drawn from
+        streams of their own (the same windows at every evaluation; evaluating never changes
+        the training windows): ``History.step`` lists the steps, ``history["loss"]`` and
+        ``history["val_loss"]`` the estimates (and the token accuracies).
+
+        >>> import numpy as np, nxrs
+        >>> t = nxrs.Trainer(layers=nxrs.layers.gpt(5, context=4, layers=1, heads=1, width=4),
+        ...                  optimizer="adamw", batch_size=2)
+        >>> stream = np.arange(40) % 5
+        >>> h = t.fit(stream, steps=6, validation_data=stream[:12], eval_every=3, eval_batches=1)
+        >>> h.step, t.steps
+        ([3, 6], 6)
+
         ``_stop``, ``_command``, ``_say``, ``_source`` and ``_data_source`` are for nxrs's own
         command line and sweeps (a stop flag whose signal handlers the caller installed, the
         command recorded in the manifest, where messages go, the whole data file's identity,
@@ -221,6 +245,9 @@ class Trainer(_Trainer):
             x,
             y,
             epochs,
+            steps=steps,
+            eval_every=eval_every,
+            eval_batches=eval_batches,
             validation_data=validation_data,
             checkpoint=checkpoint,
             every=every,

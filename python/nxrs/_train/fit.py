@@ -32,7 +32,7 @@ from nxrs._runs.errors import (
 )
 from nxrs._runs.manifest import event
 from nxrs._storage.store import is_url
-from nxrs._train.session import Session, newest
+from nxrs._train.session import Session, newest, validation_dataset
 from nxrs._util.checks import count, flag, keep_count, optional_count, save_points
 from nxrs._util.progress import progress_bar
 from nxrs._util.signals import StopFlag, stop_signals
@@ -66,6 +66,8 @@ class History:
     """
 
     epoch: list[int] = field(default_factory=list)
+    #: A token stream's run: the step counts after which the losses were estimated.
+    step: list[int] = field(default_factory=list)
     history: dict[str, list[float]] = field(default_factory=dict)
     #: Optimiser steps taken by this call.
     steps: int = 0
@@ -79,10 +81,13 @@ class History:
 def fit(
     trainer: Trainer,
     x: npt.ArrayLike,
-    y: npt.ArrayLike,
-    epochs: SupportsIndex,
+    y: npt.ArrayLike | None,
+    epochs: SupportsIndex | None,
     *,
-    validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    steps: SupportsIndex | None = None,
+    eval_every: SupportsIndex | None = None,
+    eval_batches: SupportsIndex = 20,
+    validation_data: tuple[npt.ArrayLike, npt.ArrayLike] | npt.ArrayLike | None = None,
     checkpoint: str | os.PathLike[str] | CheckpointManager | None = None,
     every: SupportsIndex | None = None,
     every_seconds: float | None = None,
@@ -102,7 +107,24 @@ def fit(
     """``Trainer.fit``: checks every setting before anything is read or changed, then trains
     (``Trainer.fit`` describes it all)."""
     # Every setting is checked before anything is read or changed (ConfigError, a ValueError).
-    epochs = count("epochs", epochs, minimum=1)
+    stream = y is None
+    if stream:
+        # A token stream trains by steps (docs/TRAINING.md section 15.8).
+        if epochs is not None or steps is None:
+            raise ConfigError(
+                "a token stream (x alone, no y) trains by steps: give steps=N, not epochs"
+            )
+        total_steps: int | None = count("steps", steps, minimum=1)
+        epochs = 0
+    else:
+        if epochs is None or steps is not None:
+            raise ConfigError(
+                "fit(x, y, epochs) trains a data set by epochs; steps=N is for a token stream "
+                "(x alone)"
+            )
+        total_steps = None
+        epochs = count("epochs", epochs, minimum=1)
+    evaluation = StreamEvaluation.of(eval_every, eval_batches, stream)
     every, every_seconds = save_points(every, every_seconds, checkpointed=checkpoint is not None)
     if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike, CheckpointManager)):
         raise ConfigError(
@@ -132,7 +154,7 @@ def fit(
     # other thread changes the trainer between this run's chunks (reading it is allowed); the
     # loop's own calls (``_run``, ``restore``, ...) nest in the claim.
     with trainer._claim("fit"):
-        if trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
+        if not stream and trainer.config["loss"] == "cross_entropy" and trainer.sizes[-1] < 2:
             # One output is one class: softmax gives it probability 1 whatever the weights, so
             # the loss and every gradient are 0 and nothing is learnt.
             raise ConfigError(
@@ -140,14 +162,16 @@ def fit(
                 f"({trainer.sizes}) has one (for one class there is nothing to learn; for a "
                 "single float target use loss='mse')"
             )
-        if validation_data is not None and (
-            not isinstance(validation_data, tuple) or len(validation_data) != 2
+        if (
+            not stream
+            and validation_data is not None
+            and (not isinstance(validation_data, tuple) or len(validation_data) != 2)
         ):
             raise InputError("validation_data must be a tuple (x, y)")
         options = RunOptions(
             epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
             _command, _say, None if _source is None else dict(_source), kept, async_save,
-            None if _data_source is None else dict(_data_source),
+            None if _data_source is None else dict(_data_source), total_steps, evaluation,
         )  # fmt: skip
         return _train(trainer, x, y, options, engine == "ray", workers, ray_address)
 
@@ -164,9 +188,9 @@ def _train(
     """Trains ``trainer`` as ``Trainer.fit`` (which checks the settings) describes: converts and
     checks the data, then runs the loop here or with the Ray engine."""
     # Every input is converted and checked before anything changes.
-    data = trainer._dataset(x, y)
+    data = trainer._stream(x) if options.steps is not None else trainer._dataset(x, y)
     if options.val is not None:
-        trainer._dataset(*options.val)
+        validation_dataset(trainer, options)
     if ray:
         from nxrs._train.distributed import RayEngine
 
@@ -208,6 +232,31 @@ class RunOptions:
     #: How the data was read (``--data``, ``--target``, ``--task``; nxrs train): what replay
     #: reads it again by.
     data_source: dict[str, Any] | None = None
+    #: A token stream's run: the steps it ends at (None: a data set's run, by epochs).
+    steps: int | None = None
+    #: A token stream's loss estimates.
+    evaluation: StreamEvaluation | None = None
+
+
+@dataclass(frozen=True)
+class StreamEvaluation:
+    """When and on how many windows a token stream's losses are estimated (``fit``'s
+    ``eval_every`` and ``eval_batches``)."""
+
+    every: int | None
+    batches: int
+
+    @staticmethod
+    def of(every: object, batches: object, stream: bool) -> StreamEvaluation | None:
+        """The settings checked; None for a data set's run, which takes neither."""
+        if not stream:
+            if every is not None or batches != 20:
+                raise ConfigError("eval_every and eval_batches are for a token stream's run")
+            return None
+        return StreamEvaluation(
+            optional_count("eval_every", every, minimum=1),
+            count("eval_batches", batches, minimum=1),
+        )
 
 
 def on_object_storage(checkpoint: object) -> bool:
@@ -274,12 +323,23 @@ def _fit(
     )  # fmt: skip
     progress, say = options.progress, options.say
     history = History()
-    if trainer.epoch >= epochs:
+    stream = options.steps is not None
+    estimate = _Estimates.of(trainer, data, options)
+
+    def finished() -> bool:
+        if options.steps is not None:
+            return trainer.steps >= options.steps
+        return trainer.epoch >= epochs
+
+    if finished():
         # Allowed (a finished run asked again, a resumed one already past the plan), and said:
         # a call that trains nothing is otherwise easy to mistake for one that trained. A
         # caller with its own channel (nxrs train's stderr lines) is told there.
         message = (
-            f"epochs={epochs}: the trainer has already completed {trainer.epoch} epochs; "
+            f"steps={options.steps}: the trainer has already taken {trainer.steps} steps; "
+            "nothing to train (pass a larger steps to train more)"
+            if stream
+            else f"epochs={epochs}: the trainer has already completed {trainer.epoch} epochs; "
             "nothing to train (pass a larger epochs to train more)"
         )
         if say is not None:
@@ -290,7 +350,7 @@ def _fit(
                 NothingToTrainWarning,
                 stacklevel=6,  # the caller of Trainer.fit -> fit -> _train -> _fit_with -> _fit
             )
-    bar = _progress_bar(progress, trainer, epochs, len(data))
+    bar = _progress_bar(progress, trainer, epochs, len(data), options.steps)
     last_save = _clock()
 
     def save(final: bool) -> None:
@@ -328,14 +388,27 @@ def _fit(
         )
 
     try:
-        while trainer.epoch < epochs:
+        while not finished():
             if stop is not None and stop.signum is not None:
                 break
-            max_steps = None if every is None else every - trainer.steps % every
+            periods = [every, None if estimate is None else estimate.every]
+            bounds = [p - trainer.steps % p for p in periods if p is not None]
+            max_steps = min(bounds) if bounds else None
             start = time.perf_counter()
             before = trainer.steps
-            chunk = runner(data, epochs, max_steps, _CHUNK_SECONDS, epoch_end=val is not None)
+            # A token stream's run steps towards its step count (its data set has no epochs).
+            towards = {"steps": options.steps} if stream else {}
+            chunk = runner(
+                data,
+                epochs,
+                max_steps,
+                _CHUNK_SECONDS,
+                epoch_end=val is not None and not stream,
+                **towards,
+            )
             history.steps += chunk.steps
+            if estimate is not None and chunk.steps and estimate.due(trainer, finished()):
+                estimate.record(trainer, history)
             for end in chunk.epochs:
                 history.epoch.append(end.epoch + 1)
                 history._add("loss", end.loss)
@@ -360,7 +433,7 @@ def _fit(
             ):
                 save(final=False)
             if chunk.steps == 0:
-                break  # nothing left to do (cannot happen while epoch < epochs; a safeguard)
+                break  # nothing left to do (cannot happen before the end; a safeguard)
         if stop is not None and stop.signum is not None:
             if bar is not None:
                 bar.close()
@@ -396,6 +469,42 @@ def _fit(
     return history
 
 
+class _Estimates:
+    """A token stream's loss estimates (``fit``'s ``eval_every``, ``eval_batches``): the same
+    windows of the training stream and of the validation stream at every evaluation, drawn
+    once from streams no step reads (docs/TRAINING.md section 15.8)."""
+
+    def __init__(self, every: int | None, train: Dataset, val: Dataset | None) -> None:
+        self.every, self.train, self.val = every, train, val
+
+    @staticmethod
+    def of(trainer: Trainer, data: Dataset, options: RunOptions) -> _Estimates | None:
+        if options.steps is None or options.evaluation is None:
+            return None
+        windows = options.evaluation.batches * trainer.config["batch_size"]
+        val = validation_dataset(trainer, options)
+        return _Estimates(
+            options.evaluation.every,
+            trainer._stream_windows(data, windows, 0),
+            None if val is None else trainer._stream_windows(val, windows, 1),
+        )
+
+    def due(self, trainer: Trainer, finished: bool) -> bool:
+        """Whether the step reached is an evaluation point: a multiple of ``every``, or the
+        run's end."""
+        return finished or (self.every is not None and trainer.steps % self.every == 0)
+
+    def record(self, trainer: Trainer, history: History) -> None:
+        history.step.append(trainer.steps)
+        for prefix, windows in (("", self.train), ("val_", self.val)):
+            if windows is None:
+                continue
+            loss, accuracy = trainer._evaluate(windows)
+            history._add(f"{prefix}loss", loss)
+            if accuracy is not None:
+                history._add(f"{prefix}accuracy", accuracy)
+
+
 class _Bar:
     """A progress bar over the run's steps, with epoch, loss and samples/s."""
 
@@ -404,7 +513,9 @@ class _Bar:
 
     def update(self, trainer: Trainer, steps: int, seconds: float, loss: float | None) -> None:
         rate = steps * self.samples_per_step / seconds if seconds > 0 else 0.0
-        postfix = {"epoch": f"{trainer.epoch}/{self.epochs}", "samples/s": f"{rate:,.0f}"}
+        postfix = {"samples/s": f"{rate:,.0f}"}
+        if self.epochs:
+            postfix = {"epoch": f"{trainer.epoch}/{self.epochs}", **postfix}
         if loss is not None:
             postfix["loss"] = f"{loss:.4f}"
         self.bar.set_postfix(postfix, refresh=False)
@@ -415,9 +526,13 @@ class _Bar:
 
 
 def _progress_bar(
-    progress: bool | None, trainer: Trainer, epochs: int, samples: int
+    progress: bool | None, trainer: Trainer, epochs: int, samples: int, steps: int | None
 ) -> _Bar | None:
-    """A bar when asked (``True``), or by default when stderr is a terminal."""
+    """A bar when asked (``True``), or by default when stderr is a terminal: over the epochs'
+    steps, or a token stream's ``steps``."""
+    if steps is not None:
+        bar = progress_bar(progress, steps, "step", initial=min(steps, trainer.steps))
+        return None if bar is None else _Bar(bar, 0, trainer.config["batch_size"])
     per_epoch = trainer._batches_per_epoch(samples)
     total = max(0, epochs * per_epoch)
     done = min(total, trainer.epoch * per_epoch + trainer.batch)

@@ -87,9 +87,13 @@ class Session:
             if old is not None
             else RunManifest.new(self.run, self._config(), self.fingerprint, self.samples)
         )
+        # A token stream's run has no epochs: its plan is its steps, as one "epoch".
+        stream_steps = self.options.steps
         self.manifest.begin(
-            epochs=self.options.epochs,
-            steps_per_epoch=trainer._batches_per_epoch(self.samples),
+            epochs=self.options.epochs if stream_steps is None else 1,
+            steps_per_epoch=(
+                trainer._batches_per_epoch(self.samples) if stream_steps is None else stream_steps
+            ),
             command=self.options.command,
             source=self.source,
             keep=self.manager.keep,
@@ -356,10 +360,19 @@ def _data_digests(trainer: Trainer, data: Dataset, options: RunOptions) -> DataD
     """The digests of the run's data: ``fit``'s ``(x, y)`` and validation data, or for ``nxrs
     train`` (which gives the file's test split as the validation data) the training and test
     splits."""
-    other = None if options.val is None else trainer._dataset(*options.val)
+    other = validation_dataset(trainer, options)
     if options.source is not None:
         return DataDigests.of(data, test=other)
     return DataDigests.of(data, validation=other)
+
+
+def validation_dataset(trainer: Trainer, options: RunOptions) -> Dataset | None:
+    """The run's validation data as the core reads it: a data set, or a token stream."""
+    if options.val is None:
+        return None
+    if options.steps is not None:
+        return trainer._stream(options.val)
+    return trainer._dataset(*options.val)  # type: ignore[misc]
 
 
 def newest(state: Session) -> Path:

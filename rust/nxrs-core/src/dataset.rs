@@ -37,6 +37,10 @@ pub struct Dataset {
     features: usize,
     inputs: Vec<F32>,
     targets: Targets,
+    /// A token stream (section 15.8): sample `s` is the window of `features` tokens starting
+    /// at token `s`, its labels the window one token on. `inputs` holds the stream's ids, and
+    /// `targets` their labels (the same ids).
+    stream: bool,
 }
 
 /// Why label `y` of sample `s` is not one of the `classes` (the model's outputs, one per class):
@@ -116,6 +120,7 @@ impl Dataset {
                 labels,
                 per_sample,
             },
+            stream: false,
         })
     }
 
@@ -146,7 +151,108 @@ impl Dataset {
             features,
             inputs,
             targets: Targets::Values { width, values },
+            stream: false,
         })
+    }
+
+    /// A token stream of `tokens` (ids in `0..classes`, checked) read as windows of `window`
+    /// tokens (section 15.8): sample `s` is tokens `s .. s + window`, labelled by tokens
+    /// `s + 1 .. s + window + 1`, for `s` in `0 .. len - window`. Refuses (`Error::Input`) a
+    /// stream of at most `window` tokens (no window has a next token for its last) and more
+    /// than [`MAX_CELLS`] tokens.
+    pub fn token_stream<T: Integer>(
+        tokens: &[T],
+        window: usize,
+        classes: usize,
+    ) -> Result<Dataset> {
+        if window == 0 || tokens.len() <= window {
+            return Err(Error::Input(format!(
+                "a token stream of {} tokens has no window of {window} tokens and its next \
+                 token: it needs at least {} (the model's context + 1)",
+                tokens.len(),
+                window.saturating_add(1)
+            )));
+        }
+        if tokens.len() > MAX_CELLS {
+            return Err(Error::Input(format!(
+                "a token stream of {} tokens is longer than the limit {MAX_CELLS} (2^28)",
+                tokens.len()
+            )));
+        }
+        let labels: Vec<usize> = tokens
+            .iter()
+            .enumerate()
+            .map(|(k, &id)| {
+                id.try_into()
+                    .ok()
+                    .filter(|&id| id < classes)
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "token {k} of the stream is {id}: a token id is an integer in \
+                         0..{classes} (the model's vocabulary)"
+                        ))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let inputs = labels.iter().map(|&id| F32::from_i64(id as i64)).collect();
+        Ok(Dataset {
+            features: window,
+            inputs,
+            targets: Targets::Labels {
+                classes,
+                labels,
+                per_sample: window,
+            },
+            stream: true,
+        })
+    }
+
+    /// Whether this is a token stream ([`Dataset::token_stream`]).
+    pub fn is_stream(&self) -> bool {
+        self.stream
+    }
+
+    /// The samples at `positions` (indices of this data set's samples) as a data set of their
+    /// own, rows in that order: a token stream's windows copied out.
+    pub fn samples_at(&self, positions: &[usize]) -> Dataset {
+        let inputs = positions
+            .iter()
+            .flat_map(|&s| self.sample(s).0.iter().copied())
+            .collect();
+        let targets = match &self.targets {
+            Targets::Labels {
+                classes,
+                per_sample,
+                ..
+            } => Targets::Labels {
+                classes: *classes,
+                per_sample: *per_sample,
+                labels: positions
+                    .iter()
+                    .flat_map(|&s| match self.sample(s).1 {
+                        Target::Class(label) => vec![label],
+                        Target::Classes(labels) => labels.to_vec(),
+                        Target::Values(_) => unreachable!("labels give classes"),
+                    })
+                    .collect(),
+            },
+            Targets::Values { width, .. } => Targets::Values {
+                width: *width,
+                values: positions
+                    .iter()
+                    .flat_map(|&s| match self.sample(s).1 {
+                        Target::Values(values) => values.to_vec(),
+                        _ => unreachable!("targets give values"),
+                    })
+                    .collect(),
+            },
+        };
+        Dataset {
+            features: self.features,
+            inputs,
+            targets,
+            stream: false,
+        }
     }
 
     /// The seed's synthetic dataset: `x[s][i] = ((((s*features + i) * 3) % 7) - 3) / 4` and
@@ -174,6 +280,7 @@ impl Dataset {
                 labels,
                 per_sample: 1,
             },
+            stream: false,
         })
     }
 
@@ -185,9 +292,12 @@ impl Dataset {
         Dataset::try_seed(samples, features, classes).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Number of samples, at least 1.
+    /// Number of samples, at least 1 (a token stream's: its windows).
     pub fn len(&self) -> usize {
-        self.inputs.len() / self.features
+        match self.stream {
+            true => self.inputs.len() - self.features,
+            false => self.inputs.len() / self.features,
+        }
     }
 
     /// Always false: a dataset has at least one sample (kept beside `len`, as Rust convention
@@ -206,6 +316,15 @@ impl Dataset {
 
     /// Sample `s`: its features and target.
     pub fn sample(&self, s: usize) -> (&[F32], Target<'_, F32>) {
+        if self.stream {
+            let (n, Targets::Labels { labels, .. }) = (self.features, &self.targets) else {
+                unreachable!("a token stream has labels")
+            };
+            return (
+                &self.inputs[s..s + n],
+                Target::Classes(&labels[s + 1..s + n + 1]),
+            );
+        }
         let row = &self.inputs[s * self.features..(s + 1) * self.features];
         let target = match &self.targets {
             Targets::Labels {
@@ -230,9 +349,21 @@ impl Dataset {
     /// classes and each label as `u64` (labels per token: a 2 byte, `u64` classes, `u64` labels per
     /// sample, each label), or for targets a 1 byte, `u64` width and each value's
     /// `u32` bits. Equal data (same bits, shapes and order) and only equal data encode alike:
-    /// the fingerprint and the data digest (`docs/TRAINING.md` section 16) hash it.
+    /// the fingerprint and the data digest (`docs/TRAINING.md` section 16) hash it. (A token
+    /// stream writes its own form, starting with a `u64` 0 and a 3 byte.)
     pub fn encode(&self, write: &mut dyn FnMut(&[u8])) {
         let word = |write: &mut dyn FnMut(&[u8]), n: usize| write(&(n as u64).to_le_bytes());
+        if let (true, Targets::Labels { classes, .. }) = (self.stream, &self.targets) {
+            // A token stream: `u64` 0 (no other data set has 0 samples), a 3 byte, `u64`
+            // tokens, `u64` window, `u64` classes, the ids' bits (its labels are the ids).
+            word(write, 0);
+            write(&[3]);
+            word(write, self.inputs.len());
+            word(write, self.features);
+            word(write, *classes);
+            write_cells(&self.inputs, write);
+            return;
+        }
         word(write, self.len());
         word(write, self.features);
         write_cells(&self.inputs, write);

@@ -140,10 +140,10 @@ impl Model {
         self.outputs() / self.labels_per_sample()
     }
 
-    /// Checks that a sequence model's samples `inputs` are token ids: each an integer in
-    /// `0..vocab` (`Error::Input` naming the sample, the position and the value). Nothing to
-    /// check for other models.
-    pub fn check_token_ids(&self, inputs: &[F32]) -> Result<()> {
+    /// Checks that a sequence model's samples `inputs` (rows of its tokens, or one token
+    /// `stream`) are token ids: each an integer in `0..vocab` (`Error::Input` naming the
+    /// sample, the position and the value). Nothing to check for other models.
+    pub fn check_token_ids(&self, inputs: &[F32], stream: bool) -> Result<()> {
         let Some(Tokens { tokens, vocab, .. }) = self.network.tokens else {
             return Ok(());
         };
@@ -154,10 +154,11 @@ impl Model {
         match inputs.iter().position(|&x| id(x).is_none()) {
             None => Ok(()),
             Some(k) => Err(Error::Input(format!(
-                "token {} of sample {} is {}: a token id is an integer in 0..{vocab} (the \
-                 Embedding's vocab)",
-                k % tokens,
-                k / tokens,
+                "token {} is {}: a token id is an integer in 0..{vocab} (the Embedding's vocab)",
+                match stream {
+                    true => format!("{k} of the stream"),
+                    false => format!("{} of sample {}", k % tokens, k / tokens),
+                },
                 f32::from_bits(inputs[k].to_bits())
             ))),
         }

@@ -18,6 +18,11 @@ pub enum Domain {
     Split = 0x7370_6C74,
     /// Dropout masks; the index is the step (section 15.5 hashes the rest in).
     Dropout = 0x6472_6F70,
+    /// The windows of a token stream a step trains on; the index is the step (section 15.8).
+    Window = 0x7769_6E64,
+    /// The windows a token stream's loss is estimated on; the index is the part (0 the
+    /// training stream, 1 the validation stream).
+    Evaluate = 0x6576_616C,
 }
 
 /// SplitMix64's increment (2^64 divided by the golden ratio, made odd).

@@ -76,9 +76,10 @@ impl Trainer {
                 if limits.keep_losses {
                     out.losses.push(report.loss);
                 }
-                // Every step of `run` is in the epoch structure: batch 0 after it means it
-                // ended its epoch, whose report is the next event.
-                let epoch_done = t.state().batch == 0;
+                // Every step of `run` on a data set is in the epoch structure: batch 0 after
+                // it means it ended its epoch, whose report is the next event. A token
+                // stream has no epochs.
+                let epoch_done = !data.is_stream() && t.state().batch == 0;
                 let out_of_steps = max_steps.is_some_and(|m| out.steps >= m);
                 let epoch_stop = epoch_done && limits.stop_after_epoch;
                 if out_of_steps || epoch_stop || start.elapsed() >= limits.max_time {

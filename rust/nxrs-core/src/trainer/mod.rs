@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::model::Model;
 use crate::params::Layer;
+use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::Threads;
@@ -175,7 +176,8 @@ impl Trainer {
                 self.model.inputs()
             )));
         }
-        self.model.check_token_ids(data.inputs())?;
+        self.model
+            .check_token_ids(data.inputs(), data.is_stream())?;
         let (outputs, per_sample) = (self.model.classes(), self.model.labels_per_sample());
         match (self.config.loss, data.targets()) {
             (Loss::CrossEntropy, Targets::Labels { per_sample: n, .. }) if *n != per_sample => {
@@ -225,6 +227,9 @@ impl Trainer {
         mut on_event: impl FnMut(&Trainer, &Event) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>> {
         self.check_data(data)?;
+        if data.is_stream() {
+            return self.run_stream(data, until, on_event);
+        }
         let batches = self.batches_per_epoch(data)?;
         while !until.reached(&self.state) {
             let order = epoch::sample_order(&self.config, &self.state, data.len());
@@ -248,10 +253,66 @@ impl Trainer {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// The samples of the batch the state is at (batch `batch` of epoch `epoch`), cut into
-    /// gradient blocks: what [`Trainer::apply_blocks`] expects the blocks of, in this order.
+    /// [`Trainer::run`] on a token stream (section 15.8): no epochs, each step on the
+    /// windows its step number draws ([`Trainer::stream_batch`]); only `step` counts.
+    fn run_stream(
+        &mut self,
+        data: &Dataset,
+        until: Until,
+        mut on_event: impl FnMut(&Trainer, &Event) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        if let Until::Epoch(_) = until {
+            return Err(Error::Input(
+                "a token stream trains by steps, not epochs: give the steps".into(),
+            ));
+        }
+        while !until.reached(&self.state) {
+            let samples = self.stream_batch(data);
+            let report = self.step_unchecked(data, &samples);
+            self.state.step += 1;
+            if on_event(self, &Event::Step(report)).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The windows of a token stream the state's step trains on (section 15.8):
+    /// `batch_size` draws `below(windows)` from the stream `(seed, WINDOW, step)`, in order.
+    fn stream_batch(&self, data: &Dataset) -> Vec<usize> {
+        let mut stream = Stream::new(self.config.seed, Domain::Window, self.state.step as u64);
+        let windows = data.len() as u64;
+        (0..self.config.batch_size)
+            .map(|_| stream.below(windows) as usize)
+            .collect()
+    }
+
+    /// `count` windows of the token stream `data` drawn from the stream `(seed, EVALUATE,
+    /// part)` (`below(windows)` each, in order) as a data set of their own: the same windows
+    /// at every evaluation, drawn from a stream no step reads (section 15.8).
+    pub fn stream_windows(&self, data: &Dataset, count: usize, part: u64) -> Result<Dataset> {
+        if !data.is_stream() {
+            return Err(Error::Input("windows are drawn from a token stream".into()));
+        }
+        self.check_data(data)?;
+        let mut stream = Stream::new(self.config.seed, Domain::Evaluate, part);
+        let windows = data.len() as u64;
+        let positions: Vec<usize> = (0..count).map(|_| stream.below(windows) as usize).collect();
+        Ok(data.samples_at(&positions))
+    }
+
+    /// The samples of the batch the state is at (batch `batch` of epoch `epoch`, or a token
+    /// stream's step's windows), cut into gradient blocks: what [`Trainer::apply_blocks`]
+    /// expects the blocks of, in this order.
     pub fn batch_blocks(&self, data: &Dataset) -> Result<Vec<Vec<usize>>> {
         self.check_data(data)?;
+        if data.is_stream() {
+            let samples = self.stream_batch(data);
+            return Ok(samples
+                .chunks(self.config.block_len())
+                .map(<[usize]>::to_vec)
+                .collect());
+        }
         self.batches_per_epoch(data)?;
         let order = epoch::sample_order(&self.config, &self.state, data.len());
         let samples = batch_of(&order, self.state.batch as usize, self.config.batch_size);
@@ -313,11 +374,21 @@ impl Trainer {
             self.model.check_shaped(&block.grads, "gradient block")?;
         }
         let batch = expected.iter().map(Vec::len).sum();
-        let batches = self.batches_per_epoch(data)?;
+        // A token stream has no epochs: only the step counts.
+        let batches = match data.is_stream() {
+            true => None,
+            false => Some(self.batches_per_epoch(data)?),
+        };
         let backend = self.backend;
         let (setup, state, work) = self.parts();
         let report = work.combine(backend, setup, state, blocks, batch);
-        let epoch_end = self.count_step(batches, &report);
+        let epoch_end = match batches {
+            Some(batches) => self.count_step(batches, &report),
+            None => {
+                self.state.step += 1;
+                None
+            }
+        };
         Ok((report, epoch_end))
     }
 
@@ -330,6 +401,11 @@ impl Trainer {
     /// The model's loss (and accuracy, for classification) on `data`. Changes nothing.
     pub fn evaluate(&self, data: &Dataset) -> Result<Evaluation> {
         self.check_data(data)?;
+        if data.is_stream() {
+            return Err(Error::Input(
+                "a token stream is evaluated on windows drawn from it (stream_windows)".into(),
+            ));
+        }
         let setup = self.setup();
         Ok(inference::evaluate(self.backend, setup, &self.state, data))
     }

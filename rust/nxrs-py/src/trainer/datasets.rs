@@ -146,7 +146,7 @@ impl PyTrainer {
         let data = Dataset::new(features, 1, cells, &vec![0u8; n]).map_err(to_py)?;
         self.read(py, |t| {
             check_inference_features(t.model(), data.features())?;
-            t.model().check_token_ids(data.inputs())
+            t.model().check_token_ids(data.inputs(), false)
         })
         .map_err(to_py)?;
         Ok((data.inputs().to_vec(), n))

@@ -420,10 +420,68 @@ impl PyTrainer {
         })
     }
 
-    /// Trains on `dataset` towards `epochs` complete epochs, returning after at most
-    /// `max_steps` steps or about `max_seconds` (the GIL released meanwhile), or with
-    /// `epoch_end` at the end of an epoch: what it did, as a `RunChunk`.
-    #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None, epoch_end = false))]
+    /// A token stream (1-D integer ids) as a data set of this sequence model's windows
+    /// (docs/TRAINING.md section 15.8), checked once, for `_run` and `_stream_windows`.
+    fn _stream(&self, py: Python<'_>, tokens: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
+        let ids = crate::inputs::labels(tokens, 1)?;
+        let inner = self
+            .read(py, |t| {
+                let model = t.model();
+                if !model.per_token() {
+                    return Err(nxrs_core::Error::Input(
+                        "a token stream trains a model whose output is a sequence scored token \
+                         by token (such as nxrs.layers.gpt's)"
+                            .into(),
+                    ));
+                }
+                let data = nxrs_core::dataset::Dataset::token_stream(
+                    &ids,
+                    model.inputs(),
+                    model.classes(),
+                )?;
+                t.check_data(&data)?;
+                Ok(data)
+            })
+            .map_err(to_py)?;
+        Ok(PyDataset { inner })
+    }
+
+    /// `count` windows of the token stream `dataset`, drawn from the stream of `part` (0 the
+    /// training stream's, 1 the validation stream's), as a data set: the same at every call.
+    fn _stream_windows(
+        &self,
+        py: Python<'_>,
+        dataset: PyRef<'_, PyDataset>,
+        count_: AnyInt,
+        part: AnyInt,
+    ) -> PyResult<PyDataset> {
+        let n = count(&count_, "count", 1, InputError::new_err)? as usize;
+        let part = count(&part, "part", 0, InputError::new_err)? as u64;
+        let data = &dataset.inner;
+        let inner = self
+            .read(py, |t| t.stream_windows(data, n, part))
+            .map_err(to_py)?;
+        Ok(PyDataset { inner })
+    }
+
+    /// `(loss, accuracy)` on a data set (`_dataset`'s or `_stream_windows`'); accuracy None
+    /// for mse.
+    fn _evaluate(
+        &self,
+        py: Python<'_>,
+        dataset: PyRef<'_, PyDataset>,
+    ) -> PyResult<(f64, Option<f64>)> {
+        let data = &dataset.inner;
+        let e = self.compute(py, |t| t.evaluate(data)).map_err(to_py)?;
+        Ok((float_of(e.loss), e.accuracy()))
+    }
+
+    /// Trains on `dataset` towards `epochs` complete epochs (or, a token stream, towards `steps`
+    /// steps in all), returning after at most `max_steps` steps or about `max_seconds` (the GIL
+    /// released meanwhile), or with `epoch_end` at the end of an epoch: what it did, as a
+    /// `RunChunk`.
+    #[pyo3(signature = (dataset, epochs, max_steps = None, max_seconds = None, epoch_end = false, steps = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keywords
     fn _run(
         &self,
         py: Python<'_>,
@@ -432,15 +490,20 @@ impl PyTrainer {
         max_steps: Option<AnyInt>,
         max_seconds: Option<f64>,
         epoch_end: bool,
+        steps: Option<AnyInt>,
     ) -> PyResult<PyRunChunk> {
         let epochs = count(&epochs, "epochs", 0, InputError::new_err)?;
+        let until = match &steps {
+            Some(steps) => Until::Step(count(steps, "steps", 0, InputError::new_err)?),
+            None => Until::Epoch(epochs),
+        };
         let max_steps = match &max_steps {
             Some(m) => Some(count(m, "max_steps", 1, InputError::new_err)? as u64),
             None => None,
         };
         let limits = Training {
             limits: Limits {
-                until: Until::Epoch(epochs),
+                until,
                 max_steps,
                 max_time: seconds(max_seconds)?,
                 keep_losses: true,
