@@ -6,9 +6,11 @@ SHA-256 and downloaded at most once.
 **The rule, nanoGPT's** (``data/shakespeare_char/prepare.py``): the vocabulary is the sorted
 set of the text's characters (by code point), id ``i`` being ``vocab[i]``; with ``n`` the
 number of characters, the first ``int(n * (1 - val_fraction))`` characters (in binary64, then
-truncated: ``int(n * 0.9)`` for the default 0.1) are the training ids and the rest the
-validation ids. Characters are the file's own, every one: UTF-8 decoded strictly, with no
-newline translation (a ``\\r`` is a character) and no normalisation.
+truncated: ``int(n * 0.9)`` for the default 0.1, as ``1 - 0.1`` is ``0.9`` in binary64) are the
+training ids and the rest the validation ids. (Other fractions are binary64's too: ``1 - 0.9``
+is ``0.09999999999999998``, so 10 characters give 0 for training.) Characters are the file's
+own, every one: UTF-8 decoded strictly, with no newline translation (a ``\\r`` is a character)
+and no normalisation.
 """
 
 from __future__ import annotations
