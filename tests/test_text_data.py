@@ -13,6 +13,7 @@ environment variable is set: there it fails.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import re
 import urllib.error
@@ -308,6 +309,11 @@ def test_a_failed_download_says_where_to_put_the_file(
     monkeypatch.setattr(urllib.request, "urlopen", FakeUrlopen(error=TimeoutError("timed out")))
     with pytest.raises(nxrs.InputError, match="timed out"):
         load_tinyshakespeare(data_home=home)
+    cut = FakeUrlopen(error=http.client.IncompleteRead(SMALL[:5], len(SMALL) - 5))
+    monkeypatch.setattr(urllib.request, "urlopen", cut)
+    with pytest.raises(nxrs.InputError, match=r"IncompleteRead\(5 bytes read, 38 more expected\)"):
+        load_tinyshakespeare(data_home=home)
+    assert not home.exists()
 
 
 def test_a_wrong_file_in_place_is_refused_and_kept(small: Path) -> None:

@@ -282,7 +282,8 @@ def load_tinyshakespeare(data_home: str | os.PathLike[str] | None = None) -> Tex
 
 def _download(source: _Download, path: Path) -> None:
     """``source`` into ``path``: fetched whole, checked, then written atomically."""
-    import urllib.request  # only here: most programs never download
+    import http.client  # only here: most programs never download
+    import urllib.request
 
     by_hand = (
         f"download {source.url} ({source.size:,} bytes, SHA-256 {source.sha256}) and save it "
@@ -292,7 +293,9 @@ def _download(source: _Download, path: Path) -> None:
     try:
         with urllib.request.urlopen(source.url, timeout=_TIMEOUT) as response:
             data = response.read()
-    except OSError as err:  # URLError, HTTPError, timeouts, resets: all OSErrors
+    # URLError, HTTPError, timeouts and resets are OSErrors; a body cut short (IncompleteRead)
+    # is an HTTPException.
+    except (OSError, http.client.HTTPException) as err:
         raise InputError(f"could not download {source.url}: {err}; {by_hand}") from err
     digest = hashlib.sha256(data).hexdigest()
     if digest != source.sha256:
