@@ -11,12 +11,22 @@ import nxrs
 import nxrs._runs.checkpoints
 import nxrs.cli._common
 import nxrs.cli._grid
+import nxrs.data
+import nxrs.data._text
 import nxrs.softf32
 
 
 @pytest.mark.parametrize(
     "module",
-    [nxrs, nxrs.softf32, nxrs._runs.checkpoints, nxrs.cli._common, nxrs.cli._grid],
+    [
+        nxrs,
+        nxrs.data,
+        nxrs.data._text,
+        nxrs.softf32,
+        nxrs._runs.checkpoints,
+        nxrs.cli._common,
+        nxrs.cli._grid,
+    ],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

@@ -21,19 +21,11 @@ import os
 from pathlib import Path
 
 from nxrs._storage.store import Listed, ObjectDirectory, is_url, open_store
+from nxrs._util.cache import cache_root
 
 __all__ = ["ObjectCheckpoints", "cache_root", "local_copy"]
 
 _ETAG_SUFFIX = ".etag"
-
-
-def cache_root() -> Path:
-    """Where nxrs keeps local copies of objects: ``NXRS_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/nxrs``, else ``~/.cache/nxrs``."""
-    if "NXRS_CACHE_DIR" in os.environ:
-        return Path(os.environ["NXRS_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nxrs"
 
 
 class ObjectCheckpoints:

@@ -1,7 +1,10 @@
 """Training data from files and built-in data sets: ``load`` reads and checks a whole file
 (or ``"digits"``, ``"mnist1d"``), ``split`` is the deterministic train/test split and
 ``train_test`` the split of a ``--data`` value: a built-in data set's own split where it has one
-(``"mnist1d"``: the paper's), ``split`` otherwise (TRAINING.md section 12).
+(``"mnist1d"``: the paper's), ``split`` otherwise (TRAINING.md section 12). Character-level
+text for sequence models (section 15.8) is a ``Text``: ``load_text`` reads one from a UTF-8
+file, ``load_tinyshakespeare`` gets nanoGPT's tiny Shakespeare (its own module's docstring has
+the rule).
 
 ``nxrs train`` and ``nxrs sweep`` read their ``--data`` with ``load``, which checks the whole
 file before anything is split or trained (shapes, lengths, dtypes, values, labels), so a bad
@@ -19,7 +22,8 @@ The label rule (``task``), the same for every file format:
   naming the first row whose label is not a whole number (pass ``task`` to say which you mean).
 
 This module never imports the training code; it needs numpy and, for ``digits``,
-scikit-learn, for ``mnist1d`` the ``mnist1d`` package (``pip install 'nxrs[mnist1d]'``).
+scikit-learn, for ``mnist1d`` the ``mnist1d`` package (``pip install 'nxrs[mnist1d]'``);
+``load_tinyshakespeare`` downloads its file once, with the standard library.
 """
 
 from __future__ import annotations
@@ -37,16 +41,20 @@ import numpy as np
 import numpy.typing as npt
 
 from nxrs._nxrs import ConfigError, InputError, permutation
+from nxrs.data._text import Text, load_text, load_tinyshakespeare
 
 __all__ = [
     "BUILTIN",
     "MNIST1D_SPLIT",
     "TASKS",
     "TEST_SIZE",
+    "Text",
     "check_test_size",
     "load",
     "load_digits",
     "load_mnist1d",
+    "load_text",
+    "load_tinyshakespeare",
     "own_split",
     "split",
     "train_test",
