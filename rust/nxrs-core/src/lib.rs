@@ -56,6 +56,7 @@ pub mod optim;
 pub mod params;
 pub mod rng;
 pub mod samples;
+pub mod sampling;
 pub mod schedule;
 pub mod softf32;
 pub mod state;

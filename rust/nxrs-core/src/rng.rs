@@ -23,6 +23,8 @@ pub enum Domain {
     /// The windows a token stream's loss is estimated on; the index is the part (0 the
     /// training stream, 1 the validation stream).
     Evaluate = 0x6576_616C,
+    /// A generated token's draw; the index is the token's number in the generation.
+    Sample = 0x7361_6D70,
 }
 
 /// SplitMix64's increment (2^64 divided by the golden ratio, made odd).

@@ -55,6 +55,22 @@ pub(super) fn predict(
     backend.run(Predict {
         on: On::of(setup, state),
         inputs,
+        raw: false,
+    })
+}
+
+/// The last layer's outputs for row-major `inputs` (before the loss's output function: a
+/// classifier's logits), on `backend`.
+pub(super) fn logits(
+    backend: Backend,
+    setup: Setup<'_>,
+    state: &TrainState,
+    inputs: &[F32],
+) -> Vec<F32> {
+    backend.run(Predict {
+        on: On::of(setup, state),
+        inputs,
+        raw: true,
     })
 }
 
@@ -161,13 +177,15 @@ const ROWS: usize = 1024;
 struct Predict<'a> {
     on: On<'a>,
     inputs: &'a [F32],
+    /// The last layer's outputs as they are (logits), not the loss's outputs.
+    raw: bool,
 }
 
 impl Compute for Predict<'_> {
     type Output = Vec<F32>;
 
     fn compute<R: Real>(self) -> Vec<F32> {
-        let Predict { on, inputs } = self;
+        let Predict { on, inputs, raw } = self;
         let (config, model, threads) = (on.setup.config, on.setup.model, on.setup.threads);
         let (features, width, classes) = (model.inputs(), model.outputs(), model.classes());
         let n = inputs.len() / features;
@@ -183,6 +201,10 @@ impl Compute for Predict<'_> {
             {
                 let z = on.forward::<R>(x, &mut cells_);
                 for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+                    if raw {
+                        out.copy_from_slice(z);
+                        continue;
+                    }
                     config
                         .loss
                         .outputs(config.math, cells::<R>(z), classes, cells_mut(out));

@@ -28,6 +28,7 @@ use crate::loss::Loss;
 use crate::model::Model;
 use crate::params::Layer;
 use crate::rng::{Domain, Stream};
+use crate::sampling::Sampling;
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::Threads;
@@ -408,6 +409,63 @@ impl Trainer {
         }
         let setup = self.setup();
         Ok(inference::evaluate(self.backend, setup, &self.state, data))
+    }
+
+    /// Generates `count` tokens after `prompt` (token ids) with a sequence model scored per
+    /// token (section 15.9): each from the logits at the last position of the newest `T` ids
+    /// (fewer at first, the positions after them holding id 0, which a causal model does not
+    /// read), drawn by `sampling`. Returns the prompt followed by the new ids. Changes
+    /// nothing.
+    pub fn generate(
+        &self,
+        prompt: &[usize],
+        count: usize,
+        sampling: &Sampling,
+    ) -> Result<Vec<usize>> {
+        let Some(tokens) = self.model.tokens().filter(|t| t.per_token) else {
+            return Err(Error::Input(
+                "generate needs a model whose output is a sequence scored token by token (such \
+                 as nxrs.layers.gpt's)"
+                    .into(),
+            ));
+        };
+        let (t, classes) = (tokens.tokens, self.model.classes());
+        sampling.check(classes)?;
+        if prompt.is_empty() {
+            return Err(Error::Input(
+                "the prompt is empty: generation continues at least one token".into(),
+            ));
+        }
+        if let Some((k, &id)) = prompt
+            .iter()
+            .enumerate()
+            .find(|&(_, &id)| id >= tokens.vocab)
+        {
+            return Err(Error::Input(format!(
+                "prompt token {k} is {id}, not an id in 0..{} (the Embedding's vocab)",
+                tokens.vocab
+            )));
+        }
+        if classes > tokens.vocab {
+            return Err(Error::Input(format!(
+                "the model has {classes} classes per token but a vocabulary of {}: a drawn \
+                 class would not be a token to continue with",
+                tokens.vocab
+            )));
+        }
+        let mut ids = prompt.to_vec();
+        let mut window = vec![F32::ZERO; t];
+        for n in 0..count {
+            let recent = &ids[ids.len().saturating_sub(t)..];
+            window.fill(F32::ZERO);
+            for (w, &id) in window.iter_mut().zip(recent) {
+                *w = F32::from_i64(id as i64);
+            }
+            let z = inference::logits(self.backend, self.setup(), &self.state, &window);
+            let last = &z[(recent.len() - 1) * classes..recent.len() * classes];
+            ids.push(sampling.draw(self.config.math, last, n as u64));
+        }
+        Ok(ids)
     }
 
     /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values

@@ -2,10 +2,13 @@
 //! reads the trainer (with the GIL released) and changes nothing.
 
 use super::{float_of, floats, PyTrainer};
-use crate::errors::to_py;
+use crate::errors::{to_py, InputError};
+use crate::inputs::{count, labels, AnyInt};
 use numpy::{PyArray1, PyArrayMethods};
 use nxrs_core::loss::{argmax, Loss};
 use nxrs_core::samples::Rows;
+use nxrs_core::sampling::Sampling;
+use nxrs_core::F32;
 use pyo3::prelude::*;
 
 impl PyTrainer {
@@ -68,6 +71,45 @@ impl PyTrainer {
                 model.classes(),
             )
         })
+    }
+
+    /// `generate`: the prompt's ids and `max_new_tokens` drawn after them (the GIL released).
+    pub(super) fn generated<'py>(
+        &self,
+        py: Python<'py>,
+        prompt: &Bound<'py, PyAny>,
+        max_new_tokens: AnyInt,
+        temperature: f64,
+        top_k: Option<AnyInt>,
+        seed: AnyInt,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let n = count(&max_new_tokens, "max_new_tokens", 0, InputError::new_err)? as usize;
+        let top_k = match &top_k {
+            Some(k) => Some(count(k, "top_k", 1, InputError::new_err)? as usize),
+            None => None,
+        };
+        let ids = labels(prompt, 1)?;
+        let prompt: Vec<usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, &id)| {
+                usize::try_from(id).map_err(|_| {
+                    InputError::new_err(format!("prompt token {k} is {id}, not a token id"))
+                })
+            })
+            .collect::<PyResult<_>>()?;
+        let sampling = Sampling {
+            temperature: F32::from_f64_bits(temperature.to_bits()),
+            top_k,
+            seed: seed.to_i64("seed", InputError::new_err)?,
+        };
+        let out = self
+            .compute(py, |t| t.generate(&prompt, n, &sampling))
+            .map_err(to_py)?;
+        Ok(PyArray1::from_vec(
+            py,
+            out.into_iter().map(|id| id as i64).collect(),
+        ))
     }
 
     /// `evaluate`: `(loss, accuracy)` on `(x, y)`; accuracy None for mse.

@@ -599,6 +599,21 @@ impl PyTrainer {
         self.predictions(py, x)
     }
 
+    /// The prompt's token ids followed by `max_new_tokens` generated ones (int64), each drawn
+    /// from the model's next-token distribution (docs/TRAINING.md section 15.9).
+    #[pyo3(signature = (prompt, max_new_tokens, *, temperature = 1.0, top_k = None, seed = AnyInt::new(0)))]
+    fn generate<'py>(
+        &self,
+        py: Python<'py>,
+        prompt: &Bound<'py, PyAny>,
+        max_new_tokens: AnyInt,
+        temperature: f64,
+        top_k: Option<AnyInt>,
+        seed: AnyInt,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        self.generated(py, prompt, max_new_tokens, temperature, top_k, seed)
+    }
+
     /// `(loss, accuracy)` on `(x, y)`; accuracy None for mse.
     fn evaluate(
         &self,
