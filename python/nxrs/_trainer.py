@@ -133,6 +133,7 @@ class Trainer(_Trainer):
         _say: Callable[[str], None] | None = None,
         _source: Mapping[str, Any] | None = None,
         _data_source: Mapping[str, Any] | None = None,
+        _metadata: Mapping[str, str] | None = None,
     ) -> History:
         """Trains until ``epochs`` epochs are complete; returns the history of this call.
 
@@ -235,7 +236,8 @@ class Trainer(_Trainer):
         >>> h.step, t.steps
         ([3, 6], 6)
 
-        ``_stop``, ``_command``, ``_say``, ``_source`` and ``_data_source`` are for nxrs's own
+        ``_stop``, ``_command``, ``_say``, ``_source``, ``_data_source`` and ``_metadata`` (more
+        metadata for the run's checkpoints: a text's vocabulary) are for nxrs's own
         command line and sweeps (a stop flag whose signal handlers the caller installed, the
         command recorded in the manifest, where messages go, the whole data file's identity,
         how the data was read); not part of the API.
@@ -264,6 +266,7 @@ class Trainer(_Trainer):
             _say=_say,
             _source=_source,
             _data_source=_data_source,
+            _metadata=_metadata,
         )
 
     def data_digest(

@@ -103,6 +103,7 @@ def fit(
     _say: Callable[[str], None] | None = None,
     _source: Mapping[str, Any] | None = None,
     _data_source: Mapping[str, Any] | None = None,
+    _metadata: Mapping[str, str] | None = None,
 ) -> History:
     """``Trainer.fit``: checks every setting before anything is read or changed, then trains
     (``Trainer.fit`` describes it all)."""
@@ -172,6 +173,7 @@ def fit(
             epochs, validation_data, checkpoint, every, every_seconds, resume, progress, _stop,
             _command, _say, None if _source is None else dict(_source), kept, async_save,
             None if _data_source is None else dict(_data_source), total_steps, evaluation,
+            dict(_metadata or {}),
         )  # fmt: skip
         return _train(trainer, x, y, options, engine == "ray", workers, ray_address)
 
@@ -236,6 +238,8 @@ class RunOptions:
     steps: int | None = None
     #: A token stream's loss estimates.
     evaluation: StreamEvaluation | None = None
+    #: More metadata for the run's checkpoints (a text's vocabulary, for nxrs sample).
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -409,6 +413,8 @@ def _fit(
             history.steps += chunk.steps
             if estimate is not None and chunk.steps and estimate.due(trainer, finished()):
                 estimate.record(trainer, history)
+                if say is not None:
+                    say(_estimate_line(history))
             for end in chunk.epochs:
                 history.epoch.append(end.epoch + 1)
                 history._add("loss", end.loss)
@@ -503,6 +509,12 @@ class _Estimates:
             history._add(f"{prefix}loss", loss)
             if accuracy is not None:
                 history._add(f"{prefix}accuracy", accuracy)
+
+
+def _estimate_line(history: History) -> str:
+    """The newest loss estimates of a token stream's run, as ``nxrs train`` prints them."""
+    values = "  ".join(f"{key} {values[-1]:.4f}" for key, values in history.history.items())
+    return f"step {history.step[-1]}  {values}"
 
 
 class _Bar:

@@ -47,7 +47,11 @@ class Session:
         self.manager = manager
         self.trainer = trainer
         self.fingerprint = data.fingerprint
-        self.metadata = {"data_fingerprint": data.fingerprint, "nxrs_version": __version__}
+        self.metadata = {
+            **options.metadata,
+            "data_fingerprint": data.fingerprint,
+            "nxrs_version": __version__,
+        }
         self.options = options
         self.samples = len(data)
         self.source = options.source

@@ -252,7 +252,8 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="'digits' (scikit-learn's bundled 1,797 8x8 digits, the default), 'mnist1d' "
         "(MNIST-1D: 4,000 training and 1,000 test signals of length 40, the paper's split; "
         "generated locally, needs pip install 'nxrs[mnist1d]'), a .npz file with arrays X and "
-        "y, or a .csv file with a header row",
+        "y, a .csv file with a header row, or text for a character model: 'shakespeare' "
+        "(tiny Shakespeare, downloaded once and checked) or a UTF-8 .txt file",
     )
     parser.add_argument(
         "--target",

@@ -40,6 +40,7 @@ from nxrs.cli._common import (
     output_file,
     positive_int,
 )
+from nxrs.cli._text import is_text, train_text
 from nxrs.data import _source_record, _split_record, check_test_size, load, train_test
 
 HELP = "train an MLP or a layer model exactly (default: a quick MLP run on scikit-learn's digits)"
@@ -55,6 +56,7 @@ examples:
   nxrs train --json --ckpt-dir ckpts --every 100
   nxrs train --data my.csv --target label --hidden 256,64 --epochs 50 --plot curves.png
   nxrs train --data mnist1d --layers 40,100,100,10 --batch-size 100 --epochs 150
+  nxrs train --data shakespeare --model gpt-char --steps 2000 --eval-every 250 --ckpt-dir gpt
   until nxrs train --data my.npz --ckpt-dir run --every-seconds 60; do sleep 1; done
 
 run directory (--ckpt-dir DIR): checkpoints step-*.nxck, the manifest nxrs-run.json and the lock
@@ -121,6 +123,25 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     )
     add_model_argument(shape)
     add_epochs_argument(train)
+    train.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        help="a text's run: steps in all (default 2000; a text trains by steps, not epochs)",
+    )
+    train.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        help="a text's run: estimate the training and validation losses every N steps "
+        "(always at the end)",
+    )
+    train.add_argument(
+        "--eval-batches",
+        type=positive_int,
+        default=20,
+        help="a text's run: batches of windows each estimate reads, from each stream (default 20)",
+    )
     add_setting_argument(train, "batch_size", "default {default}", type=positive_int)
     add_setting_argument(train, "lr", "learning rate (default {default})", type=float)
     add_setting_argument(train, "optimizer", "default {default}")
@@ -256,7 +277,11 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
     exit status (0, or ``EXIT_DIVERGED``). ``stop``: the SIGINT/SIGTERM flag the command line
     installed before loading the data."""
     start = time.perf_counter()
-    apply_recipe(args)
+    if getattr(args, "model", None) is None and is_text(args.data):
+        args.model = "gpt-char"  # a text's default model, and its recipe
+    settings = apply_recipe(args)
+    if is_text(args.data):
+        return train_text(args, out, stop, settings, start)
     plt = _plotter(args.plot) if args.plot is not None else None
     test_size = getattr(args, "test_size", None)
     check_test_size(args.data, test_size)  # before the data is read or generated

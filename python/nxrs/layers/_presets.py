@@ -16,6 +16,10 @@ from nxrs.layers._objects import (
     MaxPool2d,
     ReLU,
 )
+from nxrs.layers._sequence import gpt
+
+#: The character vocabulary of tiny Shakespeare, ``gpt-char``'s data: 65 characters.
+SHAKESPEARE_VOCAB = 65
 
 _PRESETS: dict[str, tuple[Layer, ...]] = {
     # The MNIST-1D paper's ConvBase (Greydanus & Kobak): lengths 40 -> 19 -> 10 -> 5, then
@@ -45,6 +49,9 @@ _PRESETS: dict[str, tuple[Layer, ...]] = {
         Flatten(),
         Dense(10),
     ),
+    # nanoGPT's character model in its CPU configuration (4 layers, 4 heads, width 128,
+    # context 64) for tiny Shakespeare's vocabulary; nxrs train builds it for its text's.
+    "gpt-char": tuple(gpt(SHAKESPEARE_VOCAB)),
 }
 
 #: The names ``preset`` knows (``nxrs train --model NAME``).
@@ -52,17 +59,32 @@ PRESETS: tuple[str, ...] = tuple(_PRESETS)
 
 #: How each preset is meant to be trained: its data set and the settings ``nxrs train --model
 #: NAME`` takes unless given (the MNIST-1D paper's Adam lr 1e-2, batch 100, 6,000 steps; the
-#: digits net's settings found with PyTorch, above).
+#: digits net's settings found with PyTorch, above; nanoGPT's CPU recipe for the character
+#: model: AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1, clipping at 1.0, batch 12,
+#: 2,000 steps, the losses estimated every 250 steps on 20 batches).
 RECIPES: dict[str, dict[str, Any]] = {
     "mnist1d-cnn": {"data": "mnist1d", "batch_size": 100, "lr": 0.01, "epochs": 150},
     "digits-cnn": {"data": "digits", "batch_size": 32, "lr": 0.01, "epochs": 20},
+    "gpt-char": {
+        "data": "shakespeare",
+        "batch_size": 12,
+        "lr": 0.001,
+        "optimizer": "adamw",
+        "steps": 2000,
+        "eval_every": 250,
+        "eval_batches": 20,
+        "beta2": 0.99,
+        "weight_decay": 0.1,
+        "clip_norm": 1.0,
+    },
 }
 
 
 def preset(name: str) -> list[Layer]:
     """A named model (``PRESETS``): ``"mnist1d-cnn"``, the MNIST-1D paper's ConvBase (three
-    ``Conv1d`` of 25 channels, kernels 5, 3, 3, stride 2, padding 1, then ``Dense(10)``), and
-    ``"digits-cnn"``, a small ``Conv2d`` net for the 8x8 digits.
+    ``Conv1d`` of 25 channels, kernels 5, 3, 3, stride 2, padding 1, then ``Dense(10)``),
+    ``"digits-cnn"``, a small ``Conv2d`` net for the 8x8 digits, and ``"gpt-char"``,
+    ``nxrs.layers.gpt(65)`` (nanoGPT's character model for tiny Shakespeare's 65 characters).
 
     >>> preset("mnist1d-cnn")[:2]
     [Input(1, 40), Conv1d(25, 5, stride=2, padding=1)]
