@@ -295,3 +295,29 @@ def test_nxrs_sample_refuses_bad_input_in_one_line(
     t.save(tmp_path / "plain.nxck")
     run = nxrs_cli("sample", str(tmp_path / "plain.nxck"))
     assert run.returncode == 1 and "records no vocabulary" in run.stderr
+
+
+def test_nxrs_verify_and_diff_replay_a_text_run(tmp_path: Path) -> None:
+    """The run directory of a text run verifies (the text read again by its manifest's data
+    source, every segment replayed), and diff replays one checkpoint to another's step."""
+    (tmp_path / "small.txt").write_text("to be, or not to be, that is the question:\n" * 30)
+    model = nxrs.layers.gpt(16, context=16, layers=1, heads=2, width=16)
+    (tmp_path / "model.json").write_text(json.dumps(nxrs.layers.to_dicts(model)))
+    run = subprocess.run(
+        [sys.executable, "-m", "nxrs", "train", "--data", "small.txt", "--model", "model.json",
+         "--steps", "6", "--batch-size", "2", "--ckpt-dir", "run", "--every", "2", "--keep",
+         "all", "--json"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    verify = nxrs_cli("verify", str(tmp_path / "run"), "--all", "--json")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    report = json.loads(verify.stdout)
+    assert report["ok"] is True, report
+    diff = nxrs_cli(
+        "diff", str(tmp_path / "run" / "step-000000000002.nxck"),
+        str(tmp_path / "run" / "step-000000000006.nxck"), "--data",
+        str(tmp_path / "small.txt"), "--json",
+    )  # fmt: skip
+    assert diff.returncode == 0, diff.stderr
+    assert json.loads(diff.stdout)["identical"] is True

@@ -377,6 +377,9 @@ class Dataset:
     @property
     def features(self) -> int:
         """Features per sample."""
+    @property
+    def is_stream(self) -> bool:
+        """Whether this is a token stream's windows (``Trainer._stream``)."""
     def __len__(self) -> int: ...
 
 @final

@@ -427,7 +427,7 @@ def _diff_runs(ra: _Run, rb: _Run) -> DiffReport:
     ta, tb = start._copy(), start._copy()
     data_a, data_b = ra.data(ta), rb.data(tb)
     report.replayed_from, report.replay_source = origin, source
-    sets = ta._dataset(data_a.x, data_a.y), tb._dataset(data_b.x, data_b.y)
+    sets = data_a.dataset(ta), data_b.dataset(tb)
     while ta.steps < end:
         replay_step(ta, sets[0])
         replay_step(tb, sets[1])
@@ -540,7 +540,7 @@ def _diff_files(
                 "data to replay the earlier one to the later's step (--data FILE, data=FILE: "
                 "read as the earlier one's run directory read it; or in Python x, y)"
             )
-        found = early._dataset(run_data.x, run_data.y).fingerprint
+        found = run_data.dataset(early).fingerprint
         if side.data_fingerprint is not None and found != side.data_fingerprint:
             raise MismatchError(
                 f"the data given is not the data {side.path} was trained on (fingerprint "

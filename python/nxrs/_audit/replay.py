@@ -41,18 +41,30 @@ ReadCommand = Callable[
 @dataclass
 class RunData:
     """A run's data: the training data ``x``, ``y`` and the validation data of ``fit`` or the
-    test split of ``nxrs train`` (the two roles of section 16's data digest)."""
+    test split of ``nxrs train`` (the two roles of section 16's data digest). A token
+    stream's run (docs/TRAINING.md section 15.8) has ``y`` None: ``x`` is the training stream
+    and ``validation`` the validation stream."""
 
     x: npt.ArrayLike
-    y: npt.ArrayLike
-    validation: Pair | None = None
+    y: npt.ArrayLike | None
+    validation: Pair | npt.ArrayLike | None = None
     test: Pair | None = None
+
+    def dataset(self, trainer: Trainer) -> Dataset:
+        """The training data as ``trainer`` (the run's configuration) trains on it."""
+        if self.y is None:
+            return trainer._stream(self.x)
+        return trainer._dataset(self.x, self.y)
 
     def digests(self, trainer: Trainer) -> DataDigests:
         """The data's digests as ``trainer`` (the run's configuration) trains on it."""
-        train = trainer._dataset(self.x, self.y)
+        train = self.dataset(trainer)
+        if self.y is None:
+            val = None if self.validation is None else trainer._stream(self.validation)
+            return DataDigests.of(train, val, None)
         val, test = (
-            None if p is None else trainer._dataset(*p) for p in (self.validation, self.test)
+            None if p is None else trainer._dataset(*p)  # type: ignore[misc]
+            for p in (self.validation, self.test)
         )
         return DataDigests.of(train, val, test)
 
@@ -96,6 +108,11 @@ class RunData:
         source = manifest.get("data_source")
         split = (manifest.get("data") or {}).get("file")
         try:
+            if isinstance(source, dict) and source.get("task") == "text":
+                from nxrs.data import _read_text_again
+
+                text = _read_text_again(source, data, cwd if isinstance(cwd, str) else None)
+                return cls(text.train, None, validation=text.val)
             if isinstance(source, dict) and isinstance(split, dict):
                 from nxrs.data import _read_again
 
@@ -125,15 +142,20 @@ def replay(trainer: Trainer, data: RunData, step: int) -> None:
     todo = step - trainer.steps
     if todo < 0:
         raise InputError(f"cannot replay back from step {trainer.steps} to step {step}")
-    if todo:
+    if todo and data.y is None:
+        trainer._run(data.dataset(trainer), 0, steps=step)
+    elif todo:
         trainer.train_steps(data.x, data.y, todo)
 
 
 def replay_step(trainer: Trainer, dataset: Dataset) -> None:
     """One step of the run, as ``replay(trainer, data, trainer.steps + 1)`` takes it, on
-    ``dataset`` (``trainer._dataset`` of the run's training data, converted once: replaying a
+    ``dataset`` (``RunData.dataset`` of the run's training data, converted once: replaying a
     step at a time would otherwise convert the whole data set at every step)."""
-    trainer._run(dataset, trainer.epoch + 1, max_steps=1)
+    if dataset.is_stream:
+        trainer._run(dataset, 0, max_steps=1, steps=trainer.steps + 1)
+    else:
+        trainer._run(dataset, trainer.epoch + 1, max_steps=1)
 
 
 def first_difference(a: Trainer, b: Trainer) -> str | None:

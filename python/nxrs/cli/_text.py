@@ -91,6 +91,8 @@ def train_text(
         _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
         _say=say,
         _metadata={"vocab": text.vocab},
+        # What replay (nxrs verify, nxrs diff) reads the text again by.
+        _data_source={"data": args.data, "target": None, "task": "text"},
     )
     estimates = history.history
     checkpoint: Path | str | None = history.checkpoint

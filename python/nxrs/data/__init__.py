@@ -316,6 +316,20 @@ def _read_again(
     return x[train_idx], y[train_idx], x[test_idx], y[test_idx]
 
 
+def _read_text_again(
+    source: Mapping[str, Any], data: str | None = None, cwd: str | None = None
+) -> Text:
+    """The text of an ``nxrs train`` run on text (``source``: its manifest's ``data_source``,
+    task ``"text"``), read again as it was: the built-in tiny Shakespeare, or the file
+    (``data`` replacing the recorded one, a relative path relative to ``cwd``)."""
+    name = str(source["data"]) if data is None else data
+    if name == "shakespeare":
+        return load_tinyshakespeare()
+    if data is None and cwd is not None:
+        name = str(Path(cwd) / name)
+    return load_text(name)
+
+
 def _describe_split(record: Mapping[str, Any]) -> str:
     """``_split_record``'s record in words, for messages: ``"mnist1d's own split"`` or
     ``"test size 0.2, split seed 0"``."""

@@ -41,6 +41,12 @@ impl PyDataset {
         self.inner.features()
     }
 
+    /// Whether this is a token stream's windows (`Trainer._stream`).
+    #[getter]
+    fn is_stream(&self) -> bool {
+        self.inner.is_stream()
+    }
+
     fn __len__(&self) -> usize {
         self.inner.len()
     }
