@@ -321,3 +321,12 @@ def test_nxrs_verify_and_diff_replay_a_text_run(tmp_path: Path) -> None:
     )  # fmt: skip
     assert diff.returncode == 0, diff.stderr
     assert json.loads(diff.stdout)["identical"] is True
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_ray_workers_train_a_stream_to_the_same_bits(ray_cluster: Any, workers: int) -> None:
+    local = nxrs.Trainer(layers=LAYERS, **SETTINGS)
+    local.fit(TEXT.train, steps=3)
+    spread = nxrs.Trainer(layers=LAYERS, **SETTINGS)
+    spread.fit(TEXT.train, steps=3, engine="ray", workers=workers)
+    assert spread.state_digest() == local.state_digest()

@@ -172,6 +172,21 @@ class _Trainer:
         """Class indices, int64 (N,), the maximum of ``predict_proba`` by TRAINING.md section
         10's rule (cross-entropy; a sequence model scored per token: (N, T)); the outputs
         (mse)."""
+    def generate(
+        self,
+        prompt: npt.ArrayLike,
+        max_new_tokens: SupportsIndex,
+        *,
+        temperature: float = 1.0,
+        top_k: SupportsIndex | None = None,
+        seed: SupportsIndex = 0,
+    ) -> npt.NDArray[np.int64]:
+        """The token ids ``prompt`` (1-D) followed by ``max_new_tokens`` more, each drawn from
+        a sequence model's next-token distribution (docs/TRAINING.md section 15.9): the most
+        likely at ``temperature=0``, else from the softmax of the logits over ``temperature``
+        (among the ``top_k`` most likely, when given), the draws keyed by ``seed``. One model,
+        prompt and seed give the same ids on every machine, backend, thread count and vector
+        path. InputError for a bad prompt, temperature or ``top_k``; changes nothing."""
     def evaluate(self, x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float | None]:
         """``(loss, accuracy)`` on ``(x, y)``: the mean sample loss (binary32) and correct / N;
         accuracy is None for mse. Changes nothing."""

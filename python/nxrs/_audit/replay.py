@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -60,12 +60,11 @@ class RunData:
         """The data's digests as ``trainer`` (the run's configuration) trains on it."""
         train = self.dataset(trainer)
         if self.y is None:
-            val = None if self.validation is None else trainer._stream(self.validation)
+            stream = cast("npt.ArrayLike | None", self.validation)
+            val = None if stream is None else trainer._stream(stream)
             return DataDigests.of(train, val, None)
-        val, test = (
-            None if p is None else trainer._dataset(*p)  # type: ignore[misc]
-            for p in (self.validation, self.test)
-        )
+        pairs = (cast("Pair | None", self.validation), self.test)
+        val, test = (None if p is None else trainer._dataset(*p) for p in pairs)
         return DataDigests.of(train, val, test)
 
     @classmethod
@@ -145,7 +144,7 @@ def replay(trainer: Trainer, data: RunData, step: int) -> None:
     if todo and data.y is None:
         trainer._run(data.dataset(trainer), 0, steps=step)
     elif todo:
-        trainer.train_steps(data.x, data.y, todo)
+        trainer.train_steps(data.x, cast("npt.ArrayLike", data.y), todo)
 
 
 def replay_step(trainer: Trainer, dataset: Dataset) -> None:

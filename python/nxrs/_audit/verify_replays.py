@@ -86,8 +86,9 @@ class _Outcome:
     vanished: bool = False
 
 
-def _run_job(job: _Job, x: npt.ArrayLike, y: npt.ArrayLike) -> _Outcome:
-    """Replays one job (in a thread of this process or in a Ray task)."""
+def _run_job(job: _Job, x: npt.ArrayLike, y: npt.ArrayLike | None) -> _Outcome:
+    """Replays one job (in a thread of this process or in a Ray task); ``y`` None: ``x`` is a
+    token stream."""
     start = time.perf_counter()
     outcome = _Outcome(job, {})
     if isinstance(job.base, dict):

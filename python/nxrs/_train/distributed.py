@@ -200,11 +200,12 @@ class BlockWorker:
         config: dict[str, Any],
         backend: str,
         x: npt.NDArray[Any],
-        y: npt.NDArray[Any],
+        y: npt.NDArray[Any] | None,
         fingerprint: str,
     ) -> None:
         self.trainer = trainer_class(**config, backend=backend)  # type: ignore[arg-type]
-        self.data = self.trainer._dataset(x, y)
+        # No labels: a token stream (docs/TRAINING.md section 15.8).
+        self.data = self.trainer._stream(x) if y is None else self.trainer._dataset(x, y)
         if self.data.fingerprint != fingerprint:
             raise InputError(
                 f"the worker's data has fingerprint {self.data.fingerprint}, the driver's "
@@ -239,7 +240,7 @@ class RayEngine:
         self,
         trainer: Trainer,
         x: npt.ArrayLike,
-        y: npt.ArrayLike,
+        y: npt.ArrayLike | None,
         fingerprint: str,
         workers: int | None,
         address: str | None,
@@ -278,7 +279,7 @@ class RayEngine:
             # What the binding does to float64 features (numpy's rounding), done once here so
             # the object store holds the float32 data: half the bytes.
             x = x.astype(np.float32)
-        self.data_refs = ray.put(x), ray.put(np.asarray(self.y))
+        self.data_refs = ray.put(x), ray.put(None if self.y is None else np.asarray(self.y))
         backend = "soft" if self.trainer.backend == "soft" else "auto"
         # Ray's handles are typed loosely (``remote`` is added at run time).
         actor: Any = ray.remote(
@@ -353,24 +354,29 @@ class RayEngine:
         max_steps: int | None = None,
         max_seconds: float | None = None,
         epoch_end: bool = False,
+        steps: int | None = None,
     ) -> RunChunk:
-        """Steps towards ``epochs`` complete epochs as ``Trainer._run`` does: at most
-        ``max_steps`` steps, returning after about ``max_seconds``, or at an epoch's end with
-        ``epoch_end``."""
+        """Steps towards ``epochs`` complete epochs (a token stream: towards ``steps`` steps in
+        all) as ``Trainer._run`` does: at most ``max_steps`` steps, returning after about
+        ``max_seconds``, or at an epoch's end with ``epoch_end``."""
         t = self.trainer
         ended: list[EpochEnd] = []
-        steps = 0
+        taken = 0
         loss = None
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        if not self.workers and t.epoch < epochs:
+
+        def more() -> bool:
+            return t.steps < steps if steps is not None else t.epoch < epochs
+
+        if not self.workers and more():
             self.start()
-        while t.epoch < epochs and (max_steps is None or steps < max_steps):
+        while more() and (max_steps is None or taken < max_steps):
             step = self.step(data)
-            steps += step.steps
+            taken += step.steps
             ended.extend(step.epochs)
             loss = step.last_loss
             if (epoch_end and step.epochs) or (
                 deadline is not None and time.monotonic() >= deadline
             ):
                 break
-        return RunChunk(epochs=ended, steps=steps, last_loss=loss)
+        return RunChunk(epochs=ended, steps=taken, last_loss=loss)

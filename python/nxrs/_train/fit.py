@@ -181,7 +181,7 @@ def fit(
 def _train(
     trainer: Trainer,
     x: npt.ArrayLike,
-    y: npt.ArrayLike,
+    y: npt.ArrayLike | None,
     options: RunOptions,
     ray: bool,
     workers: int | None,
@@ -190,7 +190,7 @@ def _train(
     """Trains ``trainer`` as ``Trainer.fit`` (which checks the settings) describes: converts and
     checks the data, then runs the loop here or with the Ray engine."""
     # Every input is converted and checked before anything changes.
-    data = trainer._stream(x) if options.steps is not None else trainer._dataset(x, y)
+    data = trainer._stream(x) if y is None else trainer._dataset(x, y)
     if options.val is not None:
         validation_dataset(trainer, options)
     if ray:
@@ -213,7 +213,8 @@ class RunOptions:
     (A private dataclass: its annotations are never evaluated, so ``X | None`` is fine on 3.9.)"""
 
     epochs: int
-    val: tuple[npt.ArrayLike, npt.ArrayLike] | None
+    #: ``(x, y)`` of a data set's run, or a token stream's validation stream.
+    val: Any
     checkpoint: str | os.PathLike[str] | CheckpointManager | None
     every: int | None
     every_seconds: float | None

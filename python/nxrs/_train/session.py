@@ -376,7 +376,7 @@ def validation_dataset(trainer: Trainer, options: RunOptions) -> Dataset | None:
         return None
     if options.steps is not None:
         return trainer._stream(options.val)
-    return trainer._dataset(*options.val)  # type: ignore[misc]
+    return trainer._dataset(*options.val)
 
 
 def newest(state: Session) -> Path:
