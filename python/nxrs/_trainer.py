@@ -221,8 +221,9 @@ class Trainer(_Trainer):
         ``steps`` (the total step count, as ``epochs`` is for data sets) instead of epochs.
         Each step trains on ``batch_size`` windows of the model's context drawn at random from
         the stream by the step's own random stream, so any machine, thread count and resume
-        draws the same ones. ``validation_data`` is then a stream too (``Text.val``). Every
-        ``eval_every`` steps (and at the end) the loss is estimated on ``eval_batches *
+        draws the same ones. ``validation_data`` is then a stream too (``Text.val``). With
+        ``eval_every`` or ``validation_data``, every ``eval_every`` steps (and at the end) the
+        loss is estimated on ``eval_batches *
         batch_size`` windows of the training stream and of the validation stream, drawn from
         streams of their own (the same windows at every evaluation; evaluating never changes
         the training windows): ``History.step`` lists the steps, ``history["loss"]`` and

@@ -486,12 +486,15 @@ class _Estimates:
 
     @staticmethod
     def of(trainer: Trainer, data: Dataset, options: RunOptions) -> _Estimates | None:
-        if options.steps is None or options.evaluation is None:
+        evaluation = options.evaluation
+        if options.steps is None or evaluation is None:
             return None
-        windows = options.evaluation.batches * trainer.config["batch_size"]
+        if evaluation.every is None and options.val is None:
+            return None  # nothing asked for: no estimate (each costs eval_batches batches)
+        windows = evaluation.batches * trainer.config["batch_size"]
         val = validation_dataset(trainer, options)
         return _Estimates(
-            options.evaluation.every,
+            evaluation.every,
             trainer._stream_windows(data, windows, 0),
             None if val is None else trainer._stream_windows(val, windows, 1),
         )
