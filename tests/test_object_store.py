@@ -154,6 +154,27 @@ def test_a_run_on_a_store_ends_in_the_bits_and_bytes_of_a_local_run(
     )
 
 
+def test_a_token_stream_run_on_a_store_resumes_to_the_bits_of_a_local_run(
+    store: Emulator, url: str, tmp_path: Path
+) -> None:
+    """A character model trained by steps on a token stream (docs/TRAINING.md section 15.8):
+    the same run directory features on object storage (async saves by default), resumed."""
+    text = nxrs.data.Text.from_string("to be, or not to be, that is the question:\n" * 10)
+    layers = nxrs.layers.gpt(len(text.vocab), context=8, layers=1, heads=1, width=8)
+
+    def gpt() -> nxrs.Trainer:
+        return nxrs.Trainer(layers=layers, optimizer="adamw", batch_size=3, seed=2)
+
+    first, again, local = gpt(), gpt(), gpt()
+    first.fit(text.train, steps=4, checkpoint=url, every=2)
+    history = again.fit(text.train, steps=8, checkpoint=url, every=2, validation_data=text.val)
+    local.fit(text.train, steps=8, checkpoint=tmp_path / "local", every=2)
+    assert again.state_digest() == local.state_digest()
+    assert history.step == [8] and history.checkpoint is not None
+    name = history.checkpoint.name
+    assert store.read(f"{url}/{name}") == (tmp_path / "local" / name).read_bytes()
+
+
 def test_async_saves_are_the_default_on_a_store(
     url: str, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
