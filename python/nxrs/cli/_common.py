@@ -8,6 +8,7 @@ import argparse
 import os
 import re
 import signal
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any, Literal, NoReturn
 import numpy as np
 import numpy.typing as npt
 
+import nxrs
 from nxrs import layers
 from nxrs._nxrs import ConfigError
 from nxrs._util import config as _config
 from nxrs._util.checks import save_points
+from nxrs._util.signals import StopFlag
 from nxrs.data import TASKS, TEST_SIZE
 
 #: ``nxrs train``'s exit statuses (also in its --help and docs/RUNS.md).
@@ -352,3 +355,33 @@ def model_layers(model: str) -> list[Any]:
             f"--model {model!r} is neither a preset ({', '.join(layers.PRESETS)}) nor a file: "
             "no such file"
         ) from None
+
+
+def run_options(args: Any, stop: StopFlag | None) -> dict[str, Any]:
+    """``nxrs train``'s run directory options as ``fit``'s keywords (the run directory, save
+    points, resume, keep, background saves, progress) and its own channels (the stop flag, the
+    command recorded in the manifest, stderr lines)."""
+    return {
+        "checkpoint": args.ckpt_dir,
+        "every": args.every,
+        "every_seconds": getattr(args, "every_seconds", None),
+        "resume": args.resume,
+        "keep": 3 if args.keep is None else args.keep,
+        "async_save": getattr(args, "async_save", None),
+        "progress": None if not args.json else False,
+        "_stop": stop,
+        "_command": ["nxrs", *getattr(args, "argv", sys.argv[1:])],
+        "_say": lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True),
+    }
+
+
+def final_checkpoint(history: Any, ckpt_dir: str | Path | None) -> str | None:
+    """The run's last checkpoint: the one ``fit`` wrote last, else the run directory's newest
+    (a run already complete); on object storage its URL, not its local cached copy."""
+    checkpoint: Path | str | None = history.checkpoint
+    if checkpoint is None and ckpt_dir is not None:
+        latest = nxrs.CheckpointManager(ckpt_dir).latest()
+        checkpoint = None if latest is None else latest.path
+    if checkpoint is not None and isinstance(ckpt_dir, str):
+        checkpoint = f"{ckpt_dir.rstrip('/')}/{Path(checkpoint).name}"
+    return None if checkpoint is None else str(checkpoint)

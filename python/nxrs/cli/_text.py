@@ -5,15 +5,20 @@ summary. Its checkpoints record the vocabulary, which ``nxrs sample`` reads."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
 import nxrs
 from nxrs._util.files import json_text
 from nxrs._util.signals import StopFlag
-from nxrs.cli._common import EXIT_DIVERGED, CliError, given, model_layers
+from nxrs.cli._common import (
+    EXIT_DIVERGED,
+    CliError,
+    final_checkpoint,
+    given,
+    model_layers,
+    run_options,
+)
 from nxrs.data import Text, load_text, load_tinyshakespeare
 
 #: ``--data`` naming the built-in text.
@@ -66,7 +71,6 @@ def train_text(
         **settings,
     )
     steps = DEFAULT_STEPS if args.steps is None else args.steps
-    say = lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True)  # noqa: E731
     if not args.json:
         print(
             f"nxrs train: {args.data}: {len(text.train):,} training and {len(text.val):,} "
@@ -80,25 +84,13 @@ def train_text(
         validation_data=text.val,
         eval_every=args.eval_every,
         eval_batches=args.eval_batches,
-        checkpoint=args.ckpt_dir,
-        every=args.every,
-        every_seconds=getattr(args, "every_seconds", None),
-        resume=args.resume,
-        keep=3 if args.keep is None else args.keep,
-        async_save=getattr(args, "async_save", None),
-        progress=None if not args.json else False,
-        _stop=stop,
-        _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
-        _say=say,
         _metadata={"vocab": text.vocab},
         # What replay (nxrs verify, nxrs diff) reads the text again by.
         _data_source={"data": args.data, "target": None, "task": "text"},
+        **run_options(args, stop),
     )
     estimates = history.history
-    checkpoint: Path | str | None = history.checkpoint
-    if checkpoint is None and args.ckpt_dir is not None:
-        latest = nxrs.CheckpointManager(args.ckpt_dir).latest()
-        checkpoint = None if latest is None else latest.path
+    checkpoint = final_checkpoint(history, args.ckpt_dir)
     summary: dict[str, Any] = {
         "data": args.data,
         "layers": trainer.config["layers"],
@@ -109,7 +101,7 @@ def train_text(
         "state_digest": trainer.state_digest(),
         "backend": trainer.backend,
         "threads": trainer.threads,
-        "checkpoint": None if checkpoint is None else str(checkpoint),
+        "checkpoint": checkpoint,
         "seconds": round(time.perf_counter() - start, 3),
     }
     losses = [summary["train_loss"], summary["val_loss"]]

@@ -31,6 +31,7 @@ from nxrs.cli._common import (
     check_save_points,
     default_layers,
     error_line,
+    final_checkpoint,
     hidden_sizes,
     keep_option,
     layer_sizes,
@@ -39,6 +40,7 @@ from nxrs.cli._common import (
     nonempty_location,
     output_file,
     positive_int,
+    run_options,
 )
 from nxrs.cli._text import is_text, train_text
 from nxrs.data import _source_record, _split_record, check_test_size, load, train_test
@@ -331,28 +333,13 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         y_train,
         epochs=args.epochs,
         validation_data=(x_test, y_test),
-        checkpoint=args.ckpt_dir,
-        every=args.every,
-        every_seconds=getattr(args, "every_seconds", None),
-        resume=args.resume,
-        keep=3 if args.keep is None else args.keep,
-        async_save=getattr(args, "async_save", None),
-        progress=None if not args.json else False,
-        _stop=stop,
-        _command=["nxrs", *getattr(args, "argv", sys.argv[1:])],
-        _say=lambda line: print(f"nxrs train: {line}", file=sys.stderr, flush=True),
         _source=source,
         _data_source=_source_record(args.data, args.target, getattr(args, "task", "auto")),
+        **run_options(args, stop),
     )
     train_loss, train_acc = trainer.evaluate(x_train, y_train)
     test_loss, test_acc = trainer.evaluate(x_test, y_test)
-    checkpoint: Path | str | None = history.checkpoint
-    if checkpoint is None and args.ckpt_dir is not None:
-        latest = nxrs.CheckpointManager(args.ckpt_dir).latest()
-        checkpoint = None if latest is None else latest.path
-    if checkpoint is not None and isinstance(args.ckpt_dir, str):
-        # On object storage: the object's URL, not its local cached copy.
-        checkpoint = f"{args.ckpt_dir.rstrip('/')}/{Path(checkpoint).name}"
+    checkpoint = final_checkpoint(history, args.ckpt_dir)
     summary: dict[str, Any] = {
         "data": args.data,
         "layers": trainer.config["layers"],
@@ -365,7 +352,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         "state_hash": f"{trainer.state_hash():016x}",
         "backend": trainer.backend,
         "threads": trainer.threads,
-        "checkpoint": None if checkpoint is None else str(checkpoint),
+        "checkpoint": checkpoint,
         "seconds": round(time.perf_counter() - start, 3),
     }
     if plt is not None:

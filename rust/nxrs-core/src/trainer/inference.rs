@@ -46,31 +46,19 @@ pub(super) fn evaluate(
 
 /// The model's outputs for row-major `inputs` (whole rows of its features, checked by the
 /// caller), on `backend`: probabilities (cross-entropy) or values (MSE), `outputs` per sample.
+/// With `raw`, the last layer's outputs as they are (before the loss's output function: a
+/// classifier's logits).
 pub(super) fn predict(
     backend: Backend,
     setup: Setup<'_>,
     state: &TrainState,
     inputs: &[F32],
+    raw: bool,
 ) -> Vec<F32> {
     backend.run(Predict {
         on: On::of(setup, state),
         inputs,
-        raw: false,
-    })
-}
-
-/// The last layer's outputs for row-major `inputs` (before the loss's output function: a
-/// classifier's logits), on `backend`.
-pub(super) fn logits(
-    backend: Backend,
-    setup: Setup<'_>,
-    state: &TrainState,
-    inputs: &[F32],
-) -> Vec<F32> {
-    backend.run(Predict {
-        on: On::of(setup, state),
-        inputs,
-        raw: true,
+        raw,
     })
 }
 

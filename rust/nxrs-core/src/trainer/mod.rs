@@ -461,7 +461,7 @@ impl Trainer {
             for (w, &id) in window.iter_mut().zip(recent) {
                 *w = F32::from_i64(id as i64);
             }
-            let z = inference::logits(self.backend, self.setup(), &self.state, &window);
+            let z = inference::predict(self.backend, self.setup(), &self.state, &window, true);
             let last = &z[(recent.len() - 1) * classes..recent.len() * classes];
             ids.push(sampling.draw(self.config.math, last, n as u64));
         }
@@ -479,7 +479,7 @@ impl Trainer {
             )));
         }
         let setup = self.setup();
-        Ok(inference::predict(self.backend, setup, &self.state, inputs))
+        Ok(inference::predict(self.backend, setup, &self.state, inputs, false))
     }
 
     /// The step on the batch `samples`: its blocks' sums, combined and applied, on the
