@@ -17,6 +17,7 @@
 
 mod add;
 mod compare;
+mod cos_pi;
 mod convert;
 mod div;
 mod exp;
