@@ -22,11 +22,7 @@ impl F32 {
     pub fn cos_pi_ratio(k: u64, n: u64) -> F32 {
         debug_assert!(n >= 1 && k <= n && n <= i64::MAX as u64);
         let (k, n) = (u128::from(k), u128::from(n));
-        let (negative, j) = if 2 * k > n {
-            (true, n - k)
-        } else {
-            (false, k)
-        };
+        let (negative, j) = if 2 * k > n { (true, n - k) } else { (false, k) };
         let c = if 4 * j <= n {
             series(theta(j, n), Series::Cosine)
         } else {

@@ -62,7 +62,11 @@ impl PyTrainer {
     fn scored(&self, py: Python<'_>) -> (bool, usize, usize) {
         self.read(py, |t| {
             let model = t.model();
-            (model.per_token(), model.labels_per_sample(), model.classes())
+            (
+                model.per_token(),
+                model.labels_per_sample(),
+                model.classes(),
+            )
         })
     }
 
