@@ -174,7 +174,7 @@ def cos_pi(k: IntLike, n: IntLike) -> npt.NDArray[np.float32]:
     for array in (k_array, n_array):
         if not np.issubdtype(array.dtype, np.integer):
             raise TypeError(f"cos_pi takes integers, not {array.dtype}")
-    as_i64 = [np.ascontiguousarray(a, dtype=np.int64) for a in (k_array, n_array)]
+    as_i64 = [np.asarray(a, dtype=np.int64, order="C") for a in (k_array, n_array)]
     return _nxrs.f32_cos_pi(as_i64[0], as_i64[1])
 
 
