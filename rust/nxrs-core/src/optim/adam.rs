@@ -162,6 +162,7 @@ impl<R: Real, const N: usize> Group<R, N> {
 /// (the seed's root replaces its result by 0 for a zero input, a choice made from the input
 /// alone), so each group is first computed in [`Real::Fast`] and kept when none of its outputs
 /// is a NaN; otherwise in `R`.
+#[allow(clippy::too_many_arguments)] // the tensors and the step's scalars
 pub(super) fn update<R: Real>(
     config: &OptimizerConfig,
     math: Math,
