@@ -88,6 +88,11 @@ def test_training_md_documents_every_setting_with_the_schemas_defaults() -> None
             adamw = re.search(r"`([^`]+)` for AdamW", general)
             assert adamw is not None, f"{setting['name']}: TRAINING.md omits AdamW's default"
             assert same_default(documented_value(adamw.group(1)), setting["default_adamw"])
+        if setting["default_cosine"] is not None:
+            for cell in [general, seed_model]:
+                cosine = re.search(r"`([^`]+)` for cosine", cell)
+                assert cosine is not None, f"{setting['name']}: TRAINING.md omits its default"
+                assert same_default(documented_value(cosine.group(1)), setting["default_cosine"])
         if setting["default_layer_objects"] is not None:
             objects = re.search(r"`([^`]+)` for layer objects", general)
             assert objects is not None, f"{setting['name']}: TRAINING.md omits its default"
@@ -114,6 +119,7 @@ def test_the_schemas_rows() -> None:
             "optional",
             "default",
             "default_adamw",
+            "default_cosine",
             "default_layer_objects",
             "min",
             "range",
@@ -124,7 +130,9 @@ def test_the_schemas_rows() -> None:
         assert set(s["default"]) == {"general", "seed_model"}
         assert s["doc"] and s["range"]
     assert _config.choices("optimizer") == ["adam", "adamw", "sgd"]
-    assert _config.choices("schedule") == ["constant", "linear", "step"]
+    assert _config.choices("schedule") == ["constant", "linear", "step", "cosine"]
+    assert _config.choices("decay_params") == ["all", "matrices"]
+    assert _config.setting("min_lr")["default_cosine"] == 0.0
     assert _config.default("batch_size") == 32
     assert _config.default("batch_size", "seed_model") == 1
     assert _config.setting("weight_decay")["default_adamw"] == 0.01
@@ -157,13 +165,18 @@ def test_every_setting_is_reachable_by_name_with_its_default(family: str) -> Non
 
 
 def test_every_choice_builds_a_trainer() -> None:
-    needs = {"linear": {"total_steps": 5}, "step": {"step_size": 2, "gamma": 0.5}}
+    needs = {
+        "linear": {"total_steps": 5},
+        "step": {"step_size": 2, "gamma": 0.5},
+        "cosine": {"total_steps": 5},
+        "matrices": {"optimizer": "sgd"},
+    }
     # init="torch" is for layer objects (TRAINING.md section 15.4); every other choice is for
     # layer sizes too.
     objects = [nxrs.layers.Input(2), nxrs.layers.Dense(3)]
     for s in SCHEMA:
         for choice in s["choices"] or []:
-            extra = needs.get(choice, {}) if s["name"] == "schedule" else {}
+            extra = needs.get(choice, {}) if s["name"] in {"schedule", "decay_params"} else {}
             layers = objects if choice == "torch" else [2, 3]
             config = nxrs.Trainer(layers=layers, **{s["name"]: choice}, **extra).config
             assert config[s["name"]] == choice

@@ -38,6 +38,7 @@ __all__ = [
     "config_schema",
     "f32_binary",
     "f32_compare",
+    "f32_cos_pi",
     "f32_from_i64",
     "f32_to_i32",
     "f32_to_i64",
@@ -116,12 +117,14 @@ class _Trainer:
         beta2: float | None = None,
         eps: float | None = None,
         weight_decay: float | None = None,
+        decay_params: Literal["all", "matrices"] | None = None,
         momentum: float | None = None,
-        schedule: Literal["constant", "linear", "step"] | None = None,
+        schedule: Literal["constant", "linear", "step", "cosine"] | None = None,
         warmup_steps: SupportsIndex | None = None,
         total_steps: SupportsIndex | None = None,
         step_size: SupportsIndex | None = None,
         gamma: float | None = None,
+        min_lr: float | None = None,
         clip_norm: float | None = None,
         batch_size: SupportsIndex | None = None,
         grad_block: SupportsIndex | None = None,
@@ -375,6 +378,10 @@ class _Trainer:
     def hyperparameters(self) -> dict[str, float]:
         """lr, beta1, beta2, eps, weight_decay, momentum as the binary32 values in use."""
     @property
+    def scheduled_lr(self) -> float:
+        """The learning rate of the next step: TRAINING.md section 6's ``lr_t`` at
+        ``t = steps``, the binary32 value (widened exactly)."""
+    @property
     def config(self) -> dict[str, Any]:
         """The configuration with TRAINING.md's keys (binary32 values as floats)."""
 
@@ -557,8 +564,11 @@ def config_schema() -> list[dict[str, Any]]:
     "int", "float", "str" or "bool"), ``choices`` (the accepted names, or None), ``optional``
     (whether None is a value of its own), ``default`` (``{"general": ..., "seed_model": ...}``:
     ``Trainer(layers=...)``'s and the seed model's), ``default_adamw`` (the default with
-    ``optimizer="adamw"`` where it differs, else None), ``min`` (an integer's smallest value, or
-    None), ``range`` (the accepted values, as text) and ``doc``.
+    ``optimizer="adamw"`` where it differs, else None), ``default_layer_objects`` (the default
+    for a model of layer objects where it differs, else None), ``default_cosine`` (the default
+    with ``schedule="cosine"`` of a setting of that schedule alone, ``min_lr``, else None),
+    ``min`` (an integer's smallest value, or None), ``range`` (the accepted values, as text)
+    and ``doc``.
 
     >>> [s["default"]["general"] for s in config_schema() if s["name"] == "batch_size"]
     [32]
@@ -590,3 +600,4 @@ def f32_compare(
 def f32_to_i32(a: npt.NDArray[np.float32], mode: str) -> npt.NDArray[np.int32]: ...
 def f32_to_i64(a: npt.NDArray[np.float32], mode: str) -> npt.NDArray[np.int64]: ...
 def f32_from_i64(a: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]: ...
+def f32_cos_pi(k: npt.NDArray[np.int64], n: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]: ...

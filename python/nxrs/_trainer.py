@@ -67,7 +67,11 @@ class Trainer(_Trainer):
     checked (ConfigError naming the parameter, the value and the accepted range): ``lr`` and
     ``eps`` finite, positive and normal as binary32 (so ``lr=1e40``, which rounds to inf, and
     ``eps=1e-40``, a subnormal, are refused), ``beta1``, ``beta2`` and ``momentum`` in [0, 1),
-    ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd").
+    ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd"), ``min_lr``
+    (``schedule="cosine"`` only, default 0) 0 or normal and at most ``lr``.
+    ``decay_params="matrices"`` restricts weight decay to tensors of two or more dimensions
+    (nanoGPT's rule; "all", the default, decays every tensor). ``trainer.scheduled_lr`` is the
+    learning rate of the next step.
 
     ``backend`` chooses the arithmetic that computes steps, evaluations and predictions (the
     same bits either way; not part of the configuration, the state or a checkpoint, so a run

@@ -30,6 +30,7 @@ Rounding = Literal["trunc", "nearest"]
 __all__ = [
     "abs",
     "add",
+    "cos_pi",
     "div",
     "eq",
     "exp",
@@ -156,6 +157,25 @@ def normal_pdf(a: Float32Like) -> npt.NDArray[np.float32]:
     array([0.3989423 , 0.24197072, 0.05399097], dtype=float32)
     """
     return _nxrs.f32_unary("normal_pdf", _f32(a))
+
+
+def cos_pi(k: IntLike, n: IntLike) -> npt.NDArray[np.float32]:
+    """``cos(π k / n)`` for integers ``0 <= k <= n``, ``1 <= n < 2**63`` (broadcast like
+    numpy), as the cosine learning-rate decay computes it (TRAINING.md section 6): in integer
+    fixed point, rounded once to nearest even; ``+0`` at ``k / n = 1/2``. InputError for other
+    ``k``, ``n``.
+
+    >>> import numpy as np
+    >>> from nxrs import softf32
+    >>> softf32.cos_pi(np.array([0, 1, 2, 3]), 3)
+    array([ 1. ,  0.5, -0.5, -1. ], dtype=float32)
+    """
+    k_array, n_array = np.broadcast_arrays(np.asarray(k), np.asarray(n))
+    for array in (k_array, n_array):
+        if not np.issubdtype(array.dtype, np.integer):
+            raise TypeError(f"cos_pi takes integers, not {array.dtype}")
+    as_i64 = [np.asarray(a, dtype=np.int64, order="C") for a in (k_array, n_array)]
+    return _nxrs.f32_cos_pi(as_i64[0], as_i64[1])
 
 
 def neg(a: Float32Like) -> npt.NDArray[np.float32]:

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::init::{normal, uniform, Init};
 use crate::layers::{LayerSpec, Network, Op, Tokens};
 use crate::mlp::Mlp;
+use crate::optim::DecayParams;
 use crate::params::{zeros, Layer};
 use crate::rng::{Domain, Stream};
 use crate::softf32::F32;
@@ -203,6 +204,21 @@ impl Model {
                     .into_iter()
                     .zip(["mean", "var"])
                     .map(move |(shape, name)| (format!("{name}{n}"), shape))
+            })
+            .collect()
+    }
+
+    /// Per layer that has parameters (as [`Model::param_specs`]), whether weight decay applies
+    /// to each of its two tensors under `rule` (a missing tensor has no cells to decay).
+    pub fn decayed_tensors(&self, rule: DecayParams) -> Vec<[bool; 2]> {
+        self.param_specs()
+            .iter()
+            .map(|specs| {
+                let mut decays = specs.iter().map(|(_, shape)| rule.decays(shape));
+                [
+                    decays.next().unwrap_or(false),
+                    decays.next().unwrap_or(false),
+                ]
             })
             .collect()
     }

@@ -205,12 +205,13 @@ fn any_cell() -> impl Strategy<Value = u32> {
 }
 
 /// One optimiser update (every optimiser and math setting, `steps` steps into the run so the
-/// bias corrections vary) from random cells, special values among them, computed in `R`: the
-/// new `p`, `m` and `v` as bits.
+/// bias corrections vary) from random cells, special values among them, computed in `R`, for a
+/// tensor weight decay applies to (`decays`) or not: the new `p`, `m` and `v` as bits.
 fn optimiser_outputs<R: Real>(
     kind: Kind,
     math: Math,
     steps: usize,
+    decays: bool,
     cells: &[[u32; 4]],
 ) -> [Vec<u32>; 3] {
     let (weight_decay, momentum) = match kind {
@@ -242,7 +243,7 @@ fn optimiser_outputs<R: Real>(
     if !kind.has_second_moments() {
         v.clear();
     }
-    config.update::<R>(math, &step, &mut p, &g, &mut m, &mut v);
+    config.update::<R>(math, &step, decays, &mut p, &g, &mut m, &mut v);
     [p, m, v].map(|x| x.iter().map(|c| c.to_f32().to_bits()).collect())
 }
 
@@ -278,14 +279,15 @@ proptest! {
         kind in prop::sample::select(vec![Kind::Adam, Kind::AdamW, Kind::Sgd]),
         math in prop::sample::select(vec![Math::Seed, Math::Ieee]),
         steps in 1usize..4,
+        decays: bool,
     ) {
         if !hardware_here("optimiser_updates_give_softf32s_bits", &OPTIMISERS) {
             return Ok(());
         }
         let _env = backend::FpEnvGuard::new();
         prop_assert_eq!(
-            optimiser_outputs::<backend::Native>(kind, math, steps, &cells),
-            optimiser_outputs::<F32>(kind, math, steps, &cells)
+            optimiser_outputs::<backend::Native>(kind, math, steps, decays, &cells),
+            optimiser_outputs::<F32>(kind, math, steps, decays, &cells)
         );
     }
 }

@@ -30,7 +30,7 @@ mod _nxrs {
     use crate::snapshot::PySnapshot;
     #[pymodule_export]
     use crate::softf32::{
-        f32_binary, f32_compare, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,
+        f32_binary, f32_compare, f32_cos_pi, f32_from_i64, f32_to_i32, f32_to_i64, f32_unary,
     };
     #[pymodule_export]
     use crate::trainer::{

@@ -413,6 +413,13 @@ pub fn config_schema(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             },
         )?;
         row.set_item(
+            "default_cosine",
+            match s.default {
+                Default::ForCosine(cosine) => Some(cosine),
+                _ => None,
+            },
+        )?;
+        row.set_item(
             "min",
             match s.ty {
                 Type::Int { min } if min > i64::MIN => Some(min),

@@ -150,3 +150,32 @@ pub fn f32_from_i64<'py>(
     let values = a.as_array().into_iter().map(|&i| to_f32(F32::from_i64(i)));
     collect(py, a.shape(), values)
 }
+
+/// `cos(π k / n)` element-wise, as the cosine learning-rate decay computes it
+/// (`F32::cos_pi_ratio`); InputError unless `1 <= n <= 2^63 - 1` and `0 <= k <= n`.
+#[pyfunction]
+pub fn f32_cos_pi<'py>(
+    py: Python<'py>,
+    k: PyReadonlyArrayDyn<'py, i64>,
+    n: PyReadonlyArrayDyn<'py, i64>,
+) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    same_shape(&k, &n)?;
+    let pairs: Vec<(i64, i64)> = k
+        .as_array()
+        .iter()
+        .copied()
+        .zip(n.as_array().iter().copied())
+        .collect();
+    if let Some((k, n)) = pairs
+        .iter()
+        .find(|&&(k, n)| !(n >= 1 && (0..=n).contains(&k)))
+    {
+        return Err(InputError::new_err(format!(
+            "cos_pi(k={k}, n={n}) needs 1 <= n and 0 <= k <= n"
+        )));
+    }
+    let values = pairs
+        .into_iter()
+        .map(|(k, n)| to_f32(F32::cos_pi_ratio(k as u64, n as u64)));
+    collect(py, k.shape(), values)
+}

@@ -14,7 +14,7 @@ use crate::init::Init;
 use crate::loss::Loss;
 use crate::math::Math;
 use crate::model::{Architecture, Model};
-use crate::optim::{Kind, OptimizerConfig};
+use crate::optim::{DecayParams, Kind, OptimizerConfig};
 use crate::schedule::Schedule;
 use crate::softf32::F32;
 
@@ -166,6 +166,7 @@ impl TrainerConfig {
                 eps: F32::ZERO,
                 weight_decay: F32::ZERO,
                 momentum: F32::ZERO,
+                decay_params: DecayParams::All,
             },
             schedule: Schedule::CONSTANT,
             clip_norm: None,
@@ -235,7 +236,7 @@ impl TrainerConfig {
             )));
         }
         self.optimizer.validate()?;
-        self.schedule.validate()?;
+        self.schedule.validate(self.optimizer.lr)?;
         if let Some(c) = self.clip_norm {
             if !(F32::ZERO.ieee_lt(c) && c.ieee_lt(F32::INFINITY)) {
                 return Err(Error::Config(format!(
@@ -330,6 +331,13 @@ mod tests {
                 vec![("optimizer", name("adamw")), ("weight_decay", float(0.5))],
             ),
             (
+                "decay_params",
+                vec![
+                    ("optimizer", name("sgd")),
+                    ("decay_params", name("matrices")),
+                ],
+            ),
+            (
                 "momentum",
                 vec![("optimizer", name("sgd")), ("momentum", float(0.5))],
             ),
@@ -356,6 +364,14 @@ mod tests {
                     ("schedule", name("step")),
                     ("step_size", Value::Int(1)),
                     ("gamma", float(0.25)),
+                ],
+            ),
+            (
+                "min_lr",
+                vec![
+                    ("schedule", name("cosine")),
+                    ("total_steps", Value::Int(9)),
+                    ("min_lr", float(0.0009765625)),
                 ],
             ),
             ("clip_norm", vec![("clip_norm", float(1.5))]),
@@ -518,6 +534,38 @@ mod tests {
                 "schedule=\"step\" takes step_size and gamma",
             ),
             (
+                vec![("min_lr", float(0.001))],
+                "schedule=\"constant\" takes no total_steps, step_size, gamma or min_lr",
+            ),
+            (
+                vec![("schedule", name("cosine"))],
+                "schedule=\"cosine\" takes total_steps and min_lr",
+            ),
+            (
+                vec![
+                    ("schedule", name("cosine")),
+                    ("total_steps", Value::Int(5)),
+                    ("min_lr", float(1.0)),
+                ],
+                "min_lr = 1.0 (as binary32) must be 0, or normal and at most lr",
+            ),
+            (
+                vec![
+                    ("schedule", name("cosine")),
+                    ("total_steps", Value::Int(5)),
+                    ("min_lr", float(1e-40)),
+                ],
+                "min_lr = 1e-40 (as binary32) must be 0, or normal",
+            ),
+            (
+                vec![("decay_params", name("matrices"))],
+                "decay_params = \"matrices\" is for adamw and sgd",
+            ),
+            (
+                vec![("decay_params", name("biases"))],
+                "decay_params = \"biases\" is not known (known: [\"all\", \"matrices\"])",
+            ),
+            (
                 vec![("clip_norm", float(-1.0))],
                 "clip_norm = -1 (as binary32) must be finite",
             ),
@@ -600,7 +648,14 @@ mod tests {
             DecayKind::from_name,
         );
         assert_eq!(Loss::NAMES, ["cross_entropy", "mse"]);
-        assert_eq!(DecayKind::NAMES, ["constant", "linear", "step"]);
+        check(
+            &DecayParams::ALL,
+            &DecayParams::NAMES,
+            DecayParams::name,
+            DecayParams::from_name,
+        );
+        assert_eq!(DecayKind::NAMES, ["constant", "linear", "step", "cosine"]);
+        assert_eq!(DecayParams::NAMES, ["all", "matrices"]);
     }
 
     #[test]

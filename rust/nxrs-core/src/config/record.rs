@@ -11,7 +11,7 @@ use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::layer_sizes;
 use crate::model::Architecture;
-use crate::optim::{Kind, OptimizerConfig};
+use crate::optim::{DecayParams, Kind, OptimizerConfig};
 use crate::schedule::{Decay, DecayKind, Schedule};
 use crate::softf32::F32;
 use serde::{Deserialize, Serialize};
@@ -76,6 +76,10 @@ struct OptimizerRecord {
     eps_bits: u32,
     weight_decay_bits: u32,
     momentum_bits: u32,
+    /// Absent for "all" (so records of configurations without it are those of earlier
+    /// versions, byte for byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    decay_params: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -89,6 +93,8 @@ struct ScheduleRecord {
     step_size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gamma_bits: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_lr_bits: Option<u32>,
 }
 
 /// The setting called `name`, by `from_name`; `Error::Config` naming `what` when none is.
@@ -111,10 +117,16 @@ impl TrainerConfig {
     /// The configuration record's JSON text (one line, a fixed key order).
     pub fn to_json(&self) -> String {
         let o = &self.optimizer;
-        let (total_steps, step_size, gamma_bits) = match self.schedule.decay {
-            Decay::Constant => (None, None, None),
-            Decay::Linear { total_steps } => (Some(total_steps), None, None),
-            Decay::Step { step_size, gamma } => (None, Some(step_size), Some(gamma.to_bits())),
+        let (total_steps, step_size, gamma_bits, min_lr_bits) = match self.schedule.decay {
+            Decay::Constant => (None, None, None, None),
+            Decay::Linear { total_steps } => (Some(total_steps), None, None, None),
+            Decay::Step { step_size, gamma } => {
+                (None, Some(step_size), Some(gamma.to_bits()), None)
+            }
+            Decay::Cosine {
+                total_steps,
+                min_lr,
+            } => (Some(total_steps), None, None, Some(min_lr.to_bits())),
         };
         let (sizes, layers) = match &self.architecture {
             Architecture::Sizes(sizes) => (sizes.iter().map(|&n| n as u64).collect(), None),
@@ -140,6 +152,8 @@ impl TrainerConfig {
                     eps_bits: o.eps.to_bits(),
                     weight_decay_bits: o.weight_decay.to_bits(),
                     momentum_bits: o.momentum.to_bits(),
+                    decay_params: (o.decay_params != DecayParams::All)
+                        .then(|| o.decay_params.name().into()),
                 },
                 schedule: ScheduleRecord {
                     name: self.schedule.decay.kind().name().into(),
@@ -147,6 +161,7 @@ impl TrainerConfig {
                     total_steps,
                     step_size,
                     gamma_bits,
+                    min_lr_bits,
                 },
                 clip_norm_bits: self.clip_norm.map(F32::to_bits),
                 batch_size: self.batch_size as u64,
@@ -203,15 +218,28 @@ impl TrainerConfig {
                 let o = &g.optimizer;
                 let s = &g.schedule;
                 let kind = named("schedule", &s.name, DecayKind::from_name)?;
-                let decay = match (kind, s.total_steps, s.step_size, s.gamma_bits) {
-                    (DecayKind::Constant, None, None, None) => Decay::Constant,
-                    (DecayKind::Linear, Some(total_steps), None, None) => {
+                let fields = (
+                    kind,
+                    s.total_steps,
+                    s.step_size,
+                    s.gamma_bits,
+                    s.min_lr_bits,
+                );
+                let decay = match fields {
+                    (DecayKind::Constant, None, None, None, None) => Decay::Constant,
+                    (DecayKind::Linear, Some(total_steps), None, None, None) => {
                         Decay::Linear { total_steps }
                     }
-                    (DecayKind::Step, None, Some(step_size), Some(gamma)) => Decay::Step {
+                    (DecayKind::Step, None, Some(step_size), Some(gamma), None) => Decay::Step {
                         step_size,
                         gamma: bits(gamma),
                     },
+                    (DecayKind::Cosine, Some(total_steps), None, None, Some(min_lr)) => {
+                        Decay::Cosine {
+                            total_steps,
+                            min_lr: bits(min_lr),
+                        }
+                    }
                     _ => {
                         return Err(Error::Config(format!(
                             "config.schedule {} has the wrong fields for its name",
@@ -237,6 +265,10 @@ impl TrainerConfig {
                         eps: bits(o.eps_bits),
                         weight_decay: bits(o.weight_decay_bits),
                         momentum: bits(o.momentum_bits),
+                        decay_params: match &o.decay_params {
+                            None => DecayParams::All,
+                            Some(name) => named("decay_params", name, DecayParams::from_name)?,
+                        },
                     },
                     schedule: Schedule {
                         warmup_steps: s.warmup_steps,

@@ -12,7 +12,7 @@ use crate::loss::Loss;
 use crate::math::Math;
 use crate::mlp::layer_sizes;
 use crate::model::Architecture;
-use crate::optim::{Kind, OptimizerConfig};
+use crate::optim::{DecayParams, Kind, OptimizerConfig};
 use crate::schedule::{Decay, DecayKind};
 use crate::softf32::F32;
 use std::fmt;
@@ -119,6 +119,8 @@ pub enum Default {
     Families(Value, Value),
     /// `adamw` with the AdamW optimiser (decoupled weight decay is its point), else `other`.
     ForAdamW { adamw: f64, other: f64 },
+    /// This value with the cosine decay, else none (a setting of that decay alone).
+    ForCosine(f64),
     /// `objects` for a model of layer objects (section 15.4), else the families' (`general`,
     /// `seed`).
     ForLayerObjects {
@@ -162,6 +164,10 @@ impl Setting {
                 (_, Family::General) => general,
                 (_, Family::SeedModel) => seed,
             }),
+            Default::ForCosine(cosine) => match config.schedule.decay {
+                Decay::Cosine { .. } => Value::Float(*cosine),
+                _ => Value::None,
+            },
             Default::ForAdamW { adamw, other } => {
                 Value::Float(if config.optimizer.kind == Kind::AdamW {
                     *adamw
@@ -381,6 +387,19 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
             set: |c, v| hyper(c, "weight_decay", v, |o| &mut o.weight_decay),
         },
         Setting {
+            name: "decay_params",
+            ty: Type::Name(&DecayParams::NAMES),
+            optional: false,
+            default: Default::Both(name(DecayParams::All.name())),
+            range: "all, matrices (tensors of 2 or more dimensions; adamw, sgd)",
+            doc: "the parameter tensors weight_decay applies to (section 7)",
+            get: |c| name(c.optimizer.decay_params.name()),
+            set: |c, v| {
+                c.optimizer.decay_params = by_name(v, DecayParams::from_name)?;
+                Ok(())
+            },
+        },
+        Setting {
             name: "momentum",
             ty: Type::Float,
             optional: false,
@@ -395,7 +414,7 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
             ty: Type::Name(&DecayKind::NAMES),
             optional: false,
             default: Default::Both(name(DecayKind::Constant.name())),
-            range: "constant, linear, step",
+            range: "constant, linear, step, cosine",
             doc: "the learning-rate decay after the warm-up (section 6)",
             get: |c| name(c.schedule.decay.kind().name()),
             // The decay's own settings follow and fill in its fields.
@@ -406,6 +425,10 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
                     DecayKind::Step => Decay::Step {
                         step_size: 0,
                         gamma: F32::ZERO,
+                    },
+                    DecayKind::Cosine => Decay::Cosine {
+                        total_steps: 0,
+                        min_lr: F32::ZERO,
                     },
                 };
                 Ok(())
@@ -429,16 +452,23 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
             ty: Type::Int { min: 1 },
             optional: true,
             default: Default::Both(Value::None),
-            range: "integer > warmup_steps (linear)",
-            doc: "the step at which the linear decay reaches 0",
+            range: "integer > warmup_steps (linear, cosine)",
+            doc: "the step at which the linear decay reaches 0, the cosine decay min_lr",
             get: |c| match c.schedule.decay {
-                Decay::Linear { total_steps } => Value::Int(total_steps as i64),
+                Decay::Linear { total_steps } | Decay::Cosine { total_steps, .. } => {
+                    Value::Int(total_steps as i64)
+                }
                 _ => Value::None,
             },
             set: |c, v| {
                 match (&mut c.schedule.decay, v) {
-                    (Decay::Linear { total_steps }, Value::Int(n)) => *total_steps = *n as u64,
-                    (Decay::Linear { .. }, _) | (_, Value::Int(_)) => return decay_takes(c),
+                    (
+                        Decay::Linear { total_steps } | Decay::Cosine { total_steps, .. },
+                        Value::Int(n),
+                    ) => *total_steps = *n as u64,
+                    (Decay::Linear { .. } | Decay::Cosine { .. }, _) | (_, Value::Int(_)) => {
+                        return decay_takes(c)
+                    }
                     _ => {}
                 }
                 Ok(())
@@ -479,6 +509,26 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
                 match (&mut c.schedule.decay, v) {
                     (Decay::Step { gamma, .. }, Value::Float(x)) => *gamma = binary32(*x),
                     (Decay::Step { .. }, _) | (_, Value::Float(_)) => return decay_takes(c),
+                    _ => {}
+                }
+                Ok(())
+            },
+        },
+        Setting {
+            name: "min_lr",
+            ty: Type::Float,
+            optional: true,
+            default: Default::ForCosine(0.0),
+            range: "0, or finite, normal and <= lr as binary32 (cosine)",
+            doc: "the rate the cosine decay ends at (section 6)",
+            get: |c| match c.schedule.decay {
+                Decay::Cosine { min_lr, .. } => float(min_lr),
+                _ => Value::None,
+            },
+            set: |c, v| {
+                match (&mut c.schedule.decay, v) {
+                    (Decay::Cosine { min_lr, .. }, Value::Float(x)) => *min_lr = binary32(*x),
+                    (Decay::Cosine { .. }, _) | (_, Value::Float(_)) => return decay_takes(c),
                     _ => {}
                 }
                 Ok(())

@@ -54,7 +54,8 @@ struct Coefficients<R> {
 }
 
 impl<R: Real> Coefficients<R> {
-    fn new(config: &OptimizerConfig, step: &StepScalars) -> Coefficients<R> {
+    /// The coefficients of a tensor that `decays` (AdamW's decay applies to it) or not.
+    fn new(config: &OptimizerConfig, step: &StepScalars, decays: bool) -> Coefficients<R> {
         let of = R::from_f32;
         Coefficients {
             beta1: of(config.beta1),
@@ -65,7 +66,7 @@ impl<R: Real> Coefficients<R> {
             bc2: of(step.bias.bc2),
             lr: of(step.lr),
             eps: of(config.eps),
-            decay: (config.kind == Kind::AdamW).then(|| of(step.decay)),
+            decay: (config.kind == Kind::AdamW && decays).then(|| of(step.decay)),
         }
     }
 
@@ -152,7 +153,8 @@ impl<R: Real, const N: usize> Group<R, N> {
     }
 }
 
-/// The seed's `adam1` over one tensor (AdamW first multiplies `p` by `1 - lr * weight_decay`):
+/// The seed's `adam1` over one tensor (AdamW first multiplies `p` by `1 - lr * weight_decay`
+/// when the tensor `decays`):
 /// `m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= (lr (m/bc1)) / (sqrt(v/bc2) + eps)`.
 ///
 /// Cells go `LANES` at a time, the rest in one group of 8, 16, 32 or 64 (padded). Every
@@ -160,18 +162,20 @@ impl<R: Real, const N: usize> Group<R, N> {
 /// (the seed's root replaces its result by 0 for a zero input, a choice made from the input
 /// alone), so each group is first computed in [`Real::Fast`] and kept when none of its outputs
 /// is a NaN; otherwise in `R`.
+#[allow(clippy::too_many_arguments)] // the tensors and the step's scalars
 pub(super) fn update<R: Real>(
     config: &OptimizerConfig,
     math: Math,
     step: &StepScalars,
+    decays: bool,
     p: &mut [R],
     g: &[R],
     m: &mut [R],
     v: &mut [R],
 ) {
     let update = Update {
-        fast: Coefficients::<R::Fast>::new(config, step),
-        exact: Coefficients::<R>::new(config, step),
+        fast: Coefficients::<R::Fast>::new(config, step, decays),
+        exact: Coefficients::<R>::new(config, step, decays),
         math,
     };
     R::vectorized(

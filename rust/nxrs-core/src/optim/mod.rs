@@ -26,6 +26,28 @@ crate::names::names! {
     }
 }
 
+crate::names::names! {
+    /// Which parameter tensors weight decay (AdamW's decoupled, SGD's coupled) applies to.
+    pub enum DecayParams {
+        /// Every tensor.
+        All = "all",
+        /// The tensors of two or more dimensions (weights, attention matrices, embedding
+        /// tables), not biases and most normalisations' `gamma`, `beta`: nanoGPT's rule,
+        /// PyTorch's `p.dim() >= 2`.
+        Matrices = "matrices",
+    }
+}
+
+impl DecayParams {
+    /// Whether weight decay applies to a parameter tensor of this shape.
+    pub fn decays(self, shape: &[usize]) -> bool {
+        match self {
+            DecayParams::All => true,
+            DecayParams::Matrices => shape.len() >= 2,
+        }
+    }
+}
+
 impl Kind {
     /// Whether the optimiser keeps second moments (and bias-correction powers).
     pub fn has_second_moments(self) -> bool {
@@ -44,6 +66,8 @@ pub struct OptimizerConfig {
     pub eps: F32,
     pub weight_decay: F32,
     pub momentum: F32,
+    /// The tensors `weight_decay` applies to.
+    pub decay_params: DecayParams,
 }
 
 impl OptimizerConfig {
@@ -74,7 +98,8 @@ impl OptimizerConfig {
     }
 
     /// Checks that training with these hyperparameters can work (see `accepted_range`);
-    /// `Error::Config` names the first one outside its range.
+    /// `Error::Config` names the first one outside its range. `decay_params` other than "all"
+    /// is refused for Adam, which has no weight decay to restrict.
     pub fn validate(&self) -> Result<()> {
         for (name, value) in self.named() {
             self.accepted_range(name, value).map_err(|range| {
@@ -82,6 +107,12 @@ impl OptimizerConfig {
                     "{name} = {value} is outside the accepted range: {range}"
                 ))
             })?;
+        }
+        if self.kind == Kind::Adam && self.decay_params != DecayParams::All {
+            return Err(Error::Config(format!(
+                "decay_params = {:?} is for adamw and sgd (adam has no weight decay)",
+                self.decay_params.name()
+            )));
         }
         Ok(())
     }
@@ -107,7 +138,7 @@ impl OptimizerConfig {
             "finite, positive and normal as binary32: 1.1754944e-38 (2^-126) ..= 3.4028235e38";
         // NaN compares false with everything, so it fails every range.
         let unit = F32::ZERO.ieee_le(value) && value.ieee_lt(F32::ONE);
-        let rate = MIN_NORMAL.ieee_le(value) && value.ieee_le(MAX_FINITE);
+        let rate = F32::MIN_POSITIVE.ieee_le(value) && value.ieee_le(F32::MAX);
         let adam_like = self.kind.has_second_moments();
         let (ok, range) = match name {
             "lr" => (rate, RATE),
@@ -118,7 +149,7 @@ impl OptimizerConfig {
                 "0 for adam (use optimizer='adamw' for decoupled weight decay)",
             ),
             "weight_decay" => (
-                F32::ZERO.ieee_le(value) && value.ieee_le(MAX_FINITE),
+                F32::ZERO.ieee_le(value) && value.ieee_le(F32::MAX),
                 "finite and >= 0",
             ),
             "momentum" if self.kind == Kind::Sgd => (unit, UNIT),
@@ -131,29 +162,26 @@ impl OptimizerConfig {
         }
     }
 
-    /// Updates one parameter tensor from its gradient `g` with this step's scalars. `m` is the
-    /// first moment (Adam) or momentum buffer (SGD); `v` the second moment (Adam only, empty
-    /// for SGD).
+    /// Updates one parameter tensor from its gradient `g` with this step's scalars, with
+    /// weight decay when `decays` (the tensor is one `decay_params` names). `m` is the first
+    /// moment (Adam) or momentum buffer (SGD); `v` the second moment (Adam only, empty for SGD).
     #[allow(clippy::too_many_arguments)] // the tensors and the step's scalars
     pub fn update<R: Real>(
         &self,
         math: Math,
         step: &StepScalars,
+        decays: bool,
         p: &mut [R],
         g: &[R],
         m: &mut [R],
         v: &mut [R],
     ) {
         match self.kind {
-            Kind::Adam | Kind::AdamW => adam::update(self, math, step, p, g, m, v),
-            Kind::Sgd => sgd::update(self, step, p, g, m),
+            Kind::Adam | Kind::AdamW => adam::update(self, math, step, decays, p, g, m, v),
+            Kind::Sgd => sgd::update(self, step, decays, p, g, m),
         }
     }
 }
-
-/// Smallest positive normal and largest finite binary32.
-const MIN_NORMAL: F32 = F32::from_bits(0x0080_0000);
-const MAX_FINITE: F32 = F32::from_bits(0x7F7F_FFFF);
 
 /// What every cell of one step shares, computed once per step in softf32.
 #[derive(Clone, Copy, Debug)]
@@ -259,6 +287,7 @@ mod tests {
             eps: ratio(1, 100_000_000),
             weight_decay: F32::ZERO,
             momentum: F32::ZERO,
+            decay_params: DecayParams::All,
         };
         assert_eq!(seed(), built);
     }

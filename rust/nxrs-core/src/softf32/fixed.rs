@@ -1,7 +1,8 @@
-//! Compile-time fixed-point arithmetic that builds the constants and tables of [`F32::exp`],
-//! [`F32::ln`], [`F32::normal_cdf`] and [`F32::normal_pdf`] from integers alone: `ln 2`, `π`,
-//! `2^(j/64)`, `ln c` for the reduction constants `c`, and the normal tail's table. Nothing here
-//! runs at run time, and no host float or hand-copied digit string is involved.
+//! Fixed-point arithmetic that builds the constants and tables of [`F32::exp`], [`F32::ln`],
+//! [`F32::normal_cdf`] and [`F32::normal_pdf`] at compile time from integers alone: `ln 2`, `π`,
+//! `2^(j/64)`, `ln c` for the reduction constants `c`, and the normal tail's table; no host float
+//! or hand-copied digit string is involved. [`F32::cos_pi_ratio`] also runs its products and
+//! quotients at run time, once per step of a cosine learning-rate decay.
 //!
 //! Values are unsigned Q126 (`v * 2^-126` in a `u128`), which holds `[0, 4)`, or, where a table
 //! needs signs and magnitudes up to `2^15` (the normal tail's), signed Q112 (`v * 2^-112` in an
@@ -13,6 +14,7 @@
 //! [`F32::ln`]: super::F32::ln
 //! [`F32::normal_cdf`]: super::F32::normal_cdf
 //! [`F32::normal_pdf`]: super::F32::normal_pdf
+//! [`F32::cos_pi_ratio`]: super::F32::cos_pi_ratio
 
 /// One in Q126.
 pub(super) const ONE_Q126: u128 = 1 << 126;

@@ -18,6 +18,7 @@
 mod add;
 mod compare;
 mod convert;
+mod cos_pi;
 mod div;
 mod exp;
 mod fixed;
@@ -65,6 +66,10 @@ impl F32 {
     pub const ONE: F32 = F32(0x3F80_0000);
     pub const INFINITY: F32 = F32(EXP_MASK);
     pub const NEG_INFINITY: F32 = F32(SIGN_BIT | EXP_MASK);
+    /// The smallest positive normal value, `2^-126` (as `f32::MIN_POSITIVE`).
+    pub const MIN_POSITIVE: F32 = F32(HIDDEN_BIT);
+    /// The largest finite value (as `f32::MAX`).
+    pub const MAX: F32 = F32(EXP_MASK - 1);
     /// The NaN an invalid operation returns (`0 * inf`, `inf - inf`, `sqrt(-1)`, ...): x86 SSE's
     /// "real indefinite", negative sign and quiet bit set. Berkeley SoftFloat's 8086-SSE build
     /// gives the same; other conventions (ARM, RISC-V, compiler-builtins) give `0x7FC00000`.

@@ -364,9 +364,11 @@ fn update<R: Real>(setup: Setup<'_>, state: &mut TrainState, total: &mut [Layer]
     let s = state;
     let lr = config.schedule.rate(config.optimizer.lr, s.step as u64);
     let scalars = StepScalars::advance(&config.optimizer, lr, &mut s.b1t, &mut s.b2t);
+    let decayed = setup.model.decayed_tensors(config.optimizer.decay_params);
     config.optimizer.apply::<R>(
         config.math,
         &scalars,
+        &decayed,
         total,
         &mut s.params,
         &mut s.m,

@@ -12,7 +12,7 @@ use nxrs_core::model::Architecture;
 use nxrs_core::nxck::mapped::FileBytes;
 use nxrs_core::nxck::v2::{Checkpoint, Verify, ALIGN, PRELUDE_LEN};
 use nxrs_core::nxck::Format;
-use nxrs_core::optim::{Kind, OptimizerConfig};
+use nxrs_core::optim::{DecayParams, Kind, OptimizerConfig};
 use nxrs_core::params::Layer;
 use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::{Error, TrainState, Trainer, TrainerConfig, F32};
@@ -80,25 +80,32 @@ pub fn any_optimizer() -> impl Strategy<Value = OptimizerConfig> {
         bits_in(0, 0x7F7F_FFFF),
         unit(),
         any::<[u32; 3]>(),
+        decay_params(),
     )
-        .prop_map(|(kind, lr, beta1, beta2, eps, wd, momentum, free)| {
-            let mut o = OptimizerConfig {
-                kind,
-                lr,
-                beta1,
-                beta2,
-                eps,
-                weight_decay: wd,
-                momentum,
-            };
-            match kind {
-                Kind::Adam => (o.weight_decay, o.momentum) = (F32::ZERO, F32::ZERO),
-                Kind::AdamW => o.momentum = F32::ZERO,
-                // SGD ignores the betas and eps: any bits are recorded as they are.
-                Kind::Sgd => [o.beta1, o.beta2, o.eps] = free.map(F32::from_bits),
-            }
-            o
-        })
+        .prop_map(
+            |(kind, lr, beta1, beta2, eps, wd, momentum, free, decay_params)| {
+                let mut o = OptimizerConfig {
+                    kind,
+                    lr,
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay: wd,
+                    momentum,
+                    decay_params,
+                };
+                match kind {
+                    Kind::Adam => {
+                        (o.weight_decay, o.momentum) = (F32::ZERO, F32::ZERO);
+                        o.decay_params = DecayParams::All;
+                    }
+                    Kind::AdamW => o.momentum = F32::ZERO,
+                    // SGD ignores the betas and eps: any bits are recorded as they are.
+                    Kind::Sgd => [o.beta1, o.beta2, o.eps] = free.map(F32::from_bits),
+                }
+                o
+            },
+        )
 }
 
 /// Any schedule: warm-up, then constant, linear (to a later step) or step decay.
@@ -329,8 +336,14 @@ pub fn ratio(n: i32, d: i32) -> F32 {
 /// moves the weights; rates far above 0.05 make some runs overflow into infinities and NaNs).
 pub fn useful_optimizer(lr: impl Strategy<Value = i32>) -> impl Strategy<Value = OptimizerConfig> {
     let kind = prop_oneof![Just(Kind::Adam), Just(Kind::AdamW), Just(Kind::Sgd)];
-    (kind, lr, 0..=20i32, 0..=9i32).prop_map(|(kind, lr, wd, momentum)| OptimizerConfig {
+    let optimizer = (kind, lr, 0..=20i32, 0..=9i32, decay_params());
+    optimizer.prop_map(|(kind, lr, wd, momentum, decay_params)| OptimizerConfig {
         kind,
+        decay_params: if kind == Kind::Adam {
+            DecayParams::All
+        } else {
+            decay_params
+        },
         lr: ratio(lr, 1000),
         weight_decay: if kind == Kind::Adam {
             F32::ZERO
@@ -346,8 +359,14 @@ pub fn useful_optimizer(lr: impl Strategy<Value = i32>) -> impl Strategy<Value =
     })
 }
 
+/// Either rule of which tensors weight decay applies to.
+fn decay_params() -> impl Strategy<Value = DecayParams> {
+    prop::sample::select(DecayParams::ALL.to_vec())
+}
+
 /// Schedules a short run reaches every part of: a warm-up of up to 4 steps, then constant,
-/// linear to zero within 20 more steps, or step decay by a tenth to nine tenths every 1 to 5.
+/// linear to zero within 20 more steps, step decay by a tenth to nine tenths every 1 to 5, or
+/// cosine to 0 or 1e-5 (below every useful rate) within 20 more steps.
 pub fn useful_schedule() -> impl Strategy<Value = Schedule> {
     let decay = prop_oneof![
         Just(Decay::Constant),
@@ -356,12 +375,23 @@ pub fn useful_schedule() -> impl Strategy<Value = Schedule> {
             step_size,
             gamma: ratio(g, 10),
         }),
+        (1..=20u64, 0..=1i32).prop_map(|(total_steps, m)| Decay::Cosine {
+            total_steps,
+            min_lr: ratio(m, 100_000),
+        }),
     ];
     (0..=4u64, decay).prop_map(|(warmup_steps, decay)| Schedule {
         warmup_steps,
         decay: match decay {
             Decay::Linear { total_steps } => Decay::Linear {
                 total_steps: warmup_steps + total_steps,
+            },
+            Decay::Cosine {
+                total_steps,
+                min_lr,
+            } => Decay::Cosine {
+                total_steps: warmup_steps + total_steps,
+                min_lr,
             },
             other => other,
         },

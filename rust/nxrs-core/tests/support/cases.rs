@@ -9,7 +9,7 @@ use nxrs_core::layers::LayerSpec;
 use nxrs_core::loss::Loss;
 use nxrs_core::math::Math;
 use nxrs_core::model::Architecture;
-use nxrs_core::optim::{Kind, OptimizerConfig};
+use nxrs_core::optim::{DecayParams, Kind, OptimizerConfig};
 use nxrs_core::schedule::{Decay, Schedule};
 use nxrs_core::trainer::{Event, Until};
 use nxrs_core::{Trainer, TrainerConfig, F32};
@@ -72,6 +72,10 @@ pub fn config_of(case: &Value) -> TrainerConfig {
                 step_size: u64_of(&c["step_size"]),
                 gamma: bits("gamma"),
             },
+            "cosine" => Decay::Cosine {
+                total_steps: u64_of(&c["total_steps"]),
+                min_lr: bits("min_lr"),
+            },
             other => panic!("schedule {other}"),
         },
     };
@@ -101,6 +105,10 @@ pub fn config_of(case: &Value) -> TrainerConfig {
             eps: bits("eps"),
             weight_decay: bits("weight_decay"),
             momentum: bits("momentum"),
+            decay_params: match c.get("decay_params") {
+                Some(name) => DecayParams::from_name(str_of(name)).expect("a known rule"),
+                None => DecayParams::All,
+            },
         },
         schedule,
         clip_norm: present("clip_norm").then(|| bits("clip_norm")),

@@ -314,9 +314,10 @@ impl PyTrainer {
         signature = (layers = None, **options),
         text_signature = "(layers=None, *, seed=None, sizes=None, loss=None, math=None, \
             init=None, optimizer=None, lr=None, beta1=None, beta2=None, eps=None, \
-            weight_decay=None, momentum=None, schedule=None, warmup_steps=None, \
-            total_steps=None, step_size=None, gamma=None, clip_norm=None, batch_size=None, \
-            grad_block=None, shuffle=None, drop_last=None, backend=None, threads=None)"
+            weight_decay=None, decay_params=None, momentum=None, schedule=None, \
+            warmup_steps=None, total_steps=None, step_size=None, gamma=None, min_lr=None, \
+            clip_norm=None, batch_size=None, grad_block=None, shuffle=None, drop_last=None, \
+            backend=None, threads=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -848,6 +849,17 @@ impl PyTrainer {
             dict.set_item(name, float_of(value))?;
         }
         Ok(dict)
+    }
+
+    /// The learning rate of the next step (section 6's `lr_t` at `t = steps`).
+    #[getter]
+    fn scheduled_lr(&self, py: Python<'_>) -> f64 {
+        float_of(self.read(py, |t| {
+            let config = t.config();
+            config
+                .schedule
+                .rate(config.optimizer.lr, t.state().step as u64)
+        }))
     }
 
     /// The configuration, with TRAINING.md's keys.
