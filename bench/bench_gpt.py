@@ -83,7 +83,7 @@ def run_nxrs(threads: int, steps: int, full: bool, generate: bool) -> dict[str, 
     names = {s["name"] for s in nxrs.config_schema()}
     if {"min_lr", "decay_params"} <= names:
         settings |= {
-            "schedule": "cosine", "warmup_steps": WARMUP + 1, "total_steps": STEPS + 1,
+            "schedule": "cosine", "warmup_steps": WARMUP, "total_steps": STEPS,
             "min_lr": MIN_LR, "decay_params": "matrices",
         }  # fmt: skip
     t = nxrs.Trainer(

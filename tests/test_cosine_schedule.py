@@ -221,3 +221,25 @@ def test_matrices_follow_the_tensor_shapes_of_a_sequence_model() -> None:
     for n in names:
         expected = runs["all"] if n in decayed else runs["none"]
         assert np.array_equal(runs["matrices"][n].view(np.uint32), expected[n].view(np.uint32)), n
+
+
+def test_matrices_never_decay_a_normalisation_whatever_its_shape() -> None:
+    """A LayerNorm over a whole (C, L) sample has gamma and beta of shape (C, L): by kind they
+    are a normalisation's and do not decay; the Dense weight does."""
+    from nxrs.layers import Dense, Flatten, Input, LayerNorm
+
+    layers = [Input(2, 3), LayerNorm(), Flatten(), Dense(2)]
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3) / 7
+    y = np.array([0, 1, 1, 0])
+    runs = {}
+    for decay in (0.0, 0.5):
+        t = nxrs.Trainer(
+            layers=layers, optimizer="adamw", weight_decay=decay, lr=0.1, seed=3,
+            decay_params="matrices",
+        )  # fmt: skip
+        t.train_steps(x, y, 1)  # one step: the gradients are the same in both runs
+        runs[decay] = t.state_dict()
+    for name in ("gamma1", "beta1", "b2"):
+        assert runs[0.0][name].tobytes() == runs[0.5][name].tobytes(), name
+    assert runs[0.0]["W2"].tobytes() != runs[0.5]["W2"].tobytes()
+    assert runs[0.0]["gamma1"].shape == (2, 3)

@@ -69,8 +69,9 @@ class Trainer(_Trainer):
     ``eps=1e-40``, a subnormal, are refused), ``beta1``, ``beta2`` and ``momentum`` in [0, 1),
     ``weight_decay`` finite and >= 0 (0 for "adam"; "momentum" only for "sgd"), ``min_lr``
     (``schedule="cosine"`` only, default 0) 0 or normal and at most ``lr``.
-    ``decay_params="matrices"`` restricts weight decay to tensors of two or more dimensions
-    (nanoGPT's rule; "all", the default, decays every tensor). ``trainer.scheduled_lr`` is the
+    ``decay_params="matrices"`` restricts weight decay to the weight matrices and tables
+    (Dense and convolution weights, attention's matrices, embedding tables; not biases, not
+    normalisations: nanoGPT's choice; "all", the default, decays every tensor). ``trainer.scheduled_lr`` is the
     learning rate of the next step.
 
     ``backend`` chooses the arithmetic that computes steps, evaluations and predictions (the

@@ -60,8 +60,9 @@ PRESETS: tuple[str, ...] = tuple(_PRESETS)
 #: How each preset is meant to be trained: its data set and the settings ``nxrs train --model
 #: NAME`` takes unless given (the MNIST-1D paper's Adam lr 1e-2, batch 100, 6,000 steps; the
 #: digits net's settings found with PyTorch, above; nanoGPT's CPU recipe for the character
-#: model: AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1, clipping at 1.0, batch 12,
-#: 2,000 steps, the losses estimated every 250 steps on 20 batches).
+#: model: AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the weights and tables, a
+#: cosine schedule, clipping at 1.0, batch 12, 2,000 steps, the losses estimated every 250
+#: steps on 20 batches).
 RECIPES: dict[str, dict[str, Any]] = {
     "mnist1d-cnn": {"data": "mnist1d", "batch_size": 100, "lr": 0.01, "epochs": 150},
     "digits-cnn": {"data": "digits", "batch_size": 32, "lr": 0.01, "epochs": 20},
@@ -75,7 +76,14 @@ RECIPES: dict[str, dict[str, Any]] = {
         "eval_batches": 20,
         "beta2": 0.99,
         "weight_decay": 0.1,
+        "decay_params": "matrices",
         "clip_norm": 1.0,
+        # nanoGPT's get_lr: 100 warm-up steps, then cosine to min_lr at step 2000 (its warm-up
+        # rate is lr * (t+1)/101, nxrs's lr * (t+1)/100: TRAINING.md section 6).
+        "schedule": "cosine",
+        "warmup_steps": 100,
+        "total_steps": 2000,
+        "min_lr": 1e-4,
     },
 }
 

@@ -209,16 +209,18 @@ impl Model {
     }
 
     /// Per layer that has parameters (as [`Model::param_specs`]), whether weight decay applies
-    /// to each of its two tensors under `rule` (a missing tensor has no cells to decay).
+    /// to each of its two tensors under `rule` (a missing tensor has no cells to decay): by
+    /// kind, weight matrices and tables (`W`, `Wqkv`, `Wo`, `E`, `P`) being weights, biases and
+    /// normalisations' `gamma`, `beta` not.
     pub fn decayed_tensors(&self, rule: DecayParams) -> Vec<[bool; 2]> {
-        self.param_specs()
-            .iter()
-            .map(|specs| {
-                let mut decays = specs.iter().map(|(_, shape)| rule.decays(shape));
-                [
-                    decays.next().unwrap_or(false),
-                    decays.next().unwrap_or(false),
-                ]
+        numbered(&self.network)
+            .map(|(_, layer)| {
+                let weights = match layer.op {
+                    Op::Attention(_) => [true, true],
+                    Op::Conv(_) | Op::Embedding { .. } | Op::Positional { .. } => [true, false],
+                    _ => [false, false],
+                };
+                weights.map(|weight| rule.decays(weight))
             })
             .collect()
     }

@@ -391,7 +391,7 @@ static SETTINGS: LazyLock<Vec<Setting>> = LazyLock::new(|| {
             ty: Type::Name(&DecayParams::NAMES),
             optional: false,
             default: Default::Both(name(DecayParams::All.name())),
-            range: "all, matrices (tensors of 2 or more dimensions; adamw, sgd)",
+            range: "all, matrices (weights and tables, not biases or norms; adamw, sgd)",
             doc: "the parameter tensors weight_decay applies to (section 7)",
             get: |c| name(c.optimizer.decay_params.name()),
             set: |c, v| {

@@ -31,19 +31,20 @@ crate::names::names! {
     pub enum DecayParams {
         /// Every tensor.
         All = "all",
-        /// The tensors of two or more dimensions (weights, attention matrices, embedding
-        /// tables), not biases and most normalisations' `gamma`, `beta`: nanoGPT's rule,
-        /// PyTorch's `p.dim() >= 2`.
+        /// The weight matrices and tables (Dense and convolution weights, attention's matrices,
+        /// embedding tables), not biases and not normalisations' `gamma`, `beta`: nanoGPT's
+        /// choice (by kind: its `p.dim() >= 2` where every norm is over a token's width).
         Matrices = "matrices",
     }
 }
 
 impl DecayParams {
-    /// Whether weight decay applies to a parameter tensor of this shape.
-    pub fn decays(self, shape: &[usize]) -> bool {
+    /// Whether weight decay applies to a parameter tensor, given whether it is a weight matrix
+    /// or table (not a bias, not a normalisation's `gamma` or `beta`).
+    pub fn decays(self, weight: bool) -> bool {
         match self {
             DecayParams::All => true,
-            DecayParams::Matrices => shape.len() >= 2,
+            DecayParams::Matrices => weight,
         }
     }
 }
