@@ -45,7 +45,7 @@ def main() -> None:
         "binary_garbage.csv": (b"\xff\xfe\x00\x81binary\n", "not a CSV text file"),
         "duplicate_label_column.csv": ("a,label,label\n1,0,0\n2,1,1\n", "more than once"),
         "label_column_only.csv": ("label\n0\n1\n0\n1\n", "no data"),
-        "unknown_suffix.txt": ("a,b,label\n1,2,0\n", "unknown data format"),
+        "unknown_suffix.dat": ("a,b,label\n1,2,0\n", "unknown data format"),
         # --- CSV: cells
         "non_numeric_cell.csv": ("a,b,label\n1,2,0\n1,x,1\n", "line 3 (data row 2), column 'b'"),
         "empty_cell.csv": ("a,b,label\n1,,0\n1,2,1\n", "line 2 (data row 1), column 'b'"),
