@@ -88,6 +88,24 @@ pub trait Real:
         Self::from_f32(self.to_f32().normal_pdf())
     }
 
+    /// `out[i] = Φ(x[i])` for every `i` ([`Real::normal_cdf`]; a backend may compute several
+    /// cells at once).
+    #[inline]
+    fn normal_cdfs(x: &[Self], out: &mut [Self]) {
+        for (out, &x) in out.iter_mut().zip(x) {
+            *out = x.normal_cdf();
+        }
+    }
+
+    /// `out[i] = φ(x[i])` for every `i` ([`Real::normal_pdf`]; a backend may compute several
+    /// cells at once).
+    #[inline]
+    fn normal_pdfs(x: &[Self], out: &mut [Self]) {
+        for (out, &x) in out.iter_mut().zip(x) {
+            *out = x.normal_pdf();
+        }
+    }
+
     /// The exact GELU, `x Φ(x)`: the correctly rounded `Φ(x)`, then one product in this
     /// arithmetic (`docs/TRAINING.md`, section 15.7). `Φ` makes it two roundings in all: the
     /// `erf` form would round `x/√2` first.

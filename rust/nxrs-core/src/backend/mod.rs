@@ -27,6 +27,7 @@ mod choice;
 mod fpenv;
 mod isa;
 mod native;
+mod normal;
 mod selfcheck;
 
 pub use choice::{BackendChoice, Resolved};

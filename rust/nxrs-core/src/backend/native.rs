@@ -6,6 +6,7 @@
 
 use super::fpenv::FpEnvGuard;
 use super::isa::Isa;
+use super::normal;
 use crate::arith::matmul::{self, MatMul};
 use crate::arith::Real;
 use crate::softf32::F32;
@@ -134,6 +135,34 @@ hardware_float! {
         r
     },
     extra: {
+        /// softf32's `Φ`, by way of binary64 where a rounding test proves it ([`normal`]).
+        #[inline(always)]
+        fn normal_cdf(self) -> Native {
+            Native(normal::normal_cdf(self.0))
+        }
+
+        /// softf32's `φ`, by way of binary64 where a rounding test proves it ([`normal`]).
+        #[inline(always)]
+        fn normal_pdf(self) -> Native {
+            Native(normal::normal_pdf(self.0))
+        }
+
+        fn normal_cdfs(x: &[Native], out: &mut [Native]) {
+            let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
+            vector_call(
+                #[inline(always)]
+                || normal::normal_cdfs(x, out),
+            );
+        }
+
+        fn normal_pdfs(x: &[Native], out: &mut [Native]) {
+            let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
+            vector_call(
+                #[inline(always)]
+                || normal::normal_pdfs(x, out),
+            );
+        }
+
         /// The blocked kernel on the path in use ([`Isa`]); NaN results recomputed in
         /// `Native`.
         fn matmul(mm: MatMul<'_, Native>) {
