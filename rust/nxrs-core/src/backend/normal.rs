@@ -156,11 +156,10 @@ pub fn normal_cdfs(x: &[f32], out: &mut [f32]) {
                 1.0
             };
         }
-        let mut v = t.map(tail_exponent).map(exp);
-        for (v, &x) in v.iter_mut().zip(x) {
-            if !split(x).1 {
-                *v = 1.0 - *v;
-            }
+        let mut v = [0.0; LANES];
+        for ((v, &t), &x) in v.iter_mut().zip(&t).zip(x) {
+            let q = exp(tail_exponent(t));
+            *v = if split(x).1 { q } else { 1.0 - q };
         }
         finish(x, v, inside, out, normal_cdf_soft);
     }
@@ -185,7 +184,10 @@ pub fn normal_pdfs(x: &[f32], out: &mut [f32]) {
                 1.0
             };
         }
-        let v = t.map(pdf_exponent).map(exp);
+        let mut v = [0.0; LANES];
+        for (v, &t) in v.iter_mut().zip(&t) {
+            *v = exp(pdf_exponent(t));
+        }
         finish(x, v, inside, out, normal_pdf_soft);
     }
     for (&x, out) in rest.iter().zip(&mut out[whole.len()..]) {
@@ -202,11 +204,11 @@ fn finish(
     out: &mut [f32],
     soft: fn(f32) -> f32,
 ) {
-    let margins = v.map(|v| v * MARGIN);
     let mut low = [0.0f32; LANES];
     let mut high = [0.0f32; LANES];
-    for (((low, high), &v), &m) in low.iter_mut().zip(&mut high).zip(&v).zip(&margins) {
-        (*low, *high) = ((v - m) as f32, (v + m) as f32);
+    for ((low, high), &v) in low.iter_mut().zip(&mut high).zip(&v) {
+        let margin = v * MARGIN;
+        (*low, *high) = ((v - margin) as f32, (v + margin) as f32);
     }
     for (l, out) in out.iter_mut().enumerate() {
         *out = if inside[l] && low[l].to_bits() == high[l].to_bits() {
