@@ -41,33 +41,21 @@ pub fn tanh<R: Real>(math: Math, x: &[R], y: &mut [R]) {
 }
 
 /// The exact GELU, `y = x * Phi(x)` ([`Real::gelu`]): `Phi` of every cell first
-/// ([`Real::normal_cdfs`]), then the products.
-pub fn gelu<R: Real>(x: &[R], y: &mut [R]) {
-    R::normal_cdfs(x, y);
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y = x * *y;
+/// ([`Real::normal_cdfs`], into `cdf`, which the backward pass reads), then the products.
+pub fn gelu<R: Real>(x: &[R], cdf: &mut [R], y: &mut [R]) {
+    R::normal_cdfs(x, cdf);
+    for ((y, &x), &cdf) in y.iter_mut().zip(x).zip(&*cdf) {
+        *y = x * cdf;
     }
 }
 
-/// Cells of GELU's backward pass at a time: its `Phi` and `phi` in buffers on the stack.
-const GELU_CHUNK: usize = 256;
-
-/// `gx = g * (Phi(x) + (x * phi(x)))` ([`Real::gelu_derivative`]), `x` the layer's input:
-/// `Phi` and `phi` of a chunk of cells first ([`Real::normal_cdfs`], [`Real::normal_pdfs`]),
-/// then the operations in the order written.
-pub fn gelu_backward<R: Real>(g: &[R], x: &[R], gx: &mut [R]) {
-    let (mut cdf, mut pdf) = ([R::ZERO; GELU_CHUNK], [R::ZERO; GELU_CHUNK]);
-    for ((g, x), gx) in g
-        .chunks(GELU_CHUNK)
-        .zip(x.chunks(GELU_CHUNK))
-        .zip(gx.chunks_mut(GELU_CHUNK))
-    {
-        let (cdf, pdf) = (&mut cdf[..x.len()], &mut pdf[..x.len()]);
-        R::normal_cdfs(x, cdf);
-        R::normal_pdfs(x, pdf);
-        for ((((gx, &g), &x), &cdf), &pdf) in gx.iter_mut().zip(g).zip(x).zip(&*cdf).zip(&*pdf) {
-            *gx = g * (cdf + (x * pdf));
-        }
+/// `gx = g * (Phi(x) + (x * phi(x)))` ([`Real::gelu_derivative`]), `x` the layer's input and
+/// `cdf` its `Phi(x)` from the forward pass: `phi` of every cell first ([`Real::normal_pdfs`],
+/// into `gx`), then the operations in the order written.
+pub fn gelu_backward<R: Real>(g: &[R], (x, cdf): (&[R], &[R]), gx: &mut [R]) {
+    R::normal_pdfs(x, gx);
+    for (((gx, &g), &x), &cdf) in gx.iter_mut().zip(g).zip(x).zip(cdf) {
+        *gx = g * (cdf + (x * *gx));
     }
 }
 
