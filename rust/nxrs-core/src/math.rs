@@ -26,7 +26,7 @@ impl Math {
     pub fn exp<R: Real>(self, x: R) -> R {
         match self {
             Math::Seed => seed_exp(x),
-            Math::Ieee => R::from_f32(x.to_f32().exp()),
+            Math::Ieee => x.exp(),
         }
     }
 

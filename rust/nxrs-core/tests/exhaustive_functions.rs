@@ -12,8 +12,8 @@
 //! results for them go to `softf32-deferred-<op>.txt` in the target directory (or
 //! `$NXRS_DEFERRED_DIR`), which the mpmath script decides at 256 bits.
 //!
-//! The hardware backend's `Φ` and `φ` (binary64 with a rounding test, softf32's where the test
-//! fails) are compared with softf32's on every input too: equal bits prove its error bound.
+//! The hardware backend's `exp`, `Φ` and `φ` (binary64 with a rounding test, softf32's where the
+//! test fails) are compared with softf32's on every input too: equal bits prove its error bound.
 //!
 //! The workspace's test profile is optimised but keeps overflow checks, so the run also shows
 //! that no fixed-point intermediate overflows on any input.
@@ -160,4 +160,10 @@ fn hardware_normal_cdf_all_inputs() {
 #[ignore = "2^32 inputs: run with --ignored (see the header)"]
 fn hardware_normal_pdf_all_inputs() {
     hardware_agrees("normal_pdf", Native::normal_pdf, F32::normal_pdf);
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn hardware_exp_all_inputs() {
+    hardware_agrees("exp", Native::exp, F32::exp);
 }

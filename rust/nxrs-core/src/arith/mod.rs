@@ -75,6 +75,13 @@ pub trait Real:
     /// IEEE `<` (false when either operand is NaN).
     fn ieee_lt(self, rhs: Self) -> bool;
 
+    /// `e^x`, correctly rounded: softf32's integer algorithm on the bit pattern ([`F32::exp`])
+    /// on every backend (a backend may reach its bits another way).
+    #[inline]
+    fn exp(self) -> Self {
+        Self::from_f32(self.to_f32().exp())
+    }
+
     /// `Φ(x)`, the standard normal distribution function, correctly rounded: softf32's integer
     /// algorithm on the bit pattern ([`F32::normal_cdf`]) on every backend, as for `exp`.
     #[inline]

@@ -25,9 +25,9 @@
 
 mod choice;
 mod fpenv;
+mod functions;
 mod isa;
 mod native;
-mod normal;
 mod selfcheck;
 
 pub use choice::{BackendChoice, Resolved};

@@ -5,8 +5,8 @@
 #![allow(clippy::float_arithmetic)] // the hardware backend: native binary32 is its point
 
 use super::fpenv::FpEnvGuard;
+use super::functions;
 use super::isa::Isa;
-use super::normal;
 use crate::arith::matmul::{self, MatMul};
 use crate::arith::Real;
 use crate::softf32::F32;
@@ -135,23 +135,29 @@ hardware_float! {
         r
     },
     extra: {
-        /// softf32's `Φ`, by way of binary64 where a rounding test proves it ([`normal`]).
+        /// softf32's `e^x`, by way of binary64 where a rounding test proves it ([`functions`]).
         #[inline(always)]
-        fn normal_cdf(self) -> Native {
-            Native(normal::normal_cdf(self.0))
+        fn exp(self) -> Native {
+            Native(functions::exp_f32(self.0))
         }
 
-        /// softf32's `φ`, by way of binary64 where a rounding test proves it ([`normal`]).
+        /// softf32's `Φ`, by way of binary64 where a rounding test proves it ([`functions`]).
+        #[inline(always)]
+        fn normal_cdf(self) -> Native {
+            Native(functions::normal_cdf(self.0))
+        }
+
+        /// softf32's `φ`, by way of binary64 where a rounding test proves it ([`functions`]).
         #[inline(always)]
         fn normal_pdf(self) -> Native {
-            Native(normal::normal_pdf(self.0))
+            Native(functions::normal_pdf(self.0))
         }
 
         fn normal_cdfs(x: &[Native], out: &mut [Native]) {
             let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
             vector_call(
                 #[inline(always)]
-                || normal::normal_cdfs(x, out),
+                || functions::normal_cdfs(x, out),
             );
         }
 
@@ -159,7 +165,7 @@ hardware_float! {
             let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
             vector_call(
                 #[inline(always)]
-                || normal::normal_pdfs(x, out),
+                || functions::normal_pdfs(x, out),
             );
         }
 

@@ -1,11 +1,13 @@
-//! The hardware backend's `Φ` and `φ` (GELU's special functions): softf32's correctly rounded
-//! results ([`F32::normal_cdf`], [`F32::normal_pdf`]), computed first in binary64 and kept when a
-//! rounding test proves them, else by softf32's integer algorithm.
+//! The hardware backend's `exp`, `Φ` and `φ` (the softmax's and GELU's functions): softf32's
+//! correctly rounded results ([`F32::exp`], [`F32::normal_cdf`], [`F32::normal_pdf`]), computed
+//! first in binary64 and kept when a rounding test proves them, else by softf32's integer
+//! algorithm.
 //!
-//! softf32's fixed-point evaluation costs about as much as a hundred binary32 operations, and a
-//! GELU calls it for every cell in both passes. Here the same formula (`Q(t) = Φ(-t) = e^y` with
+//! softf32's fixed-point evaluations cost about as much as a hundred binary32 operations each,
+//! and a GELU calls them for every cell in both passes. Here `e^x` is the binary64 `e^y` below of
+//! `y = x` (exact), and `Φ` and `φ` follow softf32's formula (`Q(t) = Φ(-t) = e^y` with
 //! `y = ln M(t0) - ln √(2π) + (ln M(t) - ln M(t0)) - t²/2` from softf32's table of the Mills
-//! ratio `M`, and `φ(t) = e^(-t²/2 - ln √(2π))`) runs in binary64 with a relative error below
+//! ratio `M`, and `φ(t) = e^(-t²/2 - ln √(2π))`) in binary64, with a relative error below
 //! `2^-44` (the table's values rounded to binary64, `2^-53` each; `t²` exact; the sum `y`, up to
 //! 105 in magnitude, within `2^-46`; `e^y`'s reduction and degree-11 polynomial within `2^-47`).
 //! The value `v` is then rounded to binary32 at `v (1 - 2^-36)` and `v (1 + 2^-36)`: when both
@@ -65,7 +67,7 @@ static TAIL: [Node; NODES] = {
     table
 };
 
-/// `e^y` for `-105 <= y <= 0`, relative error below `2^-47`: `y = k ln 2 + r` with `k` the
+/// `e^y` for `-105 <= y <= 89`, relative error below `2^-47`: `y = k ln 2 + r` with `k` the
 /// nearest integer to `y / ln 2` (fdlibm's split of `ln 2`, whose high part times `k` is exact)
 /// and `|r| <= 0.3466`, then `2^k` times the Taylor polynomial of `e^r` to degree 11 (the next
 /// term is below `2^-47.5`).
@@ -98,7 +100,7 @@ fn exp(y: f64) -> f64 {
         p = p * r + c;
     }
     p = p * r + 1.0;
-    // 2^k, a normal binary64 for -152 <= k <= 0: `shifted`'s significand is 2^51 + k, so its
+    // 2^k, a normal binary64 for -152 <= k <= 129: `shifted`'s significand is 2^51 + k, so its
     // low 11 bits plus 1023 are k + 1023, the biased exponent.
     let scale = f64::from_bits(shifted.to_bits().wrapping_add(1023) << 52);
     p * scale
@@ -249,6 +251,22 @@ fn normal_pdf_soft(x: f32) -> f32 {
     f32::from_bits(F32::from_bits(x.to_bits()).normal_pdf().to_bits())
 }
 
+/// The smallest and largest `x` of the binary64 path of `e^x`: below, `e^x` rounds to +0 or the
+/// smallest subnormal; above, it overflows.
+const EXP_FIRST: f32 = -104.0;
+const EXP_LAST: f32 = 89.0;
+
+/// `e^x`, softf32's bits ([`F32::exp`]).
+#[inline]
+pub fn exp_f32(x: f32) -> f32 {
+    if (EXP_FIRST..=EXP_LAST).contains(&x) {
+        if let Some(e) = proven(exp(f64::from(x))) {
+            return e;
+        }
+    }
+    f32::from_bits(F32::from_bits(x.to_bits()).exp().to_bits())
+}
+
 /// `Φ(x)`, softf32's bits ([`F32::normal_cdf`]).
 #[inline]
 pub fn normal_cdf(x: f32) -> f32 {
@@ -295,6 +313,11 @@ mod tests {
                 normal_cdf(x).to_bits(),
                 soft.normal_cdf().to_bits(),
                 "Φ({bits:#010x})"
+            );
+            assert_eq!(
+                exp_f32(x).to_bits(),
+                soft.exp().to_bits(),
+                "exp({bits:#010x})"
             );
             assert_eq!(
                 normal_pdf(x).to_bits(),
