@@ -76,7 +76,7 @@ fn exp(y: f64) -> f64 {
     const LOG2_E: f64 = core::f64::consts::LOG2_E;
     const LN2_HI: f64 = 6.931_471_803_691_238e-1; // 0x3FE62E42FEE00000
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3DEA39EF35793C76
-                                                     // Adding and subtracting 1.5 * 2^52 rounds to an integer (to nearest), for |x| < 2^51.
+    /// Adding and subtracting 1.5 * 2^52 rounds to an integer (to nearest), for |x| < 2^51.
     const ROUND: f64 = 6_755_399_441_055_744.0;
     let shifted = y * LOG2_E + ROUND;
     let k = shifted - ROUND;
