@@ -6,8 +6,9 @@
 //! the same trait and must give the same bits: it may only provide the operations below, each a
 //! single IEEE binary32 operation rounded to nearest even, so a kernel's sequence of operations
 //! (its order is part of the result) is the same whichever backend runs it. The trait itself
-//! provides the normal distribution's `Φ` and `φ` (softf32's integer algorithms on the bit
-//! pattern, on every backend) and the GELU and its derivative, composed from them and the
+//! provides `exp` and the normal distribution's `Φ` and `φ` (softf32's integer algorithms on the
+//! bit pattern; a backend may reach their bits another way, as the hardware backend's binary64
+//! with a rounding test does) and the GELU and its derivative, composed from them and the
 //! backend's own operations.
 //!
 //! Tensors are stored as [`F32`] whatever the backend: a backend's type has `F32`'s layout
@@ -83,7 +84,8 @@ pub trait Real:
     }
 
     /// `Φ(x)`, the standard normal distribution function, correctly rounded: softf32's integer
-    /// algorithm on the bit pattern ([`F32::normal_cdf`]) on every backend, as for `exp`.
+    /// algorithm on the bit pattern ([`F32::normal_cdf`]), its bits on every backend, as for
+    /// `exp`.
     #[inline]
     fn normal_cdf(self) -> Self {
         Self::from_f32(self.to_f32().normal_cdf())
