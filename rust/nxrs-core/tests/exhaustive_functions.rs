@@ -12,6 +12,9 @@
 //! results for them go to `softf32-deferred-<op>.txt` in the target directory (or
 //! `$NXRS_DEFERRED_DIR`), which the mpmath script decides at 256 bits.
 //!
+//! The hardware backend's `exp`, `Φ` and `φ` (binary64 with a rounding test, softf32's where the
+//! test fails) are compared with softf32's on every input too: equal bits prove its error bound.
+//!
 //! The workspace's test profile is optimised but keeps overflow checks, so the run also shows
 //! that no fixed-point intermediate overflows on any input.
 
@@ -22,6 +25,8 @@ mod oracle;
 mod all_inputs;
 
 use all_inputs::{for_all_u32, say};
+use nxrs_core::arith::Real;
+use nxrs_core::backend::{FpEnvGuard, Native};
 use nxrs_core::softf32::F32;
 
 #[derive(Default)]
@@ -116,4 +121,49 @@ fn normal_cdf_all_inputs() {
 #[ignore = "2^32 inputs: run with --ignored (see the header)"]
 fn normal_pdf_all_inputs() {
     exhaustive("normal_pdf", F32::normal_pdf, oracle::normal_pdf);
+}
+
+/// The hardware backend's `f` against softf32's `soft` on every `u32`, in the backend's
+/// environment.
+fn hardware_agrees(name: &str, hardware: fn(Native) -> Native, soft: fn(F32) -> F32) {
+    let (mismatches, threads, elapsed) = for_all_u32(
+        |block| {
+            let _env = FpEnvGuard::new();
+            block
+                .filter(|&x| {
+                    let got = hardware(Native(f32::from_bits(x))).to_f32();
+                    got.to_bits() != soft(F32::from_bits(x)).to_bits()
+                })
+                .collect::<Vec<u32>>()
+        },
+        |total: &mut Vec<u32>, block| total.extend(block),
+    );
+    say(&format!(
+        "hardware {name}: 2^32 inputs in {:.1} s on {threads} threads, {} differ from softf32",
+        elapsed.as_secs_f64(),
+        mismatches.len()
+    ));
+    assert!(
+        mismatches.is_empty(),
+        "{name}: {:08X?}",
+        &mismatches[..mismatches.len().min(20)]
+    );
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn hardware_normal_cdf_all_inputs() {
+    hardware_agrees("normal_cdf", Native::normal_cdf, F32::normal_cdf);
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn hardware_normal_pdf_all_inputs() {
+    hardware_agrees("normal_pdf", Native::normal_pdf, F32::normal_pdf);
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn hardware_exp_all_inputs() {
+    hardware_agrees("exp", Native::exp, F32::exp);
 }

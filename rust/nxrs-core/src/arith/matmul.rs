@@ -115,7 +115,7 @@ impl<'a, R: Copy> Matrix<'a, R> {
 
     /// Element `(i, j)`.
     #[inline(always)]
-    fn at(&self, i: usize, j: usize) -> R {
+    pub fn at(&self, i: usize, j: usize) -> R {
         self.data[i * self.row_stride + j * self.col_stride]
     }
 }
@@ -326,6 +326,11 @@ impl<'a, R: Real> MatMul<'a, R> {
     /// Element `(i, j)` by the definition, one operation at a time in `R` (the reference the
     /// blocked kernels are checked against, and how they recompute their NaN results).
     pub fn element(&self, i: usize, j: usize) -> R {
+        self.element_over(i, j, 0..self.a.cols)
+    }
+
+    /// Element `(i, j)`'s chain over the terms `terms` only, in order, from its start.
+    fn element_over(&self, i: usize, j: usize, terms: Range<usize>) -> R {
         let term = |k: usize| {
             let (a, b) = (self.a.at(i, k), self.b.at(k, j));
             match self.order {
@@ -333,14 +338,27 @@ impl<'a, R: Real> MatMul<'a, R> {
                 Order::BA => b * a,
             }
         };
-        let (init, first) = match self.start {
-            Start::Zero => (R::ZERO, 0),
-            Start::Row(row) => (row[j], 0),
-            Start::Column(column) => (column[i], 0),
-            Start::Matrix(m) => (m[i * self.c.cols + j], 0),
-            Start::FirstTerm => (term(0), 1),
+        let (init, rest) = match self.start {
+            Start::Zero => (R::ZERO, terms),
+            Start::Row(row) => (row[j], terms),
+            Start::Column(column) => (column[i], terms),
+            Start::Matrix(m) => (m[i * self.c.cols + j], terms),
+            Start::FirstTerm => (term(terms.start), terms.start + 1..terms.end),
         };
-        (first..self.a.cols).fold(init, |acc, k| acc + term(k))
+        rest.fold(init, |acc, k| acc + term(k))
+    }
+
+    /// Every element `(i, j)` by its chain over the terms `terms(i)` only, in order: a product
+    /// some of whose terms are left out (causal attention's later positions), one operation at
+    /// a time in `R`.
+    pub fn by_elements_over(self, terms: impl Fn(usize) -> Range<usize>) {
+        for i in 0..self.c.rows {
+            for j in 0..self.c.cols {
+                let x = self.element_over(i, j, terms(i));
+                let at = self.c.index(i, j);
+                self.c.data[at] = x;
+            }
+        }
     }
 
     /// Every element by [`MatMul::element`]: the plain triple loop.

@@ -6,8 +6,9 @@
 //! the same trait and must give the same bits: it may only provide the operations below, each a
 //! single IEEE binary32 operation rounded to nearest even, so a kernel's sequence of operations
 //! (its order is part of the result) is the same whichever backend runs it. The trait itself
-//! provides the normal distribution's `Φ` and `φ` (softf32's integer algorithms on the bit
-//! pattern, on every backend) and the GELU and its derivative, composed from them and the
+//! provides `exp` and the normal distribution's `Φ` and `φ` (softf32's integer algorithms on the
+//! bit pattern; a backend may reach their bits another way, as the hardware backend's binary64
+//! with a rounding test does) and the GELU and its derivative, composed from them and the
 //! backend's own operations.
 //!
 //! Tensors are stored as [`F32`] whatever the backend: a backend's type has `F32`'s layout
@@ -75,8 +76,16 @@ pub trait Real:
     /// IEEE `<` (false when either operand is NaN).
     fn ieee_lt(self, rhs: Self) -> bool;
 
+    /// `e^x`, correctly rounded: softf32's integer algorithm on the bit pattern ([`F32::exp`])
+    /// on every backend (a backend may reach its bits another way).
+    #[inline]
+    fn exp(self) -> Self {
+        Self::from_f32(self.to_f32().exp())
+    }
+
     /// `Φ(x)`, the standard normal distribution function, correctly rounded: softf32's integer
-    /// algorithm on the bit pattern ([`F32::normal_cdf`]) on every backend, as for `exp`.
+    /// algorithm on the bit pattern ([`F32::normal_cdf`]), its bits on every backend, as for
+    /// `exp`.
     #[inline]
     fn normal_cdf(self) -> Self {
         Self::from_f32(self.to_f32().normal_cdf())
@@ -86,6 +95,24 @@ pub trait Real:
     #[inline]
     fn normal_pdf(self) -> Self {
         Self::from_f32(self.to_f32().normal_pdf())
+    }
+
+    /// `out[i] = Φ(x[i])` for every `i` ([`Real::normal_cdf`]; a backend may compute several
+    /// cells at once).
+    #[inline]
+    fn normal_cdfs(x: &[Self], out: &mut [Self]) {
+        for (out, &x) in out.iter_mut().zip(x) {
+            *out = x.normal_cdf();
+        }
+    }
+
+    /// `out[i] = φ(x[i])` for every `i` ([`Real::normal_pdf`]; a backend may compute several
+    /// cells at once).
+    #[inline]
+    fn normal_pdfs(x: &[Self], out: &mut [Self]) {
+        for (out, &x) in out.iter_mut().zip(x) {
+            *out = x.normal_pdf();
+        }
     }
 
     /// The exact GELU, `x Φ(x)`: the correctly rounded `Φ(x)`, then one product in this

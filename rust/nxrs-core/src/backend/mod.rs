@@ -25,6 +25,7 @@
 
 mod choice;
 mod fpenv;
+mod functions;
 mod isa;
 mod native;
 mod selfcheck;

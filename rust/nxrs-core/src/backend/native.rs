@@ -5,6 +5,7 @@
 #![allow(clippy::float_arithmetic)] // the hardware backend: native binary32 is its point
 
 use super::fpenv::FpEnvGuard;
+use super::functions;
 use super::isa::Isa;
 use crate::arith::matmul::{self, MatMul};
 use crate::arith::Real;
@@ -134,6 +135,40 @@ hardware_float! {
         r
     },
     extra: {
+        /// softf32's `e^x`, by way of binary64 where a rounding test proves it ([`functions`]).
+        #[inline(always)]
+        fn exp(self) -> Native {
+            Native(functions::exp_f32(self.0))
+        }
+
+        /// softf32's `Φ`, by way of binary64 where a rounding test proves it ([`functions`]).
+        #[inline(always)]
+        fn normal_cdf(self) -> Native {
+            Native(functions::normal_cdf(self.0))
+        }
+
+        /// softf32's `φ`, by way of binary64 where a rounding test proves it ([`functions`]).
+        #[inline(always)]
+        fn normal_pdf(self) -> Native {
+            Native(functions::normal_pdf(self.0))
+        }
+
+        fn normal_cdfs(x: &[Native], out: &mut [Native]) {
+            let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
+            vector_call(
+                #[inline(always)]
+                || functions::normal_cdfs(x, out),
+            );
+        }
+
+        fn normal_pdfs(x: &[Native], out: &mut [Native]) {
+            let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
+            vector_call(
+                #[inline(always)]
+                || functions::normal_pdfs(x, out),
+            );
+        }
+
         /// The blocked kernel on the path in use ([`Isa`]); NaN results recomputed in
         /// `Native`.
         fn matmul(mm: MatMul<'_, Native>) {

@@ -6,6 +6,7 @@
 
 use super::conv::{Conv, Delta, Then, Weights};
 use super::share::by_samples;
+use crate::arith::matmul::{MatMul, Matrix, MatrixMut, Order, Start};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
@@ -122,19 +123,23 @@ impl Attention {
         );
     }
 
-    /// One sample's heads: from its `qkv`, the probabilities `p` and the outputs `o`.
+    /// One sample's heads: from its `qkv`, the probabilities `p` and the outputs `o`. The
+    /// scores and the outputs are matrix products ([`causal`]); `p`'s cells past a row's query
+    /// position are `+0`.
     fn attend<R: Real>(&self, math: Math, qkv: &[R], p: &mut [R], o: &mut [R]) {
         let (t, d, h) = (self.tokens, self.width, self.head());
         let c = self.scale::<R>();
-        let at = |i: usize, part: usize, a: usize| i * 3 * d + part * d + a * h;
         for a in 0..self.heads {
-            for i in 0..t {
-                let q = &qkv[at(i, 0, a)..][..h];
-                let row = &mut p[(a * t + i) * t..][..=i];
-                for (j, s) in row.iter_mut().enumerate() {
-                    let k = &qkv[at(j, 1, a)..][..h];
-                    let dot = q.iter().zip(k).fold(R::ZERO, |acc, (&q, &k)| acc + q * k);
-                    *s = dot * c;
+            let [q, k, v] = self.parts(qkv, a);
+            let p = &mut p[a * t * t..][..t * t];
+            // Every score, the masked ones too (each is a chain of its own, not kept).
+            let scores = MatrixMut::new(p, t, t);
+            MatMul::new(scores, Start::Zero, q, k.t(), Order::AB).run();
+            for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                let (row, masked) = row.split_at_mut(i + 1);
+                masked.fill(R::ZERO);
+                for s in row.iter_mut() {
+                    *s = *s * c;
                 }
                 // The maximum by the "ieee" rule: the first wins ties, a NaN only as `s_0`.
                 let m = row[1..]
@@ -148,15 +153,17 @@ impl Attention {
                 for s in row.iter_mut() {
                     *s = *s / z;
                 }
-                for (e, out) in o[i * d + a * h..][..h].iter_mut().enumerate() {
-                    let v = |j: usize| qkv[at(j, 2, a) + e];
-                    *out = row
-                        .iter()
-                        .enumerate()
-                        .fold(R::ZERO, |acc, (j, &p)| acc + p * v(j));
-                }
             }
+            let p = Matrix::new(p, t, t);
+            let o = MatrixMut::strided(&mut o[a * h..], t, h, d);
+            causal(o, p, v, Keys::UpToRow);
         }
+    }
+
+    /// Head `a`'s `q`, `k` and `v` (`T x h` each) in a sample's `qkv`.
+    fn parts<'q, R: Real>(&self, qkv: &'q [R], a: usize) -> [Matrix<'q, R>; 3] {
+        let (t, d, h) = (self.tokens, self.width, self.head());
+        core::array::from_fn(|part| Matrix::strided(&qkv[part * d + a * h..], t, h, 3 * d, 1))
     }
 
     /// The backward pass of `rows` sequences after [`Attention::forward`] of `x` (`kept` as it
@@ -217,46 +224,70 @@ impl Attention {
     }
 
     /// One sample's heads backwards: from `qkv`, the probabilities `p` and the gradients `go` at
-    /// the heads' outputs, the gradients `dqkv` at `qkv`.
+    /// the heads' outputs, the gradients `dqkv` at `qkv`. Every sum but `r_i` is a matrix
+    /// product ([`causal`]; `p`'s and `ds`'s cells past a row's query position are `+0`).
     fn attend_backward<R: Real>(&self, qkv: &[R], p: &[R], go: &[R], dqkv: &mut [R]) {
         let (t, d, h) = (self.tokens, self.width, self.head());
         let c = self.scale::<R>();
-        let at = |i: usize, part: usize, a: usize| i * 3 * d + part * d + a * h;
-        let mut ds = vec![R::ZERO; t * t];
+        let (mut dp, mut ds) = (vec![R::ZERO; t * t], vec![R::ZERO; t * t]);
         for a in 0..self.heads {
-            let p = |i: usize, j: usize| p[(a * t + i) * t + j];
-            let go = |i: usize, e: usize| go[i * d + a * h + e];
-            for i in 0..t {
-                let row = &mut ds[i * t..][..=i];
-                let mut r = R::ZERO;
-                for (j, ds) in row.iter_mut().enumerate() {
-                    let v = &qkv[at(j, 2, a)..][..h];
-                    let dp = v
-                        .iter()
-                        .enumerate()
-                        .fold(R::ZERO, |acc, (e, &v)| acc + go(i, e) * v);
-                    *ds = dp;
-                    r = r + p(i, j) * dp;
+            let [q, k, v] = self.parts(qkv, a);
+            let go = Matrix::strided(&go[a * h..], t, h, d, 1);
+            let p = &p[a * t * t..][..t * t];
+            // Every `dp`, the masked ones too (each a chain of its own, not read).
+            let all = MatrixMut::new(&mut dp, t, t);
+            MatMul::new(all, Start::Zero, go, v.t(), Order::AB).run();
+            for ((p, dp), ds) in p
+                .chunks_exact(t)
+                .zip(dp.chunks_exact(t))
+                .zip(ds.chunks_exact_mut(t))
+                .enumerate()
+                .map(|(i, ((p, dp), ds))| ((&p[..=i], &dp[..=i]), ds))
+            {
+                let r = p.iter().zip(dp).fold(R::ZERO, |r, (&p, &dp)| r + p * dp);
+                let (row, masked) = ds.split_at_mut(p.len());
+                for ((ds, &p), &dp) in row.iter_mut().zip(p).zip(dp) {
+                    *ds = (p * (dp - r)) * c;
                 }
-                for (j, ds) in row.iter_mut().enumerate() {
-                    *ds = (p(i, j) * (*ds - r)) * c;
-                }
+                masked.fill(R::ZERO);
             }
-            for j in 0..t {
-                for e in 0..h {
-                    let (q, k) = (
-                        |i: usize| qkv[at(i, 0, a) + e],
-                        |i: usize| qkv[at(i, 1, a) + e],
-                    );
-                    // Queries see keys j <= i; a key is seen by queries i >= j.
-                    let dq = (0..=j).fold(R::ZERO, |acc, i| acc + ds[j * t + i] * k(i));
-                    let dk = (j..t).fold(R::ZERO, |acc, i| acc + ds[i * t + j] * q(i));
-                    let dv = (j..t).fold(R::ZERO, |acc, i| acc + p(i, j) * go(i, e));
-                    dqkv[at(j, 0, a) + e] = dq;
-                    dqkv[at(j, 1, a) + e] = dk;
-                    dqkv[at(j, 2, a) + e] = dv;
-                }
+            let (p, ds) = (Matrix::new(p, t, t), Matrix::new(&ds, t, t));
+            let products = [
+                (ds, k, Keys::UpToRow),
+                (ds.t(), q, Keys::FromRow),
+                (p.t(), go, Keys::FromRow),
+            ];
+            for (part, (terms, b, keys)) in products.into_iter().enumerate() {
+                let out = MatrixMut::strided(&mut dqkv[part * d + a * h..], t, h, 3 * d);
+                causal(out, terms, b, keys);
             }
         }
     }
+}
+
+/// Which terms of row `i`'s chains a causal product sums: `k <= i` (a query's keys) or `k >= i`
+/// (a key's queries).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    UpToRow,
+    FromRow,
+}
+
+/// `c[i][e] = Σ_k a[i][k] * b[k][e]` from +0, `k` in order over the terms `keys` allows, given
+/// `a` square with `+0` in the cells it does not. The whole product gives those bits when `b`
+/// is finite: a left-out term is then `+0 * b = ±0`, which leaves every chain as it is (a
+/// chain from +0 is never `-0`, and `x + ±0` is `x` for every other `x`, NaNs keeping their
+/// payloads); an infinite or NaN `b` would make it a NaN. Such a `b` takes the definition's
+/// loop, the terms in range only.
+fn causal<R: Real>(c: MatrixMut<'_, R>, a: Matrix<'_, R>, b: Matrix<'_, R>, keys: Keys) {
+    let (n, width) = b.shape();
+    let finite = (0..n).all(|k| (0..width).all(|e| b.at(k, e).to_f32().is_finite()));
+    let product = MatMul::new(c, Start::Zero, a, b, Order::AB);
+    if finite {
+        return product.run();
+    }
+    product.by_elements_over(|i| match keys {
+        Keys::UpToRow => 0..i + 1,
+        Keys::FromRow => i..n,
+    });
 }

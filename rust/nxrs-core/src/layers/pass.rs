@@ -76,7 +76,7 @@ pub struct Tensors<'a> {
 /// What a layer's forward pass keeps for its backward pass.
 #[derive(Clone, Debug, Default)]
 pub struct Saved {
-    /// A convolution's columns; a normalisation's `x̂`.
+    /// A convolution's columns; a normalisation's `x̂`; GELU's `Phi(x)`.
     cells: Vec<F32>,
     /// Max pooling's chosen cells.
     chosen: Vec<u32>,
@@ -266,14 +266,16 @@ impl Layer {
                 );
             }
             Op::GELU => {
+                // `Phi(x)` kept for the backward pass, which needs it again.
                 let n = self.input_cells();
+                let cdf = cells_mut(resized(&mut saved.cells, n_in));
                 by_samples(
                     threads,
                     (rows, 1),
-                    (n * EXP_WORK, 2 * n),
-                    [(y, n)],
-                    |r, [y]| {
-                        pointwise::gelu(of(x, &r, n), y);
+                    (n * EXP_WORK, 3 * n),
+                    [(y, n), (cdf, n)],
+                    |r, [y, cdf]| {
+                        pointwise::gelu(of(x, &r, n), cdf, y);
                     },
                 );
             }
@@ -535,7 +537,8 @@ impl Layer {
                         (n * EXP_WORK, 2 * n),
                         [(gx, n)],
                         |r, [gx]| {
-                            pointwise::gelu_backward(of(g, &r, n), of(x(), &r, n), gx);
+                            let (x, cdf) = (of(x(), &r, n), of(cells(&saved.cells), &r, n));
+                            pointwise::gelu_backward(of(g, &r, n), (x, cdf), gx);
                         },
                     );
                 }

@@ -40,17 +40,22 @@ pub fn tanh<R: Real>(math: Math, x: &[R], y: &mut [R]) {
     }
 }
 
-/// The exact GELU, `y = x * Phi(x)` ([`Real::gelu`]).
-pub fn gelu<R: Real>(x: &[R], y: &mut [R]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y = x.gelu();
+/// The exact GELU, `y = x * Phi(x)` ([`Real::gelu`]): `Phi` of every cell first
+/// ([`Real::normal_cdfs`], into `cdf`, which the backward pass reads), then the products.
+pub fn gelu<R: Real>(x: &[R], cdf: &mut [R], y: &mut [R]) {
+    R::normal_cdfs(x, cdf);
+    for ((y, &x), &cdf) in y.iter_mut().zip(x).zip(&*cdf) {
+        *y = x * cdf;
     }
 }
 
-/// `gx = g * (Phi(x) + (x * phi(x)))` ([`Real::gelu_derivative`]), `x` the layer's input.
-pub fn gelu_backward<R: Real>(g: &[R], x: &[R], gx: &mut [R]) {
-    for ((gx, &g), &x) in gx.iter_mut().zip(g).zip(x) {
-        *gx = g * x.gelu_derivative();
+/// `gx = g * (Phi(x) + (x * phi(x)))` ([`Real::gelu_derivative`]), `x` the layer's input and
+/// `cdf` its `Phi(x)` from the forward pass: `phi` of every cell first ([`Real::normal_pdfs`],
+/// into `gx`), then the operations in the order written.
+pub fn gelu_backward<R: Real>(g: &[R], (x, cdf): (&[R], &[R]), gx: &mut [R]) {
+    R::normal_pdfs(x, gx);
+    for (((gx, &g), &x), &cdf) in gx.iter_mut().zip(g).zip(x).zip(cdf) {
+        *gx = g * (cdf + (x * *gx));
     }
 }
 

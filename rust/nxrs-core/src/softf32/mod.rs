@@ -24,7 +24,7 @@ mod exp;
 mod fixed;
 mod log;
 mod mul;
-mod normal;
+pub(crate) mod normal;
 mod sqrt;
 
 pub use convert::IntRounding;

@@ -35,14 +35,14 @@ const HALF: F32 = F32(0x3F00_0000);
 
 /// The largest `|x|` (as bits) of a negative `x` whose `Φ(x)` is not rounded to `+0`:
 /// `Φ(-14.170185) > 2^-150`, half the smallest subnormal, and `Φ(-14.170186)` is below it.
-const CDF_LAST_NONZERO: u32 = 0x4162_B914;
+pub(crate) const CDF_LAST_NONZERO: u32 = 0x4162_B914;
 
 /// The largest positive `x` (as bits) whose `Φ(x)` is not rounded to 1: `1 - Φ(5.4199829)` is at
 /// least `2^-25`, half an ulp below 1, and `1 - Φ(5.4199834)` is below it.
-const CDF_LAST_BELOW_ONE: u32 = 0x40AD_7080;
+pub(crate) const CDF_LAST_BELOW_ONE: u32 = 0x40AD_7080;
 
 /// The largest `|x|` (as bits) whose `φ(x)` is not rounded to `+0`: `φ(14.356401) > 2^-150`.
-const PDF_LAST_NONZERO: u32 = 0x4165_B3D2;
+pub(crate) const PDF_LAST_NONZERO: u32 = 0x4165_B3D2;
 
 /// `ln √(2π) = (3 ln 2 - ln(4/π)) / 2` in Q126, with `ln(4/π) = 2 atanh((4 - π) / (4 + π))`
 /// from `π` and `4` in Q124 (so that `4 + π` stays below `2^127`).
@@ -55,22 +55,22 @@ const LN_SQRT_2PI_Q126: u128 = {
 const LN_SQRT_2PI_Q119: i128 = (LN_SQRT_2PI_Q126 >> 7) as i128;
 
 /// The nodes are `t0 = i / 2^NODE_BITS`.
-const NODE_BITS: u32 = 4;
+pub(crate) const NODE_BITS: u32 = 4;
 
 /// Nodes `i` in `0..NODES`: `t0` up to 14.1875, the node nearest the largest `t` in use
 /// (14.170185, [`CDF_LAST_NONZERO`]).
-const NODES: usize = 228;
+pub(crate) const NODES: usize = 228;
 
 /// Degree of the polynomial in `h = t - t0` for `ln M(t) - ln M(t0)`.
-const DEGREE: usize = 9;
+pub(crate) const DEGREE: usize = 9;
 
 /// One node of the tail table.
-struct Node {
+pub(crate) struct Node {
     /// `ln M(t0) - ln √(2π)` in Q119.
-    offset: i128,
+    pub(crate) offset: i128,
     /// The Taylor coefficients `b_1 ..= b_9` of `ln M` at `t0` in Q63 (all below 0.8 in
     /// magnitude), index `n - 1` holding `b_n`.
-    slopes: [i64; DEGREE],
+    pub(crate) slopes: [i64; DEGREE],
 }
 
 /// `M(i / 16)` in Q112 for every node. `M` satisfies `M' = tM - 1` (from `Q' = -φ`,
@@ -161,7 +161,7 @@ const fn node(i: usize, mills: i128) -> Node {
 }
 
 /// The tail table, built at compile time.
-static TAIL: [Node; NODES] = {
+pub(crate) static TAIL: [Node; NODES] = {
     let mut table = [const {
         Node {
             offset: 0,

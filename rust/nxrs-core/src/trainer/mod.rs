@@ -479,7 +479,13 @@ impl Trainer {
             )));
         }
         let setup = self.setup();
-        Ok(inference::predict(self.backend, setup, &self.state, inputs, false))
+        Ok(inference::predict(
+            self.backend,
+            setup,
+            &self.state,
+            inputs,
+            false,
+        ))
     }
 
     /// The step on the batch `samples`: its blocks' sums, combined and applied, on the

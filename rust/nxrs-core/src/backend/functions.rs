@@ -1,0 +1,337 @@
+//! The hardware backend's `exp`, `Φ` and `φ` (the softmax's and GELU's functions): softf32's
+//! correctly rounded results ([`F32::exp`], [`F32::normal_cdf`], [`F32::normal_pdf`]), computed
+//! first in binary64 and kept when a rounding test proves them, else by softf32's integer
+//! algorithm.
+//!
+//! softf32's fixed-point evaluations cost about as much as a hundred binary32 operations each,
+//! and a GELU calls them for every cell in both passes. Here `e^x` is the binary64 `e^y` below of
+//! `y = x` (exact), and `Φ` and `φ` follow softf32's formula (`Q(t) = Φ(-t) = e^y` with
+//! `y = ln M(t0) - ln √(2π) + (ln M(t) - ln M(t0)) - t²/2` from softf32's table of the Mills
+//! ratio `M`, and `φ(t) = e^(-t²/2 - ln √(2π))`) in binary64, with a relative error below
+//! `2^-44` (the table's values rounded to binary64, `2^-53` each; `t²` exact; the sum `y`, up to
+//! 105 in magnitude, within `2^-46`; `e^y`'s reduction and degree-11 polynomial within `2^-47`).
+//! The value `v` is then rounded to binary32 at `v (1 - 2^-36)` and `v (1 + 2^-36)`: when both
+//! round alike, no rounding boundary lies between them, so the exact value (well inside) rounds
+//! the same, to softf32's result. Otherwise (one value in 2^11 or so, and the specials, and the
+//! ranges whose result needs no arithmetic) softf32's own function gives it.
+//! `tests/exhaustive_functions.rs` checks every binary32 input against softf32's.
+//!
+//! Binary64 `+ - *` and the conversions are IEEE operations, the same on every CPU in the
+//! backend's environment (round to nearest, no flushing: [`super::FpEnvGuard`]), and no `exp`
+//! of a library takes part.
+
+#![allow(clippy::float_arithmetic)] // binary64 evaluation is this module's point
+
+use crate::softf32::normal::{
+    Node as SoftNode, CDF_LAST_BELOW_ONE, CDF_LAST_NONZERO, DEGREE, NODES, NODE_BITS,
+    PDF_LAST_NONZERO, TAIL as SOFT_TAIL,
+};
+use crate::softf32::F32;
+
+/// Smallest magnitude (as bits) the binary64 paths take: `2^-25` (softf32's `Φ` is `1/2` below).
+const SMALLEST: u32 = 0x3300_0000;
+
+/// The rounding test's relative margin, far above the evaluation's error (`2^-44`).
+const MARGIN: f64 = 1.0 / (1u64 << 36) as f64;
+
+/// `ln √(2π)` to nearest binary64 (`0.91893853320467274178...`).
+const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_7;
+
+/// softf32's tail table node in binary64: `ln M(t0) - ln √(2π)` and `ln M`'s Taylor
+/// coefficients at `t0`.
+struct Node {
+    offset: f64,
+    slopes: [f64; DEGREE],
+}
+
+/// softf32's table ([`SOFT_TAIL`]: offsets in Q119, coefficients in Q63), each value rounded to
+/// binary64 once, at compile time (the scalings by powers of two are exact).
+static TAIL: [Node; NODES] = {
+    let mut table = [const {
+        Node {
+            offset: 0.0,
+            slopes: [0.0; DEGREE],
+        }
+    }; NODES];
+    let mut i = 0;
+    while i < NODES {
+        let SoftNode { offset, slopes } = &SOFT_TAIL[i];
+        table[i].offset = *offset as f64 / (1u128 << 119) as f64;
+        let mut n = 0;
+        while n < DEGREE {
+            table[i].slopes[n] = slopes[n] as f64 / (1u64 << 63) as f64;
+            n += 1;
+        }
+        i += 1;
+    }
+    table
+};
+
+/// `e^y` for `-105 <= y <= 89`, relative error below `2^-47`: `y = k ln 2 + r` with `k` the
+/// nearest integer to `y / ln 2` (fdlibm's split of `ln 2`, whose high part times `k` is exact)
+/// and `|r| <= 0.3466`, then `2^k` times the Taylor polynomial of `e^r` to degree 11 (the next
+/// term is below `2^-47.5`).
+#[inline(always)]
+fn exp(y: f64) -> f64 {
+    const LOG2_E: f64 = core::f64::consts::LOG2_E;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1; // 0x3FE62E42FEE00000
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3DEA39EF35793C76
+    /// Adding and subtracting 1.5 * 2^52 rounds to an integer (to nearest), for |x| < 2^51.
+    const ROUND: f64 = 6_755_399_441_055_744.0;
+    let shifted = y * LOG2_E + ROUND;
+    let k = shifted - ROUND;
+    let r = (y - k * LN2_HI) - k * LN2_LO;
+    // 1/n! for n = 11 down to 1 (each to nearest binary64).
+    const INVERSE_FACTORIALS: [f64; 11] = [
+        2.505_210_838_544_172e-8,
+        2.755_731_922_398_589e-7,
+        2.755_731_922_398_589_3e-6,
+        2.480_158_730_158_73e-5,
+        1.984_126_984_126_984e-4,
+        1.388_888_888_888_889e-3,
+        8.333_333_333_333_333e-3,
+        4.166_666_666_666_666_4e-2,
+        1.666_666_666_666_666_6e-1,
+        0.5,
+        1.0,
+    ];
+    let mut p = INVERSE_FACTORIALS[0];
+    for &c in &INVERSE_FACTORIALS[1..] {
+        p = p * r + c;
+    }
+    p = p * r + 1.0;
+    // 2^k, a normal binary64 for -152 <= k <= 129: `shifted`'s significand is 2^51 + k, so its
+    // low 11 bits plus 1023 are k + 1023, the biased exponent.
+    let scale = f64::from_bits(shifted.to_bits().wrapping_add(1023) << 52);
+    p * scale
+}
+
+/// The exponent `y` of `Q(t) = Φ(-t) = e^y` for `2^-25 <= t <= 14.2`, within `2^-46` (see the
+/// module's documentation): softf32's node, `h = t - t0` (exact), its polynomial in `h`.
+#[inline(always)]
+fn tail_exponent(t: f64) -> f64 {
+    let nodes = f64::from(1u32 << NODE_BITS);
+    // The nearest node (halves up, as softf32); `t * 16 + 0.5` is exact.
+    let i = (t * nodes + 0.5) as usize;
+    let h = t - i as f64 / nodes;
+    let node = &TAIL[i.min(NODES - 1)];
+    let mut p = node.slopes[DEGREE - 1];
+    for &b in node.slopes[..DEGREE - 1].iter().rev() {
+        p = b + p * h;
+    }
+    (node.offset + p * h) - 0.5 * (t * t)
+}
+
+/// `v` rounded to binary32 if the rounding test proves it softf32's (see the module's
+/// documentation).
+#[inline(always)]
+fn proven(v: f64) -> Option<f32> {
+    let margin = v * MARGIN;
+    let (low, high) = ((v - margin) as f32, (v + margin) as f32);
+    (low.to_bits() == high.to_bits()).then_some(low)
+}
+
+/// Cells the slice functions take at a time: what the binary64 paths compute side by side.
+const LANES: usize = 8;
+
+/// `out[i] = Φ(x[i])` ([`normal_cdf`]), the binary64 paths of [`LANES`] cells side by side
+/// (loops over lanes without branches, which the compiler vectorises), the cells the rounding
+/// test leaves one by one.
+#[inline(always)]
+pub fn normal_cdfs(x: &[f32], out: &mut [f32]) {
+    let (whole, rest) = x.split_at(x.len() / LANES * LANES);
+    for (x, out) in whole.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES)) {
+        let mut t = [0.0; LANES];
+        let mut inside = [false; LANES];
+        for ((t, inside), &x) in t.iter_mut().zip(&mut inside).zip(x) {
+            let (magnitude, negative) = split(x);
+            let last = if negative {
+                CDF_LAST_NONZERO
+            } else {
+                CDF_LAST_BELOW_ONE
+            };
+            *inside = (SMALLEST..=last).contains(&magnitude);
+            // Outside, any value in range: its result is not kept.
+            *t = if *inside {
+                magnitude_f64(magnitude)
+            } else {
+                1.0
+            };
+        }
+        let mut v = [0.0; LANES];
+        for ((v, &t), &x) in v.iter_mut().zip(&t).zip(x) {
+            let q = exp(tail_exponent(t));
+            *v = if split(x).1 { q } else { 1.0 - q };
+        }
+        finish(x, v, inside, out, normal_cdf_soft);
+    }
+    for (&x, out) in rest.iter().zip(&mut out[whole.len()..]) {
+        *out = normal_cdf(x);
+    }
+}
+
+/// `out[i] = φ(x[i])` ([`normal_pdf`]), as [`normal_cdfs`].
+#[inline(always)]
+pub fn normal_pdfs(x: &[f32], out: &mut [f32]) {
+    let (whole, rest) = x.split_at(x.len() / LANES * LANES);
+    for (x, out) in whole.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES)) {
+        let mut t = [0.0; LANES];
+        let mut inside = [false; LANES];
+        for ((t, inside), &x) in t.iter_mut().zip(&mut inside).zip(x) {
+            let magnitude = split(x).0;
+            *inside = (SMALLEST..=PDF_LAST_NONZERO).contains(&magnitude);
+            *t = if *inside {
+                magnitude_f64(magnitude)
+            } else {
+                1.0
+            };
+        }
+        let mut v = [0.0; LANES];
+        for (v, &t) in v.iter_mut().zip(&t) {
+            *v = exp(pdf_exponent(t));
+        }
+        finish(x, v, inside, out, normal_pdf_soft);
+    }
+    for (&x, out) in rest.iter().zip(&mut out[whole.len()..]) {
+        *out = normal_pdf(x);
+    }
+}
+
+/// The lanes' results: `v` rounded where `inside` and the rounding test proves it, else `soft`.
+#[inline(always)]
+fn finish(
+    x: &[f32],
+    v: [f64; LANES],
+    inside: [bool; LANES],
+    out: &mut [f32],
+    soft: fn(f32) -> f32,
+) {
+    let mut low = [0.0f32; LANES];
+    let mut high = [0.0f32; LANES];
+    for ((low, high), &v) in low.iter_mut().zip(&mut high).zip(&v) {
+        let margin = v * MARGIN;
+        (*low, *high) = ((v - margin) as f32, (v + margin) as f32);
+    }
+    for (l, out) in out.iter_mut().enumerate() {
+        *out = if inside[l] && low[l].to_bits() == high[l].to_bits() {
+            low[l]
+        } else {
+            soft(x[l])
+        };
+    }
+}
+
+/// `x`'s magnitude (as bits) and whether its sign bit is set.
+#[inline(always)]
+fn split(x: f32) -> (u32, bool) {
+    let bits = x.to_bits();
+    let magnitude = bits & !F32::NEG_ZERO.to_bits();
+    (magnitude, bits != magnitude)
+}
+
+/// The binary32 value with these bits, in binary64 (exact).
+#[inline(always)]
+fn magnitude_f64(magnitude: u32) -> f64 {
+    f64::from(f32::from_bits(magnitude))
+}
+
+/// `φ(t) = e^y` with `y = -t²/2 - ln √(2π)` (`t²` exact, `y` within `2^-46`).
+#[inline(always)]
+fn pdf_exponent(t: f64) -> f64 {
+    -0.5 * (t * t) - LN_SQRT_2PI
+}
+
+/// softf32's `Φ` on a hardware value's bits.
+fn normal_cdf_soft(x: f32) -> f32 {
+    f32::from_bits(F32::from_bits(x.to_bits()).normal_cdf().to_bits())
+}
+
+/// softf32's `φ` on a hardware value's bits.
+fn normal_pdf_soft(x: f32) -> f32 {
+    f32::from_bits(F32::from_bits(x.to_bits()).normal_pdf().to_bits())
+}
+
+/// The smallest and largest `x` of the binary64 path of `e^x`: below, `e^x` rounds to +0 or the
+/// smallest subnormal; above, it overflows.
+const EXP_FIRST: f32 = -104.0;
+const EXP_LAST: f32 = 89.0;
+
+/// `e^x`, softf32's bits ([`F32::exp`]).
+#[inline]
+pub fn exp_f32(x: f32) -> f32 {
+    if (EXP_FIRST..=EXP_LAST).contains(&x) {
+        if let Some(e) = proven(exp(f64::from(x))) {
+            return e;
+        }
+    }
+    f32::from_bits(F32::from_bits(x.to_bits()).exp().to_bits())
+}
+
+/// `Φ(x)`, softf32's bits ([`F32::normal_cdf`]).
+#[inline]
+pub fn normal_cdf(x: f32) -> f32 {
+    let (magnitude, negative) = split(x);
+    let last = if negative {
+        CDF_LAST_NONZERO
+    } else {
+        CDF_LAST_BELOW_ONE
+    };
+    if (SMALLEST..=last).contains(&magnitude) {
+        let q = exp(tail_exponent(magnitude_f64(magnitude)));
+        if let Some(phi) = proven(if negative { q } else { 1.0 - q }) {
+            return phi;
+        }
+    }
+    normal_cdf_soft(x)
+}
+
+/// `φ(x)`, softf32's bits ([`F32::normal_pdf`]).
+#[inline]
+pub fn normal_pdf(x: f32) -> f32 {
+    let magnitude = split(x).0;
+    if (SMALLEST..=PDF_LAST_NONZERO).contains(&magnitude) {
+        if let Some(phi) = proven(exp(pdf_exponent(magnitude_f64(magnitude)))) {
+            return phi;
+        }
+    }
+    normal_pdf_soft(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spread of inputs (every 997th bit pattern, both signs) against softf32's, one by one
+    /// and as slices.
+    #[test]
+    fn agree_with_softf32() {
+        let _env = super::super::FpEnvGuard::new();
+        for bits in (0..=u32::MAX).step_by(997) {
+            let x = f32::from_bits(bits);
+            let soft = F32::from_bits(bits);
+            assert_eq!(
+                normal_cdf(x).to_bits(),
+                soft.normal_cdf().to_bits(),
+                "Φ({bits:#010x})"
+            );
+            assert_eq!(
+                exp_f32(x).to_bits(),
+                soft.exp().to_bits(),
+                "exp({bits:#010x})"
+            );
+            assert_eq!(
+                normal_pdf(x).to_bits(),
+                soft.normal_pdf().to_bits(),
+                "φ({bits:#010x})"
+            );
+        }
+        let x: Vec<f32> = (0..=u32::MAX).step_by(997).map(f32::from_bits).collect();
+        let (mut cdf, mut pdf) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        normal_cdfs(&x, &mut cdf);
+        normal_pdfs(&x, &mut pdf);
+        for ((&x, cdf), pdf) in x.iter().zip(cdf).zip(pdf) {
+            assert_eq!(cdf.to_bits(), normal_cdf(x).to_bits(), "Φ({x:e})");
+            assert_eq!(pdf.to_bits(), normal_pdf(x).to_bits(), "φ({x:e})");
+        }
+    }
+}
