@@ -71,8 +71,8 @@ class Trainer(_Trainer):
     (``schedule="cosine"`` only, default 0) 0 or normal and at most ``lr``.
     ``decay_params="matrices"`` restricts weight decay to the weight matrices and tables
     (Dense and convolution weights, attention's matrices, embedding tables; not biases, not
-    normalisations: nanoGPT's choice; "all", the default, decays every tensor). ``trainer.scheduled_lr`` is the
-    learning rate of the next step.
+    normalisations: nanoGPT's choice; "all", the default, decays every tensor).
+    ``trainer.scheduled_lr`` is the learning rate of the next step.
 
     ``backend`` chooses the arithmetic that computes steps, evaluations and predictions (the
     same bits either way; not part of the configuration, the state or a checkpoint, so a run

@@ -385,3 +385,19 @@ def final_checkpoint(history: Any, ckpt_dir: str | Path | None) -> str | None:
     if checkpoint is not None and isinstance(ckpt_dir, str):
         checkpoint = f"{ckpt_dir.rstrip('/')}/{Path(checkpoint).name}"
     return None if checkpoint is None else str(checkpoint)
+
+
+def trainer_options(args: Any) -> dict[str, Any]:
+    """``nxrs train``'s settings as ``Trainer``'s keywords: the configuration it has options for
+    (math, optimiser, learning rate, seed, batch size) and how this machine computes (backend,
+    threads)."""
+    return {
+        "math": args.math,
+        "optimizer": args.optimizer,
+        "lr": args.lr,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "backend": getattr(args, "backend", "auto"),
+        "threads": getattr(args, "threads", None),
+    }
+

@@ -18,6 +18,7 @@ from nxrs.cli._common import (
     given,
     model_layers,
     run_options,
+    trainer_options,
 )
 from nxrs.data import Text, load_text, load_tinyshakespeare
 
@@ -59,17 +60,7 @@ def train_text(
         raise CliError("a text trains by steps: give --steps, not --epochs")
     text = read_text(args.data)
     layers = text_layers(getattr(args, "model", None), len(text.vocab))
-    trainer = nxrs.Trainer(
-        layers=layers,
-        math=args.math,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        backend=getattr(args, "backend", "auto"),
-        threads=getattr(args, "threads", None),
-        **settings,
-    )
+    trainer = nxrs.Trainer(layers=layers, **trainer_options(args), **settings)
     steps = DEFAULT_STEPS if args.steps is None else args.steps
     if not args.json:
         print(

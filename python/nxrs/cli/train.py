@@ -41,6 +41,7 @@ from nxrs.cli._common import (
     output_file,
     positive_int,
     run_options,
+    trainer_options,
 )
 from nxrs.cli._text import is_text, train_text
 from nxrs.data import _source_record, _split_record, check_test_size, load, train_test
@@ -299,17 +300,7 @@ def train_command(args: Any, out: TextIO, stop: StopFlag | None = None) -> int:
         layers = list(args.layers)
     else:
         layers = default_layers(x, y, args.hidden)
-    trainer = nxrs.Trainer(
-        layers=layers,
-        loss=loss,
-        math=args.math,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        backend=getattr(args, "backend", "auto"),
-        threads=getattr(args, "threads", None),
-    )
+    trainer = nxrs.Trainer(layers=layers, loss=loss, **trainer_options(args))
     # The whole file meets fit's own rule for this model before it is split (so every sample
     # index in an error is the file's), and its fingerprint with the split's parameters is the
     # run's data identity: a change anywhere in the file, test rows included, is noticed.
