@@ -400,4 +400,3 @@ def trainer_options(args: Any) -> dict[str, Any]:
         "backend": getattr(args, "backend", "auto"),
         "threads": getattr(args, "threads", None),
     }
-
