@@ -129,8 +129,8 @@ impl Schedule {
         }
     }
 
-    /// The rate of the step that follows `t` completed steps: `(lr * warmup) * decay`, or after
-    /// the warm-up of a cosine decay [`cosine`]'s.
+    /// The rate of the step that follows `t` completed steps: `(lr * warmup) * decay`; after a
+    /// cosine decay's warm-up, the cosine curve's rate instead.
     pub fn rate(&self, lr: F32, t: u64) -> F32 {
         let warmup = if t < self.warmup_steps {
             ratio(t + 1, self.warmup_steps)

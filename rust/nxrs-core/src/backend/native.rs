@@ -135,19 +135,19 @@ hardware_float! {
         r
     },
     extra: {
-        /// softf32's `e^x`, by way of binary64 where a rounding test proves it ([`functions`]).
+        /// softf32's `e^x`, by way of binary64 where a rounding test proves it (module `functions`).
         #[inline(always)]
         fn exp(self) -> Native {
             Native(functions::exp_f32(self.0))
         }
 
-        /// softf32's `Φ`, by way of binary64 where a rounding test proves it ([`functions`]).
+        /// softf32's `Φ`, by way of binary64 where a rounding test proves it (module `functions`).
         #[inline(always)]
         fn normal_cdf(self) -> Native {
             Native(functions::normal_cdf(self.0))
         }
 
-        /// softf32's `φ`, by way of binary64 where a rounding test proves it ([`functions`]).
+        /// softf32's `φ`, by way of binary64 where a rounding test proves it (module `functions`).
         #[inline(always)]
         fn normal_pdf(self) -> Native {
             Native(functions::normal_pdf(self.0))
