@@ -9,6 +9,7 @@ use crate::layers::network::{Cells, Parameters};
 use crate::layers::pass::{Context, Mode};
 use crate::layers::transposed::Transposed;
 use crate::loss::Loss;
+use crate::sampling::Sampling;
 use crate::softf32::F32;
 use crate::state::TrainState;
 use crate::threads::{ranges, split, Threads};
@@ -59,6 +60,29 @@ pub(super) fn predict(
         on: On::of(setup, state),
         inputs,
         raw,
+    })
+}
+
+/// Generates `count` tokens after `ids` (checked by the caller) with a sequence model of
+/// context `t` on `backend` ([`super::Trainer::generate`]): each drawn by `sampling` from the
+/// logits at the last position of the newest `t` ids, the positions after them holding id 0.
+/// The weights are transposed and the cells allocated once for all the tokens: the forward
+/// passes are the same as [`predict`]'s, one token's apart.
+pub(super) fn generate(
+    backend: Backend,
+    setup: Setup<'_>,
+    state: &TrainState,
+    ids: Vec<usize>,
+    count: usize,
+    t: usize,
+    sampling: &Sampling,
+) -> Vec<usize> {
+    backend.run(Generate {
+        on: On::of(setup, state),
+        ids,
+        count,
+        t,
+        sampling,
     })
 }
 
@@ -160,6 +184,45 @@ impl Compute for Evaluate<'_> {
 /// Rows whose forward pass runs at once in evaluation and prediction: enough for the matrix
 /// products' tiles and cache blocks, few enough for their cells to stay in cache.
 const ROWS: usize = 1024;
+
+/// [`generate`]'s computation.
+struct Generate<'a> {
+    on: On<'a>,
+    ids: Vec<usize>,
+    count: usize,
+    t: usize,
+    sampling: &'a Sampling,
+}
+
+impl Compute for Generate<'_> {
+    type Output = Vec<usize>;
+
+    fn compute<R: Real>(self) -> Vec<usize> {
+        let Generate {
+            on,
+            mut ids,
+            count,
+            t,
+            sampling,
+        } = self;
+        let _env = R::environment();
+        let (math, classes) = (on.setup.config.math, on.setup.model.classes());
+        let mut cells_ = Cells::default();
+        let mut window = vec![F32::ZERO; t];
+        for n in 0..count {
+            let recent = &ids[ids.len().saturating_sub(t)..];
+            window.fill(F32::ZERO);
+            for (w, &id) in window.iter_mut().zip(recent) {
+                *w = F32::from_i64(id as i64);
+            }
+            let last = recent.len() - 1;
+            let z = on.forward::<R>(&window, &mut cells_);
+            let id = sampling.draw(math, &z[last * classes..(last + 1) * classes], n as u64);
+            ids.push(id);
+        }
+        ids
+    }
+}
 
 /// [`predict`]'s computation.
 struct Predict<'a> {

@@ -453,18 +453,16 @@ impl Trainer {
                 tokens.vocab
             )));
         }
-        let mut ids = prompt.to_vec();
-        let mut window = vec![F32::ZERO; t];
-        for n in 0..count {
-            let recent = &ids[ids.len().saturating_sub(t)..];
-            window.fill(F32::ZERO);
-            for (w, &id) in window.iter_mut().zip(recent) {
-                *w = F32::from_i64(id as i64);
-            }
-            let z = inference::predict(self.backend, self.setup(), &self.state, &window, true);
-            let last = &z[(recent.len() - 1) * classes..recent.len() * classes];
-            ids.push(sampling.draw(self.config.math, last, n as u64));
-        }
+        let ids = prompt.to_vec();
+        let ids = inference::generate(
+            self.backend,
+            self.setup(),
+            &self.state,
+            ids,
+            count,
+            t,
+            sampling,
+        );
         Ok(ids)
     }
 

@@ -602,7 +602,10 @@ impl PyTrainer {
 
     /// The prompt's token ids followed by `max_new_tokens` generated ones (int64), each drawn
     /// from the model's next-token distribution (docs/TRAINING.md section 15.9).
-    #[pyo3(signature = (prompt, max_new_tokens, *, temperature = 1.0, top_k = None, seed = AnyInt::new(0)))]
+    #[pyo3(
+        signature = (prompt, max_new_tokens, *, temperature = 1.0, top_k = None, seed = AnyInt::new(0)),
+        text_signature = "(self, /, prompt, max_new_tokens, *, temperature=1.0, top_k=None, seed=0)"
+    )]
     fn generate<'py>(
         &self,
         py: Python<'py>,
