@@ -166,7 +166,7 @@ def run_torch(threads: int, steps: int, full: bool, generate: bool) -> dict[str,
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.99))
-    train = torch.from_numpy(np.asarray(data.train, np.int64))
+    train = torch.from_numpy(np.array(data.train, np.int64))
     rng = torch.Generator().manual_seed(1337)
 
     def step(i: int) -> None:

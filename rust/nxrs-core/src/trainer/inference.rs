@@ -9,6 +9,7 @@ use crate::layers::network::{Cells, Parameters};
 use crate::layers::pass::{Context, Mode};
 use crate::layers::transposed::Transposed;
 use crate::loss::Loss;
+use crate::model::Model;
 use crate::sampling::Sampling;
 use crate::softf32::F32;
 use crate::state::TrainState;
@@ -103,16 +104,20 @@ impl<'a> On<'a> {
         }
     }
 
-    /// The evaluation-mode forward pass of the row-major samples `x` with `cells` (a thread's):
-    /// the last layer's outputs, one row per sample.
-    fn forward<'c, R: Real>(&self, x: &'c [F32], cells: &'c mut Cells) -> &'c [F32] {
+    /// The evaluation-mode forward pass of the row-major samples `x` with `cells`, its layers
+    /// sharing their work among `threads`: the last layer's outputs, one row per sample.
+    fn forward<'c, R: Real>(
+        &self,
+        threads: &Threads,
+        x: &'c [F32],
+        cells: &'c mut Cells,
+    ) -> &'c [F32] {
         let net = self.setup.model.network();
         let rows = x.len() / self.setup.model.inputs();
-        // Evaluation shares out samples among the threads already: one thread each here.
         let context = Context {
             math: self.setup.config.math,
             mode: Mode::Eval,
-            threads: &Threads::ONE,
+            threads,
         };
         let parameters = Parameters {
             params: &self.state.params,
@@ -152,12 +157,13 @@ impl Compute for Evaluate<'_> {
             let mut delta = vec![F32::ZERO; width];
             let chunks = range
                 .clone()
-                .step_by(ROWS)
-                .map(|s| s..(s + ROWS).min(range.end));
+                .step_by(rows(model))
+                .map(|s| s..(s + rows(model)).min(range.end));
             for chunk in chunks {
                 // The data set's rows are contiguous: the chunk's features are one slice.
                 let x = &data.inputs()[chunk.start * features..chunk.end * features];
-                let z = on.forward::<R>(x, &mut cells_);
+                // The samples are shared out among the threads already: one thread each here.
+                let z = on.forward::<R>(&Threads::ONE, x, &mut cells_);
                 for (s, z) in chunk.zip(z.chunks_exact(width)) {
                     let target = data.sample(s).1.cells::<R>();
                     let outputs = cells_mut::<R>(&mut outputs);
@@ -184,6 +190,13 @@ impl Compute for Evaluate<'_> {
 /// Rows whose forward pass runs at once in evaluation and prediction: enough for the matrix
 /// products' tiles and cache blocks, few enough for their cells to stay in cache.
 const ROWS: usize = 1024;
+
+/// The samples of `model` whose forward pass runs at once: [`ROWS`] rows, a sequence model's
+/// tokens each a row (its samples' cells are all kept until the last layer: 200 windows of
+/// nanoGPT's character model at once would hold some 600 MB). Any count gives the same bits.
+fn rows(model: &Model) -> usize {
+    (ROWS / model.tokens().map_or(1, |t| t.tokens)).max(1)
+}
 
 /// [`generate`]'s computation.
 struct Generate<'a> {
@@ -216,7 +229,8 @@ impl Compute for Generate<'_> {
                 *w = F32::from_i64(id as i64);
             }
             let last = recent.len() - 1;
-            let z = on.forward::<R>(&window, &mut cells_);
+            // One window: its layers share out their work among the threads.
+            let z = on.forward::<R>(on.setup.threads, &window, &mut cells_);
             let id = sampling.draw(math, &z[last * classes..(last + 1) * classes], n as u64);
             ids.push(id);
         }
@@ -247,10 +261,11 @@ impl Compute for Predict<'_> {
             let _env = R::environment();
             let mut cells_ = Cells::default();
             for (x, out) in inputs
-                .chunks(ROWS * features)
-                .zip(out.chunks_mut(ROWS * width))
+                .chunks(rows(model) * features)
+                .zip(out.chunks_mut(rows(model) * width))
             {
-                let z = on.forward::<R>(x, &mut cells_);
+                // The samples are shared out among the threads already: one thread each here.
+                let z = on.forward::<R>(&Threads::ONE, x, &mut cells_);
                 for (z, out) in z.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
                     if raw {
                         out.copy_from_slice(z);
