@@ -49,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Union, cast
 
@@ -328,7 +329,9 @@ def epoch_order(seed: int, epoch: int, n: int, shuffle: bool) -> list[int]:
 # Section 1: configuration
 # ---------------------------------------------------------------------------
 
-_FLOAT_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay", "momentum", "gamma", "clip_norm")
+_FLOAT_KEYS = (
+    "lr", "beta1", "beta2", "eps", "weight_decay", "momentum", "gamma", "min_lr", "clip_norm"
+)  # fmt: skip
 
 #: Section 1's keys, in the table's order.
 CONFIG_KEYS = (
@@ -343,12 +346,14 @@ CONFIG_KEYS = (
     "beta2",
     "eps",
     "weight_decay",
+    "decay_params",
     "momentum",
     "schedule",
     "warmup_steps",
     "total_steps",
     "step_size",
     "gamma",
+    "min_lr",
     "clip_norm",
     "batch_size",
     "grad_block",
@@ -367,12 +372,14 @@ _DEFAULTS: dict[str, Any] = {
     "beta2": 0.999,
     "eps": 1e-8,
     "weight_decay": None,  # 0, or 0.01 for AdamW
+    "decay_params": "all",
     "momentum": 0.0,
     "schedule": "constant",
     "warmup_steps": 0,
     "total_steps": None,
     "step_size": None,
     "gamma": None,
+    "min_lr": None,  # 0 for cosine
     "clip_norm": None,
     "batch_size": 32,
     "grad_block": None,
@@ -415,6 +422,8 @@ def resolve_keys(
     d: dict[str, Any] = {k: kw.get(k, defaults.get(k)) for k in CONFIG_KEYS}
     if d["weight_decay"] is None:
         d["weight_decay"] = 0.01 if d["optimizer"] == "adamw" else 0.0
+    if d["schedule"] == "cosine" and d["min_lr"] is None:
+        d["min_lr"] = 0.0
     _validate(d, inits)
     return d
 
@@ -425,7 +434,8 @@ def _validate(d: dict[str, Any], inits: tuple[str, ...]) -> None:
         ("math", ("seed", "ieee")),
         ("init", inits),
         ("optimizer", ("adam", "adamw", "sgd")),
-        ("schedule", ("constant", "linear", "step")),
+        ("schedule", ("constant", "linear", "step", "cosine")),
+        ("decay_params", ("all", "matrices")),
     ):
         if d[key] not in allowed:
             raise ValueError(f"{key} must be one of {allowed}, not {d[key]!r}")
@@ -448,15 +458,22 @@ def _validate(d: dict[str, Any], inits: tuple[str, ...]) -> None:
         raise ValueError("weight_decay must be finite and >= 0")
     if d["optimizer"] == "adam" and wd != 0:
         raise ValueError("weight_decay must be 0 for adam (use adamw)")
+    if d["optimizer"] == "adam" and d["decay_params"] != "all":
+        raise ValueError('decay_params = "matrices" is for adamw and sgd')
     mom = f["momentum"]
     if mom is None or not 0 <= mom < 1:
         raise ValueError("momentum must be in [0, 1)")
     if d["warmup_steps"] < 0:
         raise ValueError("warmup_steps must be >= 0")
-    if d["schedule"] == "linear" and (
+    if d["schedule"] in ("linear", "cosine") and (
         d["total_steps"] is None or d["total_steps"] <= d["warmup_steps"]
     ):
-        raise ValueError("linear needs total_steps > warmup_steps")
+        raise ValueError(f"{d['schedule']} needs total_steps > warmup_steps")
+    lo = f["min_lr"]
+    if lo is not None and not (
+        lo == 0 or (math.isfinite(lo) and abs(lo) >= 2.0**-126 and 0 < lo <= lr)
+    ):
+        raise ValueError("min_lr must be 0, or normal and at most lr")
     if d["schedule"] == "step":
         g = f["gamma"]
         if d["step_size"] is None or d["step_size"] < 1:
@@ -487,12 +504,14 @@ class Config:
     beta2: np.float32
     eps: np.float32
     weight_decay: np.float32
+    decay_params: str
     momentum: np.float32
     schedule: str
     warmup_steps: int
     total_steps: int | None
     step_size: int | None
     gamma: np.float32 | None
+    min_lr: np.float32 | None
     clip_norm: np.float32 | None
     batch_size: int
     grad_block: int | None
@@ -515,9 +534,12 @@ class Config:
         return cls(**d)
 
     def hyper_bits(self) -> dict[str, int | None]:
-        """Every float hyperparameter's binary32 bit pattern (as a checkpoint stores it)."""
+        """Every float hyperparameter's binary32 bit pattern (as a checkpoint stores it; the
+        keys of section 1's later rows only when set)."""
         out: dict[str, int | None] = {}
         for k in _FLOAT_KEYS:
+            if k == "min_lr" and self.min_lr is None:
+                continue
             v = getattr(self, k)
             out[k] = None if v is None else bits(v)
         return out
@@ -588,10 +610,40 @@ def powi(g: np.float32, n: int) -> np.float32:
     return r
 
 
+def nearest_f32(exact: Fraction) -> np.float32:
+    """``exact`` rounded to nearest binary32, ties to even (for magnitudes up to 2)."""
+    near = np.float32(float(exact))  # within a binary32 ulp; a double rounding is fixed below
+    neighbours = [np.nextafter(near, np.float32(-2)), near, np.nextafter(near, np.float32(2))]
+    distances = [abs(Fraction(float(c)) - exact) for c in neighbours]
+    best = min(distances)
+    ties = [c for c, d in zip(neighbours, distances) if d == best]
+    return cast(np.float32, min(ties, key=lambda c: int(c.view(np.uint32)) & 1))
+
+
+def cos_pi(k: int, n: int) -> np.float32:
+    """``cos(π k / n)`` correctly rounded to binary32 (section 6; ``+0`` at ``k / n = 1/2``),
+    from mpmath's value at 100 digits cut to a multiple of ``2^-300``."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        c = mpmath.cospi(mpmath.mpf(k) / n)
+        exact = Fraction(int(mpmath.floor(c * 2**300)), 2**300)
+    return cast(np.float32, nearest_f32(exact) + ZERO)
+
+
 def lr_at(cfg: Config, t: int) -> np.float32:
-    """Section 6: ``lr_t = (lr * w_t) * d_t`` for ``t`` steps completed."""
+    """Section 6: ``lr_t = (lr * w_t) * d_t`` for ``t`` steps completed; cosine's own formula
+    after its warm-up."""
     w = f32i(t + 1) / f32i(cfg.warmup_steps) if t < cfg.warmup_steps else ONE
-    if cfg.schedule == "constant":
+    if cfg.schedule == "cosine" and t >= cfg.warmup_steps:
+        assert cfg.total_steps is not None and cfg.min_lr is not None
+        lo = cfg.min_lr
+        k, n = t - cfg.warmup_steps, cfg.total_steps - cfg.warmup_steps
+        if k > n:
+            return lo
+        f = np.float32(np.float32(0.5) * np.float32(ONE + cos_pi(k, n)))
+        return cast(np.float32, np.float32(lo + np.float32(f * np.float32(cfg.lr - lo))))
+    if cfg.schedule in ("constant", "cosine"):
         d = ONE
     elif cfg.schedule == "linear":
         tot, wu = cfg.total_steps, cfg.warmup_steps
@@ -1047,8 +1099,9 @@ class Trainer(Run):
         m = [t for i in range(n) for t in (self.mW[i], self.mb[i])]
         v = [t for i in range(n) for t in (self.vW[i], self.vb[i])]
         grads = [t for i in range(n) for t in (gW[i], gb[i])]
+        matrices = [True, False] * n  # W{l}, b{l}
         self.b1t, self.b2t = optimizer_update(
-            self.cfg, self.math, params, grads, m, v, self.b1t, self.b2t, lr_t
+            self.cfg, self.math, params, grads, m, v, self.b1t, self.b2t, lr_t, matrices
         )
         self.W, self.b = params[0::2], params[1::2]
         self.mW, self.mb = m[0::2], m[1::2]
@@ -1073,19 +1126,27 @@ def optimizer_update(
     b1t: np.float32,
     b2t: np.float32,
     lr_t: np.float32,
+    matrices: Sequence[bool] | None = None,
 ) -> tuple[np.float32, np.float32]:
     """Section 7, tensor by tensor, cell by cell (vectorised: cells are independent).
 
     Replaces the items of ``params``, ``m`` (first moments, or SGD's buffers) and ``v``
     (second moments; unused by SGD) with the updated tensors; returns the new ``(b1t, b2t)``.
+    ``matrices`` says which tensors are weight matrices or tables: with
+    ``decay_params="matrices"`` only those decay, the others updated as with ``weight_decay``
+    0 (no AdamW factor at all).
     """
+    decays = [True] * len(params)
+    if cfg.decay_params == "matrices":
+        assert matrices is not None, 'decay_params="matrices" needs the tensors\' kinds'
+        decays = list(matrices)
     if cfg.optimizer == "sgd":
         wd, mom = cfg.weight_decay, cfg.momentum
         for i, g0 in enumerate(grads):
             # Reading: "with weight_decay" is weight_decay != 0 (0 * p could turn a -0
             # gradient into +0, so skipping it is observable). The buffer update below runs
             # on every step, also with momentum 0 (PyTorch skips it then).
-            g = g0 + wd * params[i] if wd != ZERO else g0
+            g = g0 + wd * params[i] if wd != ZERO and decays[i] else g0
             m[i] = mom * m[i] + g
             params[i] = params[i] - lr_t * m[i]
         return b1t, b2t
@@ -1099,7 +1160,7 @@ def optimizer_update(
     decay = np.float32(ONE - np.float32(lr_t * cfg.weight_decay))
     for i, g in enumerate(grads):
         p = params[i]
-        if cfg.optimizer == "adamw":
+        if cfg.optimizer == "adamw" and decays[i]:
             p = p * decay
         m[i] = b1 * m[i] + c1 * g
         v[i] = b2 * v[i] + c2 * (g * g)

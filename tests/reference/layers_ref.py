@@ -1900,6 +1900,16 @@ class LayerConfig:
         return gr._config_json(self.resolved)
 
 
+#: Section 7's weight matrices and tables, by the kind in a parameter's name: what
+#: ``decay_params="matrices"`` decays (never a bias ``b`` or a norm's ``gamma``, ``beta``).
+MATRIX_KINDS = ("W", "Wqkv", "Wo", "E", "P")
+
+
+def is_matrix(name: str) -> bool:
+    """Whether the parameter ``name`` (its kind then its layer's number) is a matrix."""
+    return name.rstrip("0123456789") in MATRIX_KINDS
+
+
 class LayerTrainer(gr.Run):
     """A training run of a layer list (sections 3-11 with section 15)."""
 
@@ -2034,6 +2044,7 @@ class LayerTrainer(gr.Run):
                 self.b1t,
                 self.b2t,
                 gr.lr_at(self.cfg, self.step_count),
+                [is_matrix(k) for k in self.names],
             )
         self._set_params(dict(zip(self.names, params)))
         self.m = dict(zip(self.names, ms))
