@@ -267,7 +267,8 @@ def test_constructor_families() -> None:
     for kwargs, match in [
         ({"loss": "hinge"}, "loss"),
         ({"schedule": "linear"}, "total_steps"),
-        ({"schedule": "cosine"}, "not known"),
+        ({"schedule": "cosine"}, "takes total_steps"),
+        ({"schedule": "exponential"}, "not known"),
         ({"batch_size": 0}, "batch_size = 0"),
         ({"momentum": 0.5}, "momentum"),
         ({"optimizer": "sgd", "momentum": 1.0}, "momentum"),

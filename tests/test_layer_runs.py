@@ -230,8 +230,8 @@ def test_model_naming_neither_a_preset_nor_a_file_is_one_line(
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err == (
-        f"nxrs {command}: --model 'nosuch' is neither a preset (mnist1d-cnn, digits-cnn) nor a "
-        "file: no such file\n"
+        f"nxrs {command}: --model 'nosuch' is neither a preset (mnist1d-cnn, digits-cnn, "
+        "gpt-char) nor a file: no such file\n"
     )
     assert not (tmp_path / "s").exists()
 

@@ -51,6 +51,9 @@ __all__ = [
 __version__: str
 
 _T = TypeVar("_T")
+_Floats = npt.NDArray[np.float32]
+# A gradient block of ``_batch_blocks``: its sums, losses, samples right, BatchNorm statistics.
+_Block = tuple[Sequence[_Floats], _Floats, int, Sequence[_Floats]]
 
 class NxrsError(Exception):
     """Base class of every error nxrs raises."""
@@ -332,14 +335,7 @@ class _Trainer:
     def _apply_blocks(
         self,
         dataset: Dataset,
-        blocks: Sequence[
-            tuple[
-                Sequence[npt.NDArray[np.float32]],
-                npt.NDArray[np.float32],
-                int,
-                Sequence[npt.NDArray[np.float32]],
-            ]
-        ],
+        blocks: Sequence[_Block],
     ) -> RunChunk:
         """The current batch's step from its blocks in ``_batch_blocks`` order, as ``_run``
         takes it: the ``RunChunk`` of that one step."""
