@@ -159,7 +159,16 @@ def test_every_command_has_its_module() -> None:
 
     parser = nxrs.cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert sorted(commands) == ["diff", "gate", "inspect", "status", "sweep", "train", "verify"]
+    assert sorted(commands) == [
+        "diff",
+        "gate",
+        "inspect",
+        "sample",
+        "status",
+        "sweep",
+        "train",
+        "verify",
+    ]
     for name, sub in commands.items():
         module = sys.modules[f"nxrs.cli.{name}"]
         assert sub.get_default("run").__module__ == module.__name__
