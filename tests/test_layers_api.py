@@ -410,7 +410,8 @@ CONVBASE = [
 
 
 def test_presets() -> None:
-    assert L.PRESETS == ("mnist1d-cnn", "digits-cnn")
+    assert L.PRESETS == ("mnist1d-cnn", "digits-cnn", "gpt-char")
+    assert L.to_dicts(L.preset("gpt-char")) == L.to_dicts(L.gpt(65))
     assert L.to_dicts(L.preset("mnist1d-cnn")) == CONVBASE
     digits = L.preset("digits-cnn")
     assert digits[0] == L.Input(1, 8, 8) and digits[-1] == L.Dense(10)
@@ -418,7 +419,7 @@ def test_presets() -> None:
     digits.append(L.ReLU())
     assert L.preset("digits-cnn") == digits[:-1]
     for name in ("mnist-cnn", "", None, 3):
-        with pytest.raises(ConfigError, match="mnist1d-cnn, digits-cnn"):
+        with pytest.raises(ConfigError, match="mnist1d-cnn, digits-cnn, gpt-char"):
             L.preset(name)  # type: ignore[arg-type]
 
 
