@@ -148,11 +148,11 @@ impl Model {
         let Some(Tokens { tokens, vocab, .. }) = self.network.tokens else {
             return Ok(());
         };
-        let id = |x: F32| {
-            let k = x.to_i64_trunc();
-            (F32::from_i64(k) == x && (0..vocab as i64).contains(&k)).then_some(k)
-        };
-        match inputs.iter().position(|&x| id(x).is_none()) {
+        // vocab <= 2^24 (checked when the layer was built).
+        match inputs
+            .iter()
+            .position(|&x| x.to_index(vocab as u32).is_none())
+        {
             None => Ok(()),
             Some(k) => Err(Error::Input(format!(
                 "token {} is {}: a token id is an integer in 0..{vocab} (the Embedding's vocab)",

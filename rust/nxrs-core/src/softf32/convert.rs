@@ -69,6 +69,28 @@ impl F32 {
         self.to_i64(IntRounding::TowardZero)
     }
 
+    /// The integer `k` in `0..bound` whose binary32 value has these very bits (so not `-0`),
+    /// if there is one; `bound` at most `2^24`, so every such `k` is a binary32 value. Read
+    /// from the bits alone: what `F32::from_i64(x.to_i64_trunc()) == x` (bits) with the range
+    /// check decides, without the conversions (a token stream of a million ids is checked at
+    /// every `fit`).
+    pub fn to_index(self, bound: u32) -> Option<u32> {
+        debug_assert!(bound <= 1 << 24);
+        if self.0 == 0 {
+            return (bound > 0).then_some(0);
+        }
+        let exp = self.biased_exp();
+        // Negative (-0 too), below one (a fraction), or at least 2^24 (beyond `bound`; inf and
+        // NaN too).
+        if self.0 & SIGN_BIT != 0 || !(127..127 + 24).contains(&exp) {
+            return None;
+        }
+        let sig = self.frac() | HIDDEN_BIT;
+        let shift = (150 - exp) as u32; // 0..=23: the bits below the units
+        let k = sig >> shift;
+        (sig & ((1 << shift) - 1) == 0 && k < bound).then_some(k)
+    }
+
     /// Converts to `i32` with the given rounding. NaN and out-of-range values give `i32::MIN`.
     pub fn to_i32(self, rounding: IntRounding) -> i32 {
         self.to_int(32, rounding) as i32
@@ -128,6 +150,43 @@ impl F32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `to_index` against its definition by conversions, on a spread of bit patterns and on
+    /// every integer near the bounds tried, with its neighbours.
+    #[test]
+    fn to_index_is_the_conversions_check() {
+        let by_conversions = |x: F32, bound: u32| {
+            let k = x.to_i64_trunc();
+            (F32::from_i64(k) == x && (0..i64::from(bound)).contains(&k)).then_some(k as u32)
+        };
+        let mut inputs: Vec<F32> = (0..=u32::MAX).step_by(4093).map(F32::from_bits).collect();
+        for k in (0..70_000).chain((1 << 24) - 70_000..(1 << 24) + 10) {
+            let x = F32::from_i64(k);
+            let bits = x.to_bits();
+            inputs.extend([
+                x,
+                F32::from_bits(bits + 1),
+                F32::from_bits(bits.wrapping_sub(1)),
+            ]);
+            inputs.push(F32::from_bits(bits | SIGN_BIT));
+        }
+        inputs.extend([
+            F32::NEG_ZERO,
+            F32::INFINITY,
+            F32::DEFAULT_NAN,
+            F32::from_bits(1),
+        ]);
+        for bound in [0, 1, 65, 70_000, (1 << 24) - 1, 1 << 24] {
+            for &x in &inputs {
+                assert_eq!(
+                    x.to_index(bound),
+                    by_conversions(x, bound),
+                    "{:#010x} in 0..{bound}",
+                    x.to_bits()
+                );
+            }
+        }
+    }
 
     #[test]
     fn from_int_rounds_to_nearest_even() {
