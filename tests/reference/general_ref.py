@@ -1379,8 +1379,17 @@ DIGITS_TEST_SIZE = 0.2
 DIGITS_EPOCHS = 20
 
 
+#: Section 1's rows added after the fixtures were first written, with their defaults: a case
+#: records them only when set, as a checkpoint does, so the earlier cases stay as they were.
+_LATER_KEYS: dict[str, Any] = {"decay_params": "all", "min_lr": None}
+
+
 def _config_json(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in d.items()}
+    return {
+        k: (float(v) if isinstance(v, np.floating) else v)
+        for k, v in d.items()
+        if not (k in _LATER_KEYS and v == _LATER_KEYS[k])
+    }
 
 
 def run_case(name: str, n: int, keys: dict[str, Any]) -> dict[str, Any]:
