@@ -155,10 +155,11 @@ impl Compute for Evaluate<'_> {
             let mut cells_ = Cells::default();
             let mut outputs = vec![F32::ZERO; width];
             let mut delta = vec![F32::ZERO; width];
+            let rows = rows(model);
             let chunks = range
                 .clone()
-                .step_by(rows(model))
-                .map(|s| s..(s + rows(model)).min(range.end));
+                .step_by(rows)
+                .map(|s| s..(s + rows).min(range.end));
             for chunk in chunks {
                 // The data set's rows are contiguous: the chunk's features are one slice.
                 let x = &data.inputs()[chunk.start * features..chunk.end * features];
@@ -260,9 +261,10 @@ impl Compute for Predict<'_> {
         threads.run(tasks, |(inputs, out)| {
             let _env = R::environment();
             let mut cells_ = Cells::default();
+            let rows = rows(model);
             for (x, out) in inputs
-                .chunks(rows(model) * features)
-                .zip(out.chunks_mut(rows(model) * width))
+                .chunks(rows * features)
+                .zip(out.chunks_mut(rows * width))
             {
                 // The samples are shared out among the threads already: one thread each here.
                 let z = on.forward::<R>(&Threads::ONE, x, &mut cells_);

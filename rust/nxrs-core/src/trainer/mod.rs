@@ -453,17 +453,17 @@ impl Trainer {
                 tokens.vocab
             )));
         }
+        let setup = self.setup();
         let ids = prompt.to_vec();
-        let ids = inference::generate(
+        Ok(inference::generate(
             self.backend,
-            self.setup(),
+            setup,
             &self.state,
             ids,
             count,
             t,
             sampling,
-        );
-        Ok(ids)
+        ))
     }
 
     /// The model's outputs for row-major `inputs`: probabilities (cross-entropy) or values
