@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -24,19 +24,12 @@ cos_pi = gr.cos_pi
 
 
 def documented_lr(lr: float, min_lr: float, warmup: int, total: int, t: int) -> np.float32:
-    """Section 6's ``lr_t`` for ``schedule="cosine"``, op by op in binary32."""
-    lr32, min32 = f32(lr), f32(min_lr)
-    if t < warmup:
-        w = f32(t + 1) / f32(warmup)
-        return (lr32 * w) * f32(1)
-    if t > total:
-        return min32
-    c = cos_pi(t - warmup, total - warmup)
-    s = f32(1) + c
-    f = f32(0.5) * s
-    r = lr32 - min32
-    q = f * r
-    return min32 + q
+    """Section 6's ``lr_t`` for ``schedule="cosine"``, op by op in binary32 (the reference's)."""
+    config = gr.Config.make(
+        layers=[1, 1], optimizer="sgd", lr=lr, schedule="cosine", warmup_steps=warmup,
+        total_steps=total, min_lr=min_lr,
+    )  # fmt: skip
+    return cast(np.float32, gr.lr_at(config, t))
 
 
 def bits(x: Any) -> int:
