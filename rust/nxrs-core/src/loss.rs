@@ -143,11 +143,12 @@ pub fn argmax<R: Real>(math: Math, z: &[R]) -> usize {
 /// and the maximum.
 fn softmax<R: Real>(math: Math, z: &[R], p: &mut [R]) -> (R, R) {
     let max = z[argmax(math, z)];
-    let mut sum = R::ZERO;
+    let p = &mut p[..z.len()];
     for (p, &zo) in p.iter_mut().zip(z) {
-        *p = math.exp(zo - max);
-        sum = sum + *p;
+        *p = zo - max;
     }
+    math.exps_in_place(p);
+    let sum = p.iter().fold(R::ZERO, |sum, &e| sum + e);
     for p in p.iter_mut() {
         *p = *p / sum;
     }

@@ -31,6 +31,15 @@ impl Math {
         }
     }
 
+    /// `x[i] = exp(x[i])` for every `i`, in place ([`Math::exp`]; the correctly rounded one
+    /// several cells at a time where the backend can).
+    pub fn exps_in_place<R: Real>(self, x: &mut [R]) {
+        match self {
+            Math::Seed => x.iter_mut().for_each(|x| *x = seed_exp(*x)),
+            Math::Ieee => R::exps_in_place(x),
+        }
+    }
+
     pub fn log<R: Real>(self, x: R) -> R {
         match self {
             Math::Seed => seed_log(x),

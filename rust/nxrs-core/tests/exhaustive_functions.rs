@@ -167,3 +167,54 @@ fn hardware_normal_pdf_all_inputs() {
 fn hardware_exp_all_inputs() {
     hardware_agrees("exp", Native::exp, F32::exp);
 }
+
+/// The hardware backend's slice functions (what GELU and the softmaxes call: several cells side
+/// by side) against its one-cell functions, already compared with softf32 above, on every `u32`
+/// and every chunk position (each block is a whole number of chunks, and the blocks of
+/// 2^24 inputs are fed at offsets 0 and 1, so every input meets every lane and the one-by-one
+/// rest).
+fn slices_agree(name: &str, slice: fn(&[Native], &mut [Native]), one: fn(Native) -> Native) {
+    let (mismatches, threads, elapsed) = for_all_u32(
+        |block| {
+            let _env = FpEnvGuard::new();
+            let x: Vec<Native> = block.map(|b| Native(f32::from_bits(b))).collect();
+            let mut out = vec![Native(0.0); x.len()];
+            let mut wrong = Vec::new();
+            for skip in [0, 1] {
+                slice(&x[skip..], &mut out[skip..]);
+                for (&x, &y) in x[skip..].iter().zip(&out[skip..]) {
+                    if y.to_f32().to_bits() != one(x).to_f32().to_bits() {
+                        wrong.push(x.to_f32().to_bits());
+                    }
+                }
+            }
+            wrong
+        },
+        |total: &mut Vec<u32>, block| total.extend(block),
+    );
+    say(&format!(
+        "hardware {name} slices: 2^32 inputs in {:.1} s on {threads} threads, {} differ",
+        elapsed.as_secs_f64(),
+        mismatches.len()
+    ));
+    assert!(
+        mismatches.is_empty(),
+        "{name}: {:08X?}",
+        &mismatches[..mismatches.len().min(20)]
+    );
+}
+
+#[test]
+#[ignore = "2^32 inputs: run with --ignored (see the header)"]
+fn hardware_slices_all_inputs() {
+    slices_agree("normal_cdf", Native::normal_cdfs, Native::normal_cdf);
+    slices_agree("normal_pdf", Native::normal_pdfs, Native::normal_pdf);
+    slices_agree(
+        "exp",
+        |x, out| {
+            out.copy_from_slice(x);
+            Native::exps_in_place(out);
+        },
+        Native::exp,
+    );
+}

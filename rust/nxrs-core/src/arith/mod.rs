@@ -97,6 +97,15 @@ pub trait Real:
         Self::from_f32(self.to_f32().normal_pdf())
     }
 
+    /// `x[i] = e^x[i]` for every `i`, in place ([`Real::exp`]; a backend may compute several
+    /// cells at once).
+    #[inline]
+    fn exps_in_place(x: &mut [Self]) {
+        for x in x.iter_mut() {
+            *x = x.exp();
+        }
+    }
+
     /// `out[i] = Φ(x[i])` for every `i` ([`Real::normal_cdf`]; a backend may compute several
     /// cells at once).
     #[inline]

@@ -37,35 +37,32 @@ const MARGIN: f64 = 1.0 / (1u64 << 36) as f64;
 /// `ln √(2π)` to nearest binary64 (`0.91893853320467274178...`).
 const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_7;
 
-/// softf32's tail table node in binary64: `ln M(t0) - ln √(2π)` and `ln M`'s Taylor
-/// coefficients at `t0`.
-struct Node {
-    offset: f64,
-    slopes: [f64; DEGREE],
-}
-
-/// softf32's table ([`SOFT_TAIL`]: offsets in Q119, coefficients in Q63), each value rounded to
-/// binary64 once, at compile time (the scalings by powers of two are exact).
-static TAIL: [Node; NODES] = {
-    let mut table = [const {
-        Node {
-            offset: 0.0,
-            slopes: [0.0; DEGREE],
-        }
-    }; NODES];
+/// softf32's tail table ([`SOFT_TAIL`]: offsets in Q119, coefficients in Q63) in binary64,
+/// each value rounded once, at compile time (the scalings by powers of two are exact). Node `i`'s
+/// row holds `ln M(t0) - ln √(2π)` and then the Taylor coefficients `b_1 ..= b_9` of `ln M` at
+/// `t0`. Padded with zero rows to [`ROWS`], a power of two, so an index masked to it needs no
+/// bounds check.
+static TAIL: [Coefficients; ROWS] = {
+    let mut table = [[0.0; DEGREE + 1]; ROWS];
     let mut i = 0;
     while i < NODES {
         let SoftNode { offset, slopes } = &SOFT_TAIL[i];
-        table[i].offset = *offset as f64 / (1u128 << 119) as f64;
+        table[i][0] = *offset as f64 / (1u128 << 119) as f64;
         let mut n = 0;
         while n < DEGREE {
-            table[i].slopes[n] = slopes[n] as f64 / (1u64 << 63) as f64;
+            table[i][n + 1] = slopes[n] as f64 / (1u64 << 63) as f64;
             n += 1;
         }
         i += 1;
     }
     table
 };
+
+/// One node's row of [`TAIL`].
+type Coefficients = [f64; DEGREE + 1];
+
+/// The table's rows: the nodes, padded to a power of two.
+const ROWS: usize = NODES.next_power_of_two();
 
 /// `e^y` for `-105 <= y <= 89`, relative error below `2^-47`: `y = k ln 2 + r` with `k` the
 /// nearest integer to `y / ln 2` (fdlibm's split of `ln 2`, whose high part times `k` is exact)
@@ -106,20 +103,41 @@ fn exp(y: f64) -> f64 {
     p * scale
 }
 
-/// The exponent `y` of `Q(t) = Φ(-t) = e^y` for `2^-25 <= t <= 14.2`, within `2^-46` (see the
-/// module's documentation): softf32's node, `h = t - t0` (exact), its polynomial in `h`.
+/// softf32's node for `2^-25 <= t <= 14.2` (its row of [`TAIL`]) and `h = t - t0` (exact).
+/// Branch-free, so that a loop over lanes vectorises; any other `t` gives some row, whose result
+/// the caller drops.
 #[inline(always)]
-fn tail_exponent(t: f64) -> f64 {
+fn tail_node(t: f64) -> (usize, f64) {
     let nodes = f64::from(1u32 << NODE_BITS);
-    // The nearest node (halves up, as softf32); `t * 16 + 0.5` is exact.
-    let i = (t * nodes + 0.5) as usize;
-    let h = t - i as f64 / nodes;
-    let node = &TAIL[i.min(NODES - 1)];
-    let mut p = node.slopes[DEGREE - 1];
-    for &b in node.slopes[..DEGREE - 1].iter().rev() {
-        p = b + p * h;
+    // The nearest node, halves up as softf32: `floor(t * 16 + 0.5)`, in binary64 operations
+    // only (a float-to-integer conversion per lane would not vectorise): `y + 2^52 - 2^52` is
+    // `y` rounded to an integer (`y` and every step exact below `2^52`), less 1 if that rounded
+    // up.
+    const TWO_52: f64 = (1u64 << 52) as f64;
+    let y = t * nodes + 0.5;
+    let rounded = (y + TWO_52) - TWO_52;
+    let node = rounded - if rounded > y { 1.0 } else { 0.0 };
+    // `node + 2^52` holds the node's number in its low significand bits.
+    let i = (node + TWO_52).to_bits() as usize & (ROWS - 1);
+    (i, t - node / nodes)
+}
+
+/// The exponent `y` of `Q(t) = Φ(-t) = e^y` for `2^-25 <= t <= 14.2`, within `2^-46` (see the
+/// module's documentation), from `t`, its node's row and `h`: the polynomial in `h`.
+#[inline(always)]
+fn tail_exponent(t: f64, row: impl Fn(usize) -> f64, h: f64) -> f64 {
+    let mut p = row(DEGREE);
+    for n in (1..DEGREE).rev() {
+        p = row(n) + p * h;
     }
-    (node.offset + p * h) - 0.5 * (t * t)
+    (row(0) + p * h) - 0.5 * (t * t)
+}
+
+/// `Q(t)` for one `t` ([`tail_exponent`]).
+#[inline(always)]
+fn tail(t: f64) -> f64 {
+    let (i, h) = tail_node(t);
+    exp(tail_exponent(t, |n| TAIL[i][n], h))
 }
 
 /// `v` rounded to binary32 if the rounding test proves it softf32's (see the module's
@@ -132,7 +150,10 @@ fn proven(v: f64) -> Option<f32> {
 }
 
 /// Cells the slice functions take at a time: what the binary64 paths compute side by side.
-const LANES: usize = 8;
+/// Four AVX-512 registers of binary64 lanes, so that independent polynomial chains overlap,
+/// and [`normal_cdfs`]'s table rows, copied by scalar stores, are mostly written back before
+/// the vector loads read them (measured: 16 and 64 lanes are slower).
+const LANES: usize = 32;
 
 /// `out[i] = Φ(x[i])` ([`normal_cdf`]), the binary64 paths of [`LANES`] cells side by side
 /// (loops over lanes without branches, which the compiler vectorises), the cells the rounding
@@ -140,7 +161,10 @@ const LANES: usize = 8;
 #[inline(always)]
 pub fn normal_cdfs(x: &[f32], out: &mut [f32]) {
     let (whole, rest) = x.split_at(x.len() / LANES * LANES);
+    // Each chunk overwrites what it reads: set to zero once, not per chunk.
+    let mut rows = [[0.0; LANES]; DEGREE + 1];
     for (x, out) in whole.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES)) {
+        let x: &[f32; LANES] = x.try_into().expect("a whole chunk");
         let mut t = [0.0; LANES];
         let mut inside = [false; LANES];
         for ((t, inside), &x) in t.iter_mut().zip(&mut inside).zip(x) {
@@ -151,16 +175,23 @@ pub fn normal_cdfs(x: &[f32], out: &mut [f32]) {
                 CDF_LAST_BELOW_ONE
             };
             *inside = (SMALLEST..=last).contains(&magnitude);
-            // Outside, any value in range: its result is not kept.
-            *t = if *inside {
-                magnitude_f64(magnitude)
-            } else {
-                1.0
-            };
+            *t = magnitude_f64(magnitude);
+        }
+        let mut node = [0; LANES];
+        let mut h = [0.0; LANES];
+        for ((node, h), &t) in node.iter_mut().zip(&mut h).zip(&t) {
+            (*node, *h) = tail_node(t);
+        }
+        // The lanes' rows, transposed by plain loads and stores: the compiler would otherwise
+        // load each coefficient with a vector gather, several times slower here.
+        for (l, &i) in node.iter().enumerate() {
+            for (n, &b) in TAIL[i].iter().enumerate() {
+                rows[n][l] = b;
+            }
         }
         let mut v = [0.0; LANES];
-        for ((v, &t), &x) in v.iter_mut().zip(&t).zip(x) {
-            let q = exp(tail_exponent(t));
+        for (l, ((v, &t), &x)) in v.iter_mut().zip(&t).zip(x).enumerate() {
+            let q = exp(tail_exponent(t, |n| rows[n][l], h[l]));
             *v = if split(x).1 { q } else { 1.0 - q };
         }
         finish(x, v, inside, out, normal_cdf_soft);
@@ -170,25 +201,38 @@ pub fn normal_cdfs(x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// `x[i] = e^x[i]` ([`exp_f32`]) in place, as [`normal_cdfs`].
+#[inline(always)]
+pub fn exps_in_place(x: &mut [f32]) {
+    let whole = x.len() / LANES * LANES;
+    let (whole, rest) = x.split_at_mut(whole);
+    for x in whole.chunks_exact_mut(LANES) {
+        let input: [f32; LANES] = (*x).try_into().expect("a whole chunk");
+        let mut v = [0.0; LANES];
+        let mut inside = [false; LANES];
+        for ((v, inside), &x) in v.iter_mut().zip(&mut inside).zip(&input) {
+            *inside = (EXP_FIRST..=EXP_LAST).contains(&x);
+            *v = exp(f64::from(x));
+        }
+        finish(&input, v, inside, x, exp_soft);
+    }
+    for x in rest {
+        *x = exp_f32(*x);
+    }
+}
+
 /// `out[i] = φ(x[i])` ([`normal_pdf`]), as [`normal_cdfs`].
 #[inline(always)]
 pub fn normal_pdfs(x: &[f32], out: &mut [f32]) {
     let (whole, rest) = x.split_at(x.len() / LANES * LANES);
     for (x, out) in whole.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES)) {
-        let mut t = [0.0; LANES];
+        let x: &[f32; LANES] = x.try_into().expect("a whole chunk");
+        let mut v = [0.0; LANES];
         let mut inside = [false; LANES];
-        for ((t, inside), &x) in t.iter_mut().zip(&mut inside).zip(x) {
+        for ((v, inside), &x) in v.iter_mut().zip(&mut inside).zip(x) {
             let magnitude = split(x).0;
             *inside = (SMALLEST..=PDF_LAST_NONZERO).contains(&magnitude);
-            *t = if *inside {
-                magnitude_f64(magnitude)
-            } else {
-                1.0
-            };
-        }
-        let mut v = [0.0; LANES];
-        for (v, &t) in v.iter_mut().zip(&t) {
-            *v = exp(pdf_exponent(t));
+            *v = exp(pdf_exponent(magnitude_f64(magnitude)));
         }
         finish(x, v, inside, out, normal_pdf_soft);
     }
@@ -198,26 +242,33 @@ pub fn normal_pdfs(x: &[f32], out: &mut [f32]) {
 }
 
 /// The lanes' results: `v` rounded where `inside` and the rounding test proves it, else `soft`.
+/// Lanes outside may hold any value (an infinity or NaN of a magnitude out of range included):
+/// their `v` is computed without a trap (the environment masks every exception) and dropped.
 #[inline(always)]
 fn finish(
-    x: &[f32],
+    x: &[f32; LANES],
     v: [f64; LANES],
     inside: [bool; LANES],
     out: &mut [f32],
     soft: fn(f32) -> f32,
 ) {
-    let mut low = [0.0f32; LANES];
-    let mut high = [0.0f32; LANES];
-    for ((low, high), &v) in low.iter_mut().zip(&mut high).zip(&v) {
+    let mut rounded = [0.0f32; LANES];
+    let mut proven = [false; LANES];
+    for (((rounded, proven), &v), &inside) in
+        rounded.iter_mut().zip(&mut proven).zip(&v).zip(&inside)
+    {
         let margin = v * MARGIN;
-        (*low, *high) = ((v - margin) as f32, (v + margin) as f32);
+        let (low, high) = ((v - margin) as f32, (v + margin) as f32);
+        *rounded = low;
+        *proven = inside & (low.to_bits() == high.to_bits());
+    }
+    // Nearly always every lane is proven: one test, one copy.
+    if proven.iter().fold(true, |all, &p| all & p) {
+        out.copy_from_slice(&rounded);
+        return;
     }
     for (l, out) in out.iter_mut().enumerate() {
-        *out = if inside[l] && low[l].to_bits() == high[l].to_bits() {
-            low[l]
-        } else {
-            soft(x[l])
-        };
+        *out = if proven[l] { rounded[l] } else { soft(x[l]) };
     }
 }
 
@@ -264,6 +315,11 @@ pub fn exp_f32(x: f32) -> f32 {
             return e;
         }
     }
+    exp_soft(x)
+}
+
+/// softf32's `e^x` on a hardware value's bits.
+fn exp_soft(x: f32) -> f32 {
     f32::from_bits(F32::from_bits(x.to_bits()).exp().to_bits())
 }
 
@@ -277,7 +333,7 @@ pub fn normal_cdf(x: f32) -> f32 {
         CDF_LAST_BELOW_ONE
     };
     if (SMALLEST..=last).contains(&magnitude) {
-        let q = exp(tail_exponent(magnitude_f64(magnitude)));
+        let q = tail(magnitude_f64(magnitude));
         if let Some(phi) = proven(if negative { q } else { 1.0 - q }) {
             return phi;
         }
@@ -329,9 +385,12 @@ mod tests {
         let (mut cdf, mut pdf) = (vec![0.0; x.len()], vec![0.0; x.len()]);
         normal_cdfs(&x, &mut cdf);
         normal_pdfs(&x, &mut pdf);
-        for ((&x, cdf), pdf) in x.iter().zip(cdf).zip(pdf) {
+        let mut exps = x.clone();
+        exps_in_place(&mut exps);
+        for (((&x, cdf), pdf), e) in x.iter().zip(cdf).zip(pdf).zip(exps) {
             assert_eq!(cdf.to_bits(), normal_cdf(x).to_bits(), "Φ({x:e})");
             assert_eq!(pdf.to_bits(), normal_pdf(x).to_bits(), "φ({x:e})");
+            assert_eq!(e.to_bits(), exp_f32(x).to_bits(), "exp({x:e})");
         }
     }
 }

@@ -153,6 +153,14 @@ hardware_float! {
             Native(functions::normal_pdf(self.0))
         }
 
+        fn exps_in_place(x: &mut [Native]) {
+            let x = bytemuck::cast_slice_mut(x);
+            vector_call(
+                #[inline(always)]
+                || functions::exps_in_place(x),
+            );
+        }
+
         fn normal_cdfs(x: &[Native], out: &mut [Native]) {
             let (x, out) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(out));
             vector_call(

@@ -145,11 +145,11 @@ impl Attention {
                 let m = row[1..]
                     .iter()
                     .fold(row[0], |m, &s| if m.ieee_lt(s) { s } else { m });
-                let mut z = R::ZERO;
                 for s in row.iter_mut() {
-                    *s = math.exp(*s - m);
-                    z = z + *s;
+                    *s = *s - m;
                 }
+                math.exps_in_place(row);
+                let z = row.iter().fold(R::ZERO, |z, &e| z + e);
                 for s in row.iter_mut() {
                     *s = *s / z;
                 }
