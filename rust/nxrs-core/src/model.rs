@@ -127,6 +127,29 @@ impl Model {
         self.network.tokens.is_some_and(|t| t.per_token)
     }
 
+    /// This model on sequences of `tokens` ids (fewer than its own) where that is the same
+    /// model: a layer list (not sizes) whose output is scored token by token, and whose
+    /// tensors keep their shapes on the shorter sequence (learned positions keep their table;
+    /// a Flatten over the tokens would not). Generation's windows before the context fills run
+    /// through it: under causal attention a token's cells are the same bits whatever follows
+    /// it, so the rows computed are the full window's.
+    pub fn on_fewer_tokens(&self, architecture: &Architecture, tokens: usize) -> Option<Model> {
+        let Architecture::Layers(specs) = architecture else {
+            return None;
+        };
+        let mut specs = specs.clone();
+        specs[0] = LayerSpec::Input {
+            shape: vec![tokens],
+        };
+        let model = Model::new(&Architecture::Layers(specs)).ok()?;
+        let same = model.per_token()
+            && self.per_token()
+            && model.tokens().map(|t| t.tokens) == Some(tokens)
+            && model.param_specs() == self.param_specs()
+            && model.classes() == self.classes();
+        same.then_some(model)
+    }
+
     /// The labels of a sample: one per token of a model whose output is a sequence, else one.
     pub fn labels_per_sample(&self) -> usize {
         match self.network.tokens {
@@ -139,6 +162,11 @@ impl Model {
     /// all of them.
     pub fn classes(&self) -> usize {
         self.outputs() / self.labels_per_sample()
+    }
+
+    /// The token vocabulary of a model whose input is token ids (its Embedding's), if it is one.
+    pub fn vocab(&self) -> Option<usize> {
+        self.network.tokens.as_ref().map(|tokens| tokens.vocab)
     }
 
     /// Checks that a sequence model's samples `inputs` (rows of its tokens, or one token

@@ -112,8 +112,20 @@ impl<'a> On<'a> {
         x: &'c [F32],
         cells: &'c mut Cells,
     ) -> &'c [F32] {
-        let net = self.setup.model.network();
-        let rows = x.len() / self.setup.model.inputs();
+        self.forward_on::<R>(self.setup.model, threads, x, cells)
+    }
+
+    /// [`On::forward`] through `model`: the setup's, or the same on fewer tokens
+    /// ([`Model::on_fewer_tokens`]).
+    fn forward_on<'c, R: Real>(
+        &self,
+        model: &Model,
+        threads: &Threads,
+        x: &'c [F32],
+        cells: &'c mut Cells,
+    ) -> &'c [F32] {
+        let net = model.network();
+        let rows = x.len() / model.inputs();
         let context = Context {
             math: self.setup.config.math,
             mode: Mode::Eval,
@@ -223,6 +235,10 @@ impl Compute for Generate<'_> {
         let (math, classes) = (on.setup.config.math, on.setup.model.classes());
         let mut cells_ = Cells::default();
         let mut window = vec![F32::ZERO; t];
+        // The model on each shorter window's length, built when first needed (`None` inside:
+        // not the same model on fewer tokens, so the whole window is computed).
+        let mut fewer: Vec<Option<Option<Model>>> = vec![None; t];
+        let architecture = &on.setup.config.architecture;
         for n in 0..count {
             let recent = &ids[ids.len().saturating_sub(t)..];
             window.fill(F32::ZERO);
@@ -230,8 +246,23 @@ impl Compute for Generate<'_> {
                 *w = F32::from_i64(id as i64);
             }
             let last = recent.len() - 1;
-            // One window: its layers share out their work among the threads.
-            let z = on.forward::<R>(on.setup.threads, &window, &mut cells_);
+            let model = match fewer.get_mut(recent.len()) {
+                Some(slot) => slot
+                    .get_or_insert_with(|| {
+                        on.setup.model.on_fewer_tokens(architecture, recent.len())
+                    })
+                    .as_ref(),
+                None => None,
+            };
+            // One window (the padding's rows left out where the model allows it): its layers
+            // share out their work among the threads.
+            let z = match model {
+                Some(model) => {
+                    let x = &window[..recent.len()];
+                    on.forward_on::<R>(model, on.setup.threads, x, &mut cells_)
+                }
+                None => on.forward::<R>(on.setup.threads, &window, &mut cells_),
+            };
             let id = sampling.draw(math, &z[last * classes..(last + 1) * classes], n as u64);
             ids.push(id);
         }
@@ -280,5 +311,92 @@ impl Compute for Predict<'_> {
             }
         });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::hardware;
+    use crate::config::{Family, TrainerConfig, Value};
+    use crate::layers::LayerSpec;
+    use crate::model::Architecture;
+    use crate::trainer::Trainer;
+
+    /// A GPT of `nxrs.layers.gpt(5, context=6, layers=1, heads=2, width=4)`'s form, with
+    /// `tail` after its final LayerNorm in place of the tied head.
+    fn gpt(tail: &[&str]) -> Vec<LayerSpec> {
+        let texts = [
+            r#"{"type": "Input", "shape": [6]}"#,
+            r#"{"type": "Embedding", "vocab": 5, "width": 4, "std": 0.5}"#,
+            r#"{"type": "PositionalEmbedding", "context": 6, "width": 4, "std": 0.5}"#,
+            r#"{"type": "Residual", "layers": [{"type": "LayerNorm", "eps": 1e-05, "bias": false},
+                {"type": "CausalSelfAttention", "heads": 2, "std": 0.5, "proj_std": 0.5}]}"#,
+            r#"{"type": "Residual", "layers": [{"type": "LayerNorm", "eps": 1e-05, "bias": false},
+                {"type": "Dense", "units": 16, "bias": false, "std": 0.5}, {"type": "GELU"},
+                {"type": "Dense", "units": 4, "bias": false, "std": 0.5}]}"#,
+            r#"{"type": "LayerNorm", "eps": 1e-05, "bias": false}"#,
+        ];
+        texts
+            .iter()
+            .chain(tail)
+            .enumerate()
+            .map(|(k, text)| LayerSpec::from_json_text(text, k).unwrap())
+            .collect()
+    }
+
+    fn trainer(specs: Vec<LayerSpec>) -> Trainer {
+        let settings = [("layers", Value::Layers(specs)), ("seed", Value::Int(7))];
+        Trainer::new(TrainerConfig::from_settings(Family::General, &settings).unwrap()).unwrap()
+    }
+
+    /// Generation's shorter windows: through the model on fewer tokens, the logits of each of
+    /// the window's tokens are the padded whole window's, bit for bit, on both backends (under
+    /// causal attention nothing after a token reaches it). The ids are every vocabulary entry,
+    /// and the padding (id 0) differs from what follows in the whole window.
+    #[test]
+    fn fewer_tokens_give_the_whole_windows_rows() {
+        let t = trainer(gpt(&[r#"{"type": "TiedHead"}"#]));
+        let setup = t.setup();
+        let architecture = &setup.config.architecture;
+        let ids = [3.0f32, 1.0, 4.0, 2.0, 0.0, 4.0].map(|x| F32::from_bits(x.to_bits()));
+        let mut backends = vec![Backend::Soft];
+        backends.extend(hardware().ok().map(|_| Backend::Hw));
+        for backend in backends {
+            for n in 1..6 {
+                let mut window = ids;
+                window[n..].fill(F32::ZERO);
+                let whole = predict(backend, setup, &t.state, &window, true);
+                let fewer = setup.model.on_fewer_tokens(architecture, n).unwrap();
+                let short = Setup {
+                    model: &fewer,
+                    ..setup
+                };
+                let rows = predict(backend, short, &t.state, &ids[..n], true);
+                let bits = |z: &[F32]| z.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&rows), bits(&whole[..rows.len()]), "{backend:?}, {n}");
+                assert_eq!(rows.len(), n * 5);
+            }
+        }
+    }
+
+    /// A model whose tensors depend on the length (a Dense over the flattened tokens) has no
+    /// model on fewer tokens, and neither has a layer-sizes model.
+    #[test]
+    fn only_the_same_model_runs_on_fewer_tokens() {
+        let flat = trainer(gpt(&[
+            r#"{"type": "Flatten"}"#,
+            r#"{"type": "Dense", "units": 5}"#,
+        ]));
+        let architecture = &flat.config.architecture;
+        assert!(flat.model.on_fewer_tokens(architecture, 3).is_none());
+        let sizes = Trainer::new(TrainerConfig::seed_model()).unwrap();
+        let layers = Architecture::Sizes(vec![6, 10, 4]);
+        assert!(sizes.model.on_fewer_tokens(&layers, 3).is_none());
+        let gpt = trainer(gpt(&[r#"{"type": "TiedHead"}"#]));
+        assert!(gpt
+            .model
+            .on_fewer_tokens(&gpt.config.architecture, 3)
+            .is_some());
     }
 }

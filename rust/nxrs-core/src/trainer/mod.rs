@@ -177,8 +177,19 @@ impl Trainer {
                 self.model.inputs()
             )));
         }
-        self.model
-            .check_token_ids(data.inputs(), data.is_stream())?;
+        // A token stream's ids were checked against its classes when it was built, and `fit`
+        // passes the same stream again for every chunk of steps: the scan (a million ids) is
+        // needed only where the model's vocabulary is smaller than those classes.
+        let ids_checked = match data.targets() {
+            Targets::Labels { classes, .. } => {
+                data.is_stream() && self.model.vocab().is_some_and(|vocab| *classes <= vocab)
+            }
+            Targets::Values { .. } => false,
+        };
+        if !ids_checked {
+            self.model
+                .check_token_ids(data.inputs(), data.is_stream())?;
+        }
         let (outputs, per_sample) = (self.model.classes(), self.model.labels_per_sample());
         match (self.config.loss, data.targets()) {
             (Loss::CrossEntropy, Targets::Labels { per_sample: n, .. }) if *n != per_sample => {
