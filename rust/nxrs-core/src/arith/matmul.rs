@@ -406,6 +406,9 @@ pub trait Vector: Copy {
 
     /// Lane-wise IEEE product (any NaN for a NaN result).
     fn mul(self, rhs: Self) -> Self;
+
+    /// Whether any lane is a NaN.
+    fn has_nan(self) -> bool;
 }
 
 /// `N` values of arithmetic `R` in an array: the portable register (the compiler vectorises
@@ -449,6 +452,11 @@ impl<R: Real, const N: usize> Vector for Lanes<R, N> {
             *x = *x * y;
         }
         self
+    }
+
+    #[inline(always)]
+    fn has_nan(self) -> bool {
+        self.0.iter().fold(false, |nan, x| nan | x.is_nan())
     }
 }
 
@@ -513,6 +521,9 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
     // would write and read back all of `C` once more.
     let (mut packed_a, mut packed_b) = PACKED.take();
     let mut start = START.take();
+    // Whether a tile stored a NaN: a chain's NaN stays one to its end (a NaN operand gives a
+    // NaN), so without one no result is a NaN and `C` need not be scanned again.
+    let mut stored_nan = false;
     start.clear();
     match mm.start {
         Start::Zero => start.resize(n.next_multiple_of(nr), 0),
@@ -598,13 +609,16 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
                     init,
                 };
                 // SAFETY: the caller's promise; the panels hold the blocks packed above.
-                unsafe { panels.tiles::<R, V, MR, NV>(&mut mm.c, rows, cols.clone()) };
+                stored_nan |=
+                    unsafe { panels.tiles::<R, V, MR, NV>(&mut mm.c, rows, cols.clone()) };
             }
         }
     }
     PACKED.set((packed_a, packed_b));
     START.set(start);
-    recompute_nans(&mut mm);
+    if stored_nan {
+        recompute_nans(&mut mm);
+    }
 }
 
 /// Row `i` of `c`.
@@ -755,7 +769,8 @@ enum PanelsA<'p> {
 }
 
 impl Panels<'_> {
-    /// The tiles of rows `rows` x columns `cols` of `c`, from the panels.
+    /// The tiles of rows `rows` x columns `cols` of `c`, from the panels. Returns whether a
+    /// tile stored a NaN.
     ///
     /// # Safety
     /// The CPU has `V`'s features; the panels hold the rows and columns given.
@@ -765,7 +780,8 @@ impl Panels<'_> {
         c: &mut MatrixMut<'_, R>,
         rows: Range<usize>,
         cols: Range<usize>,
-    ) {
+    ) -> bool {
+        let mut stored_nan = false;
         let nr = NV * V::LANES;
         let kc = self.depth;
         let ldc = c.row_stride;
@@ -831,7 +847,9 @@ impl Panels<'_> {
                 if height == MR && width == nr {
                     // SAFETY: the tile's rows i..i + MR and columns j..j + nr are inside `c`
                     // (checked just above), whose rows are `ldc` cells apart.
-                    unsafe { self.tile::<V, MR, NV>(&a, &b, start, c_ptr.add(c.index(i, j)), ldc) };
+                    stored_nan |= unsafe {
+                        self.tile::<V, MR, NV>(&a, &b, start, c_ptr.add(c.index(i, j)), ldc)
+                    };
                 } else {
                     // An edge tile: computed in a buffer of whole tiles, then its cells copied.
                     let mut buf = [0u32; MAX_TILE];
@@ -844,7 +862,9 @@ impl Panels<'_> {
                         }
                     }
                     // SAFETY: `buf` holds MR rows of `nr` cells (`MR * nr <= MAX_TILE`).
-                    unsafe { self.tile::<V, MR, NV>(&a, &b, start, buf.as_mut_ptr(), nr) };
+                    // (Its rows and columns past `C` may be NaNs too: then `C` is only scanned.)
+                    stored_nan |=
+                        unsafe { self.tile::<V, MR, NV>(&a, &b, start, buf.as_mut_ptr(), nr) };
                     for r in 0..height {
                         let at = c.index(i + r, j);
                         for (d, &v) in c.data[at..at + width].iter_mut().zip(&buf[r * nr..]) {
@@ -854,11 +874,12 @@ impl Panels<'_> {
                 }
             }
         }
+        stored_nan
     }
 
     /// One register tile: `MR x NV` vectors of accumulators, loaded from `c` (or the first
     /// terms, or the start row), the block's `depth` steps of every chain added in order, stored
-    /// back to `c`.
+    /// back to `c`. Returns whether a stored cell is a NaN.
     ///
     /// # Safety
     /// The CPU has `V`'s features; `a`'s rows hold `depth` steps and `b`'s `depth` steps hold
@@ -873,7 +894,7 @@ impl Panels<'_> {
         start: *const u32,
         c: *mut u32,
         ldc: usize,
-    ) {
+    ) -> bool {
         let (b, ldb) = (b.cells, b.step);
         // No closures here: each would be a function of its own, compiled without the caller's
         // vector instructions. Every access below is inside the panels or the tile: step k's
@@ -931,12 +952,15 @@ impl Panels<'_> {
                 }
             }
         }
+        let mut stored_nan = false;
         for (r, acc) in acc.iter().enumerate() {
             for (v, &x) in acc.iter().enumerate() {
                 // SAFETY: row r of the tile.
                 unsafe { x.store(c.add(r * ldc + v * V::LANES)) };
+                stored_nan |= x.has_nan();
             }
         }
+        stored_nan
     }
 }
 

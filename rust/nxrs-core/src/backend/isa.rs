@@ -122,7 +122,7 @@ pub(super) mod x86 {
         (
             $(#[$doc:meta])*
             $name:ident($reg:ty, $lanes:literal):
-            $load:ident, $set1:ident, $store:ident, $add:ident, $mul:ident
+            $load:ident, $set1:ident, $store:ident, $add:ident, $mul:ident, $has_nan:ident
         ) => {
             $(#[$doc])*
             #[derive(Clone, Copy)]
@@ -164,20 +164,48 @@ pub(super) mod x86 {
                     // SAFETY: as `add`.
                     $name(unsafe { $mul(self.0, rhs.0) })
                 }
+
+                #[inline(always)]
+                fn has_nan(self) -> bool {
+                    // SAFETY: as `add`.
+                    unsafe { $has_nan(self.0) }
+                }
             }
         };
+    }
+
+    /// Whether a lane is a NaN (unordered with itself).
+    ///
+    /// # Safety
+    /// The CPU has AVX.
+    #[inline(always)]
+    unsafe fn avx2_has_nan(x: __m256) -> bool {
+        // SAFETY: the caller's promise.
+        unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(x, x)) != 0 }
+    }
+
+    /// Whether a lane is a NaN (unordered with itself).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn avx512_has_nan(x: __m512) -> bool {
+        // SAFETY: the caller's promise.
+        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x) != 0 }
     }
 
     x86_vector! {
         /// Eight lanes of AVX2.
         Avx2(__m256, 8):
-        _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
+        _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps,
+        avx2_has_nan
     }
 
     x86_vector! {
         /// Sixteen lanes of AVX-512F.
         Avx512(__m512, 16):
-        _mm512_loadu_ps, _mm512_set1_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_mul_ps
+        _mm512_loadu_ps, _mm512_set1_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_mul_ps,
+        avx512_has_nan
     }
 
     /// # Safety
