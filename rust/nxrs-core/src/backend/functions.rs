@@ -7,9 +7,11 @@
 //! and a GELU calls them for every cell in both passes. Here `e^x` is the binary64 `e^y` below of
 //! `y = x` (exact), and `Φ` and `φ` follow softf32's formula (`Q(t) = Φ(-t) = e^y` with
 //! `y = ln M(t0) - ln √(2π) + (ln M(t) - ln M(t0)) - t²/2` from softf32's table of the Mills
-//! ratio `M`, and `φ(t) = e^(-t²/2 - ln √(2π))`) in binary64, with a relative error below
-//! `2^-44` (the table's values rounded to binary64, `2^-53` each; `t²` exact; the sum `y`, up to
-//! 105 in magnitude, within `2^-46`; `e^y`'s reduction and degree-11 polynomial within `2^-47`).
+//! ratio `M`, its Taylor polynomials cut at degree 6 of 9: [`USED_DEGREE`], and
+//! `φ(t) = e^(-t²/2 - ln √(2π))`) in binary64, with a relative error below `2^-44` (the table's
+//! values rounded to binary64, `2^-53` each; `t²` exact; the sum `y`, up to 105 in magnitude,
+//! within `2^-45.8` with the terms left out; `e^y`'s reduction and degree-11 polynomial within
+//! `2^-47`).
 //! The value `v` is then rounded to binary32 at `v (1 - 2^-36)` and `v (1 + 2^-36)`: when both
 //! round alike, no rounding boundary lies between them, so the exact value (well inside) rounds
 //! the same, to softf32's result. Otherwise (one value in 2^11 or so, and the specials, and the
@@ -23,8 +25,8 @@
 #![allow(clippy::float_arithmetic)] // binary64 evaluation is this module's point
 
 use crate::softf32::normal::{
-    Node as SoftNode, CDF_LAST_BELOW_ONE, CDF_LAST_NONZERO, DEGREE, NODES, NODE_BITS,
-    PDF_LAST_NONZERO, TAIL as SOFT_TAIL,
+    Node as SoftNode, CDF_LAST_BELOW_ONE, CDF_LAST_NONZERO, NODES, NODE_BITS, PDF_LAST_NONZERO,
+    TAIL as SOFT_TAIL,
 };
 use crate::softf32::F32;
 
@@ -37,19 +39,26 @@ const MARGIN: f64 = 1.0 / (1u64 << 36) as f64;
 /// `ln √(2π)` to nearest binary64 (`0.91893853320467274178...`).
 const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_7;
 
+/// The degree of the polynomial in `h` here: softf32's Taylor coefficients `b_n` of `ln M` at
+/// the nodes are below `2.2e-4` for `n = 6` and `5.3e-5` for `n = 7` (both largest at node 0;
+/// `n = 8`: `6.4e-6`; computed with mpmath at 40 digits), so for `|h| <= 1/32` the terms left out,
+/// from `n = 7` on, add below `2^-49.1` to the error of `y` (`2^-45.8` in all, see the
+/// module's documentation).
+const USED_DEGREE: usize = 6;
+
 /// softf32's tail table ([`SOFT_TAIL`]: offsets in Q119, coefficients in Q63) in binary64,
 /// each value rounded once, at compile time (the scalings by powers of two are exact). Node `i`'s
-/// row holds `ln M(t0) - ln √(2π)` and then the Taylor coefficients `b_1 ..= b_9` of `ln M` at
-/// `t0`. Padded with zero rows to [`ROWS`], a power of two, so an index masked to it needs no
-/// bounds check.
+/// row holds `ln M(t0) - ln √(2π)` and then the Taylor coefficients `b_1 ..= b_6` of `ln M` at
+/// `t0` ([`USED_DEGREE`]). Padded with zero rows to [`ROWS`], a power of two, so an index masked
+/// to it needs no bounds check.
 static TAIL: [Coefficients; ROWS] = {
-    let mut table = [[0.0; DEGREE + 1]; ROWS];
+    let mut table = [[0.0; USED_DEGREE + 1]; ROWS];
     let mut i = 0;
     while i < NODES {
         let SoftNode { offset, slopes } = &SOFT_TAIL[i];
         table[i][0] = *offset as f64 / (1u128 << 119) as f64;
         let mut n = 0;
-        while n < DEGREE {
+        while n < USED_DEGREE {
             table[i][n + 1] = slopes[n] as f64 / (1u64 << 63) as f64;
             n += 1;
         }
@@ -59,7 +68,7 @@ static TAIL: [Coefficients; ROWS] = {
 };
 
 /// One node's row of [`TAIL`].
-type Coefficients = [f64; DEGREE + 1];
+type Coefficients = [f64; USED_DEGREE + 1];
 
 /// The table's rows: the nodes, padded to a power of two.
 const ROWS: usize = NODES.next_power_of_two();
@@ -122,12 +131,12 @@ fn tail_node(t: f64) -> (usize, f64) {
     (i, t - node / nodes)
 }
 
-/// The exponent `y` of `Q(t) = Φ(-t) = e^y` for `2^-25 <= t <= 14.2`, within `2^-46` (see the
+/// The exponent `y` of `Q(t) = Φ(-t) = e^y` for `2^-25 <= t <= 14.2`, within `2^-45.8` (see the
 /// module's documentation), from `t`, its node's row and `h`: the polynomial in `h`.
 #[inline(always)]
 fn tail_exponent(t: f64, row: impl Fn(usize) -> f64, h: f64) -> f64 {
-    let mut p = row(DEGREE);
-    for n in (1..DEGREE).rev() {
+    let mut p = row(USED_DEGREE);
+    for n in (1..USED_DEGREE).rev() {
         p = row(n) + p * h;
     }
     (row(0) + p * h) - 0.5 * (t * t)
@@ -162,7 +171,7 @@ const LANES: usize = 32;
 pub fn normal_cdfs(x: &[f32], out: &mut [f32]) {
     let (whole, rest) = x.split_at(x.len() / LANES * LANES);
     // Each chunk overwrites what it reads: set to zero once, not per chunk.
-    let mut rows = [[0.0; LANES]; DEGREE + 1];
+    let mut rows = [[0.0; LANES]; USED_DEGREE + 1];
     for (x, out) in whole.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES)) {
         let x: &[f32; LANES] = x.try_into().expect("a whole chunk");
         let mut t = [0.0; LANES];
