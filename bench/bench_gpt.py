@@ -259,6 +259,8 @@ def main() -> None:
             extra = "".join(
                 f"  {k} {r[k]:.4g}" for k in ("val_loss", "seconds", "tokens_per_s") if k in r
             )
+            if "state_digest" in r:
+                extra += f"  digest {r['state_digest'][:8]}"
             print(
                 f"  {threads} thread(s) {c:5s} {r['ms_per_step']:8.1f} ms/step  "
                 f"{per_thread:6.1f} GFLOP/s/thread  peak RSS {r['peak_rss_mb']:.0f} MB{extra}"
@@ -266,6 +268,9 @@ def main() -> None:
         if all("ms_per_step" in r for r in rows.values()):
             ratio = rows["torch"]["ms_per_step"] / rows["nxrs"]["ms_per_step"]
             print(f"  {threads} thread(s) PyTorch / nxrs step time: {ratio:.2f}x")
+        if all("tokens_per_s" in r for r in rows.values()):
+            ratio = rows["nxrs"]["tokens_per_s"] / rows["torch"]["tokens_per_s"]
+            print(f"  {threads} thread(s) nxrs / PyTorch generation tokens/s: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -366,6 +366,22 @@ pub fn normal_pdf(x: f32) -> f32 {
 mod tests {
     use super::*;
 
+    /// The Taylor terms the binary64 path leaves out (softf32's `b_7 ..= b_9` at `|h| = 1/32`)
+    /// stay below `2^-49` at every node, as [`USED_DEGREE`]'s documentation says (softf32's own
+    /// polynomial leaves out below `2^-70` beyond them).
+    #[test]
+    fn the_terms_left_out_are_below_2_to_the_minus_49() {
+        let h: f64 = 1.0 / 32.0;
+        for (i, node) in SOFT_TAIL.iter().enumerate() {
+            let left_out: f64 = node.slopes[USED_DEGREE..]
+                .iter()
+                .zip(USED_DEGREE as i32 + 1..)
+                .map(|(&b, n)| (b as f64 / (1u64 << 63) as f64).abs() * h.powi(n))
+                .sum();
+            assert!(left_out < 2f64.powi(-49), "node {i}: {left_out:e}");
+        }
+    }
+
     /// A spread of inputs (every 997th bit pattern, both signs) against softf32's, one by one
     /// and as slices.
     #[test]
