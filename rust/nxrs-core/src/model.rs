@@ -144,7 +144,6 @@ impl Model {
         let model = Model::new(&Architecture::Layers(specs)).ok()?;
         let same = model.per_token()
             && self.per_token()
-            && model.tokens().map(|t| t.tokens) == Some(tokens)
             && model.param_specs() == self.param_specs()
             && model.classes() == self.classes();
         same.then_some(model)
@@ -162,11 +161,6 @@ impl Model {
     /// all of them.
     pub fn classes(&self) -> usize {
         self.outputs() / self.labels_per_sample()
-    }
-
-    /// The token vocabulary of a model whose input is token ids (its Embedding's), if it is one.
-    pub fn vocab(&self) -> Option<usize> {
-        self.network.tokens.as_ref().map(|tokens| tokens.vocab)
     }
 
     /// Checks that a sequence model's samples `inputs` (rows of its tokens, or one token

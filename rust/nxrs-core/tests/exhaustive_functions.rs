@@ -28,6 +28,7 @@ use all_inputs::{for_all_u32, say};
 use nxrs_core::arith::Real;
 use nxrs_core::backend::{FpEnvGuard, Native};
 use nxrs_core::softf32::F32;
+use std::ops::RangeInclusive;
 
 #[derive(Default)]
 struct Tally {
@@ -123,31 +124,43 @@ fn normal_pdf_all_inputs() {
     exhaustive("normal_pdf", F32::normal_pdf, oracle::normal_pdf);
 }
 
-/// The hardware backend's `f` against softf32's `soft` on every `u32`, in the backend's
-/// environment.
-fn hardware_agrees(name: &str, hardware: fn(Native) -> Native, soft: fn(F32) -> F32) {
+/// Runs `differing` on every block of `u32` inputs in the hardware backend's environment (the
+/// block's inputs whose two results differ), reports how many differ from `reference`, and
+/// asserts that none does.
+fn none_differ(
+    what: &str,
+    reference: &str,
+    differing: impl Fn(RangeInclusive<u32>) -> Vec<u32> + Sync,
+) {
     let (mismatches, threads, elapsed) = for_all_u32(
         |block| {
             let _env = FpEnvGuard::new();
-            block
-                .filter(|&x| {
-                    let got = hardware(Native(f32::from_bits(x))).to_f32();
-                    got.to_bits() != soft(F32::from_bits(x)).to_bits()
-                })
-                .collect::<Vec<u32>>()
+            differing(block)
         },
         |total: &mut Vec<u32>, block| total.extend(block),
     );
     say(&format!(
-        "hardware {name}: 2^32 inputs in {:.1} s on {threads} threads, {} differ from softf32",
+        "{what}: 2^32 inputs in {:.1} s on {threads} threads, {} differ from {reference}",
         elapsed.as_secs_f64(),
         mismatches.len()
     ));
     assert!(
         mismatches.is_empty(),
-        "{name}: {:08X?}",
+        "{what}: {:08X?}",
         &mismatches[..mismatches.len().min(20)]
     );
+}
+
+/// The hardware backend's `f` against softf32's `soft` on every `u32`.
+fn hardware_agrees(name: &str, hardware: fn(Native) -> Native, soft: fn(F32) -> F32) {
+    none_differ(&format!("hardware {name}"), "softf32", |block| {
+        block
+            .filter(|&x| {
+                let got = hardware(Native(f32::from_bits(x))).to_f32();
+                got.to_bits() != soft(F32::from_bits(x)).to_bits()
+            })
+            .collect()
+    });
 }
 
 #[test]
@@ -174,34 +187,21 @@ fn hardware_exp_all_inputs() {
 /// 2^24 inputs are fed at offsets 0 and 1, so every input meets every lane and the one-by-one
 /// rest).
 fn slices_agree(name: &str, slice: fn(&[Native], &mut [Native]), one: fn(Native) -> Native) {
-    let (mismatches, threads, elapsed) = for_all_u32(
-        |block| {
-            let _env = FpEnvGuard::new();
-            let x: Vec<Native> = block.map(|b| Native(f32::from_bits(b))).collect();
-            let mut out = vec![Native(0.0); x.len()];
-            let mut wrong = Vec::new();
-            for skip in [0, 1] {
-                slice(&x[skip..], &mut out[skip..]);
-                for (&x, &y) in x[skip..].iter().zip(&out[skip..]) {
-                    if y.to_f32().to_bits() != one(x).to_f32().to_bits() {
-                        wrong.push(x.to_f32().to_bits());
-                    }
+    let what = format!("hardware {name} slices");
+    none_differ(&what, "the one-cell function", |block| {
+        let x: Vec<Native> = block.map(|b| Native(f32::from_bits(b))).collect();
+        let mut out = vec![Native(0.0); x.len()];
+        let mut wrong = Vec::new();
+        for skip in [0, 1] {
+            slice(&x[skip..], &mut out[skip..]);
+            for (&x, &y) in x[skip..].iter().zip(&out[skip..]) {
+                if y.to_f32().to_bits() != one(x).to_f32().to_bits() {
+                    wrong.push(x.to_f32().to_bits());
                 }
             }
-            wrong
-        },
-        |total: &mut Vec<u32>, block| total.extend(block),
-    );
-    say(&format!(
-        "hardware {name} slices: 2^32 inputs in {:.1} s on {threads} threads, {} differ",
-        elapsed.as_secs_f64(),
-        mismatches.len()
-    ));
-    assert!(
-        mismatches.is_empty(),
-        "{name}: {:08X?}",
-        &mismatches[..mismatches.len().min(20)]
-    );
+        }
+        wrong
+    });
 }
 
 #[test]

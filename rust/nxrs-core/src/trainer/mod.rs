@@ -182,7 +182,7 @@ impl Trainer {
         // needed only where the model's vocabulary is smaller than those classes.
         let ids_checked = match data.targets() {
             Targets::Labels { classes, .. } => {
-                data.is_stream() && self.model.vocab().is_some_and(|vocab| *classes <= vocab)
+                data.is_stream() && self.model.tokens().is_some_and(|t| *classes <= t.vocab)
             }
             Targets::Values { .. } => false,
         };
