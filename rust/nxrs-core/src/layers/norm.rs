@@ -3,7 +3,10 @@
 //! and positions, LayerNorm one sample's cells. The group's arithmetic is written once; a layer
 //! says which cells form its groups, in their order.
 
+use super::share::{by_items, by_samples, of};
 use crate::arith::Real;
+use crate::threads::Threads;
+use core::ops::Range;
 
 /// A group's cells: `at(k)` is the index of its `k`-th value (`k < n`) in the block's cells.
 #[derive(Clone, Copy)]
@@ -159,17 +162,44 @@ impl<R: Real> LayerNorm<R> {
     }
 
     /// `y`, `xhat` and each sample's `r` (the same in both modes), from `(gamma, beta)` (`beta`
-    /// empty without biases).
+    /// empty without biases), the samples shared out among the threads.
+    #[allow(clippy::too_many_arguments)] // the threads, the parameters, the input, the outputs
     pub fn forward(
         &self,
-        (gamma, beta): (&[R], &[R]),
+        threads: &Threads,
+        params: (&[R], &[R]),
         x: &[R],
         rows: usize,
         xhat: &mut [R],
         r: &mut [R],
         y: &mut [R],
     ) {
-        for (s, r) in r[..rows].iter_mut().enumerate() {
+        let n = self.cells;
+        by_samples(
+            threads,
+            (rows, 1),
+            (6 * n, 3 * n),
+            [
+                (&mut xhat[..rows * n], n),
+                (&mut r[..rows], 1),
+                (&mut y[..rows * n], n),
+            ],
+            |samples, [xhat, r, y]| {
+                self.forward_samples(params, of(x, &samples, n), xhat, r, y);
+            },
+        );
+    }
+
+    /// [`LayerNorm::forward`] of the samples `r` has room for.
+    fn forward_samples(
+        &self,
+        (gamma, beta): (&[R], &[R]),
+        x: &[R],
+        xhat: &mut [R],
+        r: &mut [R],
+        y: &mut [R],
+    ) {
+        for (s, r) in r.iter_mut().enumerate() {
             *r = self.group(s).normalize(x, self.eps, xhat).2;
             let cells = s * self.cells..(s + 1) * self.cells;
             let scaled = y[cells.clone()].iter_mut().zip(&xhat[cells]).zip(gamma);
@@ -188,11 +218,13 @@ impl<R: Real> LayerNorm<R> {
 
 /// A normalisation's backward pass: the block gradients of `gamma` and `beta` and the input
 /// gradient, from the output gradient `g` and what the forward pass kept (`x̂` and each
-/// group's `r`). `d` is scratch of `g`'s length.
+/// group's `r`). `d` is scratch of `g`'s length. The threads may share the work out; no result
+/// depends on them.
 pub trait Normalization<R: Real> {
     #[allow(clippy::too_many_arguments)] // the layer's own state, what its forward pass kept, and the outputs
     fn backward(
         &self,
+        threads: &Threads,
         gamma: &[R],
         g: &[R],
         kept: (&[R], &[R]),
@@ -208,6 +240,7 @@ impl<R: Real> Normalization<R> for BatchNorm<R> {
     /// gradient `g` and the forward pass's `xhat` and `r`. `d` is scratch of `g`'s length.
     fn backward(
         &self,
+        _threads: &Threads,
         gamma: &[R],
         g: &[R],
         (xhat, r): (&[R], &[R]),
@@ -233,11 +266,48 @@ impl<R: Real> Normalization<R> for BatchNorm<R> {
     }
 }
 
+impl<R: Real> LayerNorm<R> {
+    /// The block gradients of `gamma` and `beta` of cells `cells` (`beta`'s empty without
+    /// biases): each cell's chains over the samples in order, from the first. The samples run in
+    /// the outer loop and the cells in the inner one, so the reads are rows in order and the
+    /// chains side by side, each the same sums in the same order.
+    fn parameter_gradients(
+        &self,
+        (g, xhat): (&[R], &[R]),
+        rows: usize,
+        cells: Range<usize>,
+        g_gamma: &mut [R],
+        g_beta: &mut [R],
+    ) {
+        let n = self.cells;
+        // Sample s's cells.
+        let row = |s: usize| s * n + cells.start..s * n + cells.end;
+        for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(0)]).zip(&xhat[row(0)]) {
+            *gamma = g * xhat;
+        }
+        for s in 1..rows {
+            for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(s)]).zip(&xhat[row(s)]) {
+                *gamma = *gamma + g * xhat;
+            }
+        }
+        if !g_beta.is_empty() {
+            g_beta.copy_from_slice(&g[row(0)]);
+            for s in 1..rows {
+                for (beta, &g) in g_beta.iter_mut().zip(&g[row(s)]) {
+                    *beta = *beta + g;
+                }
+            }
+        }
+    }
+}
+
 impl<R: Real> Normalization<R> for LayerNorm<R> {
     /// The block gradients of `gamma` and `beta` (chains over the samples, from the first; no
-    /// `beta`'s without biases) and the input gradient. `d` is scratch of `g`'s length.
+    /// `beta`'s without biases), the cells shared out among the threads, and the input
+    /// gradient, the samples shared out. `d` is scratch of `g`'s length.
     fn backward(
         &self,
+        threads: &Threads,
         gamma: &[R],
         g: &[R],
         (xhat, r): (&[R], &[R]),
@@ -248,25 +318,34 @@ impl<R: Real> Normalization<R> for LayerNorm<R> {
     ) {
         let (g_gamma, g_beta) = grads;
         let n = self.cells;
-        for (k, g_gamma) in g_gamma[..n].iter_mut().enumerate() {
-            let over_samples = Group {
-                n: rows,
-                at: |s| s * n + k,
-            };
-            if let Some(g_beta) = g_beta.get_mut(k) {
-                *g_beta = over_samples.sum(|i| g[(over_samples.at)(i)]);
-            }
-            *g_gamma = over_samples.sum(|i| {
-                let i = (over_samples.at)(i);
-                g[i] * xhat[i]
-            });
-        }
-        for (s, &r) in r[..rows].iter().enumerate() {
-            let cells = s * n..(s + 1) * n;
-            for ((d, &g), &gamma) in d[cells.clone()].iter_mut().zip(&g[cells]).zip(gamma) {
-                *d = g * gamma;
-            }
-            self.group(s).input_gradient(d, xhat, r, gx);
-        }
+        let beta_width = usize::from(!g_beta.is_empty());
+        by_items(
+            threads,
+            (n, 1),
+            2 * rows,
+            [
+                (&mut g_gamma[..n], 1),
+                (&mut g_beta[..n * beta_width], beta_width),
+            ],
+            |cells, [g_gamma, g_beta]| {
+                self.parameter_gradients((g, xhat), rows, cells, g_gamma, g_beta);
+            },
+        );
+        by_samples(
+            threads,
+            (rows, 1),
+            (6 * n, 4 * n),
+            [(&mut d[..rows * n], n), (&mut gx[..rows * n], n)],
+            |samples, [d, gx]| {
+                let (g, xhat) = (of(g, &samples, n), of(xhat, &samples, n));
+                for (s, &r) in r[samples].iter().enumerate() {
+                    let cells = s * n..(s + 1) * n;
+                    for ((d, &g), &gamma) in d[cells.clone()].iter_mut().zip(&g[cells]).zip(gamma) {
+                        *d = g * gamma;
+                    }
+                    self.group(s).input_gradient(d, xhat, r, gx);
+                }
+            },
+        );
     }
 }

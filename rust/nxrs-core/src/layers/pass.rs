@@ -7,13 +7,12 @@ use super::embedding;
 use super::norm::{BatchNorm, BatchNormTensors, LayerNorm, Normalization};
 use super::pointwise::{self, Dropout};
 use super::pool::{self, Pooled};
-use super::share::by_samples;
+use super::share::{by_samples, of};
 use super::{Layer, Op};
 use crate::arith::{cells, cells_mut, Real};
 use crate::math::Math;
 use crate::softf32::F32;
 use crate::threads::Threads;
-use core::ops::Range;
 
 /// Training (batch statistics, dropout masks of this step) or evaluation mode (section 15.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,11 +91,6 @@ pub struct Saved {
 /// [`by_samples`] weighs those layers' samples against a thread's worth of work.
 const EXP_WORK: usize = 16;
 const MASK_WORK: usize = 8;
-
-/// The cells of samples `r` in `v` (`width` each).
-fn of<'v, T>(v: &'v [T], r: &Range<usize>, width: usize) -> &'v [T] {
-    &v[r.start * width..r.end * width]
-}
 
 impl Layer {
     fn input_cells(&self) -> usize {
@@ -335,7 +329,7 @@ impl Layer {
                 let (gamma, beta) = tensors.params.expect("a LayerNorm has gamma and beta");
                 let xhat = cells_mut(resized(&mut saved.cells, n_in));
                 let r = cells_mut(resized(&mut saved.r, tokens));
-                ln.forward((cells(gamma), cells(beta)), x, tokens, xhat, r, y);
+                ln.forward(threads, (cells(gamma), cells(beta)), x, tokens, xhat, r, y);
             }
         }
     }
@@ -571,7 +565,7 @@ impl Layer {
             }
             Op::BatchNorm(bn) => {
                 let norm = batch_norm::<R>(bn);
-                normalization_backward(&norm, params, grads, saved, (g, n_in, rows), gx);
+                normalization_backward(threads, &norm, params, grads, saved, (g, n_in, rows), gx);
             }
             Op::LayerNorm(ln) => {
                 let norm = LayerNorm {
@@ -579,7 +573,8 @@ impl Layer {
                     eps: R::from_f32(ln.eps),
                     bias: ln.bias,
                 };
-                normalization_backward(&norm, params, grads, saved, (g, n_in, tokens), gx);
+                let g = (g, n_in, tokens);
+                normalization_backward(threads, &norm, params, grads, saved, g, gx);
             }
         }
     }
@@ -613,6 +608,7 @@ impl Layer {
 /// `g` and what the forward pass kept, the block gradients of `gamma` and `beta` and, when
 /// wanted, the input gradient.
 fn normalization_backward<R: Real>(
+    threads: &Threads,
     norm: &impl Normalization<R>,
     params: Option<(&[F32], &[F32])>,
     grads: Option<(&mut [F32], &mut [F32])>,
@@ -631,7 +627,7 @@ fn normalization_backward<R: Real>(
     });
     let kept = (cells(&saved.cells[..n_in]), cells(&saved.r));
     let grads = (cells_mut(g_gamma), cells_mut(g_beta));
-    norm.backward(cells(gamma), g, kept, rows, &mut d, grads, gx);
+    norm.backward(threads, cells(gamma), g, kept, rows, &mut d, grads, gx);
 }
 
 fn batch_norm<R: Real>(bn: &BatchNorm<F32>) -> BatchNorm<R> {

@@ -128,3 +128,8 @@ pub(super) fn by_samples<R: Real, const N: usize>(
         }
     });
 }
+
+/// The cells of samples `r` in `v` (`width` each): a part's share of an input.
+pub(super) fn of<'v, T>(v: &'v [T], r: &Range<usize>, width: usize) -> &'v [T] {
+    &v[r.start * width..r.end * width]
+}
