@@ -214,6 +214,39 @@ impl<R: Real> LayerNorm<R> {
             }
         }
     }
+
+    /// The block gradients of `gamma` and `beta` of cells `cells` (`beta`'s empty without
+    /// biases): each cell's chains over the samples in order, from the first. The samples run in
+    /// the outer loop and the cells in the inner one, so the reads are rows in order and the
+    /// chains side by side, each the same sums in the same order.
+    fn parameter_gradients(
+        &self,
+        (g, xhat): (&[R], &[R]),
+        rows: usize,
+        cells: Range<usize>,
+        g_gamma: &mut [R],
+        g_beta: &mut [R],
+    ) {
+        let n = self.cells;
+        // Sample s's cells.
+        let row = |s: usize| s * n + cells.start..s * n + cells.end;
+        for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(0)]).zip(&xhat[row(0)]) {
+            *gamma = g * xhat;
+        }
+        for s in 1..rows {
+            for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(s)]).zip(&xhat[row(s)]) {
+                *gamma = *gamma + g * xhat;
+            }
+        }
+        if !g_beta.is_empty() {
+            g_beta.copy_from_slice(&g[row(0)]);
+            for s in 1..rows {
+                for (beta, &g) in g_beta.iter_mut().zip(&g[row(s)]) {
+                    *beta = *beta + g;
+                }
+            }
+        }
+    }
 }
 
 /// A normalisation's backward pass: the block gradients of `gamma` and `beta` and the input
@@ -262,41 +295,6 @@ impl<R: Real> Normalization<R> for BatchNorm<R> {
                 d[i] = g[i] * gamma[c];
             }
             group.input_gradient(d, xhat, r[c], gx);
-        }
-    }
-}
-
-impl<R: Real> LayerNorm<R> {
-    /// The block gradients of `gamma` and `beta` of cells `cells` (`beta`'s empty without
-    /// biases): each cell's chains over the samples in order, from the first. The samples run in
-    /// the outer loop and the cells in the inner one, so the reads are rows in order and the
-    /// chains side by side, each the same sums in the same order.
-    fn parameter_gradients(
-        &self,
-        (g, xhat): (&[R], &[R]),
-        rows: usize,
-        cells: Range<usize>,
-        g_gamma: &mut [R],
-        g_beta: &mut [R],
-    ) {
-        let n = self.cells;
-        // Sample s's cells.
-        let row = |s: usize| s * n + cells.start..s * n + cells.end;
-        for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(0)]).zip(&xhat[row(0)]) {
-            *gamma = g * xhat;
-        }
-        for s in 1..rows {
-            for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(s)]).zip(&xhat[row(s)]) {
-                *gamma = *gamma + g * xhat;
-            }
-        }
-        if !g_beta.is_empty() {
-            g_beta.copy_from_slice(&g[row(0)]);
-            for s in 1..rows {
-                for (beta, &g) in g_beta.iter_mut().zip(&g[row(s)]) {
-                    *beta = *beta + g;
-                }
-            }
         }
     }
 }
