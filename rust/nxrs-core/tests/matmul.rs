@@ -204,7 +204,7 @@ proptest! {
         prop_assert!(first_difference(&soft, &want).is_none(), "softf32 blocked: {:?}", first_difference(&soft, &want));
         let _env = FpEnvGuard::new();
         for isa in Isa::supported() {
-            let got = case.output::<Native>(|mm| isa.matmul_tiles(mm));
+            let got = case.output::<Native>(|mm| isa.matmul(mm));
             let diff = first_difference(&got, &want);
             prop_assert!(diff.is_none(), "{}: {}", isa.name(), diff.unwrap_or_default());
         }
@@ -232,7 +232,7 @@ fn the_self_checks_products_hold_on_every_path() {
             };
             let (a, b) = (cells(&product.a), cells(&product.b));
             let mut c = vec![Native::ZERO; m * n];
-            isa.matmul_tiles(MatMul::new(
+            isa.matmul(MatMul::new(
                 MatrixMut::new(&mut c, m, n),
                 Start::Zero,
                 Matrix::new(&a, m, k),
@@ -266,34 +266,5 @@ fn paths_are_detected_and_chosen_by_name() {
     assert_eq!(
         err,
         "NXRS_ISA=\"sse9\" is not one of avx512, avx2, portable"
-    );
-}
-
-/// Products run on each path's own tiles, except AVX-512's on a core that halves 512-bit
-/// operations: AMD's family 19h (25), as Linux's `/proc/cpuinfo` reports the CPU (an account
-/// independent of the CPUID reading under test).
-#[test]
-fn products_use_avx2_tiles_only_where_512_bit_operations_are_halved() {
-    for isa in [Isa::Avx2, Isa::Portable] {
-        assert_eq!(isa.product_tiles(), isa);
-    }
-    let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
-        eprintln!("skipped: no /proc/cpuinfo to say which CPU this is");
-        return;
-    };
-    let field = |name: &str| {
-        cpuinfo.lines().find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            (key.trim() == name).then(|| value.trim().to_owned())
-        })
-    };
-    let zen4 = field("vendor_id").as_deref() == Some("AuthenticAMD")
-        && field("cpu family").as_deref() == Some("25");
-    let want = if zen4 { Isa::Avx2 } else { Isa::Avx512 };
-    assert_eq!(
-        Isa::Avx512.product_tiles(),
-        want,
-        "{:?}",
-        field("model name")
     );
 }

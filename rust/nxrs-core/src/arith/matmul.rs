@@ -23,10 +23,10 @@
 //!
 //! Operands are strided views ([`Matrix`]): a transposed matrix, a block of rows or an image's
 //! patches are read where they lie. `B`'s cache blocks are read in place when its rows' cells are
-//! contiguous and `C` has few rows (only a last partial panel of columns packed), and copied into
-//! packed panels otherwise (the tile's operands, contiguous, padded with zeros); `A` is read in
-//! place when its rows' cells or its columns' cells are contiguous and packed otherwise; small
-//! products (the seed's) skip packing altogether.
+//! contiguous (only a last partial panel of columns packed) and copied into packed panels
+//! otherwise (the tile's operands, contiguous, padded with zeros); `A` is read in place when its
+//! rows' cells or its columns' cells are contiguous and packed otherwise; small products (the
+//! seed's) skip packing altogether.
 
 use super::Real;
 use crate::softf32::F32;
@@ -478,13 +478,6 @@ const KC: usize = 256;
 const KC_IN_PLACE: usize = 128;
 const MC: usize = 144;
 const NC: usize = 3072;
-/// The fewest rows of `C` for which `B`'s panels are packed even where its rows' cells are
-/// contiguous: each packed cell is then read by at least this many rows of tiles, which repays
-/// the copy. Read in place, a panel's steps lie a whole row of `B` apart, and at the
-/// power-of-two widths of a model's layers (128, 512) they fall into a few sets of the L1 cache
-/// and evict each other: packed, the GPT anchor's input gradients ran 15-20% faster (AVX2 tiles,
-/// 75-79 to 90-95 GFLOP/s), while below 64 rows packing was slower.
-const PACK_FROM: usize = 64;
 /// Most cells of a register tile (the edge tiles' buffer).
 const MAX_TILE: usize = 16 * 32;
 
@@ -558,11 +551,10 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
         // The chains cut into blocks of equal length (at most KC): a short last block would
         // load and store every tile of C for a few steps.
         // B's whole panels are read where they lie when its rows' cells are contiguous (a step
-        // of a panel is `nr` cells in a row) and `C` has too few rows to repay packing, only a
-        // last partial panel packed (padded with zeros); otherwise every panel is packed. In
-        // place, a panel's steps lie a row apart, on lines of their own: shorter blocks keep
-        // them in the L1 cache.
-        let in_place = mm.b.col_stride == 1 && m < PACK_FROM;
+        // of a panel is `nr` cells in a row), only a last partial panel packed (padded with
+        // zeros); otherwise every panel is packed. In place, a panel's steps lie a row apart,
+        // on lines of their own: shorter blocks keep them in the L1 cache.
+        let in_place = mm.b.col_stride == 1;
         let most = if in_place { KC_IN_PLACE } else { KC };
         let kc = k.div_ceil(k.div_ceil(most).max(1)).max(1);
         let whole = if in_place {
@@ -586,9 +578,7 @@ pub unsafe fn blocked<R: Real, V: Vector, const MR: usize, const NV: usize>(mm: 
                 // tile broadcasts one cell of each of its rows per step) or its columns' are
                 // (a transposed matrix, such as the output gradients of a weight gradient: a
                 // tile's step is then `MR` cells in a row, the packed panel's layout with
-                // another stride); otherwise packed. (Packing the columns' case too made the
-                // GPT anchor's weight gradients slower: their columns are shared out among the
-                // threads, and each would pack all of `A`.)
+                // another stride); otherwise packed.
                 let a = if mm.a.col_stride == 1 {
                     PanelsA::Rows {
                         cells: bytemuck::cast_slice(mm.a.data),

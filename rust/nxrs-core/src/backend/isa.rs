@@ -12,8 +12,7 @@ use std::sync::OnceLock;
 crate::names::names! {
     /// A set of vector instructions the hardware backend's kernels are compiled for.
     pub enum Isa {
-        /// AVX-512F: 16 lanes, tiles of 8 rows x 32 columns (products on AVX2's tiles where
-        /// those are faster: [`Isa::product_tiles`]).
+        /// AVX-512F: 16 lanes, tiles of 8 rows x 32 columns.
         Avx512 = "avx512",
         /// AVX2: 8 lanes, tiles of 6 rows x 16 columns.
         Avx2 = "avx2",
@@ -84,20 +83,6 @@ impl Isa {
             .map_err(String::as_str)
     }
 
-    /// The path whose register tiles this path's matrix products are computed with
-    /// (`Isa::matmul`): its own, except AVX-512 on a core that runs each 512-bit operation as
-    /// two 256-bit halves (AMD's Zen 4), where AVX2's tiles are faster. There a chain's
-    /// separate multiply and add reach 112 GFLOP/s on 256-bit registers against 78 on 512-bit
-    /// ones (`examples/peak_flops.rs`), and the GPT anchor's products 85-93 GFLOP/s with AVX2's
-    /// tiles against 70-77 with AVX-512's. Every path's tiles give the same bits.
-    pub fn product_tiles(self) -> Isa {
-        if self == Isa::Avx512 && halves_512_bit_operations() {
-            Isa::Avx2
-        } else {
-            self
-        }
-    }
-
     /// [`Isa::active`], or the portable path when the variable is wrong (the hardware backend
     /// is then unavailable, see `selfcheck`, so only direct uses of `Native` get here).
     pub(super) fn in_use() -> Isa {
@@ -122,35 +107,6 @@ impl Isa {
             _ => f(),
         }
     }
-}
-
-/// Whether the CPU is one of AMD's family 19h (Zen 3 and Zen 4; of those only Zen 4 has
-/// AVX-512, and it executes a 512-bit operation as two 256-bit halves). Zen 5 (family 1Ah) and
-/// Intel's cores with AVX-512 run their 512-bit operations whole. Asked once per process: in a
-/// virtual machine each CPUID traps to the hypervisor.
-#[cfg(target_arch = "x86_64")]
-fn halves_512_bit_operations() -> bool {
-    static HALVES: OnceLock<bool> = OnceLock::new();
-    *HALVES.get_or_init(|| {
-        use core::arch::x86_64::__cpuid;
-        let (vendor, signature) = (__cpuid(0), __cpuid(1));
-        // "AuthenticAMD" in EBX, EDX, ECX.
-        let amd = [vendor.ebx, vendor.edx, vendor.ecx] == [0x6874_7541, 0x6974_6E65, 0x444D_4163];
-        // The family: the base field (bits 8-11), plus the extended one (bits 20-27) when the
-        // base is 0Fh.
-        let base = (signature.eax >> 8) & 0xF;
-        let family = if base == 0xF {
-            base + ((signature.eax >> 20) & 0xFF)
-        } else {
-            base
-        };
-        amd && family == 0x19
-    })
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn halves_512_bit_operations() -> bool {
-    false
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -216,22 +216,12 @@ fn vector_call<T>(f: impl FnOnce() -> T) -> T {
 }
 
 impl Isa {
-    /// Computes `mm` with the tiles of registers this path's products use
-    /// ([`Isa::product_tiles`]), NaN results recomputed in [`Native`]: the hardware backend's
-    /// matrix product.
+    /// Computes `mm` with this path's tiles of registers, NaN results recomputed in
+    /// [`Native`]: the hardware backend's matrix product.
     ///
     /// # Panics
     /// If the CPU does not have the instructions.
     pub fn matmul(self, mm: MatMul<'_, Native>) {
-        self.product_tiles().matmul_tiles(mm);
-    }
-
-    /// Computes `mm` with this path's own tiles of registers (whichever [`Isa::matmul`] uses:
-    /// tests run every path's).
-    ///
-    /// # Panics
-    /// If the CPU does not have the instructions.
-    pub fn matmul_tiles(self, mm: MatMul<'_, Native>) {
         assert!(self.available(), "this CPU has no {}", self.name());
         match self {
             #[cfg(target_arch = "x86_64")]
