@@ -297,6 +297,19 @@ def test_nxrs_sample_refuses_bad_input_in_one_line(
     assert run.returncode == 1 and "records no vocabulary" in run.stderr
 
 
+def test_nxrs_status_of_a_text_run_shows_steps_without_epochs(
+    text_run: tuple[Path, dict[str, Any]],
+) -> None:
+    """A token stream has no epochs: status shows its steps against the plan's and nothing of
+    an epoch or batch (a stream run's are always 0)."""
+    d, _ = text_run
+    out = nxrs_cli("status", str(d / "run"))
+    assert out.returncode == 0, out.stderr
+    assert "  progress step 6 of 6 (100.0% of the plan)\n" in out.stdout, out.stdout
+    assert "epoch" not in out.stdout and "batch 0" not in out.stdout, out.stdout
+    assert "step-000000000006.nxck  step 6  valid\n" in out.stdout, out.stdout
+
+
 def test_nxrs_verify_and_diff_replay_a_text_run(tmp_path: Path) -> None:
     """The run directory of a text run verifies (the text read again by its manifest's data
     source, every segment replayed), and diff replays one checkpoint to another's step."""

@@ -59,6 +59,12 @@ def format_status(status: dict[str, Any]) -> str:
     """``run_status`` in human terms."""
     lines = [f"run directory {status['directory']}"]
     manifest = status["manifest"]
+    # A token stream's steps draw their windows at random: it has no epochs or batches to show.
+    stream = (manifest or {}).get("data_source", {}).get("task") == "text"
+
+    def position(epoch: object, batch: object) -> str:
+        return "" if stream else f" (epoch {epoch}, batch {batch})"
+
     if manifest is None:
         lines.append(f"  no manifest ({MANIFEST_NAME}): not a run directory of nxrs train or fit")
     else:
@@ -83,17 +89,19 @@ def format_status(status: dict[str, Any]) -> str:
                 f", {_describe_split(file)}"
             )
         plan = manifest.get("plan", {})
+        epochs = "" if stream else f"{plan.get('epochs')} epoch(s), "
         if status["resume_step"] is not None and status.get("beyond_plan"):
             lines.append(
-                f"  progress step {status['resume_step']}, epoch {status['resume_epoch']}: past "
-                f"the plan of the newest command ({plan.get('epochs')} epoch(s), "
-                f"{plan.get('steps')} steps), which had nothing to train"
+                f"  progress step {status['resume_step']}"
+                + ("" if stream else f", epoch {status['resume_epoch']}")
+                + f": past the plan of the newest command ({epochs}{plan.get('steps')} steps), "
+                "which had nothing to train"
             )
         elif status["resume_step"] is not None:
             pct = "" if status["percent"] is None else f" ({status['percent']}% of the plan)"
             lines.append(
-                f"  progress step {status['resume_step']} of {plan.get('steps')}{pct}, epoch "
-                f"{status['resume_epoch']} of {plan.get('epochs')}"
+                f"  progress step {status['resume_step']} of {plan.get('steps')}{pct}"
+                + ("" if stream else f", epoch {status['resume_epoch']} of {plan.get('epochs')}")
             )
         else:
             lines.append(f"  progress no valid checkpoint yet (plan: {plan.get('steps')} steps)")
@@ -103,7 +111,7 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append("  checkpoints none")
     for c in status["checkpoints"]:
         if c["valid"] is True:
-            verdict = f"valid (epoch {c['epoch']}, batch {c['batch']})"
+            verdict = "valid" + position(c["epoch"], c["batch"])
         elif c["valid"] is False:
             verdict = f"DAMAGED: {c['error']}"
         else:
@@ -143,8 +151,8 @@ def format_status(status: dict[str, Any]) -> str:
                 if k in e
             ]
             lines.append(
-                f"    {e.get('time')}  {e.get('event'):<11} step {e.get('step')} (epoch "
-                f"{e.get('epoch')}, batch {e.get('batch')})  pid {e.get('pid')}"
+                f"    {e.get('time')}  {e.get('event'):<11} step {e.get('step')}"
+                f"{position(e.get('epoch'), e.get('batch'))}  pid {e.get('pid')}"
                 + ("  " + "; ".join(extra) if extra else "")
             )
     problems = list(status["records_missing"])
