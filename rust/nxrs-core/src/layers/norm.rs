@@ -216,9 +216,7 @@ impl<R: Real> LayerNorm<R> {
     }
 
     /// The block gradients of `gamma` and `beta` of cells `cells` (`beta`'s empty without
-    /// biases): each cell's chains over the samples in order, from the first. The samples run in
-    /// the outer loop and the cells in the inner one, so the reads are rows in order and the
-    /// chains side by side, each the same sums in the same order.
+    /// biases): each cell's chain over the samples in order, from the first term.
     fn parameter_gradients(
         &self,
         (g, xhat): (&[R], &[R]),
@@ -228,23 +226,24 @@ impl<R: Real> LayerNorm<R> {
         g_beta: &mut [R],
     ) {
         let n = self.cells;
-        // Sample s's cells.
-        let row = |s: usize| s * n + cells.start..s * n + cells.end;
-        for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(0)]).zip(&xhat[row(0)]) {
-            *gamma = g * xhat;
-        }
-        for s in 1..rows {
-            for ((gamma, &g), &xhat) in g_gamma.iter_mut().zip(&g[row(s)]).zip(&xhat[row(s)]) {
-                *gamma = *gamma + g * xhat;
-            }
-        }
-        if !g_beta.is_empty() {
-            g_beta.copy_from_slice(&g[row(0)]);
-            for s in 1..rows {
-                for (beta, &g) in g_beta.iter_mut().zip(&g[row(s)]) {
-                    *beta = *beta + g;
-                }
-            }
+        // Cell k of the range in sample s.
+        let at = |s: usize, k: usize| s * n + cells.start + k;
+        chains_over_samples(g_gamma, rows, |s, k| g[at(s, k)] * xhat[at(s, k)]);
+        chains_over_samples(g_beta, rows, |s, k| g[at(s, k)]);
+    }
+}
+
+/// `out[k] = (t(0, k) + t(1, k)) + ...` over `rows` samples: each cell's chain over the samples
+/// in order, from the first term ([`Group::sum`]'s order). The samples run in the outer loop and
+/// the cells in the inner one, so the terms are read row by row and the chains advance side by
+/// side. Nothing to do for an empty `out`.
+fn chains_over_samples<R: Real>(out: &mut [R], rows: usize, t: impl Fn(usize, usize) -> R) {
+    for (k, out) in out.iter_mut().enumerate() {
+        *out = t(0, k);
+    }
+    for s in 1..rows {
+        for (k, out) in out.iter_mut().enumerate() {
+            *out = *out + t(s, k);
         }
     }
 }

@@ -573,8 +573,8 @@ impl Layer {
                     eps: R::from_f32(ln.eps),
                     bias: ln.bias,
                 };
-                let g = (g, n_in, tokens);
-                normalization_backward(threads, &norm, params, grads, saved, g, gx);
+                let given = (g, n_in, tokens);
+                normalization_backward(threads, &norm, params, grads, saved, given, gx);
             }
         }
     }
