@@ -107,9 +107,9 @@ class RunData:
         source = manifest.get("data_source")
         split = (manifest.get("data") or {}).get("file")
         try:
-            if isinstance(source, dict) and source.get("task") == "text":
-                from nxrs.data import _read_text_again
+            from nxrs.data import _is_text_source, _read_text_again
 
+            if _is_text_source(source):
                 text = _read_text_again(source, data, cwd if isinstance(cwd, str) else None)
                 return cls(text.train, None, validation=text.val)
             if isinstance(source, dict) and isinstance(split, dict):

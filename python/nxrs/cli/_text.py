@@ -20,7 +20,7 @@ from nxrs.cli._common import (
     run_options,
     trainer_options,
 )
-from nxrs.data import Text, load_text, load_tinyshakespeare
+from nxrs.data import Text, _text_source_record, load_text, load_tinyshakespeare
 
 #: ``--data`` naming the built-in text.
 SHAKESPEARE = "shakespeare"
@@ -77,7 +77,7 @@ def train_text(
         eval_batches=args.eval_batches,
         _metadata={"vocab": text.vocab},
         # What replay (nxrs verify, nxrs diff) reads the text again by.
-        _data_source={"data": args.data, "target": None, "task": "text"},
+        _data_source=_text_source_record(args.data),
         **run_options(args, stop),
     )
     estimates = history.history

@@ -18,7 +18,7 @@ from nxrs._runs.transcript import TRANSCRIPT_NAME, Transcript
 from nxrs._trainer import Trainer
 from nxrs._util.files import json_text
 from nxrs.cli._common import error_line, nonempty_location
-from nxrs.data import _describe_split
+from nxrs.data import _describe_split, _is_text_source
 
 HELP = "print a run directory's configuration, progress, checkpoints and history"
 DESCRIPTION = (
@@ -60,7 +60,7 @@ def format_status(status: dict[str, Any]) -> str:
     lines = [f"run directory {status['directory']}"]
     manifest = status["manifest"]
     # A token stream's steps draw their windows at random: it has no epochs or batches to show.
-    stream = (manifest or {}).get("data_source", {}).get("task") == "text"
+    stream = _is_text_source((manifest or {}).get("data_source"))
 
     def position(epoch: object, batch: object) -> str:
         return "" if stream else f" (epoch {epoch}, batch {batch})"

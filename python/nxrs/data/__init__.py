@@ -35,13 +35,17 @@ import threading
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from nxrs._nxrs import ConfigError, InputError, permutation
 from nxrs.data._text import Text, load_text, load_tinyshakespeare
+
+if TYPE_CHECKING:
+    # Python 3.9 has no typing.TypeGuard; annotations are not evaluated at run time.
+    from typing_extensions import TypeGuard
 
 __all__ = [
     "BUILTIN",
@@ -295,6 +299,22 @@ def _source_record(data: str, target: str | None, task: str) -> dict[str, Any]:
     return {"data": data, "target": target, "task": task}
 
 
+#: The ``task`` of a text run's ``data_source`` record (``_text_source_record``): its data is a
+#: token stream, read again by ``_read_text_again``.
+_TEXT_TASK = "text"
+
+
+def _text_source_record(data: str) -> dict[str, Any]:
+    """``_source_record`` of an ``nxrs train --data`` run on text (the built-in name or a
+    ``.txt`` file)."""
+    return _source_record(data, None, _TEXT_TASK)
+
+
+def _is_text_source(source: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a manifest's ``data_source`` record (if any) is a text run's."""
+    return isinstance(source, Mapping) and source.get("task") == _TEXT_TASK
+
+
 def _read_again(
     source: Mapping[str, Any],
     split: Mapping[str, Any],
@@ -320,7 +340,7 @@ def _read_text_again(
     source: Mapping[str, Any], data: str | None = None, cwd: str | None = None
 ) -> Text:
     """The text of an ``nxrs train`` run on text (``source``: its manifest's ``data_source``,
-    task ``"text"``), read again as it was: the built-in tiny Shakespeare, or the file
+    ``_is_text_source``), read again as it was: the built-in tiny Shakespeare, or the file
     (``data`` replacing the recorded one, a relative path relative to ``cwd``)."""
     name = str(source["data"]) if data is None else data
     if name == "shakespeare":
