@@ -43,6 +43,8 @@ EVERY = 4
 #: starts, T the wall time of the same process uninterrupted (interpreter start-up, data loading,
 #: resume, training and saves all get their share, however slow the machine is today).
 MAX_DELAY = 1.2
+#: What a child prints once its third-party imports are done, before it imports nxrs.
+IMPORTED = "child: third-party imports done"
 #: The fewest stops handled (SIGTERM, SIGINT) and resumes from a checkpoint a harness must see:
 #: the signals keep coming until there are that many, so a handler that never runs or a resume
 #: that silently starts over fails the harness instead of going unnoticed.
@@ -192,8 +194,10 @@ def kill_and_restart(
             if sent is not None and proc.returncode != 0:
                 chaos.kills += 1
                 expected = {-sent, 128 + sent}
-                if sent == signal.SIGINT and "Fatal Python error: init_import_site" in err:
-                    expected.add(1)  # CPython's own start-up, interrupted before any of our code
+                if sent == signal.SIGINT and IMPORTED not in err:
+                    # Interrupted in CPython's start-up or numpy's import, before any of our
+                    # code: numpy turns the KeyboardInterrupt into an ImportError (exit 1).
+                    expected.add(1)
                 assert proc.returncode in expected, (proc.returncode, err)
                 chaos.handled += proc.returncode == 128 + sent
             else:
@@ -346,6 +350,7 @@ def test_sigterm_saves_exactly_the_step_it_stopped_at(
 FIT_CHILD = """
 import json, sys
 import numpy as np
+print("@IMPORTED@", file=sys.stderr, flush=True)
 import nxrs
 from nxrs._runs.errors import RunStopped
 
@@ -360,7 +365,7 @@ except RunStopped as stopped:
     sys.exit(128 + stopped.signal)
 summary = {"state_hash": f"{t.state_hash():016x}", "steps": t.steps, "ran": history.steps}
 print(json.dumps(summary))
-"""
+""".replace("@IMPORTED@", IMPORTED)
 
 
 def test_fit_in_a_child_killed_and_stopped_at_random_instants(
