@@ -104,8 +104,9 @@ impl Attention {
                 let outputs = p
                     .chunks_exact_mut(hh * t * t)
                     .zip(o.chunks_exact_mut(t * d));
+                let mut exps = Vec::with_capacity(t * (t + 1) / 2);
                 for (qkv, (p, o)) in per_sample.zip(outputs) {
-                    self.attend(math, qkv, p, o);
+                    self.attend(math, qkv, p, o, &mut exps);
                 }
             },
         );
@@ -125,8 +126,8 @@ impl Attention {
 
     /// One sample's heads: from its `qkv`, the probabilities `p` and the outputs `o`. The
     /// scores and the outputs are matrix products ([`causal`]); `p`'s cells past a row's query
-    /// position are `+0`.
-    fn attend<R: Real>(&self, math: Math, qkv: &[R], p: &mut [R], o: &mut [R]) {
+    /// position are `+0`. `exps` is scratch.
+    fn attend<R: Real>(&self, math: Math, qkv: &[R], p: &mut [R], o: &mut [R], exps: &mut Vec<R>) {
         let (t, d, h) = (self.tokens, self.width, self.head());
         let c = self.scale::<R>();
         for a in 0..self.heads {
@@ -135,6 +136,10 @@ impl Attention {
             // Every score, the masked ones too (each is a chain of its own, not kept).
             let scores = MatrixMut::new(p, t, t);
             MatMul::new(scores, Start::Zero, q, k.t(), Order::AB).run();
+            // Every row's shifted scores `c s - m` one after another in `exps`, and their
+            // exponentials in one call: a row's own would leave most of its cells to the
+            // functions' one-value path (they take several cells at a time).
+            exps.clear();
             for (i, row) in p.chunks_exact_mut(t).enumerate() {
                 let (row, masked) = row.split_at_mut(i + 1);
                 masked.fill(R::ZERO);
@@ -145,13 +150,16 @@ impl Attention {
                 let m = row[1..]
                     .iter()
                     .fold(row[0], |m, &s| if m.ieee_lt(s) { s } else { m });
-                for s in row.iter_mut() {
-                    *s = *s - m;
-                }
-                math.exps_in_place(row);
-                let z = row.iter().fold(R::ZERO, |z, &e| z + e);
-                for s in row.iter_mut() {
-                    *s = *s / z;
+                exps.extend(row.iter().map(|&s| s - m));
+            }
+            math.exps_in_place(exps);
+            let mut rest = &exps[..];
+            for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                let (e, after) = rest.split_at(i + 1);
+                rest = after;
+                let z = e.iter().fold(R::ZERO, |z, &e| z + e);
+                for (p, &e) in row.iter_mut().zip(e) {
+                    *p = e / z;
                 }
             }
             let p = Matrix::new(p, t, t);
