@@ -1,60 +1,90 @@
 //! BatchNorm and LayerNorm (`docs/TRAINING.md` sections 15.2, 15.3 and 15.6). Both normalise a
 //! group of `n` values in a fixed order: BatchNorm a channel's values over the block's samples
 //! and positions, LayerNorm one sample's cells. The group's arithmetic is written once; a layer
-//! says which cells form its groups, in their order.
+//! says which cells form its groups, in their order. Several groups are normalised side by
+//! side ([`SIDE_BY_SIDE`]): each group's sums are chains of their own, in their own order, and
+//! advancing together they do not wait on one another's latency.
 
 use super::share::{by_items, by_samples, of};
 use crate::arith::Real;
 use crate::threads::Threads;
 use core::ops::Range;
 
-/// A group's cells: `at(k)` is the index of its `k`-th value (`k < n`) in the block's cells.
+/// How many groups a pass normalises side by side (at most).
+const SIDE_BY_SIDE: usize = 8;
+
+/// The groups `0 ..< total` in runs of [`SIDE_BY_SIDE`], in order.
+fn runs(total: usize) -> impl Iterator<Item = Range<usize>> {
+    (0..total)
+        .step_by(SIDE_BY_SIDE)
+        .map(move |first| first..total.min(first + SIDE_BY_SIDE))
+}
+
+/// A value per group of a run ([`Groups`]).
+type PerGroup<R> = [R; SIDE_BY_SIDE];
+
+/// A run of groups, normalised side by side: `at(j, k)` is the index of group `j`'s `k`-th
+/// value (`j < count <= SIDE_BY_SIDE`, `k < n`) in the block's cells.
 #[derive(Clone, Copy)]
-struct Group<F: Fn(usize) -> usize> {
+struct Groups<F: Fn(usize, usize) -> usize> {
     n: usize,
+    count: usize,
     at: F,
 }
 
-impl<F: Fn(usize) -> usize> Group<F> {
-    /// `Σ f(k)` over the group in order, from the first term.
-    fn sum<R: Real>(&self, f: impl Fn(usize) -> R) -> R {
-        (1..self.n).fold(f(0), |acc, k| acc + f(k))
+/// What normalising a run of groups gives, group `j`'s at `j`: `μ`, the sum of squares
+/// `Σ (x - μ) * (x - μ)` both variances divide, and `r = sqrt(σ² + eps)`.
+struct Statistics<R> {
+    mean: PerGroup<R>,
+    squares: PerGroup<R>,
+    r: PerGroup<R>,
+}
+
+impl<F: Fn(usize, usize) -> usize> Groups<F> {
+    /// `Σ f(j, i)` over each group `j`'s indices `i` in order, from the first term ([`chains`]).
+    fn sums<R: Real>(&self, f: impl Fn(usize, usize) -> R) -> PerGroup<R> {
+        let mut out = [R::ZERO; SIDE_BY_SIDE];
+        chains(&mut out[..self.count], self.n, |k, j| f(j, (self.at)(j, k)));
+        out
     }
 
-    /// The batch statistics: `μ`, and the sum `Σ (x - μ) * (x - μ)` both variances divide.
-    fn statistics<R: Real>(&self, x: &[R]) -> (R, R) {
-        let mean = self.sum(|k| x[(self.at)(k)]) / R::from_i64(self.n as i64);
-        let squares = self.sum(|k| {
-            let d = x[(self.at)(k)] - mean;
+    /// `n` as a value.
+    fn size<R: Real>(&self) -> R {
+        R::from_i64(self.n as i64)
+    }
+
+    /// Normalises every group: `x̂ = (x - μ) / r`, written to `xhat`.
+    fn normalize<R: Real>(&self, x: &[R], eps: R, xhat: &mut [R]) -> Statistics<R> {
+        let mut mean = self.sums(|_, i| x[i]);
+        for mean in &mut mean[..self.count] {
+            *mean = *mean / self.size();
+        }
+        let squares = self.sums(|j, i| {
+            let d = x[i] - mean[j];
             d * d
         });
-        (mean, squares)
-    }
-
-    /// Normalises the group: `x̂ = (x - μ) / r` with `r = sqrt(σ² + eps)`, written to `xhat`;
-    /// returns `(μ, the sum of squares, r)`.
-    fn normalize<R: Real>(&self, x: &[R], eps: R, xhat: &mut [R]) -> (R, R, R) {
-        let (mean, squares) = self.statistics(x);
-        let r = (squares / R::from_i64(self.n as i64) + eps).sqrt();
-        for k in 0..self.n {
-            let i = (self.at)(k);
-            xhat[i] = (x[i] - mean) / r;
+        let mut r = [R::ZERO; SIDE_BY_SIDE];
+        for j in 0..self.count {
+            r[j] = (squares[j] / self.size() + eps).sqrt();
+            for k in 0..self.n {
+                let i = (self.at)(j, k);
+                xhat[i] = (x[i] - mean[j]) / r[j];
+            }
         }
-        (mean, squares, r)
+        Statistics { mean, squares, r }
     }
 
-    /// The input gradient through the normalisation: with `d = g * gamma` (given),
-    /// `A = Σ d / n`, `M = Σ d * x̂ / n`, `gx = ((d - A) - (x̂ * M)) / r`.
-    fn input_gradient<R: Real>(&self, d: &[R], xhat: &[R], r: R, gx: &mut [R]) {
-        let count = R::from_i64(self.n as i64);
-        let a = self.sum(|k| d[(self.at)(k)]) / count;
-        let m = self.sum(|k| {
-            let i = (self.at)(k);
-            d[i] * xhat[i]
-        }) / count;
-        for k in 0..self.n {
-            let i = (self.at)(k);
-            gx[i] = ((d[i] - a) - (xhat[i] * m)) / r;
+    /// The input gradient through the normalisation (group `j`'s `r` at `r[j]`): with
+    /// `d = g * gamma` (given), `A = Σ d / n`, `M = Σ d * x̂ / n`, `gx = ((d - A) - (x̂ * M)) / r`.
+    fn input_gradient<R: Real>(&self, d: &[R], xhat: &[R], r: &[R], gx: &mut [R]) {
+        let a = self.sums(|_, i| d[i]);
+        let m = self.sums(|_, i| d[i] * xhat[i]);
+        for j in 0..self.count {
+            let (a, m) = (a[j] / self.size(), m[j] / self.size());
+            for k in 0..self.n {
+                let i = (self.at)(j, k);
+                gx[i] = ((d[i] - a) - (xhat[i] * m)) / r[j];
+            }
         }
     }
 }
@@ -77,11 +107,13 @@ pub struct BatchNormTensors<'a, R> {
 }
 
 impl<R: Real> BatchNorm<R> {
-    fn group(&self, c: usize, rows: usize) -> Group<impl Fn(usize) -> usize> {
-        let (channels, p) = (self.channels, self.positions);
-        Group {
+    /// The channels `run` over a block of `rows` samples.
+    fn groups(&self, run: &Range<usize>, rows: usize) -> Groups<impl Fn(usize, usize) -> usize> {
+        let (channels, p, first) = (self.channels, self.positions, run.start);
+        Groups {
             n: rows * p,
-            at: move |k| (k / p * channels + c) * p + k % p,
+            count: run.len(),
+            at: move |j, k| (k / p * channels + first + j) * p + k % p,
         }
     }
 
@@ -100,17 +132,19 @@ impl<R: Real> BatchNorm<R> {
         y: &mut [R],
     ) {
         let (means, variances) = statistics[..2 * self.channels].split_at_mut(self.channels);
-        for (c, r) in r[..self.channels].iter_mut().enumerate() {
-            let group = self.group(c, rows);
-            let (mean, squares, rc) = group.normalize(x, self.eps, xhat);
-            *r = rc;
-            for k in 0..group.n {
-                let i = (group.at)(k);
-                y[i] = (gamma[c] * xhat[i]) + beta[c];
+        for run in runs(self.channels) {
+            let groups = self.groups(&run, rows);
+            let normalized = groups.normalize(x, self.eps, xhat);
+            for (j, c) in run.enumerate() {
+                r[c] = normalized.r[j];
+                for k in 0..groups.n {
+                    let i = (groups.at)(j, k);
+                    y[i] = (gamma[c] * xhat[i]) + beta[c];
+                }
+                means[c] = normalized.mean[j];
+                // n = 1 has no unbiased variance; the update skips such a block (below).
+                variances[c] = normalized.squares[j] / R::from_i64(groups.n.max(2) as i64 - 1);
             }
-            means[c] = mean;
-            // n = 1 has no unbiased variance; the update skips such a block (below).
-            variances[c] = squares / R::from_i64(group.n.max(2) as i64 - 1);
         }
     }
 
@@ -133,9 +167,9 @@ impl<R: Real> BatchNorm<R> {
     pub fn forward_eval(&self, t: BatchNormTensors<'_, R>, x: &[R], rows: usize, y: &mut [R]) {
         for c in 0..self.channels {
             let r = (t.var[c] + self.eps).sqrt();
-            let group = self.group(c, rows);
+            let group = self.groups(&(c..c + 1), rows);
             for k in 0..group.n {
-                let i = (group.at)(k);
+                let i = (group.at)(0, k);
                 y[i] = (t.gamma[c] * ((x[i] - t.mean[c]) / r)) + t.beta[c];
             }
         }
@@ -153,11 +187,13 @@ pub struct LayerNorm<R> {
 }
 
 impl<R: Real> LayerNorm<R> {
-    fn group(&self, s: usize) -> Group<impl Fn(usize) -> usize> {
-        let n = self.cells;
-        Group {
+    /// The samples `run` (of those a pass was given).
+    fn groups(&self, run: &Range<usize>) -> Groups<impl Fn(usize, usize) -> usize> {
+        let (n, first) = (self.cells, run.start);
+        Groups {
             n,
-            at: move |k| s * n + k,
+            count: run.len(),
+            at: move |j, k| (first + j) * n + k,
         }
     }
 
@@ -199,17 +235,23 @@ impl<R: Real> LayerNorm<R> {
         r: &mut [R],
         y: &mut [R],
     ) {
-        for (s, r) in r.iter_mut().enumerate() {
-            *r = self.group(s).normalize(x, self.eps, xhat).2;
-            let cells = s * self.cells..(s + 1) * self.cells;
-            let scaled = y[cells.clone()].iter_mut().zip(&xhat[cells]).zip(gamma);
-            if beta.is_empty() {
-                for ((y, &xhat), &gamma) in scaled {
-                    *y = gamma * xhat;
-                }
-            } else {
-                for (((y, &xhat), &gamma), &beta) in scaled.zip(beta) {
-                    *y = (gamma * xhat) + beta;
+        for run in runs(r.len()) {
+            let normalized = self.groups(&run).normalize(x, self.eps, xhat);
+            r[run.clone()].copy_from_slice(&normalized.r[..run.len()]);
+            let cells = run.start * self.cells..run.end * self.cells;
+            let rows = y[cells.clone()]
+                .chunks_exact_mut(self.cells)
+                .zip(xhat[cells].chunks_exact(self.cells));
+            for (y, xhat) in rows {
+                let scaled = y.iter_mut().zip(xhat).zip(gamma);
+                if beta.is_empty() {
+                    for ((y, &xhat), &gamma) in scaled {
+                        *y = gamma * xhat;
+                    }
+                } else {
+                    for (((y, &xhat), &gamma), &beta) in scaled.zip(beta) {
+                        *y = (gamma * xhat) + beta;
+                    }
                 }
             }
         }
@@ -228,22 +270,21 @@ impl<R: Real> LayerNorm<R> {
         let n = self.cells;
         // Cell k of the range in sample s.
         let at = |s: usize, k: usize| s * n + cells.start + k;
-        chains_over_samples(g_gamma, rows, |s, k| g[at(s, k)] * xhat[at(s, k)]);
-        chains_over_samples(g_beta, rows, |s, k| g[at(s, k)]);
+        chains(g_gamma, rows, |s, k| g[at(s, k)] * xhat[at(s, k)]);
+        chains(g_beta, rows, |s, k| g[at(s, k)]);
     }
 }
 
-/// `out[k] = (t(0, k) + t(1, k)) + ...` over `rows` samples: each cell's chain over the samples
-/// in order, from the first term ([`Group::sum`]'s order). The samples run in the outer loop and
-/// the cells in the inner one, so the terms are read row by row and the chains advance side by
-/// side. Nothing to do for an empty `out`.
-fn chains_over_samples<R: Real>(out: &mut [R], rows: usize, t: impl Fn(usize, usize) -> R) {
-    for (k, out) in out.iter_mut().enumerate() {
-        *out = t(0, k);
+/// `out[j] = (t(0, j) + t(1, j)) + ...` over `terms` terms: each chain's terms in order, from
+/// the first. The terms run in the outer loop and the chains in the inner one, so the chains
+/// advance side by side. Nothing to do for an empty `out`.
+fn chains<R: Real>(out: &mut [R], terms: usize, t: impl Fn(usize, usize) -> R) {
+    for (j, out) in out.iter_mut().enumerate() {
+        *out = t(0, j);
     }
-    for s in 1..rows {
-        for (k, out) in out.iter_mut().enumerate() {
-            *out = *out + t(s, k);
+    for k in 1..terms {
+        for (j, out) in out.iter_mut().enumerate() {
+            *out = *out + t(k, j);
         }
     }
 }
@@ -282,18 +323,19 @@ impl<R: Real> Normalization<R> for BatchNorm<R> {
         gx: &mut [R],
     ) {
         let (g_gamma, g_beta) = grads;
-        for c in 0..self.channels {
-            let group = self.group(c, rows);
-            g_beta[c] = group.sum(|k| g[(group.at)(k)]);
-            g_gamma[c] = group.sum(|k| {
-                let i = (group.at)(k);
-                g[i] * xhat[i]
-            });
-            for k in 0..group.n {
-                let i = (group.at)(k);
-                d[i] = g[i] * gamma[c];
+        for run in runs(self.channels) {
+            let groups = self.groups(&run, rows);
+            let sums = groups.sums(|_, i| g[i]);
+            let products = groups.sums(|_, i| g[i] * xhat[i]);
+            for (j, c) in run.clone().enumerate() {
+                g_beta[c] = sums[j];
+                g_gamma[c] = products[j];
+                for k in 0..groups.n {
+                    let i = (groups.at)(j, k);
+                    d[i] = g[i] * gamma[c];
+                }
             }
-            group.input_gradient(d, xhat, r[c], gx);
+            groups.input_gradient(d, xhat, &r[run], gx);
         }
     }
 }
@@ -334,13 +376,14 @@ impl<R: Real> Normalization<R> for LayerNorm<R> {
             (6 * n, 4 * n),
             [(&mut d[..rows * n], n), (&mut gx[..rows * n], n)],
             |samples, [d, gx]| {
-                let (g, xhat) = (of(g, &samples, n), of(xhat, &samples, n));
-                for (s, &r) in r[samples].iter().enumerate() {
-                    let cells = s * n..(s + 1) * n;
-                    for ((d, &g), &gamma) in d[cells.clone()].iter_mut().zip(&g[cells]).zip(gamma) {
+                let (g, xhat, r) = (of(g, &samples, n), of(xhat, &samples, n), &r[samples]);
+                for (d, g) in d.chunks_exact_mut(n).zip(g.chunks_exact(n)) {
+                    for ((d, &g), &gamma) in d.iter_mut().zip(g).zip(gamma) {
                         *d = g * gamma;
                     }
-                    self.group(s).input_gradient(d, xhat, r, gx);
+                }
+                for run in runs(r.len()) {
+                    self.groups(&run).input_gradient(d, xhat, &r[run], gx);
                 }
             },
         );
