@@ -305,6 +305,18 @@ def test_from_torch_refuses_sequence_modules_it_cannot_represent(
     assert f") cannot be represented: {why}" in text, text
 
 
+def test_from_torch_names_a_layernorm_over_more_than_a_tokens_width() -> None:
+    model = nxrs.Trainer(layers=MODELS["gpt"]).to_torch()
+    model[2].branch[0] = nn.LayerNorm((T, 16), bias=False)
+    with pytest.raises(nxrs.ConfigError) as err:
+        nxrs.Trainer.from_torch(model, input_shape=T)
+    assert str(err.value) == (
+        f"module 2.branch.0 ({model[2].branch[0]!r}) cannot be represented: it normalises over "
+        f"the shape ({T}, 16), and each token here has the shape (16,); nxrs's LayerNorm "
+        "normalises over each token's width (PyTorch's LayerNorm((16,)))"
+    )
+
+
 class OwnAttention(nn.Module):
     """nanoGPT's attention of a user's own class: not one of nxrs's modules."""
 

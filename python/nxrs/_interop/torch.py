@@ -295,7 +295,7 @@ def _from_torch_layers(
     trainer = trainer_class(model, **config)
     state = trainer.state_dict() if norms else {}
     for k, child, number in norms:
-        _check_normalized_shape(k, child, state[f"gamma{number}"].shape)
+        _check_normalized_shape(k, child, state[f"gamma{number}"].shape, bool(embeddings))
     _start(trainer, parameters, buffers)
     return trainer
 
@@ -311,15 +311,20 @@ def _check_tied(k: str, child: Any, embeddings: list[Any]) -> None:
         )
 
 
-def _check_normalized_shape(k: str, child: Any, whole: tuple[int, ...]) -> None:
+def _check_normalized_shape(k: str, child: Any, whole: tuple[int, ...], sequence: bool) -> None:
     """Refuses the torch ``LayerNorm`` ``child`` (module ``k``) unless it normalises over the
-    whole input of the layer, of shape ``whole`` (the model's ``gamma``), as nxrs's does."""
+    cells nxrs's does, of shape ``whole`` (the model's ``gamma``): the whole input of the layer,
+    or each token's width in a ``sequence`` model (one that starts with an ``nn.Embedding``)."""
     if tuple(child.normalized_shape) != tuple(whole):
+        has, over = (
+            ("each token here has the shape", "each token's width")
+            if sequence
+            else ("its input here has the shape", "the whole input of the layer")
+        )
         raise ConfigError(
             f"module {k} ({child!r}) cannot be represented: it normalises over the shape "
-            f"{tuple(child.normalized_shape)}, and its input here has the shape {tuple(whole)}; "
-            "nxrs's LayerNorm normalises over the whole input of the layer (PyTorch's "
-            f"LayerNorm({tuple(whole)}))"
+            f"{tuple(child.normalized_shape)}, and {has} {tuple(whole)}; nxrs's LayerNorm "
+            f"normalises over {over} (PyTorch's LayerNorm({tuple(whole)}))"
         )
 
 
