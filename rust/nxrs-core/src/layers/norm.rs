@@ -2,7 +2,7 @@
 //! group of `n` values in a fixed order: BatchNorm a channel's values over the block's samples
 //! and positions, LayerNorm one sample's cells. The group's arithmetic is written once; a layer
 //! says which cells form its groups, in their order. Several groups are normalised side by
-//! side ([`SIDE_BY_SIDE`]): each group's sums are chains of their own, in their own order, and
+//! side (eight at a time): each group's sums are chains of their own, in their own order, and
 //! advancing together they do not wait on one another's latency.
 
 use super::share::{by_items, by_samples, of};
