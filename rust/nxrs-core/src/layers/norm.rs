@@ -55,9 +55,10 @@ impl<F: Fn(usize, usize) -> usize> Groups<F> {
 
     /// Normalises every group: `x̂ = (x - μ) / r`, written to `xhat`.
     fn normalize<R: Real>(&self, x: &[R], eps: R, xhat: &mut [R]) -> Statistics<R> {
+        let size = self.size::<R>();
         let mut mean = self.sums(|_, i| x[i]);
         for mean in &mut mean[..self.count] {
-            *mean = *mean / self.size();
+            *mean = *mean / size;
         }
         let squares = self.sums(|j, i| {
             let d = x[i] - mean[j];
@@ -65,7 +66,7 @@ impl<F: Fn(usize, usize) -> usize> Groups<F> {
         });
         let mut r = [R::ZERO; SIDE_BY_SIDE];
         for j in 0..self.count {
-            r[j] = (squares[j] / self.size() + eps).sqrt();
+            r[j] = (squares[j] / size + eps).sqrt();
             for k in 0..self.n {
                 let i = (self.at)(j, k);
                 xhat[i] = (x[i] - mean[j]) / r[j];
@@ -77,10 +78,11 @@ impl<F: Fn(usize, usize) -> usize> Groups<F> {
     /// The input gradient through the normalisation (group `j`'s `r` at `r[j]`): with
     /// `d = g * gamma` (given), `A = Σ d / n`, `M = Σ d * x̂ / n`, `gx = ((d - A) - (x̂ * M)) / r`.
     fn input_gradient<R: Real>(&self, d: &[R], xhat: &[R], r: &[R], gx: &mut [R]) {
+        let size = self.size::<R>();
         let a = self.sums(|_, i| d[i]);
         let m = self.sums(|_, i| d[i] * xhat[i]);
         for j in 0..self.count {
-            let (a, m) = (a[j] / self.size(), m[j] / self.size());
+            let (a, m) = (a[j] / size, m[j] / size);
             for k in 0..self.n {
                 let i = (self.at)(j, k);
                 gx[i] = ((d[i] - a) - (xhat[i] * m)) / r[j];
